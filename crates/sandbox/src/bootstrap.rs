@@ -1,0 +1,376 @@
+//! What a fresh instance gets: the KubeVirt CRDs, namespaces, RBAC for the users, a KubeVirt CR,
+//! a node, the APIService for the emulated virt-api, and the demo data.
+//!
+//! RBAC (namespace `corral-vms`):
+//! - `alice`, `bob`: ClusterRole `corral-vdi:desktop-user` — read VMs, VMIs and clones, patch
+//!   VMs, start/stop/restart them through the subresources, open VNC/console/port-forward/
+//!   usbredir, and manage Leases;
+//! - `carol`: ClusterRole `corral-vdi:lease-only` — read VMs and VMIs, manage Leases, but not
+//!   change VMs (makes "label patch refused" testable);
+//! - `admin`: `system:masters`.
+//!
+//! Nobody but `admin` may list namespaces or read other namespaces.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use data_encoding::BASE64;
+use k8s_openapi::api::core::v1::{Namespace, Node, Service};
+use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::DEMO_NAMESPACE;
+use crate::pki::Pki;
+
+/// Field manager of everything the sandbox writes at start-up.
+pub const MANAGER: &str = "corral-sandbox";
+/// Namespace of the emulated KubeVirt install (KubeVirt CR, virt-api Service).
+pub const KUBEVIRT_NAMESPACE: &str = "kubevirt";
+/// Name of the node every emulated VMI runs on.
+pub const NODE: &str = "sandbox-node-1";
+
+async fn apply<K>(api: &Api<K>, name: &str, value: Value) -> Result<K>
+where
+    K: Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    api.patch(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(value))
+        .await
+        .with_context(|| format!("apply {name}"))
+}
+
+fn preserve() -> Value {
+    json!({ "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } })
+}
+
+/// A structural CRD that keeps unknown fields, as KubeVirt's generated ones effectively do for
+/// the fields we do not model.
+fn crd(
+    group: &str,
+    kind: &str,
+    plural: &str,
+    short: &[&str],
+    versions: &[(&str, bool)],
+    status_subresource: bool,
+    namespaced: bool,
+) -> Value {
+    let versions: Vec<Value> = versions
+        .iter()
+        .map(|(name, storage)| {
+            let mut v = json!({
+                "name": name, "served": true, "storage": storage, "schema": preserve(),
+                "additionalPrinterColumns": [
+                    { "name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp" },
+                    { "name": "Status", "type": "string", "jsonPath": ".status.printableStatus" },
+                    { "name": "Phase", "type": "string", "jsonPath": ".status.phase" },
+                ],
+            });
+            if status_subresource {
+                v["subresources"] = json!({ "status": {} });
+            }
+            v
+        })
+        .collect();
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": { "name": format!("{plural}.{group}") },
+        "spec": {
+            "group": group,
+            "scope": if namespaced { "Namespaced" } else { "Cluster" },
+            "names": {
+                "kind": kind, "plural": plural, "singular": kind.to_lowercase(),
+                "listKind": format!("{kind}List"), "shortNames": short,
+                "categories": ["all"],
+            },
+            "versions": versions,
+        }
+    })
+}
+
+/// Installs the CRDs (waiting until they are Established), namespaces, RBAC, the KubeVirt CR
+/// and the node.
+pub async fn install(admin: &Client) -> Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    let definitions = [
+        crd(
+            "kubevirt.io",
+            "VirtualMachine",
+            "virtualmachines",
+            &["vm", "vms"],
+            &[("v1", true)],
+            true,
+            true,
+        ),
+        crd(
+            "kubevirt.io",
+            "VirtualMachineInstance",
+            "virtualmachineinstances",
+            &["vmi", "vmis"],
+            &[("v1", true)],
+            false,
+            true,
+        ),
+        crd(
+            "kubevirt.io",
+            "KubeVirt",
+            "kubevirts",
+            &["kv", "kvs"],
+            &[("v1", true)],
+            true,
+            true,
+        ),
+        crd(
+            "clone.kubevirt.io",
+            "VirtualMachineClone",
+            "virtualmachineclones",
+            &["vmclone", "vmclones"],
+            &[("v1beta1", true), ("v1alpha1", false)],
+            true,
+            true,
+        ),
+    ];
+    for def in definitions {
+        let name = def["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+        apply(&crds, &name, def).await?;
+        wait_established(&crds, &name).await?;
+    }
+
+    let namespaces: Api<Namespace> = Api::all(admin.clone());
+    for ns in [DEMO_NAMESPACE, KUBEVIRT_NAMESPACE] {
+        apply(
+            &namespaces,
+            ns,
+            json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": ns } }),
+        )
+        .await?;
+    }
+    install_rbac(admin).await?;
+
+    let kubevirt = dynamic(admin, "kubevirt.io", "v1", "KubeVirt", "kubevirts", KUBEVIRT_NAMESPACE);
+    apply(
+        &kubevirt,
+        "kubevirt",
+        json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+            "metadata": { "name": "kubevirt", "namespace": KUBEVIRT_NAMESPACE },
+            "spec": { "configuration": {
+                "developerConfiguration": { "featureGates": ["Snapshot"] },
+                "permittedHostDevices": { "pciHostDevices": [], "mediatedDevices": [] }
+            } }
+        }),
+    )
+    .await?;
+
+    let nodes: Api<Node> = Api::all(admin.clone());
+    apply(
+        &nodes,
+        NODE,
+        json!({ "apiVersion": "v1", "kind": "Node",
+                "metadata": { "name": NODE, "labels": { "kubernetes.io/hostname": NODE, "kubevirt.io/schedulable": "true" } } }),
+    )
+    .await?;
+    let capacity = json!({ "cpu": "16", "memory": "64Gi", "pods": "110" });
+    nodes
+        .patch_status(
+            NODE,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(json!({ "apiVersion": "v1", "kind": "Node", "status": {
+                "capacity": capacity, "allocatable": capacity,
+                "conditions": [{ "type": "Ready", "status": "True", "reason": "SandboxNode",
+                                 "message": "emulated node: no kubelet runs here" }]
+            } })),
+        )
+        .await
+        .context("set the node's status")?;
+    Ok(())
+}
+
+async fn wait_established(crds: &Api<CustomResourceDefinition>, name: &str) -> Result<()> {
+    for _ in 0..200 {
+        let crd = crds.get(name).await?;
+        let established = crd
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        if established {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    bail!("CRD {name} was not Established within 10 s")
+}
+
+/// A dynamic API for a namespaced kind.
+pub fn dynamic(
+    client: &Client,
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+    namespace: &str,
+) -> Api<DynamicObject> {
+    let resource =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+    Api::namespaced_with(client.clone(), namespace, &resource)
+}
+
+async fn install_rbac(admin: &Client) -> Result<()> {
+    let roles: Api<ClusterRole> = Api::all(admin.clone());
+    let read = json!(["get", "list", "watch"]);
+    let lease_rule = json!({ "apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"] });
+    let read_vms = json!({ "apiGroups": ["kubevirt.io"],
+        "resources": ["virtualmachines", "virtualmachineinstances"], "verbs": read });
+    apply(
+        &roles,
+        "corral-vdi:desktop-user",
+        json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": { "name": "corral-vdi:desktop-user" },
+            "rules": [
+                read_vms,
+                { "apiGroups": ["kubevirt.io"], "resources": ["virtualmachines"], "verbs": ["patch"] },
+                { "apiGroups": ["clone.kubevirt.io"], "resources": ["virtualmachineclones"], "verbs": read },
+                { "apiGroups": ["subresources.kubevirt.io"],
+                  "resources": ["virtualmachines/start", "virtualmachines/stop", "virtualmachines/restart"],
+                  "verbs": ["update"] },
+                { "apiGroups": ["subresources.kubevirt.io"],
+                  "resources": ["virtualmachineinstances/vnc", "virtualmachineinstances/console",
+                                "virtualmachineinstances/portforward", "virtualmachineinstances/usbredir"],
+                  "verbs": ["get"] },
+                lease_rule,
+            ] }),
+    )
+    .await?;
+    apply(
+        &roles,
+        "corral-vdi:lease-only",
+        json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": { "name": "corral-vdi:lease-only" },
+            "rules": [read_vms, lease_rule] }),
+    )
+    .await?;
+    let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), DEMO_NAMESPACE);
+    for (user, role) in [
+        ("alice", "corral-vdi:desktop-user"),
+        ("bob", "corral-vdi:desktop-user"),
+        ("carol", "corral-vdi:lease-only"),
+    ] {
+        let name = format!("corral-vdi-{user}");
+        apply(
+            &bindings,
+            &name,
+            json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": { "name": name, "namespace": DEMO_NAMESPACE },
+                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role },
+                "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user }] }),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Registers the emulated virt-api with the aggregator: an ExternalName Service pointing at
+/// `localhost:<port>` (Endpoints may not name loopback addresses) and the APIService
+/// `v1.subresources.kubevirt.io`, as virt-operator registers the real one. Returns once the
+/// aggregator reports it Available.
+pub async fn register_virt_api(admin: &Client, pki: &Pki, port: u16) -> Result<()> {
+    let services: Api<Service> = Api::namespaced(admin.clone(), KUBEVIRT_NAMESPACE);
+    apply(
+        &services,
+        "virt-api",
+        json!({ "apiVersion": "v1", "kind": "Service",
+            "metadata": { "name": "virt-api", "namespace": KUBEVIRT_NAMESPACE },
+            "spec": { "type": "ExternalName", "externalName": "localhost",
+                      "ports": [{ "name": "https", "port": port, "protocol": "TCP" }] } }),
+    )
+    .await?;
+    let apiservices: Api<APIService> = Api::all(admin.clone());
+    apply(
+        &apiservices,
+        "v1.subresources.kubevirt.io",
+        json!({ "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+            "metadata": { "name": "v1.subresources.kubevirt.io" },
+            "spec": { "group": "subresources.kubevirt.io", "version": "v1",
+                      "groupPriorityMinimum": 1000, "versionPriority": 15,
+                      "caBundle": BASE64.encode(pki.ca_pem.as_bytes()),
+                      "service": { "namespace": KUBEVIRT_NAMESPACE, "name": "virt-api", "port": port } } }),
+    )
+    .await?;
+    for _ in 0..300 {
+        let svc = apiservices.get("v1.subresources.kubevirt.io").await?;
+        let conditions = svc.status.and_then(|s| s.conditions).unwrap_or_default();
+        if conditions
+            .iter()
+            .any(|c| c.type_ == "Available" && c.status == "True")
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bail!("the emulated virt-api APIService did not become Available within 30 s")
+}
+
+/// The golden VM's spec: a desktop with a DataVolume root disk and USB client passthrough.
+pub fn golden_spec(run_strategy: &str, domain_label: &str) -> Value {
+    json!({
+        "runStrategy": run_strategy,
+        "template": {
+            "metadata": { "labels": { "kubevirt.io/domain": domain_label } },
+            "spec": {
+                "domain": {
+                    "cpu": { "cores": 2 },
+                    "memory": { "guest": "4Gi" },
+                    "devices": {
+                        "disks": [{ "name": "rootdisk", "disk": { "bus": "virtio" } }],
+                        "interfaces": [{ "name": "default", "masquerade": {} }],
+                        "clientPassthrough": {}
+                    }
+                },
+                "networks": [{ "name": "default", "pod": {} }],
+                "volumes": [{ "name": "rootdisk", "dataVolume": { "name": format!("{domain_label}-root") } }]
+            }
+        }
+    })
+}
+
+/// Demo data in `corral-vms`: a stopped golden VM `golden-desktop`, and a Phase 1 pool `legacy`
+/// of three members made the old way (labels only, no Leases), `legacy-2` assigned to `alice`.
+pub async fn seed(admin: &Client) -> Result<()> {
+    let vms = dynamic(admin, "kubevirt.io", "v1", "VirtualMachine", "virtualmachines", DEMO_NAMESPACE);
+    apply(
+        &vms,
+        "golden-desktop",
+        json!({ "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": { "name": "golden-desktop", "namespace": DEMO_NAMESPACE, "labels": { "app": "desktop" } },
+            "spec": golden_spec("Halted", "golden-desktop") }),
+    )
+    .await?;
+    for i in 1..=3 {
+        let name = format!("legacy-{i}");
+        let mut labels = json!({ "app": "desktop", "corral.dev/vdi-pool": "legacy" });
+        let mut annotations = json!({});
+        let mut strategy = "Halted";
+        if i == 2 {
+            labels["corral.dev/vdi-assigned-to"] = json!("alice");
+            annotations["corral.dev/vdi-claimed-at"] = json!("2026-01-15T09:30:00Z");
+            strategy = "Always";
+        }
+        apply(
+            &vms,
+            &name,
+            json!({ "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+                "metadata": { "name": name, "namespace": DEMO_NAMESPACE, "labels": labels, "annotations": annotations },
+                "spec": golden_spec(strategy, &name) }),
+        )
+        .await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,325 @@
+//! The emulated virt-api: `subresources.kubevirt.io/v1` served over TLS behind the API
+//! server's aggregator, like KubeVirt's virt-api, so clients call the same URLs as on a real
+//! cluster (`PUT /apis/subresources.kubevirt.io/v1/namespaces/{ns}/virtualmachines/{name}/start`).
+//!
+//! Authentication: only clients with a certificate from the front-proxy CA get through the TLS
+//! handshake (the aggregator); the user is the `X-Remote-User` header it sets, groups are
+//! `X-Remote-Group`. Authorization: a SubjectAccessReview against the API server, as virt-api
+//! does. The start/stop/restart rules follow KubeVirt's `pkg/virt-api/rest/lifecycle.go`:
+//! - start: 409 "VM is already running" if a non-final VMI exists; `Halted` → `runStrategy:
+//!   Always`; `Manual`/`RerunOnFailure` → a Start state-change request; `Always`/`Once` → 409
+//!   "… does not support manual start requests".
+//! - stop: `Always`/`Once` → `runStrategy: Halted`; `Manual`/`RerunOnFailure` without a VMI →
+//!   409 "VM is not running", with one → a Stop request; `Halted` → 409 (not running, or a
+//!   stop without a shorter grace period).
+//! - restart: `Halted` → 409; otherwise the VMI is deleted and the controller makes a new one.
+//!
+//! VNC, console, port-forward and usbredir are not emulated (there is no guest).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, put};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::service::TowerToHyperService;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::server::WebPkiClientVerifier;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+use super::types::{VirtualMachine, VirtualMachineInstance, run_strategy};
+use crate::pki::Pki;
+
+/// API group served.
+pub const GROUP: &str = "subresources.kubevirt.io";
+
+#[derive(Clone)]
+struct AppState {
+    client: Client,
+}
+
+/// Binds 127.0.0.1 on a free port and serves until the task is aborted. Returns the port and
+/// the serving future.
+pub async fn bind(
+    client: Client,
+    pki: &Pki,
+) -> Result<(u16, impl std::future::Future<Output = ()> + Send + 'static)> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(CertificateDer::from(pki.front_proxy_ca_der.clone()))?;
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .build()
+        .context("client certificate verifier")?;
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(
+            vec![CertificateDer::from(pki.virt_api.cert_der.clone())],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(pki.virt_api.key_der.clone())),
+        )?;
+    let acceptor = TlsAcceptor::from(Arc::new(config));
+    let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+    let port = listener.local_addr()?.port();
+    let app = router(client);
+    let serve = async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                continue;
+            };
+            let acceptor = acceptor.clone();
+            let app = app.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let service = TowerToHyperService::new(app);
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    };
+    Ok((port, serve))
+}
+
+fn router(client: Client) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(|| async { "ok" }))
+        .route("/apis", get(group_list))
+        .route(&format!("/apis/{GROUP}"), get(group))
+        .route(&format!("/apis/{GROUP}/v1"), get(resources))
+        .route(
+            &format!("/apis/{GROUP}/v1/namespaces/{{ns}}/virtualmachines/{{name}}/{{action}}"),
+            put(vm_action),
+        )
+        .with_state(AppState { client })
+}
+
+fn group_json() -> Value {
+    json!({ "kind": "APIGroup", "apiVersion": "v1", "name": GROUP,
+        "versions": [{ "groupVersion": format!("{GROUP}/v1"), "version": "v1" }],
+        "preferredVersion": { "groupVersion": format!("{GROUP}/v1"), "version": "v1" } })
+}
+
+async fn group_list() -> axum::Json<Value> {
+    axum::Json(json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": [group_json()] }))
+}
+
+async fn group() -> axum::Json<Value> {
+    axum::Json(group_json())
+}
+
+async fn resources() -> axum::Json<Value> {
+    let vm = |sub: &str| json!({ "name": format!("virtualmachines/{sub}"), "namespaced": true,
+        "kind": "VirtualMachine", "verbs": ["update"] });
+    let vmi = |sub: &str| json!({ "name": format!("virtualmachineinstances/{sub}"), "namespaced": true,
+        "kind": "VirtualMachineInstance", "verbs": ["get"] });
+    axum::Json(json!({ "kind": "APIResourceList", "apiVersion": "v1",
+        "groupVersion": format!("{GROUP}/v1"),
+        "resources": [vm("start"), vm("stop"), vm("restart"),
+                      vmi("vnc"), vmi("console"), vmi("portforward"), vmi("usbredir")] }))
+}
+
+/// A Kubernetes `Status` error response.
+fn status(code: StatusCode, reason: &str, message: String) -> Response {
+    let body = json!({ "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": reason, "code": code.as_u16() });
+    (code, axum::Json(body)).into_response()
+}
+
+fn conflict(name: &str, why: &str) -> Response {
+    status(
+        StatusCode::CONFLICT,
+        "Conflict",
+        format!("Operation cannot be fulfilled on virtualmachine.kubevirt.io \"{name}\": {why}"),
+    )
+}
+
+fn internal(err: impl std::fmt::Display) -> Response {
+    status(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "InternalError",
+        format!("Internal error occurred: {err}"),
+    )
+}
+
+/// Asks the API server whether the front-proxied user may `update` the subresource.
+async fn allowed(
+    client: &Client,
+    headers: &HeaderMap,
+    ns: &str,
+    name: &str,
+    action: &str,
+) -> Result<bool, kube::Error> {
+    let user = headers
+        .get("X-Remote-User")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let groups: Vec<String> = headers
+        .get_all("X-Remote-Group")
+        .iter()
+        .filter_map(|v| v.to_str().ok().map(str::to_owned))
+        .collect();
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(user),
+            groups: Some(groups),
+            resource_attributes: Some(ResourceAttributes {
+                namespace: Some(ns.to_owned()),
+                verb: Some("update".into()),
+                group: Some(GROUP.into()),
+                resource: Some("virtualmachines".into()),
+                subresource: Some(action.to_owned()),
+                name: Some(name.to_owned()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let api: Api<SubjectAccessReview> = Api::all(client.clone());
+    let answer = api.create(&PostParams::default(), &review).await?;
+    Ok(answer.status.is_some_and(|s| s.allowed))
+}
+
+async fn vm_action(
+    State(state): State<AppState>,
+    Path((ns, name, action)): Path<(String, String, String)>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if !matches!(action.as_str(), "start" | "stop" | "restart") {
+        return status(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!("the server could not find the requested resource (virtualmachines/{action})"),
+        );
+    }
+    match allowed(&state.client, &headers, &ns, &name, &action).await {
+        Ok(true) => {}
+        Ok(false) => {
+            let user = headers
+                .get("X-Remote-User")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("system:anonymous");
+            return status(
+                StatusCode::FORBIDDEN,
+                "Forbidden",
+                format!(
+                    "virtualmachines.{GROUP} \"{name}\" is forbidden: User \"{user}\" cannot update resource \"virtualmachines/{action}\" in API group \"{GROUP}\" in the namespace \"{ns}\""
+                ),
+            );
+        }
+        Err(e) => return internal(e),
+    }
+    let options: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let dry_run = options
+        .get("dryRun")
+        .and_then(Value::as_array)
+        .is_some_and(|d| !d.is_empty());
+    let vms: Api<VirtualMachine> = Api::namespaced(state.client.clone(), &ns);
+    let vmis: Api<VirtualMachineInstance> = Api::namespaced(state.client.clone(), &ns);
+    let vm = match vms.get_opt(&name).await {
+        Ok(Some(vm)) => vm,
+        Ok(None) => {
+            return status(
+                StatusCode::NOT_FOUND,
+                "NotFound",
+                format!("virtualmachines.kubevirt.io \"{name}\" not found"),
+            );
+        }
+        Err(e) => return internal(e),
+    };
+    let vmi = match vmis.get_opt(&name).await {
+        Ok(vmi) => vmi,
+        Err(e) => return internal(e),
+    };
+    let phase = vmi
+        .as_ref()
+        .and_then(|v| v.status.as_ref())
+        .and_then(|s| s.get("phase"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let vmi_live = vmi.is_some() && !matches!(phase.as_str(), "Succeeded" | "Failed");
+    let strategy = run_strategy(&vm.spec.fields);
+    let mut params = PatchParams::default();
+    params.dry_run = dry_run;
+
+    let result = match (action.as_str(), strategy.as_str()) {
+        ("start", _) if vmi_live && !matches!(phase.as_str(), "" | "Unknown") => {
+            return conflict(&name, "VM is already running");
+        }
+        ("start", "Halted") => set_strategy(&vms, &name, "Always", &params).await,
+        ("start", "Manual" | "RerunOnFailure") => request(&vms, &vm, "Start", &params).await,
+        ("start", other) => {
+            return conflict(&name, &format!("{other} does not support manual start requests"));
+        }
+        ("stop", "Always" | "Once") => set_strategy(&vms, &name, "Halted", &params).await,
+        ("stop", _) if !vmi_live => return conflict(&name, "VM is not running"),
+        ("stop", "Manual" | "RerunOnFailure") => request(&vms, &vm, "Stop", &params).await,
+        ("stop", _) => {
+            return conflict(
+                &name,
+                "Halted only supports manual stop requests with a shorter graceperiod",
+            );
+        }
+        ("restart", "Halted") => {
+            return conflict(&name, "Halted does not support manual restart requests");
+        }
+        (_, _) if !vmi_live => return conflict(&name, "VM is not running"),
+        (_, _) if dry_run => Ok(()),
+        (_, _) => vmis
+            .delete(&name, &DeleteParams::default())
+            .await
+            .map(|_| ()),
+    };
+    match result {
+        Ok(()) => StatusCode::ACCEPTED.into_response(),
+        Err(kube::Error::Api(s)) if s.code == 409 => conflict(&name, &s.message),
+        Err(e) => internal(e),
+    }
+}
+
+async fn set_strategy(
+    vms: &Api<VirtualMachine>,
+    name: &str,
+    strategy: &str,
+    params: &PatchParams,
+) -> Result<(), kube::Error> {
+    let patch = json!({ "spec": { "runStrategy": strategy, "running": null } });
+    vms.patch(name, params, &Patch::Merge(patch)).await.map(|_| ())
+}
+
+async fn request(
+    vms: &Api<VirtualMachine>,
+    vm: &VirtualMachine,
+    action: &str,
+    params: &PatchParams,
+) -> Result<(), kube::Error> {
+    let mut requests = vm
+        .status
+        .as_ref()
+        .and_then(|s| s.get("stateChangeRequests"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    requests.push(json!({ "action": action }));
+    let patch = json!({ "status": { "stateChangeRequests": requests } });
+    vms.patch_status(&vm.name_any(), params, &Patch::Merge(patch))
+        .await
+        .map(|_| ())
+}

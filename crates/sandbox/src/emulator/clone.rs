@@ -1,0 +1,338 @@
+//! VirtualMachineClone emulation, after KubeVirt's clone controller: phases
+//! `SnapshotInProgress` → `RestoreInProgress` → `CreatingTargetVM` → `Succeeded` (or
+//! `Failed`), `cloneStepMillis` apart, ending in a target VM with the source's spec,
+//! `runStrategy: Halted`, labels and annotations copied through the filters, MAC addresses and
+//! the firmware UUID blanked.
+//!
+//! Faithful failure modes: a missing source stays pending with a condition saying so; a source
+//! with persistent TPM or EFI (backend storage) goes `Failed`; a target name that already
+//! exists leaves the clone in `RestoreInProgress` with a warning Event. Knobs can stall or fail
+//! named targets. No disk is copied: there are no disks.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Event, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+use serde_json::{Map, Value, json};
+
+use super::knobs::Knobs;
+use super::types::{VirtualMachine, VirtualMachineClone, VmSpec};
+use super::vm::ReconcileError;
+use crate::bootstrap::MANAGER;
+
+struct Ctx {
+    client: Client,
+}
+
+/// Runs the clone controller until the task is aborted.
+pub async fn run(client: Client) {
+    let clones: Api<VirtualMachineClone> = Api::all(client.clone());
+    Controller::new(clones, watcher::Config::default())
+        .run(
+            reconcile,
+            |_, err: &ReconcileError, _| {
+                tracing::debug!(error = %err, "clone reconcile failed; retrying");
+                Action::requeue(Duration::from_secs(1))
+            },
+            Arc::new(Ctx { client }),
+        )
+        .for_each(|_| async {})
+        .await;
+}
+
+fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
+    v.pointer(pointer).and_then(Value::as_str)
+}
+
+/// Whether `key` passes KubeVirt-style filters: none means all; `*` only at the end, `!` only
+/// at the start (negation). A key is copied when some positive filter matches it (or there is
+/// none) and no negated filter does.
+pub fn passes(filters: &[String], key: &str) -> bool {
+    let matches = |pattern: &str| match pattern.strip_suffix('*') {
+        Some(prefix) => key.starts_with(prefix),
+        None => key == pattern,
+    };
+    let positive: Vec<&str> = filters
+        .iter()
+        .filter(|f| !f.starts_with('!'))
+        .map(String::as_str)
+        .collect();
+    let included = positive.is_empty() || positive.iter().any(|p| matches(p));
+    let excluded = filters
+        .iter()
+        .filter_map(|f| f.strip_prefix('!'))
+        .any(matches);
+    included && !excluded
+}
+
+fn filtered(map: Option<&std::collections::BTreeMap<String, String>>, filters: &[String]) -> Value {
+    let mut out = Map::new();
+    for (k, v) in map.into_iter().flatten() {
+        if passes(filters, k) {
+            out.insert(k.clone(), Value::String(v.clone()));
+        }
+    }
+    Value::Object(out)
+}
+
+fn string_list(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// Whether the source keeps TPM or EFI state in backend storage: KubeVirt cannot clone those.
+fn backend_storage(source: &VirtualMachine) -> bool {
+    let domain = source
+        .spec
+        .fields
+        .get("template")
+        .and_then(|t| t.pointer("/spec/domain"))
+        .cloned()
+        .unwrap_or_default();
+    domain.pointer("/devices/tpm/persistent") == Some(&Value::Bool(true))
+        || domain.pointer("/firmware/bootloader/efi/persistent") == Some(&Value::Bool(true))
+}
+
+async fn reconcile(
+    clone: Arc<VirtualMachineClone>,
+    ctx: Arc<Ctx>,
+) -> Result<Action, ReconcileError> {
+    let ns = clone.namespace().unwrap_or_default();
+    let name = clone.name_any();
+    let clones: Api<VirtualMachineClone> = Api::namespaced(ctx.client.clone(), &ns);
+    let vms: Api<VirtualMachine> = Api::namespaced(ctx.client.clone(), &ns);
+    let spec = Value::Object(clone.spec.fields.clone());
+    let status = clone.status.clone().unwrap_or_else(|| json!({}));
+    let phase = str_at(&status, "/phase").unwrap_or("").to_owned();
+    if matches!(phase.as_str(), "Succeeded" | "Failed") {
+        return Ok(Action::await_change());
+    }
+    let knobs = Knobs::read(&ctx.client).await;
+    let source_name = str_at(&spec, "/source/name").unwrap_or_default().to_owned();
+    let target_name = str_at(&spec, "/target/name")
+        .map(str::to_owned)
+        .unwrap_or_else(|| format!("{source_name}-clone"));
+    let entered = status
+        .get("conditions")
+        .and_then(Value::as_array)
+        .and_then(|c| c.iter().find(|c| c["type"] == "Progressing"))
+        .and_then(|c| str_at(c, "/lastTransitionTime"))
+        .and_then(|t| t.parse::<Timestamp>().ok());
+    let waited = entered
+        .and_then(|t| Duration::try_from(Timestamp::now().duration_since(t)).ok())
+        .unwrap_or_default();
+    if !phase.is_empty() && waited < knobs.clone_step {
+        return Ok(Action::requeue(knobs.clone_step - waited));
+    }
+    if knobs.stall_clones.contains(&target_name) && !phase.is_empty() {
+        return Ok(Action::await_change());
+    }
+
+    let Some(source) = vms.get_opt(&source_name).await? else {
+        set_phase(&clones, &name, "", "SourceNotFound",
+            &format!("source VirtualMachine {source_name} does not exist"), false).await?;
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    };
+    if knobs.fail_clones.contains(&target_name) {
+        set_phase(&clones, &name, "Failed", "Failed", "clone failed (emulated failure)", true)
+            .await?;
+        return Ok(Action::await_change());
+    }
+    if backend_storage(&source) {
+        set_phase(&clones, &name, "Failed", "Failed",
+            "cannot clone a VM with persistent TPM or EFI (backend storage)", true).await?;
+        return Ok(Action::await_change());
+    }
+    match phase.as_str() {
+        "" => {
+            set_phase(&clones, &name, "SnapshotInProgress", "SnapshotInProgress",
+                "creating a snapshot of the source", false).await?;
+        }
+        "SnapshotInProgress" => {
+            set_phase(&clones, &name, "RestoreInProgress", "RestoreInProgress",
+                "restoring the snapshot into the target", false).await?;
+            let snapshot = format!("tmp-snapshot-{}", clone.uid().unwrap_or_default());
+            clones
+                .patch_status(&name, &PatchParams::default(),
+                    &Patch::Merge(json!({ "status": { "snapshotName": snapshot } })))
+                .await?;
+        }
+        "RestoreInProgress" => {
+            if vms.get_opt(&target_name).await?.is_some() {
+                warn_once(&ctx.client, &clone, "RestoreFailed",
+                    &format!("target VirtualMachine {target_name} already exists")).await?;
+                return Ok(Action::requeue(Duration::from_secs(2)));
+            }
+            set_phase(&clones, &name, "CreatingTargetVM", "CreatingTargetVM",
+                "creating the target VirtualMachine", false).await?;
+        }
+        "CreatingTargetVM" => {
+            create_target(&vms, &source, &spec, &target_name).await?;
+            set_phase(&clones, &name, "Succeeded", "Succeeded", "clone succeeded", true).await?;
+            clones
+                .patch_status(&name, &PatchParams::default(),
+                    &Patch::Merge(json!({ "status": { "targetName": target_name } })))
+                .await?;
+            return Ok(Action::await_change());
+        }
+        _ => return Ok(Action::await_change()),
+    }
+    Ok(Action::requeue(knobs.clone_step))
+}
+
+async fn set_phase(
+    clones: &Api<VirtualMachineClone>,
+    name: &str,
+    phase: &str,
+    reason: &str,
+    message: &str,
+    done: bool,
+) -> Result<(), kube::Error> {
+    // Millisecond precision: the phase timing reads it back (metav1.Time would truncate to
+    // seconds, but these conditions are kept as plain JSON by the CRD).
+    let now = Timestamp::now().round(jiff::Unit::Millisecond).unwrap_or_else(|_| Timestamp::now()).to_string();
+    let ready = if phase == "Succeeded" { "True" } else { "False" };
+    let progressing = if done { "False" } else { "True" };
+    let status = json!({ "status": {
+        "phase": if phase.is_empty() { Value::Null } else { Value::String(phase.into()) },
+        "conditions": [
+            { "type": "Ready", "status": ready, "reason": reason, "message": message,
+              "lastTransitionTime": now },
+            { "type": "Progressing", "status": progressing, "reason": reason, "message": message,
+              "lastTransitionTime": now },
+        ]
+    } });
+    clones
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .map(|_| ())
+}
+
+async fn create_target(
+    vms: &Api<VirtualMachine>,
+    source: &VirtualMachine,
+    spec: &Value,
+    target: &str,
+) -> Result<(), kube::Error> {
+    let label_filters = string_list(spec.get("labelFilters"));
+    let annotation_filters = string_list(spec.get("annotationFilters"));
+    let template_label_filters = string_list(spec.pointer("/template/labelFilters"));
+    let template_annotation_filters = string_list(spec.pointer("/template/annotationFilters"));
+
+    let mut vm_spec = source.spec.fields.clone();
+    vm_spec.remove("running");
+    vm_spec.insert("runStrategy".into(), json!("Halted"));
+    if let Some(template) = vm_spec.get_mut("template") {
+        if let Some(meta) = template.get_mut("metadata").and_then(Value::as_object_mut) {
+            for (field, filters) in [
+                ("labels", &template_label_filters),
+                ("annotations", &template_annotation_filters),
+            ] {
+                if let Some(map) = meta.get(field).and_then(|m| serde_json::from_value(m.clone()).ok()) {
+                    meta.insert(field.into(), filtered(Some(&map), filters));
+                }
+            }
+        }
+        if let Some(domain) = template.pointer_mut("/spec/domain") {
+            if let Some(firmware) = domain.get_mut("firmware").and_then(Value::as_object_mut) {
+                firmware.remove("uuid");
+            }
+            let new_macs = spec.get("newMacAddresses").and_then(Value::as_object);
+            if let Some(ifaces) = domain.pointer_mut("/devices/interfaces").and_then(Value::as_array_mut) {
+                for iface in ifaces {
+                    let iface_name = iface.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+                    if let Some(obj) = iface.as_object_mut() {
+                        match new_macs.and_then(|m| m.get(&iface_name)) {
+                            Some(mac) => obj.insert("macAddress".into(), mac.clone()),
+                            None => obj.remove("macAddress"),
+                        };
+                    }
+                }
+            }
+        }
+    }
+    let mut vm = VirtualMachine::new(target, VmSpec { fields: vm_spec });
+    vm.metadata.namespace = source.namespace();
+    vm.metadata.labels = serde_json::from_value(filtered(source.metadata.labels.as_ref(), &label_filters)).ok();
+    vm.metadata.annotations = serde_json::from_value(filtered(
+        source.metadata.annotations.as_ref(),
+        &annotation_filters,
+    ))
+    .ok();
+    let params = PostParams {
+        field_manager: Some(MANAGER.into()),
+        ..Default::default()
+    };
+    match vms.create(&params, &vm).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Records a warning Event on the clone, once per reason (as an Event recorder would
+/// aggregate).
+async fn warn_once(
+    client: &Client,
+    clone: &VirtualMachineClone,
+    reason: &str,
+    message: &str,
+) -> Result<(), kube::Error> {
+    let ns = clone.namespace().unwrap_or_default();
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+    let name = format!("{}.{}", clone.name_any(), reason.to_lowercase());
+    if events.get_opt(&name).await?.is_some() {
+        return Ok(());
+    }
+    let now = Timestamp::now();
+    let event = Event {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name),
+            namespace: Some(ns.clone()),
+            ..Default::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some(VirtualMachineClone::api_version(&()).into_owned()),
+            kind: Some("VirtualMachineClone".into()),
+            name: clone.metadata.name.clone(),
+            namespace: Some(ns),
+            uid: clone.uid(),
+            ..Default::default()
+        },
+        reason: Some(reason.into()),
+        message: Some(message.into()),
+        type_: Some("Warning".into()),
+        first_timestamp: Some(Time(now)),
+        last_timestamp: Some(Time(now)),
+        count: Some(1),
+        ..Default::default()
+    };
+    match events.create(&PostParams::default(), &event).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::passes;
+
+    #[test]
+    fn filters_follow_kubevirt_rules() {
+        let f = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(passes(&[], "anything"));
+        assert!(passes(&f(&["app*"]), "app.kubernetes.io/name"));
+        assert!(!passes(&f(&["app*"]), "team"));
+        assert!(!passes(&f(&["*", "!corral.dev/*"]), "corral.dev/vdi-pool"));
+        assert!(passes(&f(&["*", "!corral.dev/*"]), "team"));
+    }
+}

@@ -1,0 +1,299 @@
+//! VM power emulation, after KubeVirt's virt-controller: the run strategy decides whether a
+//! VMI should exist; the VMI goes Pending → Running after `startMillis`; a VM that should not
+//! run has its VMI stopped after `stopMillis`; `status.printableStatus` follows (Stopped,
+//! Starting, Running, Stopping, ErrorUnschedulable). `Manual` VMs act on
+//! `status.stateChangeRequests` written by the start/stop subresources.
+//!
+//! There is no guest: "Running" means only that the emulated VMI says so.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use futures::StreamExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+use serde_json::{Map, Value, json};
+
+use super::knobs::{Knobs, UNSCHEDULABLE_ANNOTATION};
+use super::types::{VirtualMachine, VirtualMachineInstance, VmiSpec, run_strategy};
+use crate::bootstrap::{MANAGER, NODE};
+
+/// VMI annotation recording when the emulator began stopping it (RFC 3339).
+pub const STOPPING_SINCE: &str = "sandbox.corral.dev/stopping-since";
+
+/// Errors of one reconcile; the controller retries after a second.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ReconcileError(#[from] kube::Error);
+
+struct Ctx {
+    client: Client,
+}
+
+/// Runs the VM and VMI controllers until the task is aborted.
+pub async fn run(client: Client) {
+    let ctx = Arc::new(Ctx {
+        client: client.clone(),
+    });
+    let vms: Api<VirtualMachine> = Api::all(client.clone());
+    let vmis: Api<VirtualMachineInstance> = Api::all(client.clone());
+    let vm_controller = Controller::new(vms.clone(), watcher::Config::default())
+        .owns(vmis.clone(), watcher::Config::default())
+        .run(reconcile_vm, retry, ctx.clone())
+        .for_each(|_| async {});
+    // A VMI whose VM is gone is deleted (there is no garbage collector in the sandbox).
+    let vmi_controller = Controller::new(vmis, watcher::Config::default())
+        .watches(vms, watcher::Config::default(), |vm| {
+            Some(ObjectRef::new(&vm.name_any()).within(&vm.namespace().unwrap_or_default()))
+        })
+        .run(reconcile_vmi, retry, ctx)
+        .for_each(|_| async {});
+    futures::join!(vm_controller, vmi_controller);
+}
+
+fn retry<K>(_: Arc<K>, err: &ReconcileError, _: Arc<Ctx>) -> Action {
+    tracing::debug!(error = %err, "emulator reconcile failed; retrying");
+    Action::requeue(Duration::from_secs(1))
+}
+
+fn ignore_not_found<T>(result: Result<T, kube::Error>) -> Result<(), kube::Error> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+async fn reconcile_vmi(
+    vmi: Arc<VirtualMachineInstance>,
+    ctx: Arc<Ctx>,
+) -> Result<Action, ReconcileError> {
+    let ns = vmi.namespace().unwrap_or_default();
+    let vms: Api<VirtualMachine> = Api::namespaced(ctx.client.clone(), &ns);
+    let owner = vmi.owner_references().iter().find(|o| o.kind == "VirtualMachine");
+    if let Some(owner) = owner {
+        let alive = vms
+            .get_opt(&owner.name)
+            .await?
+            .is_some_and(|vm| vm.uid().as_deref() == Some(owner.uid.as_str()));
+        if !alive {
+            let vmis: Api<VirtualMachineInstance> = Api::namespaced(ctx.client.clone(), &ns);
+            ignore_not_found(vmis.delete(&vmi.name_any(), &DeleteParams::default()).await)?;
+        }
+    }
+    Ok(Action::await_change())
+}
+
+fn since(stamp: Option<Timestamp>) -> Duration {
+    stamp
+        .and_then(|t| Duration::try_from(Timestamp::now().duration_since(t)).ok())
+        .unwrap_or_default()
+}
+
+/// Status fields the emulator owns on a VM.
+fn vm_status(printable: &str, created: bool, ready: bool, spec: &Map<String, Value>) -> Value {
+    // Every PVC/DataVolume volume reports snapshots enabled, as with a CSI driver that has a
+    // VolumeSnapshotClass; other volume kinds are not snapshottable.
+    let volumes = spec
+        .get("template")
+        .and_then(|t| t.pointer("/spec/volumes"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let snapshot_statuses: Vec<Value> = volumes
+        .iter()
+        .map(|v| {
+            let name = v.get("name").cloned().unwrap_or(Value::Null);
+            if v.get("dataVolume").is_some() || v.get("persistentVolumeClaim").is_some() {
+                json!({ "name": name, "enabled": true })
+            } else {
+                json!({ "name": name, "enabled": false,
+                        "reason": "Snapshot is not supported for this volumeSource type" })
+            }
+        })
+        .collect();
+    json!({
+        "printableStatus": printable,
+        "created": created,
+        "ready": ready,
+        "volumeSnapshotStatuses": snapshot_statuses,
+    })
+}
+
+async fn reconcile_vm(vm: Arc<VirtualMachine>, ctx: Arc<Ctx>) -> Result<Action, ReconcileError> {
+    let ns = vm.namespace().unwrap_or_default();
+    let name = vm.name_any();
+    let vms: Api<VirtualMachine> = Api::namespaced(ctx.client.clone(), &ns);
+    let vmis: Api<VirtualMachineInstance> = Api::namespaced(ctx.client.clone(), &ns);
+    if vm.meta().deletion_timestamp.is_some() {
+        ignore_not_found(vmis.delete(&name, &DeleteParams::default()).await)?;
+        return Ok(Action::await_change());
+    }
+    let knobs = Knobs::read(&ctx.client).await;
+    let spec = &vm.spec.fields;
+    let status = vm.status.clone().unwrap_or_else(|| json!({}));
+    let vmi = vmis.get_opt(&name).await?;
+
+    let requests: Vec<String> = status
+        .get("stateChangeRequests")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| r.get("action").and_then(Value::as_str).map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let desired = match run_strategy(spec).as_str() {
+        "Always" | "RerunOnFailure" | "Once" => true,
+        "Manual" => match requests.last().map(String::as_str) {
+            Some("Start") => true,
+            Some("Stop") => false,
+            _ => vmi.is_some(),
+        },
+        _ => false,
+    };
+
+    let mut requeue = None;
+    let new_status = match (desired, vmi) {
+        (true, None) => {
+            create_vmi(&vmis, &vm).await?;
+            requeue = Some(knobs.start);
+            vm_status("Starting", true, false, spec)
+        }
+        (_, Some(vmi)) if vmi.meta().deletion_timestamp.is_some() => {
+            requeue = Some(Duration::from_millis(200));
+            vm_status("Terminating", true, false, spec)
+        }
+        (true, Some(vmi)) => {
+            let phase = vmi
+                .status
+                .as_ref()
+                .and_then(|s| s.get("phase"))
+                .and_then(Value::as_str)
+                .unwrap_or("Pending")
+                .to_owned();
+            let unschedulable = vm
+                .annotations()
+                .get(UNSCHEDULABLE_ANNOTATION)
+                .is_some_and(|v| v == "true");
+            if phase == "Running" {
+                vm_status("Running", true, true, spec)
+            } else if unschedulable {
+                set_vmi_status(
+                    &vmis,
+                    &name,
+                    json!({ "phase": "Scheduling", "conditions": [{
+                        "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                        "message": "0/1 nodes are available: 1 Insufficient resources (emulated)" }] }),
+                )
+                .await?;
+                vm_status("ErrorUnschedulable", true, false, spec)
+            } else {
+                let elapsed = since(vmi.creation_timestamp().map(|t| t.0));
+                if elapsed >= knobs.start {
+                    set_vmi_status(
+                        &vmis,
+                        &name,
+                        json!({ "phase": "Running", "nodeName": NODE, "conditions": [
+                            { "type": "Ready", "status": "True" }] }),
+                    )
+                    .await?;
+                    vm_status("Running", true, true, spec)
+                } else {
+                    requeue = Some(knobs.start - elapsed);
+                    vm_status("Starting", true, false, spec)
+                }
+            }
+        }
+        (false, Some(vmi)) => {
+            let stamp = vmi
+                .annotations()
+                .get(STOPPING_SINCE)
+                .and_then(|s| s.parse::<Timestamp>().ok());
+            match stamp {
+                None => {
+                    let patch = json!({ "metadata": { "annotations": {
+                        STOPPING_SINCE: Timestamp::now().to_string() } } });
+                    vmis.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                        .await?;
+                    requeue = Some(knobs.stop);
+                    vm_status("Stopping", true, false, spec)
+                }
+                Some(t) if since(Some(t)) >= knobs.stop => {
+                    ignore_not_found(vmis.delete(&name, &DeleteParams::default()).await)?;
+                    vm_status("Stopped", false, false, spec)
+                }
+                Some(t) => {
+                    requeue = Some(knobs.stop - since(Some(t)));
+                    vm_status("Stopping", true, false, spec)
+                }
+            }
+        }
+        (false, None) => vm_status("Stopped", false, false, spec),
+    };
+
+    let mut patch = new_status;
+    if !requests.is_empty() && run_strategy(spec) == "Manual" {
+        patch["stateChangeRequests"] = Value::Null;
+    }
+    let changed = patch.as_object().is_some_and(|fields| {
+        fields
+            .iter()
+            .any(|(k, v)| status.get(k).unwrap_or(&Value::Null) != v)
+    });
+    if changed {
+        vms.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": patch })),
+        )
+        .await?;
+    }
+    Ok(requeue.map_or_else(Action::await_change, Action::requeue))
+}
+
+async fn create_vmi(
+    vmis: &Api<VirtualMachineInstance>,
+    vm: &VirtualMachine,
+) -> Result<(), kube::Error> {
+    let template = vm.spec.fields.get("template").cloned().unwrap_or_default();
+    let spec = template
+        .get("spec")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let labels = template
+        .pointer("/metadata/labels")
+        .and_then(|l| serde_json::from_value(l.clone()).ok());
+    let mut vmi = VirtualMachineInstance::new(&vm.name_any(), VmiSpec { fields: spec });
+    vmi.metadata.namespace = vm.namespace();
+    vmi.metadata.labels = labels;
+    vmi.metadata.owner_references = vm.controller_owner_ref(&()).map(|o| vec![o]);
+    vmi.status = Some(json!({ "phase": "Pending" }));
+    match vmis
+        .create(&PostParams { field_manager: Some(MANAGER.into()), ..Default::default() }, &vmi)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+async fn set_vmi_status(
+    vmis: &Api<VirtualMachineInstance>,
+    name: &str,
+    status: Value,
+) -> Result<(), kube::Error> {
+    vmis.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await
+    .map(|_| ())
+}

@@ -1,0 +1,301 @@
+//! A local Kubernetes for development, demos and tests: a real `kube-apiserver` and `etcd` on
+//! loopback, client-certificate users with RBAC, the KubeVirt CRDs, and an emulation of the
+//! KubeVirt controllers and virt-api subresources that Corral VDI depends on.
+//!
+//! What is emulated, and how faithfully, is listed in [`emulator`]. The emulator never claims
+//! to be KubeVirt: there is no guest OS, no GPU and no USB device behind it.
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! let sandbox = sandbox::Sandbox::start(sandbox::Options::ephemeral("doc")?).await?;
+//! let admin = sandbox.client_as("admin").await?;
+//! # drop(admin); Ok(()) }
+//! ```
+
+pub mod binaries;
+pub mod bootstrap;
+pub mod emulator;
+pub mod kubeconfig;
+pub mod pki;
+
+use std::fs;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use kube::Client;
+use tokio::process::{Child, Command};
+use tokio::task::JoinHandle;
+
+/// Users of every sandbox: (name, groups). `admin` is in `system:masters` (cluster-admin);
+/// `alice` and `bob` are desktop users in `corral-vms`; `carol` may manage Leases there but not
+/// change VMs (see [`bootstrap`]).
+pub const USERS: &[(&str, &[&str])] = &[
+    ("admin", &["system:masters"]),
+    ("alice", &[]),
+    ("bob", &[]),
+    ("carol", &[]),
+];
+
+/// Namespace with the seeded golden VM and legacy pool.
+pub const DEMO_NAMESPACE: &str = "corral-vms";
+
+/// How to start an instance.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Instance name, used in paths and the kubeconfig's cluster name.
+    pub name: String,
+    /// Directory for its PKI, etcd data, logs and kubeconfig; emptied first.
+    pub dir: PathBuf,
+    /// Whether to create the demo data (golden VM, legacy pool).
+    pub seed: bool,
+}
+
+impl Options {
+    /// A named instance under the state directory (`sandbox up --name N`).
+    pub fn named(name: &str) -> Self {
+        Options {
+            name: name.to_owned(),
+            dir: state_root().join(name),
+            seed: true,
+        }
+    }
+
+    /// A throw-away instance in a fresh temporary directory (for tests).
+    pub fn ephemeral(label: &str) -> Result<Self> {
+        sweep_dead_ephemerals();
+        let dir = std::env::temp_dir().join(format!(
+            "corral-sandbox-{label}-{}-{}",
+            std::process::id(),
+            jiff::Timestamp::now().as_microsecond()
+        ));
+        Ok(Options {
+            name: label.to_owned(),
+            dir,
+            seed: true,
+        })
+    }
+}
+
+/// Where named instances live: `$XDG_STATE_HOME/corral-vdi/sandbox`, else
+/// `~/.local/state/corral-vdi/sandbox`.
+pub fn state_root() -> PathBuf {
+    std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("corral-vdi")
+        .join("sandbox")
+}
+
+/// Removes temporary instance directories whose owning process is gone.
+fn sweep_dead_ephemerals() {
+    let Ok(entries) = fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix("corral-sandbox-") else {
+            continue;
+        };
+        let pid = rest.split('-').rev().nth(1).and_then(|p| p.parse::<u32>().ok());
+        if let Some(pid) = pid
+            && !Path::new(&format!("/proc/{pid}")).exists()
+        {
+            let _ = fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// A running instance. Dropping it kills its processes; [`Sandbox::stop`] also removes its
+/// directory.
+pub struct Sandbox {
+    /// Instance name.
+    pub name: String,
+    /// Its directory.
+    pub dir: PathBuf,
+    /// The kubeconfig with one context per user (`admin`, `alice`, `bob`, `carol`).
+    pub kubeconfig: PathBuf,
+    /// The API server's URL, `https://127.0.0.1:<port>`.
+    pub server: String,
+    etcd: Child,
+    apiserver: Child,
+    emulator: JoinHandle<()>,
+}
+
+/// A free TCP port on 127.0.0.1 (the listener is closed before the port is used).
+fn free_port() -> Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn spawn(program: &Path, args: &[String], log: &Path) -> Result<Child> {
+    let log_file = fs::File::create(log).with_context(|| format!("create {}", log.display()))?;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone()?)
+        .stderr(log_file)
+        .kill_on_drop(true);
+    die_with_parent(&mut cmd);
+    cmd.spawn()
+        .with_context(|| format!("start {}", program.display()))
+}
+
+/// Asks Linux to kill the child when the thread that spawned it exits, so that a crashed test
+/// or `sandbox serve` never leaves an API server behind.
+#[allow(unsafe_code)]
+fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and touches no memory of ours.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+fn log_tail(path: &Path) -> String {
+    let text = fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<_> = text.lines().rev().take(25).collect();
+    lines.into_iter().rev().collect::<Vec<_>>().join("\n")
+}
+
+impl Sandbox {
+    /// Starts etcd, kube-apiserver and the emulator, installs the CRDs, RBAC and (if asked) the
+    /// demo data, and returns once the API server serves and the emulated virt-api is
+    /// reachable through it. Builds the server binaries first if the cache lacks them.
+    ///
+    /// Errors: a process failed to start (the error carries its log's tail), or it was not
+    /// ready within 90 seconds.
+    pub async fn start(options: Options) -> Result<Self> {
+        let binaries = tokio::task::spawn_blocking(binaries::ensure).await??;
+        let dir = options.dir.clone();
+        if dir.exists() {
+            fs::remove_dir_all(&dir).with_context(|| format!("clear {}", dir.display()))?;
+        }
+        let logs = dir.join("logs");
+        fs::create_dir_all(&logs)?;
+        let (pki, users) = pki::Pki::generate(&dir, USERS)?;
+
+        let (etcd_client, etcd_peer, api_port) = (free_port()?, free_port()?, free_port()?);
+        let etcd_url = format!("http://127.0.0.1:{etcd_client}");
+        let peer_url = format!("http://127.0.0.1:{etcd_peer}");
+        let etcd_args: Vec<String> = vec![
+            "--name=sandbox".into(),
+            format!("--data-dir={}", dir.join("etcd").display()),
+            format!("--listen-client-urls={etcd_url}"),
+            format!("--advertise-client-urls={etcd_url}"),
+            format!("--listen-peer-urls={peer_url}"),
+            format!("--initial-advertise-peer-urls={peer_url}"),
+            format!("--initial-cluster=sandbox={peer_url}"),
+            "--unsafe-no-fsync=true".into(),
+            "--log-level=warn".into(),
+        ];
+        let mut etcd = spawn(&binaries.etcd, &etcd_args, &logs.join("etcd.log"))?;
+
+        let p = |f: &str| pki.path(f).display().to_string();
+        let api_args: Vec<String> = vec![
+            format!("--etcd-servers={etcd_url}"),
+            "--bind-address=127.0.0.1".into(),
+            "--advertise-address=127.0.0.1".into(),
+            format!("--secure-port={api_port}"),
+            format!("--cert-dir={}", dir.join("apiserver-certs").display()),
+            format!("--tls-cert-file={}", p("apiserver.crt")),
+            format!("--tls-private-key-file={}", p("apiserver.key")),
+            format!("--client-ca-file={}", p("ca.crt")),
+            "--authorization-mode=RBAC".into(),
+            format!("--service-account-key-file={}", p("sa.pub")),
+            format!("--service-account-signing-key-file={}", p("sa.key")),
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+            "--service-cluster-ip-range=10.96.0.0/16".into(),
+            "--disable-admission-plugins=ServiceAccount".into(),
+            "--endpoint-reconciler-type=none".into(),
+            format!("--requestheader-client-ca-file={}", p("front-proxy-ca.crt")),
+            format!("--requestheader-allowed-names={}", pki::FRONT_PROXY_CLIENT),
+            "--requestheader-username-headers=X-Remote-User".into(),
+            "--requestheader-group-headers=X-Remote-Group".into(),
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-".into(),
+            format!("--proxy-client-cert-file={}", p("front-proxy-client.crt")),
+            format!("--proxy-client-key-file={}", p("front-proxy-client.key")),
+            "--enable-priority-and-fairness=false".into(),
+            "--profiling=false".into(),
+            "--v=1".into(),
+        ];
+        let api_log = logs.join("kube-apiserver.log");
+        let mut apiserver = spawn(&binaries.kube_apiserver, &api_args, &api_log)?;
+
+        let server = format!("https://127.0.0.1:{api_port}");
+        let kubeconfig = dir.join("kubeconfig");
+        kubeconfig::write(&kubeconfig, &options.name, &server, &pki.ca_pem, &users)?;
+
+        let admin = kubeconfig::client(&kubeconfig, "admin").await?;
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            if let Some(status) = apiserver.try_wait()? {
+                bail!("kube-apiserver exited ({status}):\n{}", log_tail(&api_log));
+            }
+            if let Some(status) = etcd.try_wait()? {
+                bail!(
+                    "etcd exited ({status}):\n{}",
+                    log_tail(&logs.join("etcd.log"))
+                );
+            }
+            if ready(&admin).await {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "kube-apiserver was not ready within 90 s:\n{}",
+                    log_tail(&api_log)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+
+        bootstrap::install(&admin).await?;
+        let emulator = emulator::start(admin.clone(), &pki).await?;
+        bootstrap::register_virt_api(&admin, &pki, emulator.port).await?;
+        if options.seed {
+            bootstrap::seed(&admin).await?;
+        }
+        Ok(Sandbox {
+            name: options.name,
+            dir,
+            kubeconfig,
+            server,
+            etcd,
+            apiserver,
+            emulator: emulator.task,
+        })
+    }
+
+    /// A client acting as one of [`USERS`].
+    pub async fn client_as(&self, user: &str) -> Result<Client> {
+        kubeconfig::client(&self.kubeconfig, user).await
+    }
+
+    /// Stops every process and removes the instance's directory.
+    pub async fn stop(mut self) -> Result<()> {
+        self.emulator.abort();
+        let _ = self.apiserver.kill().await;
+        let _ = self.etcd.kill().await;
+        fs::remove_dir_all(&self.dir).with_context(|| format!("remove {}", self.dir.display()))
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        self.emulator.abort();
+    }
+}
+
+async fn ready(client: &Client) -> bool {
+    let Ok(request) = http::Request::get("/readyz").body(kube::client::Body::empty()) else {
+        return false;
+    };
+    matches!(client.send(request).await, Ok(resp) if resp.status().is_success())
+}

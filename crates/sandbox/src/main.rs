@@ -1,0 +1,202 @@
+//! `sandbox up | down | status`: a local Kubernetes with emulated KubeVirt for Corral VDI.
+//!
+//! `up` starts an instance in the background, waits until it serves, and prints the
+//! kubeconfig's path as the last line of stdout.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use sandbox::{Options, Sandbox, binaries, state_root};
+
+#[derive(Parser)]
+#[command(
+    name = "sandbox",
+    about = "A local Kubernetes (real kube-apiserver and etcd) with emulated KubeVirt"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Start an instance in the background (or report the running one) and print its
+    /// kubeconfig path last.
+    Up {
+        /// Instance name; several may run at once.
+        #[arg(long, default_value = "default")]
+        name: String,
+    },
+    /// Stop an instance and remove its data.
+    Down {
+        /// Instance name.
+        #[arg(long, default_value = "default")]
+        name: String,
+    },
+    /// Say whether an instance runs, and where its kubeconfig is.
+    Status {
+        /// Instance name.
+        #[arg(long, default_value = "default")]
+        name: String,
+    },
+    /// Build (or find in the cache) kube-apiserver and etcd, and print their directory.
+    Prepare,
+    /// Run an instance in the foreground until SIGTERM/SIGINT (what `up` starts).
+    #[command(hide = true)]
+    Serve {
+        /// Instance name.
+        #[arg(long, default_value = "default")]
+        name: String,
+    },
+}
+
+fn pid_file(name: &str) -> PathBuf {
+    state_root().join(format!("{name}.pid"))
+}
+
+fn ready_file(name: &str) -> PathBuf {
+    state_root().join(name).join("ready")
+}
+
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The pid of a running instance's `serve` process.
+fn running(name: &str) -> Option<u32> {
+    let pid: u32 = fs::read_to_string(pid_file(name)).ok()?.trim().parse().ok()?;
+    alive(pid).then_some(pid)
+}
+
+fn up(name: &str) -> Result<()> {
+    if let Some(pid) = running(name) {
+        if let Ok(kubeconfig) = fs::read_to_string(ready_file(name)) {
+            eprintln!("sandbox \"{name}\" is already running (pid {pid})");
+            println!("{}", kubeconfig.trim());
+            return Ok(());
+        }
+        bail!("sandbox \"{name}\" is starting (pid {pid}); run `sandbox down --name {name}` if it is stuck");
+    }
+    let bins = binaries::ensure()?;
+    eprintln!(
+        "sandbox: kube-apiserver {} at {}",
+        binaries::KUBERNETES_VERSION,
+        bins.kube_apiserver.display()
+    );
+    fs::create_dir_all(state_root())?;
+    let log_path = state_root().join(format!("{name}.log"));
+    let log = fs::File::create(&log_path)?;
+    let mut child = Command::new(std::env::current_exe()?)
+        .args(["serve", "--name", name])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .process_group(0)
+        .spawn()
+        .context("start the sandbox in the background")?;
+    fs::write(pid_file(name), child.id().to_string())?;
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        if let Ok(kubeconfig) = fs::read_to_string(ready_file(name)) {
+            eprintln!(
+                "sandbox \"{name}\" is up (pid {}; log {}). Contexts: admin, alice, bob, carol.",
+                child.id(),
+                log_path.display()
+            );
+            println!("{}", kubeconfig.trim());
+            return Ok(());
+        }
+        if let Some(status) = child.try_wait()? {
+            let log = fs::read_to_string(&log_path).unwrap_or_default();
+            bail!("the sandbox exited while starting ({status}):\n{log}");
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            bail!(
+                "the sandbox did not start within 180 s; see {}",
+                log_path.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn down(name: &str) -> Result<()> {
+    let dir = state_root().join(name);
+    match running(name) {
+        Some(pid) => {
+            Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status()
+                .context("run kill")?;
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while alive(pid) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            if alive(pid) {
+                bail!("sandbox \"{name}\" (pid {pid}) did not stop within 20 s");
+            }
+            eprintln!("sandbox \"{name}\" stopped");
+        }
+        None => eprintln!("sandbox \"{name}\" is not running"),
+    }
+    let _ = fs::remove_file(pid_file(name));
+    if dir.exists() {
+        fs::remove_dir_all(&dir)?;
+    }
+    Ok(())
+}
+
+fn status(name: &str) -> Result<()> {
+    match (running(name), fs::read_to_string(ready_file(name))) {
+        (Some(pid), Ok(kubeconfig)) => {
+            println!("sandbox \"{name}\": running (pid {pid})");
+            println!("kubeconfig: {}", kubeconfig.trim());
+        }
+        (Some(pid), Err(_)) => println!("sandbox \"{name}\": starting (pid {pid})"),
+        (None, _) => println!("sandbox \"{name}\": not running"),
+    }
+    Ok(())
+}
+
+async fn serve(name: &str) -> Result<()> {
+    let sandbox = Sandbox::start(Options::named(name)).await?;
+    fs::write(
+        ready_file(name),
+        sandbox.kubeconfig.display().to_string(),
+    )?;
+    tracing::info!(server = %sandbox.server, kubeconfig = %sandbox.kubeconfig.display(), "sandbox ready");
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    tracing::info!("stopping");
+    sandbox.stop().await
+}
+
+fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,kube=warn".into()),
+        )
+        .init();
+    match Cli::parse().command {
+        Cmd::Up { name } => up(&name),
+        Cmd::Down { name } => down(&name),
+        Cmd::Status { name } => status(&name),
+        Cmd::Prepare => {
+            let bins = binaries::ensure()?;
+            println!("{}", bins.etcd.parent().unwrap_or(Path::new(".")).display());
+            Ok(())
+        }
+        Cmd::Serve { name } => tokio::runtime::Runtime::new()?.block_on(serve(&name)),
+    }
+}

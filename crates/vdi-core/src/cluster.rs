@@ -1,0 +1,172 @@
+//! Connecting to a cluster: kubeconfig and contexts, clients, the identity of the user
+//! (SelfSubjectReview) and the API server's clock.
+
+use std::path::PathBuf;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use kube::api::{Api, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+use crate::error::{Error, Result};
+use crate::model::{ContextInfo, Contexts, Identity};
+
+/// Where the kubeconfig comes from: like kubectl, an explicit path beats the `KUBECONFIG` list,
+/// which beats `~/.kube/config`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KubeconfigSource {
+    /// `--kubeconfig PATH`, if given.
+    pub path: Option<PathBuf>,
+}
+
+impl KubeconfigSource {
+    /// Reads and merges the kubeconfig (the `KUBECONFIG` list is merged by kubectl's rules).
+    ///
+    /// Errors: [`Error::Config`] naming the file when it is missing or malformed.
+    pub fn read(&self) -> Result<Kubeconfig> {
+        match &self.path {
+            Some(path) => Kubeconfig::read_from(path)
+                .map_err(|e| Error::Config(format!("{}: {e}", path.display()))),
+            None => Kubeconfig::read().map_err(|e| Error::Config(e.to_string())),
+        }
+    }
+
+    /// The files that make up the kubeconfig, for display.
+    pub fn paths(&self) -> Vec<PathBuf> {
+        if let Some(path) = &self.path {
+            return vec![path.clone()];
+        }
+        if let Some(list) = std::env::var_os("KUBECONFIG") {
+            let paths: Vec<_> = std::env::split_paths(&list)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect();
+            if !paths.is_empty() {
+                return paths;
+            }
+        }
+        std::env::var_os("HOME")
+            .map(|home| vec![PathBuf::from(home).join(".kube").join("config")])
+            .unwrap_or_default()
+    }
+
+    /// The contexts a user can pick, and the current one.
+    pub fn contexts(&self) -> Result<Contexts> {
+        let config = self.read()?;
+        let contexts = config
+            .contexts
+            .iter()
+            .map(|named| {
+                let ctx = named.context.clone().unwrap_or_default();
+                ContextInfo {
+                    name: named.name.clone(),
+                    cluster: ctx.cluster,
+                    namespace: ctx.namespace,
+                }
+            })
+            .collect();
+        Ok(Contexts {
+            contexts,
+            current: config.current_context,
+        })
+    }
+
+    /// A client for `context` (or the current context), plus the context's default namespace.
+    ///
+    /// Errors: [`Error::Config`] for an unknown context or unusable credentials.
+    pub async fn connect(&self, context: Option<&str>) -> Result<Connection> {
+        let kubeconfig = self.read()?;
+        let options = KubeConfigOptions {
+            context: context.map(str::to_owned),
+            ..Default::default()
+        };
+        let config = Config::from_custom_kubeconfig(kubeconfig, &options)
+            .await
+            .map_err(|e| match context {
+                Some(ctx) => Error::Config(format!("context \"{ctx}\": {e}")),
+                None => Error::Config(e.to_string()),
+            })?;
+        let default_namespace = config.default_namespace.clone();
+        let client = Client::try_from(config).map_err(|e| Error::kube("build a client", e))?;
+        Ok(Connection {
+            client,
+            context: context.map(str::to_owned),
+            default_namespace,
+        })
+    }
+}
+
+/// A client bound to one kubeconfig context.
+#[derive(Clone)]
+pub struct Connection {
+    /// The kube-rs client.
+    pub client: Client,
+    /// The context asked for (`None`: the current context).
+    pub context: Option<String>,
+    /// The context's namespace, or `default`.
+    pub default_namespace: String,
+}
+
+/// Who the API server says the client is: a SelfSubjectReview (authentication.k8s.io/v1,
+/// GA in Kubernetes 1.28), allowed to every authenticated user by the default RBAC.
+///
+/// Errors: 401 when the credentials are refused; unreachable when there is no server.
+pub async fn whoami(client: &Client) -> Result<Identity> {
+    let api: Api<SelfSubjectReview> = Api::all(client.clone());
+    let review = api
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .map_err(|e| Error::kube("ask the API server who you are (SelfSubjectReview)", e))?;
+    let user = review
+        .status
+        .and_then(|s| s.user_info)
+        .unwrap_or_default();
+    Ok(Identity {
+        username: user.username.unwrap_or_default(),
+        groups: user.groups.unwrap_or_default(),
+    })
+}
+
+/// The API server's clock relative to ours: `server_now ≈ Utc::now() + offset`.
+///
+/// Read from the `Date` header of a `/version` response (one-second resolution, and the
+/// request's round trip is split evenly). Rules that judge expiry use server time so that a
+/// skewed workstation neither steals a live claim nor keeps a dead one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServerClock {
+    /// Server time minus local time.
+    pub offset: SignedDuration,
+}
+
+impl ServerClock {
+    /// Measures the offset against the API server.
+    ///
+    /// Errors: the server is unreachable, or sends no `Date` header.
+    pub async fn measure(client: &Client) -> Result<Self> {
+        let request = http::Request::get("/version")
+            .body(kube::client::Body::empty())
+            .map_err(|e| Error::Config(format!("build /version request: {e}")))?;
+        let sent = Timestamp::now();
+        let response = client
+            .send(request)
+            .await
+            .map_err(|e| Error::kube("read the API server's clock (GET /version)", e))?;
+        let received = Timestamp::now();
+        let date = response
+            .headers()
+            .get(http::header::DATE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| jiff::fmt::rfc2822::parse(v).ok())
+            .map(|d| d.timestamp())
+            .ok_or_else(|| Error::Config("the API server sent no Date header".into()))?;
+        let midpoint = sent + received.duration_since(sent) / 2;
+        // The header truncates to whole seconds: its true value lies in [date, date + 1 s).
+        let offset = (date + SignedDuration::from_millis(500)).duration_since(midpoint);
+        Ok(ServerClock { offset })
+    }
+
+    /// The API server's current time, as best known.
+    pub fn now(&self) -> Timestamp {
+        Timestamp::now() + self.offset
+    }
+}

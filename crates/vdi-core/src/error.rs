@@ -1,0 +1,154 @@
+//! One typed error for every vdi-core operation, with a kind, a fix and a retryable flag, so
+//! the CLI prints it and the app shows it without parsing text.
+
+use crate::model::{ErrorKind, ErrorView};
+
+/// Result of a vdi-core operation.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A vdi-core failure. Its `Display` is one sentence naming the object; [`Error::suggestion`]
+/// says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The input was refused before anything was sent to the cluster.
+    #[error("{message}")]
+    Invalid {
+        /// What is wrong.
+        message: String,
+        /// How to fix it.
+        suggestion: Option<String>,
+    },
+    /// The kubeconfig could not be read, or has no such context.
+    #[error("kubeconfig: {0}")]
+    Config(String),
+    /// A request to the API server failed; `action` names what was being done to which object.
+    #[error("{action}: {}", describe(source))]
+    Kube {
+        /// What was being done, e.g. `list VirtualMachines in namespace "corral-vms"`.
+        action: String,
+        /// The client's error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl Error {
+    /// Wraps a kube-rs error with the action that failed.
+    pub fn kube(action: impl Into<String>, source: kube::Error) -> Self {
+        Error::Kube {
+            action: action.into(),
+            source,
+        }
+    }
+
+    /// An input refusal with a fix.
+    pub fn invalid(message: impl Into<String>, suggestion: impl Into<String>) -> Self {
+        Error::Invalid {
+            message: message.into(),
+            suggestion: Some(suggestion.into()),
+        }
+    }
+
+    /// The HTTP status the API server answered with, if it answered.
+    pub fn status_code(&self) -> Option<u16> {
+        match self {
+            Error::Kube {
+                source: kube::Error::Api(status),
+                ..
+            } => Some(status.code),
+            _ => None,
+        }
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Invalid { .. } => ErrorKind::Invalid,
+            Error::Config(_) => ErrorKind::Config,
+            Error::Kube { source, .. } => kube_kind(source),
+        }
+    }
+
+    /// What the user can do about it.
+    pub fn suggestion(&self) -> Option<String> {
+        match self {
+            Error::Invalid { suggestion, .. } => suggestion.clone(),
+            Error::Config(_) => Some(
+                "check KUBECONFIG or --kubeconfig, and the context name (kubectl config get-contexts)"
+                    .into(),
+            ),
+            Error::Kube { .. } => match self.kind() {
+                ErrorKind::Unreachable => Some(
+                    "check that the cluster is running and that the kubeconfig's server address is right"
+                        .into(),
+                ),
+                ErrorKind::Unauthorized => Some(
+                    "the credentials were refused: log in again or pick another context".into(),
+                ),
+                ErrorKind::Forbidden => Some(
+                    "ask a cluster administrator for RBAC access, or pick a namespace you may use"
+                        .into(),
+                ),
+                ErrorKind::NotFound => {
+                    Some("check the name and the namespace (-n); KubeVirt must be installed".into())
+                }
+                ErrorKind::Conflict => Some("someone else changed it first: try again".into()),
+                _ => None,
+            },
+        }
+    }
+
+    /// Whether trying again unchanged may work.
+    pub fn retryable(&self) -> bool {
+        matches!(
+            self.kind(),
+            ErrorKind::Unreachable | ErrorKind::Conflict | ErrorKind::Timeout
+        )
+    }
+
+    /// The error as the UI shows it.
+    pub fn view(&self) -> ErrorView {
+        ErrorView {
+            kind: self.kind(),
+            message: self.to_string(),
+            suggestion: self.suggestion(),
+            retryable: self.retryable(),
+        }
+    }
+}
+
+/// The API server's own message for API errors (not the client's debug dump), else the error.
+fn describe(err: &kube::Error) -> String {
+    match err {
+        kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
+        kube::Error::Api(status) => format!("HTTP {} {}", status.code, status.reason),
+        other => other.to_string(),
+    }
+}
+
+fn kube_kind(err: &kube::Error) -> ErrorKind {
+    match err {
+        kube::Error::Api(status) => match status.code {
+            401 => ErrorKind::Unauthorized,
+            403 => ErrorKind::Forbidden,
+            404 => ErrorKind::NotFound,
+            409 => ErrorKind::Conflict,
+            422 | 400 => ErrorKind::Invalid,
+            504 => ErrorKind::Timeout,
+            502 | 503 => ErrorKind::Unreachable,
+            _ => ErrorKind::Other,
+        },
+        kube::Error::HyperError(_) | kube::Error::Service(_) => ErrorKind::Unreachable,
+        kube::Error::Auth(_) => ErrorKind::Unauthorized,
+        kube::Error::InferConfig(_)
+        | kube::Error::InferKubeconfig(_)
+        | kube::Error::TlsRequired => ErrorKind::Config,
+        _ => ErrorKind::Other,
+    }
+}
+
+impl From<&Error> for ErrorView {
+    fn from(err: &Error) -> Self {
+        err.view()
+    }
+}

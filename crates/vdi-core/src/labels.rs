@@ -1,0 +1,189 @@
+//! Exact names Corral VDI uses on the cluster, shared with the `corral vdi` Go CLI, and the
+//! reversible encoding of identities into label values.
+//!
+//! Interoperability rule (SPEC "Names on the cluster"): these strings must never change.
+
+use data_encoding::BASE32_NOPAD;
+use sha2::{Digest, Sha256};
+
+/// VM label that makes a VirtualMachine a pool member: `corral.dev/vdi-pool=<pool>`.
+pub const POOL_LABEL: &str = "corral.dev/vdi-pool";
+/// VM label presenting who a member is assigned to (encoded with [`encode_identity`]).
+pub const ASSIGNED_TO_LABEL: &str = "corral.dev/vdi-assigned-to";
+/// VM annotation with the RFC 3339 UTC time the member was claimed.
+pub const CLAIMED_AT_ANNOTATION: &str = "corral.dev/vdi-claimed-at";
+/// Lease label naming the member the Lease guards.
+pub const MEMBER_LABEL: &str = "corral.dev/vdi-member";
+/// Prefix of the ownership Lease's name: `corral-vdi-<member>`.
+pub const LEASE_PREFIX: &str = "corral-vdi-";
+/// Default `spec.leaseDurationSeconds` of a claim Lease, in seconds (one hour).
+pub const DEFAULT_LEASE_SECONDS: i32 = 3600;
+
+/// Name of the ownership Lease of `member`: `corral-vdi-<member>`.
+pub fn lease_name(member: &str) -> String {
+    format!("{LEASE_PREFIX}{member}")
+}
+
+/// The member a Lease name guards, or `None` if the name is not a claim Lease's.
+pub fn member_of_lease(lease: &str) -> Option<&str> {
+    lease.strip_prefix(LEASE_PREFIX).filter(|m| !m.is_empty())
+}
+
+/// Maximum length of a label value, in characters (Kubernetes `validation.LabelValueMaxLength`).
+pub const LABEL_VALUE_MAX: usize = 63;
+
+/// Prefix of a label value holding an identity as unpadded, lower-case RFC 4648 base32.
+pub const ENCODED_B32_PREFIX: &str = "b32.";
+/// Prefix of a label value holding the first 40 hex digits of the identity's SHA-256; used when
+/// base32 does not fit in 63 characters. The identity itself is the Lease's `holderIdentity`.
+pub const ENCODED_SHA_PREFIX: &str = "sha.";
+
+/// Whether `value` is a valid label value: empty, or at most 63 characters of
+/// `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?` (Kubernetes `IsValidLabelValue`).
+pub fn is_valid_label_value(value: &str) -> bool {
+    if value.is_empty() {
+        return true;
+    }
+    let bytes = value.as_bytes();
+    value.len() <= LABEL_VALUE_MAX
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// Whether `name` is a DNS-1123 label: 1..=63 characters of `[a-z0-9]([-a-z0-9]*[a-z0-9])?`.
+pub fn is_dns1123_label(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+}
+
+/// Encodes an identity as the `corral.dev/vdi-assigned-to` label value.
+///
+/// The encoding is collision-free and documented:
+/// - a valid label value that starts with neither `b32.` nor `sha.` is stored as it is
+///   (`alice` → `alice`);
+/// - otherwise, if it fits, `b32.` + unpadded lower-case base32 of its UTF-8 bytes
+///   (`alice@example.com` → `b32.mfwgsy3fibswo3lbnvygyzjomnxw2`); reversible alone;
+/// - otherwise `sha.` + the first 40 hex digits of its SHA-256; reversible against the Lease's
+///   `holderIdentity` with [`label_matches_identity`].
+pub fn encode_identity(identity: &str) -> String {
+    let plain = is_valid_label_value(identity)
+        && !identity.is_empty()
+        && !identity.starts_with(ENCODED_B32_PREFIX)
+        && !identity.starts_with(ENCODED_SHA_PREFIX);
+    if plain {
+        return identity.to_owned();
+    }
+    let b32 = BASE32_NOPAD.encode(identity.as_bytes()).to_ascii_lowercase();
+    if ENCODED_B32_PREFIX.len() + b32.len() <= LABEL_VALUE_MAX {
+        return format!("{ENCODED_B32_PREFIX}{b32}");
+    }
+    let digest = Sha256::digest(identity.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{ENCODED_SHA_PREFIX}{}", &hex[..40])
+}
+
+/// What a `corral.dev/vdi-assigned-to` label value says about the identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecodedLabel {
+    /// The identity, recovered from the label alone.
+    Identity(String),
+    /// A hash form: the identity must be read from the Lease (see [`label_matches_identity`]).
+    Hashed(String),
+}
+
+/// Decodes a `corral.dev/vdi-assigned-to` label value written by [`encode_identity`] (or by the
+/// Phase 1 Go CLI, which stores plain user names).
+pub fn decode_identity(label: &str) -> DecodedLabel {
+    if let Some(b32) = label.strip_prefix(ENCODED_B32_PREFIX) {
+        let decoded = BASE32_NOPAD
+            .decode(b32.to_ascii_uppercase().as_bytes())
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok());
+        if let Some(identity) = decoded {
+            return DecodedLabel::Identity(identity);
+        }
+    }
+    if label.starts_with(ENCODED_SHA_PREFIX) {
+        return DecodedLabel::Hashed(label.to_owned());
+    }
+    DecodedLabel::Identity(label.to_owned())
+}
+
+/// Whether a label value is the encoding of `identity` (works for every form).
+pub fn label_matches_identity(label: &str, identity: &str) -> bool {
+    encode_identity(identity) == label
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_names_stay_plain() {
+        assert_eq!(encode_identity("alice"), "alice");
+        assert_eq!(
+            decode_identity("alice"),
+            DecodedLabel::Identity("alice".into())
+        );
+    }
+
+    #[test]
+    fn invalid_label_values_round_trip_through_base32() {
+        for id in [
+            "alice@example.com",
+            "system:serviceaccount:ns:sa",
+            "b32.looks-encoded",
+            "sha.looks-hashed",
+            "Ünïcode user",
+        ] {
+            let label = encode_identity(id);
+            assert!(is_valid_label_value(&label), "{label} is not a label value");
+            assert_ne!(label, id);
+            assert_eq!(decode_identity(&label), DecodedLabel::Identity(id.into()));
+            assert!(label_matches_identity(&label, id));
+        }
+    }
+
+    #[test]
+    fn long_identities_hash_and_match_their_lease_holder() {
+        let id = format!("{}@example.com", "a".repeat(58));
+        for long in [id.as_str(), "system:serviceaccount:corral-vms:broker"] {
+            let label = encode_identity(long);
+            assert!(label.starts_with(ENCODED_SHA_PREFIX), "{long} → {label}");
+            assert!(label_matches_identity(&label, long));
+        }
+        let label = encode_identity(&id);
+        assert!(label.starts_with(ENCODED_SHA_PREFIX));
+        assert!(is_valid_label_value(&label));
+        assert!(label_matches_identity(&label, &id));
+        assert!(!label_matches_identity(&label, "alice"));
+        assert!(matches!(decode_identity(&label), DecodedLabel::Hashed(_)));
+    }
+
+    #[test]
+    fn label_value_rules() {
+        assert!(is_valid_label_value("a-b_c.d"));
+        assert!(!is_valid_label_value("-a"));
+        assert!(!is_valid_label_value("a@b"));
+        assert!(!is_valid_label_value(&"a".repeat(64)));
+        assert!(is_dns1123_label("devpool"));
+        assert!(!is_dns1123_label("DevPool"));
+        assert!(!is_dns1123_label(""));
+    }
+
+    #[test]
+    fn lease_names() {
+        assert_eq!(lease_name("devpool-1"), "corral-vdi-devpool-1");
+        assert_eq!(member_of_lease("corral-vdi-devpool-1"), Some("devpool-1"));
+        assert_eq!(member_of_lease("other"), None);
+    }
+}

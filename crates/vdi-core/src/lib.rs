@@ -1,0 +1,14 @@
+//! Corral VDI's domain: pools of KubeVirt desktops, their claims and their live view.
+//!
+//! This crate is the only code that talks to the cluster; the CLI and the desktop app are thin
+//! adapters over it, so they can never disagree about what the cluster says.
+
+pub mod labels;
+pub mod model;
+pub mod cluster;
+pub mod error;
+pub mod resources;
+pub mod state;
+pub mod watch;
+
+pub use error::{Error, Result};

@@ -1,0 +1,256 @@
+//! Views that vdi-core hands to the CLI and the desktop app, ready to show.
+//!
+//! The UI never derives cluster state itself: these types carry the member state, lease expiry
+//! and power state already computed. TypeScript bindings are generated from them with `ts-rs`
+//! (`cargo test -p vdi-core export_bindings`), into `ui/src/bindings/`.
+
+use jiff::Timestamp;
+use serde::Serialize;
+use ts_rs::TS;
+
+/// A member's claim state, derived from its VM's assigned-to label and its Lease
+/// (SPEC "Member state"). Never stored anywhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub enum MemberState {
+    /// No label, no Lease: claimable.
+    Free,
+    /// No label, stale Lease: claimable by replacing the Lease with its resourceVersion.
+    FreeStaleLease,
+    /// No label, active Lease: a claim in progress or stuck after a partial failure; only the
+    /// Lease holder may retry.
+    Claiming,
+    /// Label, no Lease: assigned the Phase 1 way (label only).
+    AssignedLegacy,
+    /// Label and active Lease.
+    Assigned,
+    /// Label and stale Lease: an administrator may recover it.
+    AssignedLeaseExpired,
+}
+
+impl MemberState {
+    /// The state's wording, as the CLI and the app print it.
+    pub fn label(self) -> &'static str {
+        match self {
+            MemberState::Free => "free",
+            MemberState::FreeStaleLease => "free (stale lease)",
+            MemberState::Claiming => "claiming / stuck",
+            MemberState::AssignedLegacy => "assigned (legacy, label-only)",
+            MemberState::Assigned => "assigned",
+            MemberState::AssignedLeaseExpired => "assigned, lease expired",
+        }
+    }
+
+    /// Whether a new claimant may take this member (SPEC table, "claimable?").
+    pub fn claimable(self) -> bool {
+        matches!(self, MemberState::Free | MemberState::FreeStaleLease)
+    }
+}
+
+/// What the member's ownership Lease (`corral-vdi-<member>`) says.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct LeaseView {
+    /// `spec.holderIdentity`: the full identity of the holder.
+    pub holder: Option<String>,
+    /// `spec.acquireTime`.
+    pub acquired_at: Option<Timestamp>,
+    /// `spec.renewTime`.
+    pub renewed_at: Option<Timestamp>,
+    /// `spec.leaseDurationSeconds`, in seconds.
+    pub duration_seconds: Option<i32>,
+    /// `renewTime + leaseDurationSeconds`.
+    pub expires_at: Option<Timestamp>,
+    /// Active: a holder, and the expiry is in the future by the API server's clock.
+    pub active: bool,
+    /// `renewTime` lies in the future by the API server's clock: reported, never trusted.
+    pub renew_time_in_future: bool,
+    /// `spec.leaseTransitions`.
+    pub transitions: i32,
+    /// `metadata.resourceVersion`, which a takeover must carry.
+    pub resource_version: Option<String>,
+}
+
+/// One pool member, ready to show.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct MemberView {
+    /// VirtualMachine name, `<pool>-<i>`.
+    pub name: String,
+    /// Namespace of the VM and its Lease.
+    pub namespace: String,
+    /// Claim state.
+    pub state: MemberState,
+    /// The state's wording ([`MemberState::label`]).
+    pub state_label: String,
+    /// Whether a new claimant may take it.
+    pub claimable: bool,
+    /// Who holds it: the Lease's holderIdentity, else the decoded assigned-to label.
+    pub holder: Option<String>,
+    /// `corral.dev/vdi-claimed-at` annotation, as written (RFC 3339 UTC).
+    pub claimed_at: Option<String>,
+    /// The ownership Lease, if any.
+    pub lease: Option<LeaseView>,
+    /// The VM's `status.printableStatus` as the cluster says it (`Stopped`, `Running`, …);
+    /// `Unknown` when the VM has no status yet.
+    pub power: String,
+}
+
+/// Member counts of a pool, by claimability.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct PoolCounts {
+    /// Members a new claimant may take.
+    pub free: u32,
+    /// Members with a user (label or active Lease).
+    pub taken: u32,
+    /// All members.
+    pub total: u32,
+}
+
+/// A pool: the VMs labelled `corral.dev/vdi-pool=<name>` in one namespace.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct PoolView {
+    /// Namespace the pool lives in.
+    pub namespace: String,
+    /// Pool name (the label's value).
+    pub name: String,
+    /// Members sorted by their index (`<pool>-1`, `<pool>-2`, …), then by name.
+    pub members: Vec<MemberView>,
+    /// Counts by claimability.
+    pub counts: PoolCounts,
+}
+
+/// Which namespaces a view covers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase", tag = "kind", content = "namespace")]
+#[ts(export)]
+pub enum Scope {
+    /// One namespace.
+    Namespace(String),
+    /// Every namespace the identity may list.
+    All,
+}
+
+impl Scope {
+    /// The namespace, or `None` for all namespaces.
+    pub fn namespace(&self) -> Option<&str> {
+        match self {
+            Scope::Namespace(ns) => Some(ns),
+            Scope::All => None,
+        }
+    }
+}
+
+/// The live view's state of its connection to the cluster.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+#[ts(export)]
+pub enum FeedStatus {
+    /// The first full list has not arrived yet.
+    Syncing,
+    /// In sync; changes arrive as they happen.
+    Live,
+    /// The last request failed; the watcher retries with backoff and keeps the last data.
+    Failing {
+        /// Why, with a fix.
+        error: ErrorView,
+    },
+}
+
+/// Everything the pools view shows, sent whole on every change.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct PoolsSnapshot {
+    /// Namespaces covered.
+    pub scope: Scope,
+    /// Connection state.
+    pub status: FeedStatus,
+    /// Pools sorted by (namespace, name).
+    pub pools: Vec<PoolView>,
+    /// API server's time at which the states were judged.
+    pub judged_at: Timestamp,
+}
+
+/// The authenticated user of a kubeconfig context, as the API server reports it
+/// (SelfSubjectReview, authentication.k8s.io/v1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct Identity {
+    /// `status.userInfo.username`.
+    pub username: String,
+    /// `status.userInfo.groups`.
+    pub groups: Vec<String>,
+}
+
+/// A kubeconfig context the user can pick.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct ContextInfo {
+    /// Context name.
+    pub name: String,
+    /// Cluster name it points at.
+    pub cluster: String,
+    /// The context's default namespace, if it sets one.
+    pub namespace: Option<String>,
+}
+
+/// The kubeconfig's contexts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct Contexts {
+    /// All contexts, in file order.
+    pub contexts: Vec<ContextInfo>,
+    /// `current-context`, if set.
+    pub current: Option<String>,
+}
+
+/// Kinds of failure, so that callers can react without parsing text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub enum ErrorKind {
+    /// The input was refused before anything was sent.
+    Invalid,
+    /// The kubeconfig could not be read or used.
+    Config,
+    /// The API server could not be reached.
+    Unreachable,
+    /// The credentials were refused (401).
+    Unauthorized,
+    /// RBAC denied the request (403).
+    Forbidden,
+    /// The object does not exist (404).
+    NotFound,
+    /// Another writer won (409).
+    Conflict,
+    /// A wait ran out.
+    Timeout,
+    /// Anything else.
+    Other,
+}
+
+/// An error as the UI shows it: what happened, naming the object, and the fix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct ErrorView {
+    /// What kind of failure.
+    pub kind: ErrorKind,
+    /// One sentence naming the object.
+    pub message: String,
+    /// What to do about it, if known.
+    pub suggestion: Option<String>,
+    /// Whether trying again unchanged may work.
+    pub retryable: bool,
+}

@@ -1,0 +1,289 @@
+//! Pure rules, no I/O: a Lease's activity, a member's state (SPEC "Member state") and the
+//! grouping of labelled VMs into pools. Both the one-shot listing and the live view use these,
+//! so the CLI and the app always agree.
+
+use std::collections::{BTreeMap, HashMap};
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::ResourceExt;
+
+use crate::labels::{
+    self, ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, DecodedLabel, POOL_LABEL, lease_name,
+};
+use crate::model::{LeaseView, MemberState, MemberView, PoolCounts, PoolView};
+use crate::resources::VirtualMachine;
+
+/// How far a Lease's `renewTime` may lie ahead of the API server's clock before it is reported
+/// as being in the future (allows for the one-second resolution of the `Date` header).
+pub const FUTURE_TOLERANCE: SignedDuration = SignedDuration::from_secs(5);
+
+/// Reads a claim Lease as of `now` (the API server's time).
+///
+/// Active means: `holderIdentity` is set and non-empty, and `renewTime` (else `acquireTime`)
+/// plus `leaseDurationSeconds` lies after `now`. A Lease without a duration never expires only
+/// if it has a holder; Kubernetes leaves the duration optional, Corral always sets it.
+pub fn lease_view(lease: &Lease, now: Timestamp) -> LeaseView {
+    let spec = lease.spec.clone().unwrap_or_default();
+    let holder = spec.holder_identity.filter(|h| !h.is_empty());
+    let acquired_at = spec.acquire_time.map(|t| t.0);
+    let renewed_at = spec.renew_time.map(|t| t.0);
+    let duration = spec.lease_duration_seconds;
+    let last = renewed_at.or(acquired_at);
+    let expires_at = match (last, duration) {
+        (Some(last), Some(secs)) => Some(last + SignedDuration::from_secs(i64::from(secs))),
+        _ => None,
+    };
+    let active = holder.is_some() && expires_at.is_none_or(|exp| exp > now);
+    let renew_time_in_future = renewed_at.is_some_and(|r| r > now + FUTURE_TOLERANCE);
+    LeaseView {
+        holder,
+        acquired_at,
+        renewed_at,
+        duration_seconds: duration,
+        expires_at,
+        active,
+        renew_time_in_future,
+        transitions: spec.lease_transitions.unwrap_or(0),
+        resource_version: lease.resource_version(),
+    }
+}
+
+/// A member's state from its assigned-to label and its Lease (SPEC "Member state" table).
+pub fn member_state(assigned_label: Option<&str>, lease: Option<&LeaseView>) -> MemberState {
+    let assigned = assigned_label.is_some_and(|v| !v.is_empty());
+    match (assigned, lease) {
+        (false, None) => MemberState::Free,
+        (false, Some(l)) if l.active => MemberState::Claiming,
+        (false, Some(_)) => MemberState::FreeStaleLease,
+        (true, None) => MemberState::AssignedLegacy,
+        (true, Some(l)) if l.active => MemberState::Assigned,
+        (true, Some(_)) => MemberState::AssignedLeaseExpired,
+    }
+}
+
+/// A member's view from its VM and (if any) its `corral-vdi-<member>` Lease, as of `now`.
+pub fn member_view(vm: &VirtualMachine, lease: Option<&Lease>, now: Timestamp) -> MemberView {
+    let lease = lease.map(|l| lease_view(l, now));
+    let assigned = vm
+        .labels()
+        .get(ASSIGNED_TO_LABEL)
+        .filter(|v| !v.is_empty());
+    let state = member_state(assigned.map(String::as_str), lease.as_ref());
+    let holder = lease
+        .as_ref()
+        .and_then(|l| l.holder.clone())
+        .or_else(|| {
+            assigned.map(|label| match labels::decode_identity(label) {
+                DecodedLabel::Identity(id) => id,
+                DecodedLabel::Hashed(raw) => raw,
+            })
+        });
+    MemberView {
+        name: vm.name_any(),
+        namespace: vm.namespace().unwrap_or_default(),
+        state,
+        state_label: state.label().to_owned(),
+        claimable: state.claimable(),
+        holder,
+        claimed_at: vm.annotations().get(CLAIMED_AT_ANNOTATION).cloned(),
+        lease,
+        power: vm.printable_status().to_owned(),
+    }
+}
+
+/// Sort key that puts `pool-2` before `pool-10`: (numeric suffix, name).
+fn member_order(name: &str) -> (u64, String) {
+    let index = name
+        .rsplit_once('-')
+        .and_then(|(_, i)| i.parse().ok())
+        .unwrap_or(u64::MAX);
+    (index, name.to_owned())
+}
+
+/// Groups labelled VMs into pools by (namespace, `corral.dev/vdi-pool` value), joining each VM
+/// with its Lease. VMs without the pool label are ignored. Pools come sorted by (namespace,
+/// name), members by index.
+pub fn group_pools<'a>(
+    vms: impl IntoIterator<Item = &'a VirtualMachine>,
+    leases: impl IntoIterator<Item = &'a Lease>,
+    now: Timestamp,
+) -> Vec<PoolView> {
+    let leases: HashMap<(String, String), &Lease> = leases
+        .into_iter()
+        .map(|l| ((l.namespace().unwrap_or_default(), l.name_any()), l))
+        .collect();
+    let mut pools: BTreeMap<(String, String), Vec<MemberView>> = BTreeMap::new();
+    for vm in vms {
+        let Some(pool) = vm.labels().get(POOL_LABEL) else {
+            continue;
+        };
+        let ns = vm.namespace().unwrap_or_default();
+        let lease = leases.get(&(ns.clone(), lease_name(&vm.name_any()))).copied();
+        pools
+            .entry((ns, pool.clone()))
+            .or_default()
+            .push(member_view(vm, lease, now));
+    }
+    pools
+        .into_iter()
+        .map(|((namespace, name), mut members)| {
+            members.sort_by_cached_key(|m| member_order(&m.name));
+            let mut counts = PoolCounts {
+                total: members.len() as u32,
+                ..PoolCounts::default()
+            };
+            for m in &members {
+                if m.claimable {
+                    counts.free += 1;
+                } else if m.holder.is_some() {
+                    counts.taken += 1;
+                }
+            }
+            PoolView {
+                namespace,
+                name,
+                members,
+                counts,
+            }
+        })
+        .collect()
+}
+
+/// The earliest moment after `now` at which an active Lease among `pools` expires: the only
+/// instant when the derived states can change without a watch event.
+pub fn next_expiry(pools: &[PoolView], now: Timestamp) -> Option<Timestamp> {
+    pools
+        .iter()
+        .flat_map(|p| &p.members)
+        .filter_map(|m| m.lease.as_ref())
+        .filter(|l| l.active)
+        .filter_map(|l| l.expires_at)
+        .filter(|exp| *exp > now)
+        .min()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    use kube::api::ObjectMeta;
+
+    fn now() -> Timestamp {
+        "2026-11-30T12:00:00Z".parse().unwrap()
+    }
+
+    fn lease(member: &str, holder: Option<&str>, renewed_ago_secs: i64) -> Lease {
+        let renew = now() - SignedDuration::from_secs(renewed_ago_secs);
+        Lease {
+            metadata: ObjectMeta {
+                name: Some(lease_name(member)),
+                namespace: Some("ns".into()),
+                resource_version: Some("7".into()),
+                ..Default::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: holder.map(Into::into),
+                acquire_time: Some(MicroTime(renew)),
+                renew_time: Some(MicroTime(renew)),
+                lease_duration_seconds: Some(3600),
+                lease_transitions: Some(1),
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn vm(name: &str, pool: &str, assigned: Option<&str>, power: Option<&str>) -> VirtualMachine {
+        let mut vm = VirtualMachine::new(name, Default::default());
+        vm.metadata.namespace = Some("ns".into());
+        let labels = vm.metadata.labels.get_or_insert_with(Default::default);
+        labels.insert(POOL_LABEL.into(), pool.into());
+        if let Some(a) = assigned {
+            labels.insert(ASSIGNED_TO_LABEL.into(), a.into());
+        }
+        vm.status = power.map(|p| crate::resources::VirtualMachineStatus {
+            printable_status: Some(p.into()),
+            ..Default::default()
+        });
+        vm
+    }
+
+    #[test]
+    fn every_row_of_the_state_table() {
+        let active = lease_view(&lease("m", Some("alice"), 10), now());
+        let stale = lease_view(&lease("m", Some("alice"), 7200), now());
+        assert!(active.active && !stale.active);
+        assert_eq!(member_state(None, None), MemberState::Free);
+        assert_eq!(member_state(None, Some(&stale)), MemberState::FreeStaleLease);
+        assert_eq!(member_state(None, Some(&active)), MemberState::Claiming);
+        assert_eq!(
+            member_state(Some("alice"), None),
+            MemberState::AssignedLegacy
+        );
+        assert_eq!(
+            member_state(Some("alice"), Some(&active)),
+            MemberState::Assigned
+        );
+        assert_eq!(
+            member_state(Some("alice"), Some(&stale)),
+            MemberState::AssignedLeaseExpired
+        );
+        assert!(MemberState::Free.claimable() && MemberState::FreeStaleLease.claimable());
+        assert!(!MemberState::Claiming.claimable() && !MemberState::Assigned.claimable());
+    }
+
+    #[test]
+    fn a_lease_without_holder_is_stale_and_expiry_is_exact() {
+        let l = lease_view(&lease("m", None, 0), now());
+        assert!(!l.active);
+        let l = lease_view(&lease("m", Some("bob"), 3600), now());
+        assert!(!l.active, "expiring exactly now is no longer active");
+        assert_eq!(l.expires_at, Some(now()));
+        let l = lease_view(&lease("m", Some("bob"), 3599), now());
+        assert!(l.active);
+    }
+
+    #[test]
+    fn a_renew_time_in_the_future_is_reported() {
+        let l = lease_view(&lease("m", Some("bob"), -600), now());
+        assert!(l.renew_time_in_future);
+        let l = lease_view(&lease("m", Some("bob"), -2), now());
+        assert!(!l.renew_time_in_future, "clock resolution is tolerated");
+    }
+
+    #[test]
+    fn grouping_joins_leases_and_orders_members() {
+        let vms = [
+            vm("dev-10", "dev", None, Some("Stopped")),
+            vm("dev-2", "dev", Some("alice"), Some("Running")),
+            vm("dev-1", "dev", None, None),
+            vm("other-1", "other", Some("b32.mfwgsy3f"), None),
+        ];
+        let leases = [lease("dev-2", Some("alice"), 60)];
+        let pools = group_pools(&vms, &leases, now());
+        assert_eq!(pools.len(), 2);
+        let dev = &pools[0];
+        assert_eq!(dev.name, "dev");
+        let names: Vec<_> = dev.members.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["dev-1", "dev-2", "dev-10"]);
+        assert_eq!(dev.members[0].power, "Unknown");
+        assert_eq!(dev.members[1].state, MemberState::Assigned);
+        assert_eq!(dev.members[1].holder.as_deref(), Some("alice"));
+        assert_eq!(
+            dev.counts,
+            PoolCounts {
+                free: 2,
+                taken: 1,
+                total: 3
+            }
+        );
+        let other = &pools[1];
+        assert_eq!(other.members[0].state, MemberState::AssignedLegacy);
+        assert_eq!(other.members[0].holder.as_deref(), Some("alice"));
+        assert_eq!(
+            next_expiry(&pools, now()),
+            Some(now() + SignedDuration::from_secs(3540))
+        );
+    }
+}

@@ -1,0 +1,260 @@
+//! The live view of pools: kube-rs reflectors over labelled VirtualMachines and claim Leases,
+//! regrouped on every change and published as a whole [`PoolsSnapshot`].
+//!
+//! Nothing polls: changes arrive through watches, and the only timer is the next Lease expiry,
+//! the one moment a derived state changes without an event.
+
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, ListParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::{self, Event, watcher};
+use kube::runtime::WatchStreamExt;
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::cluster::ServerClock;
+use crate::error::{Error, Result};
+use crate::labels::POOL_LABEL;
+use crate::model::{FeedStatus, PoolView, PoolsSnapshot, Scope};
+use crate::resources::VirtualMachine;
+use crate::state::{group_pools, next_expiry};
+
+/// How long a burst of watch events is gathered before the pools are regrouped.
+pub const COALESCE: StdDuration = StdDuration::from_millis(25);
+
+fn api<K>(client: &Client, scope: &Scope) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match scope {
+        Scope::Namespace(ns) => Api::namespaced(client.clone(), ns),
+        Scope::All => Api::all(client.clone()),
+    }
+}
+
+fn where_(scope: &Scope) -> String {
+    match scope {
+        Scope::Namespace(ns) => format!("in namespace \"{ns}\""),
+        Scope::All => "in all namespaces".to_owned(),
+    }
+}
+
+/// Lists the pools in `scope` once, judged at the API server's time.
+///
+/// Errors: the list of VirtualMachines or Leases failed (403 names the namespace; 404 means
+/// KubeVirt's CRDs are not installed).
+pub async fn list_pools(
+    client: &Client,
+    scope: &Scope,
+    clock: &ServerClock,
+) -> Result<Vec<PoolView>> {
+    let params = ListParams::default().labels(POOL_LABEL);
+    let vms = api::<VirtualMachine>(client, scope)
+        .list(&params)
+        .await
+        .map_err(|e| Error::kube(format!("list VirtualMachines {}", where_(scope)), e))?;
+    let leases = api::<Lease>(client, scope)
+        .list(&params)
+        .await
+        .map_err(|e| Error::kube(format!("list Leases {}", where_(scope)), e))?;
+    Ok(group_pools(&vms.items, &leases.items, clock.now()))
+}
+
+/// A running live view. Dropping it stops the watches.
+pub struct PoolFeed {
+    rx: watch::Receiver<PoolsSnapshot>,
+    task: JoinHandle<()>,
+}
+
+impl PoolFeed {
+    /// Starts watching labelled VMs and claim Leases in `scope`.
+    ///
+    /// The first snapshot has status `Syncing`; once both initial lists have arrived, status is
+    /// `Live` and every change produces a new snapshot. Failures (403, unreachable server)
+    /// become status `Failing` with the error, while the watchers retry with backoff.
+    pub fn spawn(client: Client, scope: Scope, clock: ServerClock) -> Self {
+        let initial = PoolsSnapshot {
+            scope: scope.clone(),
+            status: FeedStatus::Syncing,
+            pools: Vec::new(),
+            judged_at: clock.now(),
+        };
+        let (tx, rx) = watch::channel(initial);
+        let task = tokio::spawn(run(client, scope, clock, tx));
+        PoolFeed { rx, task }
+    }
+
+    /// A receiver of snapshots; `changed()` wakes on every new one.
+    pub fn subscribe(&self) -> watch::Receiver<PoolsSnapshot> {
+        self.rx.clone()
+    }
+}
+
+impl Drop for PoolFeed {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Which watch an item came from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Vms,
+    Leases,
+}
+
+/// What one watch reported.
+enum Update {
+    /// The initial list is complete (again, after a re-list).
+    Synced(Source),
+    /// Some object changed.
+    Changed(Source),
+    /// The watch failed; it retries by itself.
+    Failed(Source, Error),
+    /// A Lease's expiry came due.
+    Tick,
+}
+
+fn reflect<K>(
+    api: Api<K>,
+    writer: reflector::store::Writer<K>,
+    source: Source,
+    what: String,
+) -> impl Stream<Item = Update>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    let config = watcher::Config::default().labels(POOL_LABEL);
+    watcher(api, config)
+        .default_backoff()
+        .reflect(writer)
+        .filter_map(move |item| {
+            let update = match item {
+                Ok(Event::InitDone) => Some(Update::Synced(source)),
+                Ok(Event::Init | Event::InitApply(_)) => None,
+                Ok(Event::Apply(_) | Event::Delete(_)) => Some(Update::Changed(source)),
+                Err(err) => Some(Update::Failed(source, watch_error(&what, err))),
+            };
+            std::future::ready(update)
+        })
+}
+
+fn watch_error(what: &str, err: watcher::Error) -> Error {
+    let source = match err {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => e,
+        watcher::Error::WatchError(status) => kube::Error::Api(status),
+        watcher::Error::NoResourceVersion => {
+            return Error::Config(format!("watch {what}: the server sent no resourceVersion"));
+        }
+    };
+    Error::kube(format!("watch {what}"), source)
+}
+
+fn snapshot(
+    scope: &Scope,
+    status: FeedStatus,
+    vms: &Store<VirtualMachine>,
+    leases: &Store<Lease>,
+    clock: &ServerClock,
+) -> PoolsSnapshot {
+    let now = clock.now();
+    let vms = vms.state();
+    let leases = leases.state();
+    let pools = group_pools(
+        vms.iter().map(Arc::as_ref),
+        leases.iter().map(Arc::as_ref),
+        now,
+    );
+    PoolsSnapshot {
+        scope: scope.clone(),
+        status,
+        pools,
+        judged_at: now,
+    }
+}
+
+async fn run(client: Client, scope: Scope, clock: ServerClock, tx: watch::Sender<PoolsSnapshot>) {
+    let (vm_store, vm_writer) = reflector::store::<VirtualMachine>();
+    let (lease_store, lease_writer) = reflector::store::<Lease>();
+    let vms = reflect(
+        api::<VirtualMachine>(&client, &scope),
+        vm_writer,
+        Source::Vms,
+        format!("VirtualMachines {}", where_(&scope)),
+    );
+    let leases = reflect(
+        api::<Lease>(&client, &scope),
+        lease_writer,
+        Source::Leases,
+        format!("Leases {}", where_(&scope)),
+    );
+    let mut updates = pin!(futures::stream::select(vms, leases));
+    let (mut vms_synced, mut leases_synced) = (false, false);
+    let mut failure: Option<(Source, Error)> = None;
+    let mut expiry: Option<tokio::time::Instant> = None;
+
+    loop {
+        let update = match expiry {
+            Some(at) => tokio::select! {
+                update = updates.next() => update,
+                () = tokio::time::sleep_until(at) => Some(Update::Tick),
+            },
+            None => updates.next().await,
+        };
+        let Some(mut update) = update else { return };
+        // Gather the rest of a burst so that a thousand events cost one regrouping.
+        let deadline = tokio::time::Instant::now() + COALESCE;
+        loop {
+            let healthy = match update {
+                Update::Synced(source) => {
+                    match source {
+                        Source::Vms => vms_synced = true,
+                        Source::Leases => leases_synced = true,
+                    }
+                    Some(source)
+                }
+                Update::Changed(source) => Some(source),
+                Update::Tick => None,
+                Update::Failed(source, err) => {
+                    tracing::warn!(error = %err, "pool feed watch failed; retrying");
+                    failure = Some((source, err));
+                    None
+                }
+            };
+            if healthy.is_some() && failure.as_ref().map(|(s, _)| *s) == healthy {
+                failure = None;
+            }
+            match tokio::time::timeout_at(deadline, updates.next()).await {
+                Ok(Some(next)) => update = next,
+                Ok(None) => return,
+                Err(_) => break,
+            }
+        }
+        let status = match &failure {
+            Some((_, err)) => FeedStatus::Failing { error: err.view() },
+            None if vms_synced && leases_synced => FeedStatus::Live,
+            None => FeedStatus::Syncing,
+        };
+        if matches!(status, FeedStatus::Syncing) {
+            continue;
+        }
+        let snap = snapshot(&scope, status, &vm_store, &lease_store, &clock);
+        expiry = next_expiry(&snap.pools, snap.judged_at).and_then(|at| {
+            let wait = StdDuration::try_from(at.duration_since(snap.judged_at)).ok()?;
+            Some(tokio::time::Instant::now() + wait + StdDuration::from_millis(1))
+        });
+        if tx.send(snap).is_err() {
+            return;
+        }
+    }
+}
