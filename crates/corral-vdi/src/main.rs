@@ -1,1 +1,168 @@
-fn main() {}
+//! `corral-vdi`: the Corral VDI command line, on the same core (vdi-core) as the desktop app.
+//!
+//! Like kubectl it honours `KUBECONFIG`, `--kubeconfig` and `--context`; the namespace defaults
+//! to the context's.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use vdi_core::cluster::{KubeconfigSource, ServerClock};
+use vdi_core::model::{MemberView, PoolView, Scope};
+use vdi_core::watch::list_pools;
+
+#[derive(Parser)]
+#[command(
+    name = "corral-vdi",
+    version,
+    about = "Virtual-desktop pools on KubeVirt: pools, claims, connections"
+)]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args)]
+struct Global {
+    /// Path to the kubeconfig file (default: $KUBECONFIG, else ~/.kube/config).
+    #[arg(long, global = true)]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current-context).
+    #[arg(long, global = true)]
+    context: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Desktop pools.
+    #[command(subcommand)]
+    Pool(PoolCommand),
+}
+
+#[derive(Subcommand)]
+enum PoolCommand {
+    /// List pools and their members: state, holder, claimed-at, lease expiry, power.
+    List {
+        /// Namespace (default: the context's namespace).
+        #[arg(short = 'n', long, conflicts_with = "all_namespaces")]
+        namespace: Option<String>,
+        /// List pools in every namespace you may read.
+        #[arg(short = 'A', long)]
+        all_namespaces: bool,
+    },
+}
+
+fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+}
+
+fn or_dash(value: Option<&str>) -> &str {
+    value.filter(|v| !v.is_empty()).unwrap_or("-")
+}
+
+fn member_row(m: &MemberView) -> [String; 6] {
+    let expires = m
+        .lease
+        .as_ref()
+        .and_then(|l| l.expires_at)
+        .map(|t| t.to_string());
+    [
+        m.name.clone(),
+        m.state_label.clone(),
+        or_dash(m.holder.as_deref()).to_owned(),
+        or_dash(m.claimed_at.as_deref()).to_owned(),
+        or_dash(expires.as_deref()).to_owned(),
+        m.power.clone(),
+    ]
+}
+
+/// Prints pools the way the seed's walkthrough shows them: a heading per pool, then one
+/// aligned row per member.
+fn print_pools(pools: &[PoolView], scope: &Scope) {
+    if pools.is_empty() {
+        match scope {
+            Scope::Namespace(ns) => println!("no pools in namespace {ns}"),
+            Scope::All => println!("no pools in any namespace you may read"),
+        }
+        return;
+    }
+    let header = [
+        "MEMBER",
+        "STATE",
+        "HOLDER",
+        "CLAIMED-AT",
+        "LEASE-EXPIRES",
+        "POWER",
+    ]
+    .map(str::to_owned);
+    for (i, pool) in pools.iter().enumerate() {
+        if i > 0 {
+            println!();
+        }
+        println!(
+            "{} (ns/{}, {} members: {} free, {} taken)",
+            pool.name, pool.namespace, pool.counts.total, pool.counts.free, pool.counts.taken
+        );
+        let rows: Vec<[String; 6]> = std::iter::once(header.clone())
+            .chain(pool.members.iter().map(member_row))
+            .collect();
+        let widths: Vec<usize> = (0..6)
+            .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+            .collect();
+        for row in rows {
+            let line: Vec<String> = row
+                .iter()
+                .zip(&widths)
+                .map(|(cell, w)| format!("{cell:<w$}"))
+                .collect();
+            println!("  {}", line.join("  ").trim_end());
+        }
+    }
+}
+
+async fn run(cli: Cli) -> vdi_core::Result<()> {
+    let source = KubeconfigSource {
+        path: cli.global.kubeconfig,
+    };
+    match cli.command {
+        Command::Pool(PoolCommand::List {
+            namespace,
+            all_namespaces,
+        }) => {
+            let conn = source.connect(cli.global.context.as_deref()).await?;
+            let scope = if all_namespaces {
+                Scope::All
+            } else {
+                Scope::Namespace(namespace.unwrap_or(conn.default_namespace.clone()))
+            };
+            let clock = ServerClock::measure(&conn.client).await?;
+            let pools = list_pools(&conn.client, &scope, &clock).await?;
+            print_pools(&pools, &scope);
+        }
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    init_logging();
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err}");
+            if let Some(fix) = err.suggestion() {
+                eprintln!("hint: {fix}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -84,7 +84,11 @@ pub fn ensure() -> Result<Binaries> {
         "sandbox: building kube-apiserver {KUBERNETES_VERSION} and etcd with go build (once per pin; several minutes)…"
     );
     go_build(&src, "./cmd/etcd", &binaries.etcd)?;
-    go_build(&src, "k8s.io/kubernetes/cmd/kube-apiserver", &binaries.kube_apiserver)?;
+    go_build(
+        &src,
+        "k8s.io/kubernetes/cmd/kube-apiserver",
+        &binaries.kube_apiserver,
+    )?;
     Ok(binaries)
 }
 

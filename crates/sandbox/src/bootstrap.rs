@@ -39,9 +39,13 @@ async fn apply<K>(api: &Api<K>, name: &str, value: Value) -> Result<K>
 where
     K: Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
 {
-    api.patch(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(value))
-        .await
-        .with_context(|| format!("apply {name}"))
+    api.patch(
+        name,
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(value),
+    )
+    .await
+    .with_context(|| format!("apply {name}"))
 }
 
 fn preserve() -> Value {
@@ -136,7 +140,10 @@ pub async fn install(admin: &Client) -> Result<()> {
         ),
     ];
     for def in definitions {
-        let name = def["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+        let name = def["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         apply(&crds, &name, def).await?;
         wait_established(&crds, &name).await?;
     }
@@ -152,7 +159,14 @@ pub async fn install(admin: &Client) -> Result<()> {
     }
     install_rbac(admin).await?;
 
-    let kubevirt = dynamic(admin, "kubevirt.io", "v1", "KubeVirt", "kubevirts", KUBEVIRT_NAMESPACE);
+    let kubevirt = dynamic(
+        admin,
+        "kubevirt.io",
+        "v1",
+        "KubeVirt",
+        "kubevirts",
+        KUBEVIRT_NAMESPACE,
+    );
     apply(
         &kubevirt,
         "kubevirt",
@@ -257,7 +271,13 @@ async fn install_rbac(admin: &Client) -> Result<()> {
             "rules": [read_vms, lease_rule] }),
     )
     .await?;
-    let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), DEMO_NAMESPACE);
+    grant_users(admin, DEMO_NAMESPACE).await
+}
+
+/// Gives `alice`, `bob` and `carol` in `namespace` the roles they have in `corral-vms`, so
+/// that a test can work in a namespace of its own.
+pub async fn grant_users(admin: &Client, namespace: &str) -> Result<()> {
+    let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), namespace);
     for (user, role) in [
         ("alice", "corral-vdi:desktop-user"),
         ("bob", "corral-vdi:desktop-user"),
@@ -268,7 +288,7 @@ async fn install_rbac(admin: &Client) -> Result<()> {
             &bindings,
             &name,
             json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                "metadata": { "name": name, "namespace": DEMO_NAMESPACE },
+                "metadata": { "name": name, "namespace": namespace },
                 "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role },
                 "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user }] }),
         )
@@ -344,7 +364,14 @@ pub fn golden_spec(run_strategy: &str, domain_label: &str) -> Value {
 /// Demo data in `corral-vms`: a stopped golden VM `golden-desktop`, and a Phase 1 pool `legacy`
 /// of three members made the old way (labels only, no Leases), `legacy-2` assigned to `alice`.
 pub async fn seed(admin: &Client) -> Result<()> {
-    let vms = dynamic(admin, "kubevirt.io", "v1", "VirtualMachine", "virtualmachines", DEMO_NAMESPACE);
+    let vms = dynamic(
+        admin,
+        "kubevirt.io",
+        "v1",
+        "VirtualMachine",
+        "virtualmachines",
+        DEMO_NAMESPACE,
+    );
     apply(
         &vms,
         "golden-desktop",

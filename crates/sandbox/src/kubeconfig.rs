@@ -13,7 +13,13 @@ use crate::DEMO_NAMESPACE;
 use crate::pki::{UserCert, restrict};
 
 /// Writes the kubeconfig (mode 0600: it holds private keys).
-pub fn write(path: &Path, name: &str, server: &str, ca_pem: &str, users: &[UserCert]) -> Result<()> {
+pub fn write(
+    path: &Path,
+    name: &str,
+    server: &str,
+    ca_pem: &str,
+    users: &[UserCert],
+) -> Result<()> {
     let cluster = format!("corral-sandbox-{name}");
     let doc = json!({
         "apiVersion": "v1",

@@ -51,6 +51,9 @@ pub struct Options {
     pub dir: PathBuf,
     /// Whether to create the demo data (golden VM, legacy pool).
     pub seed: bool,
+    /// Whether to run the KubeVirt emulation (controllers and virt-api). Off, VMs are plain
+    /// objects without status: for benchmarks of listing alone.
+    pub emulate: bool,
 }
 
 impl Options {
@@ -60,6 +63,7 @@ impl Options {
             name: name.to_owned(),
             dir: state_root().join(name),
             seed: true,
+            emulate: true,
         }
     }
 
@@ -75,6 +79,7 @@ impl Options {
             name: label.to_owned(),
             dir,
             seed: true,
+            emulate: true,
         })
     }
 }
@@ -100,7 +105,11 @@ fn sweep_dead_ephemerals() {
         let Some(rest) = name.strip_prefix("corral-sandbox-") else {
             continue;
         };
-        let pid = rest.split('-').rev().nth(1).and_then(|p| p.parse::<u32>().ok());
+        let pid = rest
+            .split('-')
+            .rev()
+            .nth(1)
+            .and_then(|p| p.parse::<u32>().ok());
         if let Some(pid) = pid
             && !Path::new(&format!("/proc/{pid}")).exists()
         {
@@ -257,8 +266,13 @@ impl Sandbox {
         }
 
         bootstrap::install(&admin).await?;
-        let emulator = emulator::start(admin.clone(), &pki).await?;
-        bootstrap::register_virt_api(&admin, &pki, emulator.port).await?;
+        let emulator = if options.emulate {
+            let emulator = emulator::start(admin.clone(), &pki).await?;
+            bootstrap::register_virt_api(&admin, &pki, emulator.port).await?;
+            emulator.task
+        } else {
+            tokio::spawn(async {})
+        };
         if options.seed {
             bootstrap::seed(&admin).await?;
         }
@@ -269,7 +283,7 @@ impl Sandbox {
             server,
             etcd,
             apiserver,
-            emulator: emulator.task,
+            emulator,
         })
     }
 

@@ -4,8 +4,8 @@
 //! kubeconfig's path as the last line of stdout.
 
 use std::fs;
-use std::path::{Path, PathBuf};
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -69,7 +69,11 @@ fn alive(pid: u32) -> bool {
 
 /// The pid of a running instance's `serve` process.
 fn running(name: &str) -> Option<u32> {
-    let pid: u32 = fs::read_to_string(pid_file(name)).ok()?.trim().parse().ok()?;
+    let pid: u32 = fs::read_to_string(pid_file(name))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
     alive(pid).then_some(pid)
 }
 
@@ -80,7 +84,9 @@ fn up(name: &str) -> Result<()> {
             println!("{}", kubeconfig.trim());
             return Ok(());
         }
-        bail!("sandbox \"{name}\" is starting (pid {pid}); run `sandbox down --name {name}` if it is stuck");
+        bail!(
+            "sandbox \"{name}\" is starting (pid {pid}); run `sandbox down --name {name}` if it is stuck"
+        );
     }
     let bins = binaries::ensure()?;
     eprintln!(
@@ -166,10 +172,7 @@ fn status(name: &str) -> Result<()> {
 
 async fn serve(name: &str) -> Result<()> {
     let sandbox = Sandbox::start(Options::named(name)).await?;
-    fs::write(
-        ready_file(name),
-        sandbox.kubeconfig.display().to_string(),
-    )?;
+    fs::write(ready_file(name), sandbox.kubeconfig.display().to_string())?;
     tracing::info!(server = %sandbox.server, kubeconfig = %sandbox.kubeconfig.display(), "sandbox ready");
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {

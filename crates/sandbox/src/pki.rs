@@ -73,9 +73,13 @@ fn leaf(
     server: bool,
 ) -> Result<CertKey> {
     let mut params = CertificateParams::new(dns.iter().map(|d| d.to_string()).collect::<Vec<_>>())?;
-    params.distinguished_name.push(DnType::CommonName, common_name);
+    params
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
     for org in organizations {
-        params.distinguished_name.push(DnType::OrganizationName, *org);
+        params
+            .distinguished_name
+            .push(DnType::OrganizationName, *org);
     }
     params.key_usages = vec![
         KeyUsagePurpose::DigitalSignature,

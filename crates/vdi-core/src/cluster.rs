@@ -117,10 +117,7 @@ pub async fn whoami(client: &Client) -> Result<Identity> {
         .create(&PostParams::default(), &SelfSubjectReview::default())
         .await
         .map_err(|e| Error::kube("ask the API server who you are (SelfSubjectReview)", e))?;
-    let user = review
-        .status
-        .and_then(|s| s.user_info)
-        .unwrap_or_default();
+    let user = review.status.and_then(|s| s.user_info).unwrap_or_default();
     Ok(Identity {
         username: user.username.unwrap_or_default(),
         groups: user.groups.unwrap_or_default(),

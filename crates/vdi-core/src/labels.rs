@@ -82,7 +82,9 @@ pub fn encode_identity(identity: &str) -> String {
     if plain {
         return identity.to_owned();
     }
-    let b32 = BASE32_NOPAD.encode(identity.as_bytes()).to_ascii_lowercase();
+    let b32 = BASE32_NOPAD
+        .encode(identity.as_bytes())
+        .to_ascii_lowercase();
     if ENCODED_B32_PREFIX.len() + b32.len() <= LABEL_VALUE_MAX {
         return format!("{ENCODED_B32_PREFIX}{b32}");
     }

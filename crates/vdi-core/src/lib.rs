@@ -3,10 +3,10 @@
 //! This crate is the only code that talks to the cluster; the CLI and the desktop app are thin
 //! adapters over it, so they can never disagree about what the cluster says.
 
-pub mod labels;
-pub mod model;
 pub mod cluster;
 pub mod error;
+pub mod labels;
+pub mod model;
 pub mod resources;
 pub mod state;
 pub mod watch;

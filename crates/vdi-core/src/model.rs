@@ -5,7 +5,7 @@
 //! (`cargo test -p vdi-core export_bindings`), into `ui/src/bindings/`.
 
 use jiff::Timestamp;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
 /// A member's claim state, derived from its VM's assigned-to label and its Lease
@@ -128,7 +128,7 @@ pub struct PoolView {
 }
 
 /// Which namespaces a view covers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase", tag = "kind", content = "namespace")]
 #[ts(export)]
 pub enum Scope {
@@ -253,4 +253,32 @@ pub struct ErrorView {
     pub suggestion: Option<String>,
     /// Whether trying again unchanged may work.
     pub retryable: bool,
+}
+
+/// What the desktop app shows about itself in its footer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct AppInfo {
+    /// The app's version.
+    pub version: String,
+    /// The log file being written.
+    pub log_path: String,
+    /// The kubeconfig files in use.
+    pub kubeconfig_paths: Vec<String>,
+}
+
+/// What opening a session connected to.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct SessionInfo {
+    /// The context asked for (`null`: the current context).
+    pub context: Option<String>,
+    /// Who the API server says you are (SelfSubjectReview); `null` if it could not say.
+    pub identity: Option<Identity>,
+    /// Why the identity is unknown.
+    pub identity_error: Option<ErrorView>,
+    /// The namespaces the live view covers.
+    pub scope: Scope,
 }

@@ -65,20 +65,14 @@ pub fn member_state(assigned_label: Option<&str>, lease: Option<&LeaseView>) -> 
 /// A member's view from its VM and (if any) its `corral-vdi-<member>` Lease, as of `now`.
 pub fn member_view(vm: &VirtualMachine, lease: Option<&Lease>, now: Timestamp) -> MemberView {
     let lease = lease.map(|l| lease_view(l, now));
-    let assigned = vm
-        .labels()
-        .get(ASSIGNED_TO_LABEL)
-        .filter(|v| !v.is_empty());
+    let assigned = vm.labels().get(ASSIGNED_TO_LABEL).filter(|v| !v.is_empty());
     let state = member_state(assigned.map(String::as_str), lease.as_ref());
-    let holder = lease
-        .as_ref()
-        .and_then(|l| l.holder.clone())
-        .or_else(|| {
-            assigned.map(|label| match labels::decode_identity(label) {
-                DecodedLabel::Identity(id) => id,
-                DecodedLabel::Hashed(raw) => raw,
-            })
-        });
+    let holder = lease.as_ref().and_then(|l| l.holder.clone()).or_else(|| {
+        assigned.map(|label| match labels::decode_identity(label) {
+            DecodedLabel::Identity(id) => id,
+            DecodedLabel::Hashed(raw) => raw,
+        })
+    });
     MemberView {
         name: vm.name_any(),
         namespace: vm.namespace().unwrap_or_default(),
@@ -119,7 +113,9 @@ pub fn group_pools<'a>(
             continue;
         };
         let ns = vm.namespace().unwrap_or_default();
-        let lease = leases.get(&(ns.clone(), lease_name(&vm.name_any()))).copied();
+        let lease = leases
+            .get(&(ns.clone(), lease_name(&vm.name_any())))
+            .copied();
         pools
             .entry((ns, pool.clone()))
             .or_default()
@@ -215,7 +211,10 @@ mod tests {
         let stale = lease_view(&lease("m", Some("alice"), 7200), now());
         assert!(active.active && !stale.active);
         assert_eq!(member_state(None, None), MemberState::Free);
-        assert_eq!(member_state(None, Some(&stale)), MemberState::FreeStaleLease);
+        assert_eq!(
+            member_state(None, Some(&stale)),
+            MemberState::FreeStaleLease
+        );
         assert_eq!(member_state(None, Some(&active)), MemberState::Claiming);
         assert_eq!(
             member_state(Some("alice"), None),

@@ -11,9 +11,9 @@ use std::time::Duration as StdDuration;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ListParams};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event, watcher};
-use kube::runtime::WatchStreamExt;
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
@@ -130,7 +130,13 @@ fn reflect<K>(
     what: String,
 ) -> impl Stream<Item = Update>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
 {
     let config = watcher::Config::default().labels(POOL_LABEL);
     watcher(api, config)

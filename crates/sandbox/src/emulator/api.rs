@@ -122,10 +122,14 @@ async fn group() -> axum::Json<Value> {
 }
 
 async fn resources() -> axum::Json<Value> {
-    let vm = |sub: &str| json!({ "name": format!("virtualmachines/{sub}"), "namespaced": true,
-        "kind": "VirtualMachine", "verbs": ["update"] });
-    let vmi = |sub: &str| json!({ "name": format!("virtualmachineinstances/{sub}"), "namespaced": true,
-        "kind": "VirtualMachineInstance", "verbs": ["get"] });
+    let vm = |sub: &str| {
+        json!({ "name": format!("virtualmachines/{sub}"), "namespaced": true,
+        "kind": "VirtualMachine", "verbs": ["update"] })
+    };
+    let vmi = |sub: &str| {
+        json!({ "name": format!("virtualmachineinstances/{sub}"), "namespaced": true,
+        "kind": "VirtualMachineInstance", "verbs": ["get"] })
+    };
     axum::Json(json!({ "kind": "APIResourceList", "apiVersion": "v1",
         "groupVersion": format!("{GROUP}/v1"),
         "resources": [vm("start"), vm("stop"), vm("restart"),
@@ -256,8 +260,10 @@ async fn vm_action(
         .to_owned();
     let vmi_live = vmi.is_some() && !matches!(phase.as_str(), "Succeeded" | "Failed");
     let strategy = run_strategy(&vm.spec.fields);
-    let mut params = PatchParams::default();
-    params.dry_run = dry_run;
+    let params = PatchParams {
+        dry_run,
+        ..Default::default()
+    };
 
     let result = match (action.as_str(), strategy.as_str()) {
         ("start", _) if vmi_live && !matches!(phase.as_str(), "" | "Unknown") => {
@@ -266,7 +272,10 @@ async fn vm_action(
         ("start", "Halted") => set_strategy(&vms, &name, "Always", &params).await,
         ("start", "Manual" | "RerunOnFailure") => request(&vms, &vm, "Start", &params).await,
         ("start", other) => {
-            return conflict(&name, &format!("{other} does not support manual start requests"));
+            return conflict(
+                &name,
+                &format!("{other} does not support manual start requests"),
+            );
         }
         ("stop", "Always" | "Once") => set_strategy(&vms, &name, "Halted", &params).await,
         ("stop", _) if !vmi_live => return conflict(&name, "VM is not running"),
@@ -301,7 +310,9 @@ async fn set_strategy(
     params: &PatchParams,
 ) -> Result<(), kube::Error> {
     let patch = json!({ "spec": { "runStrategy": strategy, "running": null } });
-    vms.patch(name, params, &Patch::Merge(patch)).await.map(|_| ())
+    vms.patch(name, params, &Patch::Merge(patch))
+        .await
+        .map(|_| ())
 }
 
 async fn request(

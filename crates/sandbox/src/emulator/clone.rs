@@ -12,8 +12,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use jiff::Timestamp;
 use futures::StreamExt;
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -84,7 +84,12 @@ fn filtered(map: Option<&std::collections::BTreeMap<String, String>>, filters: &
 
 fn string_list(v: Option<&Value>) -> Vec<String> {
     v.and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -137,49 +142,110 @@ async fn reconcile(
     }
 
     let Some(source) = vms.get_opt(&source_name).await? else {
-        set_phase(&clones, &name, "", "SourceNotFound",
-            &format!("source VirtualMachine {source_name} does not exist"), false).await?;
+        set_phase(
+            &clones,
+            &name,
+            "",
+            "SourceNotFound",
+            &format!("source VirtualMachine {source_name} does not exist"),
+            false,
+        )
+        .await?;
         return Ok(Action::requeue(Duration::from_secs(1)));
     };
     if knobs.fail_clones.contains(&target_name) {
-        set_phase(&clones, &name, "Failed", "Failed", "clone failed (emulated failure)", true)
-            .await?;
+        set_phase(
+            &clones,
+            &name,
+            "Failed",
+            "Failed",
+            "clone failed (emulated failure)",
+            true,
+        )
+        .await?;
         return Ok(Action::await_change());
     }
     if backend_storage(&source) {
-        set_phase(&clones, &name, "Failed", "Failed",
-            "cannot clone a VM with persistent TPM or EFI (backend storage)", true).await?;
+        set_phase(
+            &clones,
+            &name,
+            "Failed",
+            "Failed",
+            "cannot clone a VM with persistent TPM or EFI (backend storage)",
+            true,
+        )
+        .await?;
         return Ok(Action::await_change());
     }
     match phase.as_str() {
         "" => {
-            set_phase(&clones, &name, "SnapshotInProgress", "SnapshotInProgress",
-                "creating a snapshot of the source", false).await?;
+            set_phase(
+                &clones,
+                &name,
+                "SnapshotInProgress",
+                "SnapshotInProgress",
+                "creating a snapshot of the source",
+                false,
+            )
+            .await?;
         }
         "SnapshotInProgress" => {
-            set_phase(&clones, &name, "RestoreInProgress", "RestoreInProgress",
-                "restoring the snapshot into the target", false).await?;
+            set_phase(
+                &clones,
+                &name,
+                "RestoreInProgress",
+                "RestoreInProgress",
+                "restoring the snapshot into the target",
+                false,
+            )
+            .await?;
             let snapshot = format!("tmp-snapshot-{}", clone.uid().unwrap_or_default());
             clones
-                .patch_status(&name, &PatchParams::default(),
-                    &Patch::Merge(json!({ "status": { "snapshotName": snapshot } })))
+                .patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({ "status": { "snapshotName": snapshot } })),
+                )
                 .await?;
         }
         "RestoreInProgress" => {
             if vms.get_opt(&target_name).await?.is_some() {
-                warn_once(&ctx.client, &clone, "RestoreFailed",
-                    &format!("target VirtualMachine {target_name} already exists")).await?;
+                warn_once(
+                    &ctx.client,
+                    &clone,
+                    "RestoreFailed",
+                    &format!("target VirtualMachine {target_name} already exists"),
+                )
+                .await?;
                 return Ok(Action::requeue(Duration::from_secs(2)));
             }
-            set_phase(&clones, &name, "CreatingTargetVM", "CreatingTargetVM",
-                "creating the target VirtualMachine", false).await?;
+            set_phase(
+                &clones,
+                &name,
+                "CreatingTargetVM",
+                "CreatingTargetVM",
+                "creating the target VirtualMachine",
+                false,
+            )
+            .await?;
         }
         "CreatingTargetVM" => {
             create_target(&vms, &source, &spec, &target_name).await?;
-            set_phase(&clones, &name, "Succeeded", "Succeeded", "clone succeeded", true).await?;
+            set_phase(
+                &clones,
+                &name,
+                "Succeeded",
+                "Succeeded",
+                "clone succeeded",
+                true,
+            )
+            .await?;
             clones
-                .patch_status(&name, &PatchParams::default(),
-                    &Patch::Merge(json!({ "status": { "targetName": target_name } })))
+                .patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({ "status": { "targetName": target_name } })),
+                )
                 .await?;
             return Ok(Action::await_change());
         }
@@ -198,8 +264,15 @@ async fn set_phase(
 ) -> Result<(), kube::Error> {
     // Millisecond precision: the phase timing reads it back (metav1.Time would truncate to
     // seconds, but these conditions are kept as plain JSON by the CRD).
-    let now = Timestamp::now().round(jiff::Unit::Millisecond).unwrap_or_else(|_| Timestamp::now()).to_string();
-    let ready = if phase == "Succeeded" { "True" } else { "False" };
+    let now = Timestamp::now()
+        .round(jiff::Unit::Millisecond)
+        .unwrap_or_else(|_| Timestamp::now())
+        .to_string();
+    let ready = if phase == "Succeeded" {
+        "True"
+    } else {
+        "False"
+    };
     let progressing = if done { "False" } else { "True" };
     let status = json!({ "status": {
         "phase": if phase.is_empty() { Value::Null } else { Value::String(phase.into()) },
@@ -236,7 +309,10 @@ async fn create_target(
                 ("labels", &template_label_filters),
                 ("annotations", &template_annotation_filters),
             ] {
-                if let Some(map) = meta.get(field).and_then(|m| serde_json::from_value(m.clone()).ok()) {
+                if let Some(map) = meta
+                    .get(field)
+                    .and_then(|m| serde_json::from_value(m.clone()).ok())
+                {
                     meta.insert(field.into(), filtered(Some(&map), filters));
                 }
             }
@@ -246,9 +322,16 @@ async fn create_target(
                 firmware.remove("uuid");
             }
             let new_macs = spec.get("newMacAddresses").and_then(Value::as_object);
-            if let Some(ifaces) = domain.pointer_mut("/devices/interfaces").and_then(Value::as_array_mut) {
+            if let Some(ifaces) = domain
+                .pointer_mut("/devices/interfaces")
+                .and_then(Value::as_array_mut)
+            {
                 for iface in ifaces {
-                    let iface_name = iface.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+                    let iface_name = iface
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned();
                     if let Some(obj) = iface.as_object_mut() {
                         match new_macs.and_then(|m| m.get(&iface_name)) {
                             Some(mac) => obj.insert("macAddress".into(), mac.clone()),
@@ -261,7 +344,8 @@ async fn create_target(
     }
     let mut vm = VirtualMachine::new(target, VmSpec { fields: vm_spec });
     vm.metadata.namespace = source.namespace();
-    vm.metadata.labels = serde_json::from_value(filtered(source.metadata.labels.as_ref(), &label_filters)).ok();
+    vm.metadata.labels =
+        serde_json::from_value(filtered(source.metadata.labels.as_ref(), &label_filters)).ok();
     vm.metadata.annotations = serde_json::from_value(filtered(
         source.metadata.annotations.as_ref(),
         &annotation_filters,

@@ -53,7 +53,8 @@ impl Default for Knobs {
 impl Knobs {
     /// Reads the ConfigMap; a missing one or a missing key keeps the default.
     pub async fn read(client: &Client) -> Knobs {
-        let api: Api<ConfigMap> = Api::namespaced(client.clone(), crate::bootstrap::KUBEVIRT_NAMESPACE);
+        let api: Api<ConfigMap> =
+            Api::namespaced(client.clone(), crate::bootstrap::KUBEVIRT_NAMESPACE);
         let data = match api.get_opt(CONFIG_MAP).await {
             Ok(Some(cm)) => cm.data.unwrap_or_default(),
             _ => BTreeMap::new(),
@@ -66,7 +67,13 @@ impl Knobs {
         };
         let list = |key: &str| -> Vec<String> {
             data.get(key)
-                .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect())
+                .map(|v| {
+                    v.split(',')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_owned)
+                        .collect()
+                })
                 .unwrap_or_default()
         };
         knobs.start = millis("startMillis", knobs.start);

@@ -9,8 +9,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use jiff::Timestamp;
 use futures::StreamExt;
+use jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
@@ -74,7 +74,10 @@ async fn reconcile_vmi(
 ) -> Result<Action, ReconcileError> {
     let ns = vmi.namespace().unwrap_or_default();
     let vms: Api<VirtualMachine> = Api::namespaced(ctx.client.clone(), &ns);
-    let owner = vmi.owner_references().iter().find(|o| o.kind == "VirtualMachine");
+    let owner = vmi
+        .owner_references()
+        .iter()
+        .find(|o| o.kind == "VirtualMachine");
     if let Some(owner) = owner {
         let alive = vms
             .get_opt(&owner.name)
@@ -237,7 +240,14 @@ async fn reconcile_vm(vm: Arc<VirtualMachine>, ctx: Arc<Ctx>) -> Result<Action, 
     };
 
     let mut patch = new_status;
-    if !requests.is_empty() && run_strategy(spec) == "Manual" {
+    // A Manual VM keeps its last request until the VM got there: a Start once a VMI exists, a
+    // Stop once it is gone.
+    let reached = match patch["printableStatus"].as_str() {
+        Some("Stopped") => !desired,
+        Some("Stopping" | "Terminating") => false,
+        _ => desired,
+    };
+    if !requests.is_empty() && run_strategy(spec) == "Manual" && reached {
         patch["stateChangeRequests"] = Value::Null;
     }
     let changed = patch.as_object().is_some_and(|fields| {
@@ -275,7 +285,13 @@ async fn create_vmi(
     vmi.metadata.owner_references = vm.controller_owner_ref(&()).map(|o| vec![o]);
     vmi.status = Some(json!({ "phase": "Pending" }));
     match vmis
-        .create(&PostParams { field_manager: Some(MANAGER.into()), ..Default::default() }, &vmi)
+        .create(
+            &PostParams {
+                field_manager: Some(MANAGER.into()),
+                ..Default::default()
+            },
+            &vmi,
+        )
         .await
     {
         Ok(_) => Ok(()),

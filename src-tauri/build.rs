@@ -1,0 +1,5 @@
+//! Build script: Tauri code generation (config, capabilities, icons).
+
+fn main() {
+    tauri_build::build();
+}

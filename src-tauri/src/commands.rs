@@ -1,0 +1,107 @@
+//! Tauri commands: each is one call into vdi-core. Errors cross to the UI as
+//! [`vdi_core::model::ErrorView`] (kind, message, suggestion), never as bare strings.
+
+use tauri::{AppHandle, Emitter, State};
+use vdi_core::cluster::{ServerClock, whoami};
+use vdi_core::model::{AppInfo, Contexts, ErrorView, Scope, SessionInfo};
+use vdi_core::watch::PoolFeed;
+
+use crate::{AppState, POOLS_EVENT};
+
+/// An open session: dropping it stops the feed and its forwarding.
+pub struct Session {
+    _feed: PoolFeed,
+    forward: tauri::async_runtime::JoinHandle<()>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.forward.abort();
+    }
+}
+
+/// Version, log file and kubeconfig paths.
+#[tauri::command]
+pub fn app_info(state: State<'_, AppState>) -> AppInfo {
+    AppInfo {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        log_path: state.log_file.display().to_string(),
+        kubeconfig_paths: state
+            .source
+            .paths()
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
+    }
+}
+
+/// The kubeconfig's contexts.
+#[tauri::command]
+pub fn list_contexts(state: State<'_, AppState>) -> Result<Contexts, ErrorView> {
+    state.source.contexts().map_err(|e| e.view())
+}
+
+/// Connects to `context` (`null`: current) and starts the live pools feed for `scope`,
+/// replacing the previous session. Identity failures do not fail the call: the feed reports
+/// reachability and RBAC problems itself.
+#[tauri::command]
+pub async fn open_session(
+    app: AppHandle,
+    state: State<'_, AppState>,
+    context: Option<String>,
+    scope: Scope,
+) -> Result<SessionInfo, ErrorView> {
+    // Stop the old feed first, so no stale snapshot arrives after the new one.
+    drop(state.session.lock().map_err(|_| poisoned())?.take());
+    let conn = state
+        .source
+        .connect(context.as_deref())
+        .await
+        .map_err(|e| e.view())?;
+    let (identity, identity_error) = match whoami(&conn.client).await {
+        Ok(id) => (Some(id), None),
+        Err(e) => {
+            tracing::warn!(error = %e, "identity unknown");
+            (None, Some(e.view()))
+        }
+    };
+    let clock = ServerClock::measure(&conn.client)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "API server clock unknown; judging with the local clock");
+            ServerClock::default()
+        });
+    tracing::info!(context = ?context, scope = ?scope, user = ?identity.as_ref().map(|i| &i.username), "session opened");
+    let feed = PoolFeed::spawn(conn.client.clone(), scope.clone(), clock);
+    let mut rx = feed.subscribe();
+    let forward = tauri::async_runtime::spawn(async move {
+        loop {
+            let snapshot = rx.borrow_and_update().clone();
+            if let Err(e) = app.emit(POOLS_EVENT, &snapshot) {
+                tracing::warn!(error = %e, "could not send pools to the window");
+            }
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+    *state.session.lock().map_err(|_| poisoned())? = Some(Session {
+        _feed: feed,
+        forward,
+    });
+    Ok(SessionInfo {
+        context,
+        identity,
+        identity_error,
+        scope,
+    })
+}
+
+fn poisoned() -> ErrorView {
+    ErrorView {
+        kind: vdi_core::model::ErrorKind::Other,
+        message: "internal error: the session lock was poisoned".into(),
+        suggestion: Some("restart the app".into()),
+        retryable: false,
+    }
+}

@@ -1,0 +1,49 @@
+//! The desktop shell: Tauri commands as thin adapters over vdi-core, and the live pools feed
+//! forwarded to the window as `pools-snapshot` events. No cluster logic lives here.
+
+mod commands;
+mod logging;
+
+use std::sync::Mutex;
+
+use tauri::Manager;
+use vdi_core::cluster::KubeconfigSource;
+
+/// Event carrying a whole [`vdi_core::model::PoolsSnapshot`] on every change.
+pub const POOLS_EVENT: &str = "pools-snapshot";
+
+/// What the commands share.
+pub struct AppState {
+    /// Where the kubeconfig comes from (`KUBECONFIG`, else `~/.kube/config`).
+    pub source: KubeconfigSource,
+    /// The open session: its live feed and the task forwarding it to the window.
+    pub session: Mutex<Option<commands::Session>>,
+    /// The log file the app writes (shown in the app).
+    pub log_file: std::path::PathBuf,
+}
+
+/// Builds and runs the app until its window closes.
+pub fn run() {
+    tauri::Builder::default()
+        .setup(|app| {
+            let log_dir = app.path().app_log_dir()?;
+            let log_file = logging::init(&log_dir)?;
+            tracing::info!(log = %log_file.display(), version = env!("CARGO_PKG_VERSION"), "Corral VDI Console starting");
+            app.manage(AppState {
+                source: KubeconfigSource::default(),
+                session: Mutex::new(None),
+                log_file,
+            });
+            Ok(())
+        })
+        .invoke_handler(tauri::generate_handler![
+            commands::app_info,
+            commands::list_contexts,
+            commands::open_session,
+        ])
+        .run(tauri::generate_context!())
+        .unwrap_or_else(|err| {
+            eprintln!("Corral VDI Console could not start: {err}");
+            std::process::exit(1);
+        });
+}

@@ -1,0 +1,120 @@
+//! Benchmark (prints figures; asserts nothing about speed): 10,000 VMs in 1,000 pools on a
+//! sandbox, listed and grouped through the live view.
+//!
+//! Figures: time to create the VMs (setup), the live view's initial sync (spawn → first `Live`
+//! snapshot), one-shot `list_pools`, and client-side grouping alone (median of 15 runs).
+//! The KubeVirt emulation is off, so the API server serves only this workload.
+//!
+//! Run: `make bench` (or `cargo bench -p corral-tests --bench list_scale`).
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, ListParams, PostParams};
+use vdi_core::cluster::ServerClock;
+use vdi_core::labels::POOL_LABEL;
+use vdi_core::model::{FeedStatus, Scope};
+use vdi_core::resources::{VirtualMachine, VirtualMachineSpec};
+use vdi_core::state::group_pools;
+use vdi_core::watch::{PoolFeed, list_pools};
+
+const POOLS: usize = 1_000;
+const PER_POOL: usize = 10;
+const NAMESPACE: &str = "bench";
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let shared = corral_tests::start(false)?;
+    let admin = sandbox::kubeconfig::client(&shared.kubeconfig, "admin").await?;
+    let ns: Namespace =
+        serde_json::from_value(serde_json::json!({ "metadata": { "name": NAMESPACE } }))?;
+    Api::<Namespace>::all(admin.clone())
+        .create(&PostParams::default(), &ns)
+        .await?;
+
+    let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), NAMESPACE);
+    let started = Instant::now();
+    let results: Vec<_> = futures::stream::iter((0..POOLS * PER_POOL).map(|i| {
+        let vms = vms.clone();
+        async move {
+            let pool = format!("pool{:04}", i / PER_POOL);
+            let name = format!("{pool}-{}", i % PER_POOL + 1);
+            let mut vm = VirtualMachine::new(
+                &name,
+                VirtualMachineSpec {
+                    run_strategy: Some("Halted".into()),
+                    ..Default::default()
+                },
+            );
+            vm.metadata.labels = Some([(POOL_LABEL.to_owned(), pool)].into());
+            vms.create(&PostParams::default(), &vm).await.map(|_| ())
+        }
+    }))
+    .buffer_unordered(48)
+    .collect()
+    .await;
+    let failed = results.iter().filter(|r| r.is_err()).count();
+    anyhow::ensure!(failed == 0, "{failed} VM creations failed");
+    let total = POOLS * PER_POOL;
+    println!(
+        "setup: created {total} VMs in {POOLS} pools in {:.1?}",
+        started.elapsed()
+    );
+
+    let clock = ServerClock::measure(&admin).await?;
+    let scope = Scope::Namespace(NAMESPACE.into());
+    let mut sync_times = Vec::new();
+    for _ in 0..3 {
+        let started = Instant::now();
+        let feed = PoolFeed::spawn(admin.clone(), scope.clone(), clock);
+        let mut rx = feed.subscribe();
+        loop {
+            let live = {
+                let snap = rx.borrow_and_update();
+                matches!(snap.status, FeedStatus::Live)
+                    .then(|| snap.pools.iter().map(|p| p.members.len()).sum::<usize>())
+            };
+            if let Some(members) = live {
+                anyhow::ensure!(members == total, "live view saw {members} members");
+                break;
+            }
+            rx.changed().await?;
+        }
+        sync_times.push(started.elapsed());
+    }
+    println!(
+        "live view initial sync (watch list + group, {total} VMs): median {:.1?} of 3 ({sync_times:.1?})",
+        median(sync_times.clone())
+    );
+
+    let started = Instant::now();
+    let pools = list_pools(&admin, &scope, &clock).await?;
+    println!(
+        "one-shot list_pools: {:.1?} ({} pools)",
+        started.elapsed(),
+        pools.len()
+    );
+
+    let items = vms
+        .list(&ListParams::default().labels(POOL_LABEL))
+        .await?
+        .items;
+    let mut grouping = Vec::new();
+    for _ in 0..15 {
+        let started = Instant::now();
+        let pools = group_pools(&items, &[], clock.now());
+        grouping.push(started.elapsed());
+        anyhow::ensure!(pools.len() == POOLS);
+    }
+    println!(
+        "client-side grouping of {total} VMs into {POOLS} pools: median {:.2?} of 15",
+        median(grouping)
+    );
+    Ok(())
+}

@@ -1,0 +1,226 @@
+//! End to end: the built desktop app in a real window under Xvfb, driven through WebDriver
+//! (tauri-driver in front of WebKitWebDriver), against the sandbox.
+//!
+//! Needs the app built (`make app`), `tauri-driver` (on PATH or `$TAURI_DRIVER`), `Xvfb` and
+//! `WebKitWebDriver`; `make test` provides all of them. Runs only with the `gui` feature.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use corral_tests::{client_as, sandbox};
+use fantoccini::{Client, ClientBuilder, Locator};
+use hyper_util::client::legacy::connect::HttpConnector;
+use kube::api::{Api, DeleteParams, PostParams};
+use vdi_core::labels::POOL_LABEL;
+use vdi_core::resources::{VirtualMachine, VirtualMachineSpec};
+
+/// Kills a child process when dropped (SIGTERM first: tauri-driver must stop its
+/// WebKitWebDriver, which a SIGKILL would leave holding its port).
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `target/<profile>/`, where cargo put this test binary's parent directory.
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent()
+        .and_then(|deps| deps.parent())
+        .unwrap()
+        .to_path_buf()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts Xvfb on the first free display number from 90; returns it and its guard.
+fn xvfb() -> (String, Guard) {
+    for n in 90..140 {
+        if std::path::Path::new(&format!("/tmp/.X11-unix/X{n}")).exists() {
+            continue;
+        }
+        let display = format!(":{n}");
+        let child = Command::new("Xvfb")
+            .args([
+                display.as_str(),
+                "-screen",
+                "0",
+                "1440x900x24",
+                "-nolisten",
+                "tcp",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start Xvfb (apt-get install xvfb)");
+        let guard = Guard(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if std::path::Path::new(&format!("/tmp/.X11-unix/X{n}")).exists() {
+                return (display, guard);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("Xvfb {display} did not start");
+    }
+    panic!("no free X display between :90 and :139");
+}
+
+async fn connect(port: u16, app: &std::path::Path) -> Client {
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "tauri:options".into(),
+        serde_json::json!({ "application": app }),
+    );
+    caps.insert("browserName".into(), serde_json::json!("wry"));
+    let url = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        // tauri-driver speaks plain HTTP on loopback: no TLS stack needed.
+        let attempt = ClientBuilder::new(HttpConnector::new())
+            .capabilities(caps.clone())
+            .connect(&url)
+            .await;
+        match attempt {
+            Ok(client) => return client,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("waiting for tauri-driver: {e}");
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            Err(e) => panic!("could not start a WebDriver session: {e}"),
+        }
+    }
+}
+
+/// The text content of the first element matching `css`, once it exists (WebKitWebDriver's
+/// "visible text" leaves out inline-block badges, so read the DOM's textContent instead).
+async fn text_of(client: &Client, css: &str) -> String {
+    client
+        .wait()
+        .at_most(Duration::from_secs(30))
+        .for_element(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css} never appeared: {e}"));
+    let value = client
+        .execute(
+            "return document.querySelector(arguments[0]).textContent",
+            vec![serde_json::json!(css)],
+        )
+        .await
+        .unwrap();
+    value.as_str().unwrap_or_default().to_owned()
+}
+
+/// Whether an element matching `css` is in the DOM now (a script, because WebKitWebDriver's
+/// element search can block until its timeout when nothing matches).
+async fn exists(client: &Client, css: &str) -> bool {
+    client
+        .execute(
+            "return document.querySelector(arguments[0]) !== null",
+            vec![serde_json::json!(css)],
+        )
+        .await
+        .unwrap()
+        .as_bool()
+        .unwrap_or(false)
+}
+
+#[tokio::test]
+async fn the_app_shows_the_legacy_pool_and_follows_the_cluster_live() {
+    let app = target_dir().join("corral-vdi-console");
+    assert!(
+        app.exists(),
+        "{} is missing: build the app first (make app)",
+        app.display()
+    );
+    let kubeconfig = sandbox().kubeconfig.clone();
+    let (display, _xvfb) = xvfb();
+    let data_home = tempdir();
+    let (port, native_port) = (free_port(), free_port());
+    let driver = std::env::var("TAURI_DRIVER").unwrap_or_else(|_| "tauri-driver".into());
+    let _driver = Guard(
+        Command::new(&driver)
+            .args([
+                "--port",
+                &port.to_string(),
+                "--native-port",
+                &native_port.to_string(),
+            ])
+            .env("DISPLAY", &display)
+            .env("KUBECONFIG", &kubeconfig)
+            .env("XDG_DATA_HOME", &data_home)
+            .env("WEBKIT_DISABLE_COMPOSITING_MODE", "1")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {driver} (cargo install tauri-driver): {e}")),
+    );
+    let client = connect(port, &app).await;
+
+    let pool = text_of(&client, "[data-testid='pool-corral-vms-legacy']").await;
+    assert!(
+        pool.contains("legacy-2") && pool.contains("alice"),
+        "{pool}"
+    );
+    assert!(pool.contains("assigned (legacy, label-only)"), "{pool}");
+    let badge = text_of(&client, "[data-testid='identity-badge']").await;
+    assert!(badge.contains("admin"), "identity badge says {badge:?}");
+
+    // A labelled VM created through the API appears within 2 s, with no refresh.
+    let admin = client_as("admin").await;
+    let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), "corral-vms");
+    let mut vm = VirtualMachine::new("e2e-1", VirtualMachineSpec::default());
+    vm.metadata.labels = Some([(POOL_LABEL.to_owned(), "e2e".to_owned())].into());
+    let created = Instant::now();
+    vms.create(&PostParams::default(), &vm).await.unwrap();
+    let appeared = loop {
+        if exists(&client, "[data-testid='member-e2e-1']").await {
+            break created.elapsed();
+        }
+        assert!(
+            created.elapsed() < Duration::from_secs(2),
+            "e2e-1 did not appear within 2 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    eprintln!("a new member appeared in the window {appeared:?} after its creation");
+
+    let png = client.screenshot().await.unwrap();
+    let shot = target_dir().join("e2e-pools.png");
+    std::fs::write(&shot, png).unwrap();
+    eprintln!("screenshot: {}", shot.display());
+
+    vms.delete("e2e-1", &DeleteParams::default()).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while exists(&client, "[data-testid='member-e2e-1']").await {
+        assert!(Instant::now() < deadline, "e2e-1 stayed after deletion");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    client.close().await.unwrap();
+    let _ = std::fs::remove_dir_all(data_home);
+}
+
+fn tempdir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("corral-e2e-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

@@ -1,0 +1,401 @@
+import { useCallback, useEffect, useRef, useState, type ReactNode } from "react";
+import { appInfo, listContexts, onPoolsSnapshot, openSession } from "./api";
+import type { AppInfo } from "./bindings/AppInfo";
+import type { ContextInfo } from "./bindings/ContextInfo";
+import type { ErrorView } from "./bindings/ErrorView";
+import type { PoolsSnapshot } from "./bindings/PoolsSnapshot";
+import type { Scope } from "./bindings/Scope";
+import type { SessionInfo } from "./bindings/SessionInfo";
+import { Banner } from "./components/Banner";
+import { EmptyState } from "./components/EmptyState";
+import { Footer } from "./components/Footer";
+import { Header } from "./components/Header";
+import { PoolSection } from "./components/PoolSection";
+import { LoadingPools, Placeholder } from "./components/StatePanels";
+import { feedIndicator } from "./lib/feed";
+import { FALLBACK_NAMESPACE, defaultNamespace, describeScope, sameScope } from "./lib/presentation";
+import { estimateClockOffset, formatLocalDateTime } from "./lib/time";
+
+type ContextsState =
+  | { kind: "loading" }
+  | { kind: "loaded"; contexts: ContextInfo[] }
+  | { kind: "failed"; error: ErrorView };
+
+type Attempt = { context: string | null; scope: Scope };
+
+function makeScope(allNamespaces: boolean, namespace: string): Scope {
+  return allNamespaces ? { kind: "all" } : { kind: "namespace", namespace };
+}
+
+export function App() {
+  const [info, setInfo] = useState<AppInfo | null>(null);
+  const [backendError, setBackendError] = useState<ErrorView | null>(null);
+  const [contextsState, setContextsState] = useState<ContextsState>({ kind: "loading" });
+  const [selectedContext, setSelectedContext] = useState<string | null>(null);
+  const [waitingForContext, setWaitingForContext] = useState(false);
+  const [namespace, setNamespace] = useState(FALLBACK_NAMESPACE);
+  const [namespaceDraft, setNamespaceDraft] = useState(FALLBACK_NAMESPACE);
+  const [allNamespaces, setAllNamespaces] = useState(false);
+  const [session, setSession] = useState<SessionInfo | null>(null);
+  const [sessionError, setSessionError] = useState<ErrorView | null>(null);
+  const [snapshot, setSnapshot] = useState<PoolsSnapshot | null>(null);
+  const [clockOffsetMs, setClockOffsetMs] = useState(0);
+
+  // Bookkeeping read only in callbacks, never while rendering.
+  /** Incremented per open_session call, so that a late answer to an older call is ignored. */
+  const requestRef = useRef(0);
+  /** Snapshots for any other scope belong to an older session and are dropped. */
+  const expectedScopeRef = useRef<Scope | null>(null);
+  /** The newest snapshot received, whatever its scope. */
+  const latestSnapshotRef = useRef<PoolsSnapshot | null>(null);
+  const lastAttemptRef = useRef<Attempt | null>(null);
+  const allNamespacesRef = useRef(false);
+
+  const applySnapshot = useCallback((next: PoolsSnapshot) => {
+    setSnapshot(next);
+    // Only a live snapshot's judgedAt is "now" on the server; a failing one keeps old data.
+    if (next.status.kind === "live") {
+      setClockOffsetMs(estimateClockOffset(next.judgedAt, Date.now()));
+    }
+  }, []);
+
+  const handleSnapshot = useCallback(
+    (next: PoolsSnapshot) => {
+      latestSnapshotRef.current = next;
+      if (sameScope(next.scope, expectedScopeRef.current)) {
+        applySnapshot(next);
+      }
+    },
+    [applySnapshot],
+  );
+
+  const connect = useCallback(
+    (context: string | null, scope: Scope) => {
+      requestRef.current += 1;
+      const request = requestRef.current;
+      lastAttemptRef.current = { context, scope };
+      expectedScopeRef.current = scope;
+      latestSnapshotRef.current = null;
+      setSnapshot(null);
+      setSession(null);
+      setSessionError(null);
+      void openSession(context, scope).then((result) => {
+        if (request !== requestRef.current) {
+          return;
+        }
+        if (!result.ok) {
+          expectedScopeRef.current = null;
+          setSessionError(result.error);
+          return;
+        }
+        const opened = result.value;
+        setSession(opened);
+        if (opened.context !== null) {
+          setSelectedContext(opened.context);
+        }
+        expectedScopeRef.current = opened.scope;
+        // Follow the scope the backend settled on, should it differ from the request.
+        if (!sameScope(opened.scope, scope)) {
+          if (opened.scope.kind === "namespace") {
+            setNamespace(opened.scope.namespace);
+            setNamespaceDraft(opened.scope.namespace);
+          }
+          allNamespacesRef.current = opened.scope.kind === "all";
+          setAllNamespaces(opened.scope.kind === "all");
+        }
+        // The feed may have spoken before open_session answered.
+        const latest = latestSnapshotRef.current;
+        if (latest !== null && sameScope(latest.scope, opened.scope)) {
+          applySnapshot(latest);
+        }
+      });
+    },
+    [applySnapshot],
+  );
+
+  const loadContextsAndConnect = useCallback(
+    async (isStale: () => boolean) => {
+      setContextsState({ kind: "loading" });
+      const result = await listContexts();
+      if (isStale()) {
+        return;
+      }
+      if (!result.ok) {
+        setContextsState({ kind: "failed", error: result.error });
+        return;
+      }
+      const { contexts, current } = result.value;
+      setContextsState({ kind: "loaded", contexts });
+      if (current === null && contexts.length > 0) {
+        // No current-context: let the administrator choose rather than guess a cluster.
+        setSelectedContext(null);
+        setWaitingForContext(true);
+        return;
+      }
+      setWaitingForContext(false);
+      setSelectedContext(current);
+      const ns = defaultNamespace(contexts.find((c) => c.name === current)?.namespace);
+      setNamespace(ns);
+      setNamespaceDraft(ns);
+      connect(current, makeScope(allNamespacesRef.current, ns));
+    },
+    [connect],
+  );
+
+  // Start-up: subscribe to the feed first, then read the kubeconfig and open a session.
+  useEffect(() => {
+    let disposed = false;
+    let unlisten: (() => void) | null = null;
+    const isStale = () => disposed;
+    void (async () => {
+      const subscription = await onPoolsSnapshot((next) => {
+        if (!isStale()) {
+          handleSnapshot(next);
+        }
+      });
+      if (isStale()) {
+        if (subscription.ok) subscription.value();
+        return;
+      }
+      if (!subscription.ok) {
+        setBackendError(subscription.error);
+        return;
+      }
+      unlisten = subscription.value;
+      void appInfo().then((result) => {
+        if (!isStale() && result.ok) {
+          setInfo(result.value);
+        }
+      });
+      await loadContextsAndConnect(isStale);
+    })();
+    return () => {
+      disposed = true;
+      unlisten?.();
+    };
+  }, [handleSnapshot, loadContextsAndConnect]);
+
+  const contexts = contextsState.kind === "loaded" ? contextsState.contexts : [];
+  const canConnect = contextsState.kind === "loaded" && !waitingForContext;
+
+  const onContextChange = (name: string) => {
+    setSelectedContext(name);
+    setWaitingForContext(false);
+    // Follow the new context's default namespace, unless the administrator chose another one.
+    const previousDefault = defaultNamespace(
+      contexts.find((c) => c.name === selectedContext)?.namespace,
+    );
+    const ns =
+      waitingForContext || namespace === previousDefault
+        ? defaultNamespace(contexts.find((c) => c.name === name)?.namespace)
+        : namespace;
+    setNamespace(ns);
+    setNamespaceDraft(ns);
+    connect(name, makeScope(allNamespaces, ns));
+  };
+
+  const onNamespaceCommit = (force: boolean) => {
+    const value = namespaceDraft.trim();
+    if (value === "") {
+      setNamespaceDraft(namespace);
+      return;
+    }
+    setNamespaceDraft(value);
+    if (value === namespace && !force) {
+      return;
+    }
+    setNamespace(value);
+    if (canConnect && !allNamespaces) {
+      connect(selectedContext, makeScope(false, value));
+    }
+  };
+
+  const onAllNamespacesChange = (checked: boolean) => {
+    const ns = namespaceDraft.trim() || namespace;
+    allNamespacesRef.current = checked;
+    setAllNamespaces(checked);
+    setNamespace(ns);
+    setNamespaceDraft(ns);
+    if (canConnect) {
+      connect(selectedContext, makeScope(checked, ns));
+    }
+  };
+
+  const retrySession = () => {
+    const attempt = lastAttemptRef.current;
+    if (attempt !== null) {
+      connect(attempt.context, attempt.scope);
+    }
+  };
+
+  const retryContexts = () => {
+    void loadContextsAndConnect(() => false);
+  };
+
+  const scope = makeScope(allNamespaces, namespace);
+  const status = snapshot?.status ?? null;
+  const feed = feedIndicator({
+    disconnected: backendError !== null || contextsState.kind === "failed" || sessionError !== null,
+    waitingForContext,
+    status,
+    judgedAt: snapshot?.judgedAt ?? null,
+  });
+
+  const banners = (
+    <div className="banners">
+      {backendError ? (
+        <Banner
+          severity="error"
+          source="Backend unavailable"
+          error={backendError}
+          note="The console must run inside the Corral VDI Console desktop app."
+        />
+      ) : null}
+      {contextsState.kind === "failed" ? (
+        <Banner
+          severity="error"
+          source="Reading kubeconfig"
+          error={contextsState.error}
+          action={{ label: "Try again", onClick: retryContexts }}
+        />
+      ) : null}
+      {sessionError ? (
+        <Banner
+          severity="error"
+          source="Connecting"
+          error={sessionError}
+          action={
+            sessionError.retryable ? { label: "Try again", onClick: retrySession } : undefined
+          }
+        />
+      ) : null}
+      {status?.kind === "failing" ? (
+        <Banner
+          severity="error"
+          source="Live feed"
+          error={status.error}
+          note={
+            status.error.retryable
+              ? "Retrying automatically; the data below is the last received and may be out of date."
+              : "The data below is the last received and may be out of date."
+          }
+        />
+      ) : null}
+      {session?.identityError ? (
+        <Banner
+          severity="warning"
+          source="Who am I"
+          error={session.identityError}
+          note="Pools are still shown; only your identity could not be determined."
+        />
+      ) : null}
+    </div>
+  );
+
+  let content: ReactNode;
+  if (backendError) {
+    content = (
+      <Placeholder title="Not connected">The console backend is not available.</Placeholder>
+    );
+  } else if (contextsState.kind === "loading") {
+    content = <LoadingPools message="Reading kubeconfig…" />;
+  } else if (contextsState.kind === "failed") {
+    content = (
+      <Placeholder title="No kubeconfig contexts">
+        Fix the kubeconfig problem above, then try again.
+      </Placeholder>
+    );
+  } else if (waitingForContext) {
+    content = (
+      <Placeholder title="Choose a context">
+        The kubeconfig sets no current-context. Pick one in the Context list to connect.
+      </Placeholder>
+    );
+  } else if (snapshot === null) {
+    content = sessionError ? (
+      <Placeholder title="Not connected">
+        Could not open a session for {describeScope(scope)}. Change the context or namespace, or try
+        again.
+      </Placeholder>
+    ) : (
+      <LoadingPools message="Loading pools from the cluster…" />
+    );
+  } else if (snapshot.pools.length === 0) {
+    if (snapshot.status.kind === "live") {
+      content = <EmptyState scope={snapshot.scope} />;
+    } else if (snapshot.status.kind === "syncing") {
+      content = <LoadingPools message="Loading pools from the cluster…" />;
+    } else {
+      content = (
+        <Placeholder title="No pool data">
+          Nothing has been received for {describeScope(snapshot.scope)} yet.
+        </Placeholder>
+      );
+    }
+  } else {
+    const totals = snapshot.pools.reduce(
+      (acc, p) => ({
+        free: acc.free + p.counts.free,
+        taken: acc.taken + p.counts.taken,
+        total: acc.total + p.counts.total,
+      }),
+      { free: 0, taken: 0, total: 0 },
+    );
+    const judged = formatLocalDateTime(snapshot.judgedAt);
+    content = (
+      <div className={snapshot.status.kind === "failing" ? "pools pools-stale" : "pools"}>
+        <div className="summary">
+          <span>
+            <strong>{snapshot.pools.length}</strong>{" "}
+            {snapshot.pools.length === 1 ? "pool" : "pools"} in {describeScope(snapshot.scope)}
+          </span>
+          <span className="summary-sep" aria-hidden="true">
+            ·
+          </span>
+          <span>
+            <strong>{totals.free}</strong> free · <strong>{totals.taken}</strong> taken ·{" "}
+            <strong>{totals.total}</strong> members
+          </span>
+          {judged ? (
+            <span className="summary-judged" title={`${snapshot.judgedAt} (API server time)`}>
+              judged at <time dateTime={snapshot.judgedAt}>{judged}</time>
+            </span>
+          ) : null}
+        </div>
+        {snapshot.pools.map((pool) => (
+          <PoolSection
+            key={`${pool.namespace}/${pool.name}`}
+            pool={pool}
+            clockOffsetMs={clockOffsetMs}
+          />
+        ))}
+      </div>
+    );
+  }
+
+  return (
+    <div className="app">
+      <Header
+        contexts={contexts}
+        contextsLoading={contextsState.kind === "loading"}
+        selectedContext={selectedContext}
+        onContextChange={onContextChange}
+        namespaceDraft={namespaceDraft}
+        onNamespaceDraftChange={setNamespaceDraft}
+        onNamespaceCommit={onNamespaceCommit}
+        onNamespaceRevert={() => {
+          setNamespaceDraft(namespace);
+        }}
+        allNamespaces={allNamespaces}
+        onAllNamespacesChange={onAllNamespacesChange}
+        identity={session?.identity ?? null}
+        feed={feed}
+      />
+      <main className="app-main" aria-label="Pools">
+        {banners}
+        {content}
+      </main>
+      <Footer info={info} />
+    </div>
+  );
+}

@@ -1,0 +1,56 @@
+/**
+ * The only module that talks to the Rust side. Commands never reject to callers: each
+ * resolves to a Result whose error is an ErrorView, whatever shape the rejection had.
+ */
+import { invoke } from "@tauri-apps/api/core";
+import { listen, type UnlistenFn } from "@tauri-apps/api/event";
+import type { AppInfo } from "./bindings/AppInfo";
+import type { Contexts } from "./bindings/Contexts";
+import type { ErrorView } from "./bindings/ErrorView";
+import type { PoolsSnapshot } from "./bindings/PoolsSnapshot";
+import type { Scope } from "./bindings/Scope";
+import type { SessionInfo } from "./bindings/SessionInfo";
+import { toErrorView } from "./lib/errors";
+
+export type Result<T> = { ok: true; value: T } | { ok: false; error: ErrorView };
+
+async function call<T>(command: string, args?: Record<string, unknown>): Promise<Result<T>> {
+  try {
+    const value = await invoke<T>(command, args);
+    return { ok: true, value };
+  } catch (reason: unknown) {
+    return { ok: false, error: toErrorView(reason) };
+  }
+}
+
+/** Version, log file and kubeconfig paths of the running app. */
+export function appInfo(): Promise<Result<AppInfo>> {
+  return call<AppInfo>("app_info");
+}
+
+/** The kubeconfig's contexts and its current-context. */
+export function listContexts(): Promise<Result<Contexts>> {
+  return call<Contexts>("list_contexts");
+}
+
+/**
+ * Connects to a kubeconfig context (null: current-context) and (re)starts the live feed for
+ * the scope, replacing any previous session.
+ */
+export function openSession(context: string | null, scope: Scope): Promise<Result<SessionInfo>> {
+  return call<SessionInfo>("open_session", { context, scope });
+}
+
+/** Subscribes to the live pools view; resolves to the function that unsubscribes. */
+export async function onPoolsSnapshot(
+  handler: (snapshot: PoolsSnapshot) => void,
+): Promise<Result<UnlistenFn>> {
+  try {
+    const unlisten = await listen<PoolsSnapshot>("pools-snapshot", (event) => {
+      handler(event.payload);
+    });
+    return { ok: true, value: unlisten };
+  } catch (reason: unknown) {
+    return { ok: false, error: toErrorView(reason) };
+  }
+}

@@ -1,0 +1,177 @@
+import { useId, type KeyboardEvent } from "react";
+import type { ContextInfo } from "../bindings/ContextInfo";
+import type { Identity } from "../bindings/Identity";
+import type { FeedIndicator } from "../lib/feed";
+
+type HeaderProps = {
+  contexts: ContextInfo[];
+  contextsLoading: boolean;
+  selectedContext: string | null;
+  onContextChange: (name: string) => void;
+  namespaceDraft: string;
+  onNamespaceDraftChange: (value: string) => void;
+  /** force: apply even if unchanged (Enter); otherwise only when changed (blur). */
+  onNamespaceCommit: (force: boolean) => void;
+  onNamespaceRevert: () => void;
+  allNamespaces: boolean;
+  onAllNamespacesChange: (checked: boolean) => void;
+  identity: Identity | null;
+  feed: FeedIndicator;
+};
+
+const CURRENT_CONTEXT_VALUE = "";
+
+export function Header(props: HeaderProps) {
+  const {
+    contexts,
+    contextsLoading,
+    selectedContext,
+    onContextChange,
+    namespaceDraft,
+    onNamespaceDraftChange,
+    onNamespaceCommit,
+    onNamespaceRevert,
+    allNamespaces,
+    onAllNamespacesChange,
+    identity,
+    feed,
+  } = props;
+  const contextId = useId();
+  const namespaceId = useId();
+  const groupsId = useId();
+
+  const selected = contexts.find((c) => c.name === selectedContext);
+  const hasSelection = selected !== undefined;
+
+  const onNamespaceKeyDown = (event: KeyboardEvent<HTMLInputElement>) => {
+    if (event.key === "Enter") {
+      event.preventDefault();
+      onNamespaceCommit(true);
+    } else if (event.key === "Escape") {
+      event.preventDefault();
+      onNamespaceRevert();
+    }
+  };
+
+  const groupsText =
+    identity && identity.groups.length > 0
+      ? `Groups: ${identity.groups.join(", ")}`
+      : "Groups: none reported";
+
+  return (
+    <header className="app-header">
+      <div className="brand">
+        <svg className="brand-mark" viewBox="0 0 24 24" aria-hidden="true" focusable="false">
+          <rect x="2" y="4" width="20" height="13" rx="2" />
+          <path d="M8 21h8M12 17v4" />
+        </svg>
+        <span className="brand-name">Corral VDI Console</span>
+      </div>
+
+      <div className="controls" role="group" aria-label="Cluster and namespace">
+        <div className="field">
+          <label htmlFor={contextId}>Context</label>
+          <select
+            id={contextId}
+            data-testid="context-select"
+            value={selected ? selected.name : CURRENT_CONTEXT_VALUE}
+            disabled={contextsLoading || contexts.length === 0}
+            onChange={(e) => {
+              if (e.target.value !== CURRENT_CONTEXT_VALUE) {
+                onContextChange(e.target.value);
+              }
+            }}
+            title={selected ? `Cluster: ${selected.cluster}` : undefined}
+          >
+            {!hasSelection ? (
+              <option value={CURRENT_CONTEXT_VALUE} disabled={contexts.length > 0}>
+                {contextsLoading
+                  ? "Loading contexts…"
+                  : contexts.length > 0
+                    ? "Choose a context…"
+                    : "No contexts"}
+              </option>
+            ) : null}
+            {contexts.map((c) => (
+              <option key={c.name} value={c.name} title={`Cluster: ${c.cluster}`}>
+                {c.name}
+              </option>
+            ))}
+          </select>
+          {selected ? (
+            <span className="field-hint" title="Cluster of this context">
+              {selected.cluster}
+            </span>
+          ) : null}
+        </div>
+
+        <div className="field">
+          <label htmlFor={namespaceId}>Namespace</label>
+          <input
+            id={namespaceId}
+            data-testid="namespace-input"
+            type="text"
+            className="namespace-input"
+            value={namespaceDraft}
+            disabled={allNamespaces}
+            spellCheck={false}
+            autoCapitalize="off"
+            autoCorrect="off"
+            autoComplete="off"
+            title="Press Enter to apply, Escape to undo"
+            onChange={(e) => {
+              onNamespaceDraftChange(e.target.value);
+            }}
+            onKeyDown={onNamespaceKeyDown}
+            onBlur={() => {
+              onNamespaceCommit(false);
+            }}
+          />
+          <label className="checkbox">
+            <input
+              type="checkbox"
+              data-testid="all-namespaces"
+              checked={allNamespaces}
+              onChange={(e) => {
+                onAllNamespacesChange(e.target.checked);
+              }}
+            />
+            All namespaces
+          </label>
+        </div>
+      </div>
+
+      <div className="header-status">
+        <div
+          className={`feed-status feed-${feed.tone}`}
+          data-testid="feed-status"
+          role="status"
+          aria-live="polite"
+          title={feed.detail}
+        >
+          {feed.text}
+        </div>
+        {identity ? (
+          <>
+            <span
+              className="identity-badge"
+              data-testid="identity-badge"
+              title={groupsText}
+              tabIndex={0}
+              aria-describedby={groupsId}
+            >
+              you are {identity.username}
+            </span>
+            <span id={groupsId} className="sr-only">
+              {groupsText}
+            </span>
+          </>
+        ) : (
+          <span className="identity-badge identity-unknown" title="Not signed in to a cluster yet">
+            identity unknown
+          </span>
+        )}
+      </div>
+    </header>
+  );
+}

@@ -1,0 +1,100 @@
+import { describe, expect, it } from "vitest";
+import type { MemberState } from "../bindings/MemberState";
+import {
+  FALLBACK_NAMESPACE,
+  defaultNamespace,
+  describeScope,
+  formatCounts,
+  poolCreateCommand,
+  poolTestId,
+  powerTone,
+  sameScope,
+  stateTone,
+} from "./presentation";
+
+describe("stateTone", () => {
+  it("colours each claim state", () => {
+    const expected: Record<MemberState, string> = {
+      free: "green",
+      freeStaleLease: "amber",
+      claiming: "amber",
+      assignedLegacy: "grey",
+      assigned: "blue",
+      assignedLeaseExpired: "amber",
+    };
+    for (const [state, tone] of Object.entries(expected)) {
+      expect(stateTone(state as MemberState)).toBe(tone);
+    }
+  });
+});
+
+describe("powerTone", () => {
+  it("colours KubeVirt printable statuses", () => {
+    expect(powerTone("Running")).toBe("green");
+    expect(powerTone("Stopped")).toBe("grey");
+    expect(powerTone("ErrorUnschedulable")).toBe("red");
+    expect(powerTone("ErrImagePull")).toBe("red");
+    expect(powerTone("ErrorPvcNotFound")).toBe("red");
+    expect(powerTone("DataVolumeError")).toBe("red");
+    expect(powerTone("CrashLoopBackOff")).toBe("red");
+    expect(powerTone("ImagePullBackOff")).toBe("red");
+    expect(powerTone("Starting")).toBe("amber");
+    expect(powerTone("Stopping")).toBe("amber");
+    expect(powerTone("Migrating")).toBe("amber");
+    expect(powerTone("Unknown")).toBe("amber");
+    expect(powerTone("SomethingNew")).toBe("amber");
+  });
+});
+
+describe("formatCounts", () => {
+  it("writes free, taken and total", () => {
+    expect(formatCounts({ free: 2, taken: 1, total: 3 })).toBe("2 free · 1 taken · 3 members");
+  });
+
+  it("uses the singular for one member", () => {
+    expect(formatCounts({ free: 0, taken: 1, total: 1 })).toBe("0 free · 1 taken · 1 member");
+  });
+});
+
+describe("scopes", () => {
+  const ns = (namespace: string) => ({ kind: "namespace" as const, namespace });
+  const all = { kind: "all" as const };
+
+  it("compares scopes", () => {
+    expect(sameScope(ns("a"), ns("a"))).toBe(true);
+    expect(sameScope(ns("a"), ns("b"))).toBe(false);
+    expect(sameScope(all, { kind: "all" })).toBe(true);
+    expect(sameScope(all, ns("a"))).toBe(false);
+    expect(sameScope(ns("a"), null)).toBe(false);
+    expect(sameScope(null, null)).toBe(true);
+  });
+
+  it("describes scopes", () => {
+    expect(describeScope(ns("corral-vms"))).toBe('namespace "corral-vms"');
+    expect(describeScope(all)).toBe("any namespace");
+  });
+
+  it("fills the namespace into the create command when known", () => {
+    expect(poolCreateCommand(ns("lab"))).toBe(
+      "corral-vdi pool create <name> --from <golden-vm> --size <N> -n lab",
+    );
+    expect(poolCreateCommand(all)).toBe(
+      "corral-vdi pool create <name> --from <golden-vm> --size <N> -n <namespace>",
+    );
+  });
+});
+
+describe("defaultNamespace", () => {
+  it("uses the context's namespace, else corral-vms", () => {
+    expect(defaultNamespace("team-a")).toBe("team-a");
+    expect(defaultNamespace(null)).toBe(FALLBACK_NAMESPACE);
+    expect(defaultNamespace(undefined)).toBe("corral-vms");
+    expect(defaultNamespace("  ")).toBe("corral-vms");
+  });
+});
+
+describe("poolTestId", () => {
+  it("joins namespace and name", () => {
+    expect(poolTestId("corral-vms", "lab")).toBe("pool-corral-vms-lab");
+  });
+});

@@ -1,0 +1,83 @@
+import type { MemberState } from "../bindings/MemberState";
+import type { PoolCounts } from "../bindings/PoolCounts";
+import type { Scope } from "../bindings/Scope";
+
+/** Colour families used by badges; each maps to a CSS class `tone-<tone>`. */
+export type Tone = "green" | "blue" | "amber" | "grey" | "red";
+
+/** Badge colour of a claim state: green free, blue assigned, amber stuck/expired/stale, grey legacy. */
+export function stateTone(state: MemberState): Tone {
+  switch (state) {
+    case "free":
+      return "green";
+    case "assigned":
+      return "blue";
+    case "freeStaleLease":
+    case "claiming":
+    case "assignedLeaseExpired":
+      return "amber";
+    case "assignedLegacy":
+      return "grey";
+  }
+}
+
+/**
+ * Badge colour of a KubeVirt printableStatus, shown verbatim elsewhere:
+ * Running green, Stopped grey, error statuses red, anything else (transitional or unknown) amber.
+ */
+export function powerTone(power: string): Tone {
+  if (power === "Running") return "green";
+  if (power === "Stopped") return "grey";
+  if (
+    /^Err/.test(power) ||
+    /Error/.test(power) ||
+    /BackOff$/.test(power) ||
+    /Fail/.test(power) ||
+    power === "Unschedulable"
+  ) {
+    return "red";
+  }
+  return "amber";
+}
+
+/** "2 free · 1 taken · 3 members". */
+export function formatCounts(counts: PoolCounts): string {
+  const noun = counts.total === 1 ? "member" : "members";
+  return `${counts.free} free · ${counts.taken} taken · ${counts.total} ${noun}`;
+}
+
+/** The namespace a scope covers, or null for all namespaces. */
+export function scopeNamespace(scope: Scope): string | null {
+  return scope.kind === "namespace" ? scope.namespace : null;
+}
+
+/** Whether two scopes cover the same namespaces. */
+export function sameScope(a: Scope | null, b: Scope | null): boolean {
+  if (a === null || b === null) return a === b;
+  if (a.kind === "all" || b.kind === "all") return a.kind === b.kind;
+  return a.namespace === b.namespace;
+}
+
+/** Human wording of a scope: `namespace "corral-vms"` or `any namespace`. */
+export function describeScope(scope: Scope): string {
+  return scope.kind === "namespace" ? `namespace "${scope.namespace}"` : "any namespace";
+}
+
+/** The CLI command that creates a pool, with the namespace filled in when there is one. */
+export function poolCreateCommand(scope: Scope): string {
+  const ns = scope.kind === "namespace" ? scope.namespace : "<namespace>";
+  return `corral-vdi pool create <name> --from <golden-vm> --size <N> -n ${ns}`;
+}
+
+/** The namespace to start with for a kubeconfig context. */
+export const FALLBACK_NAMESPACE = "corral-vms";
+
+export function defaultNamespace(contextNamespace: string | null | undefined): string {
+  const ns = contextNamespace?.trim();
+  return ns ? ns : FALLBACK_NAMESPACE;
+}
+
+/** The data-testid of a pool section. */
+export function poolTestId(namespace: string, name: string): string {
+  return `pool-${namespace}-${name}`;
+}

@@ -1,0 +1,126 @@
+import { describe, expect, it } from "vitest";
+import {
+  estimateClockOffset,
+  formatCoarseDuration,
+  formatCountdown,
+  formatDuration,
+  formatLocalDateTime,
+  formatLocalTime,
+  parseIso,
+} from "./time";
+
+const S = 1000;
+const M = 60 * S;
+const H = 60 * M;
+const D = 24 * H;
+
+describe("formatDuration", () => {
+  it("shows seconds alone under a minute", () => {
+    expect(formatDuration(0)).toBe("0s");
+    expect(formatDuration(9 * S)).toBe("9s");
+    expect(formatDuration(59 * S + 999)).toBe("59s");
+  });
+
+  it("shows minutes and seconds under an hour", () => {
+    expect(formatDuration(42 * M + 10 * S)).toBe("42m 10s");
+    expect(formatDuration(M)).toBe("1m 0s");
+  });
+
+  it("shows hours and minutes, dropping a zero minute", () => {
+    expect(formatDuration(3 * H + 5 * M + 59 * S)).toBe("3h 5m");
+    expect(formatDuration(2 * H)).toBe("2h");
+  });
+
+  it("shows days and hours", () => {
+    expect(formatDuration(2 * D + 4 * H + 30 * M)).toBe("2d 4h");
+    expect(formatDuration(D)).toBe("1d");
+  });
+
+  it("ignores the sign", () => {
+    expect(formatDuration(-(42 * M + 10 * S))).toBe("42m 10s");
+  });
+});
+
+describe("formatCoarseDuration", () => {
+  it("uses the largest whole unit", () => {
+    expect(formatCoarseDuration(12 * S)).toBe("12s");
+    expect(formatCoarseDuration(3 * M + 59 * S)).toBe("3m");
+    expect(formatCoarseDuration(5 * H + 59 * M)).toBe("5h");
+    expect(formatCoarseDuration(2 * D + 23 * H)).toBe("2d");
+  });
+});
+
+describe("formatCountdown", () => {
+  const now = Date.parse("2025-06-01T12:00:00Z");
+
+  it("counts down to a future time", () => {
+    expect(formatCountdown(now + 42 * M + 10 * S, now)).toEqual({
+      text: "in 42m 10s",
+      past: false,
+    });
+  });
+
+  it("rounds a partial second up so it never says 'in 0s'", () => {
+    expect(formatCountdown(now + 1, now).text).toBe("in 1s");
+    expect(formatCountdown(now + 9 * S + 200, now).text).toBe("in 10s");
+  });
+
+  it("says how long ago a past time was", () => {
+    expect(formatCountdown(now - 3 * M - 20 * S, now)).toEqual({
+      text: "expired 3m ago",
+      past: true,
+    });
+    expect(formatCountdown(now - 15 * S, now).text).toBe("expired 15s ago");
+    expect(formatCountdown(now - 26 * H, now).text).toBe("expired 1d ago");
+  });
+
+  it("treats the exact moment as just expired", () => {
+    expect(formatCountdown(now, now)).toEqual({ text: "expired just now", past: true });
+    expect(formatCountdown(now - 999, now).text).toBe("expired just now");
+  });
+});
+
+describe("parseIso", () => {
+  it("parses RFC 3339 times", () => {
+    expect(parseIso("2025-06-01T12:00:00Z")).toBe(Date.UTC(2025, 5, 1, 12));
+    expect(parseIso("2025-06-01T12:00:00.250+02:00")).toBe(Date.UTC(2025, 5, 1, 10, 0, 0, 250));
+  });
+
+  it("returns null for missing or bad input", () => {
+    expect(parseIso(null)).toBeNull();
+    expect(parseIso(undefined)).toBeNull();
+    expect(parseIso("")).toBeNull();
+    expect(parseIso("yesterday-ish")).toBeNull();
+  });
+});
+
+describe("formatLocalDateTime", () => {
+  it("formats in local time with zero padding", () => {
+    const iso = "2025-03-04T05:06:07Z";
+    const d = new Date(iso);
+    const pad = (n: number) => String(n).padStart(2, "0");
+    const expected =
+      `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ` +
+      `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+    expect(formatLocalDateTime(iso)).toBe(expected);
+    expect(formatLocalTime(iso)).toBe(expected.slice(11));
+  });
+
+  it("returns null for bad input", () => {
+    expect(formatLocalDateTime("not a time")).toBeNull();
+    expect(formatLocalTime(null)).toBeNull();
+  });
+});
+
+describe("estimateClockOffset", () => {
+  it("is positive when the server is ahead", () => {
+    const local = Date.parse("2025-06-01T12:00:00Z");
+    expect(estimateClockOffset("2025-06-01T12:00:05Z", local)).toBe(5 * S);
+    expect(estimateClockOffset("2025-06-01T11:59:58Z", local)).toBe(-2 * S);
+  });
+
+  it("is zero when unknown", () => {
+    expect(estimateClockOffset(null, 123)).toBe(0);
+    expect(estimateClockOffset("garbage", 123)).toBe(0);
+  });
+});
