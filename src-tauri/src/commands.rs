@@ -2,6 +2,7 @@
 //! [`vdi_core::model::ErrorView`] (kind, message, suggestion), never as bare strings.
 
 use tauri::{AppHandle, Emitter, State};
+use vdi_core::claim::{self, ClaimOptions, Claimed, Released};
 use vdi_core::cluster::{ServerClock, whoami};
 use vdi_core::model::{AppInfo, Contexts, ErrorView, Scope, SessionInfo};
 use vdi_core::watch::PoolFeed;
@@ -10,6 +11,9 @@ use crate::{AppState, POOLS_EVENT};
 
 /// An open session: dropping it stops the feed and its forwarding.
 pub struct Session {
+    client: kube::Client,
+    identity: Option<String>,
+    clock: ServerClock,
     _feed: PoolFeed,
     forward: tauri::async_runtime::JoinHandle<()>,
 }
@@ -86,6 +90,9 @@ pub async fn open_session(
         }
     });
     *state.session.lock().map_err(|_| poisoned())? = Some(Session {
+        client: conn.client.clone(),
+        identity: identity.as_ref().map(|i| i.username.clone()),
+        clock,
         _feed: feed,
         forward,
     });
@@ -95,6 +102,91 @@ pub async fn open_session(
         identity_error,
         scope,
     })
+}
+
+/// The open session's client, identity and clock.
+fn current(
+    state: &State<'_, AppState>,
+) -> Result<(kube::Client, Option<String>, ServerClock), ErrorView> {
+    let guard = state.session.lock().map_err(|_| poisoned())?;
+    let session = guard.as_ref().ok_or_else(|| ErrorView {
+        kind: vdi_core::model::ErrorKind::Invalid,
+        message: "not connected to a cluster".into(),
+        suggestion: Some("pick a context first".into()),
+        retryable: false,
+    })?;
+    Ok((
+        session.client.clone(),
+        session.identity.clone(),
+        session.clock,
+    ))
+}
+
+fn identity_required(identity: Option<String>) -> Result<String, ErrorView> {
+    identity.ok_or_else(|| ErrorView {
+        kind: vdi_core::model::ErrorKind::Unauthorized,
+        message: "the cluster did not say who you are (SelfSubjectReview failed)".into(),
+        suggestion: Some("check your credentials, then pick the context again".into()),
+        retryable: false,
+    })
+}
+
+/// Hands a free member of `pool` to `user` (an administrator's assign).
+#[tauri::command]
+pub async fn assign_member(
+    state: State<'_, AppState>,
+    namespace: String,
+    pool: String,
+    user: String,
+) -> Result<Claimed, ErrorView> {
+    let (client, _, clock) = current(&state)?;
+    let user = user.trim().to_owned();
+    claim::assign(
+        &client,
+        &namespace,
+        &pool,
+        &user,
+        &clock,
+        &ClaimOptions::default(),
+    )
+    .await
+    .map_err(|e| e.view())
+}
+
+/// Claims a member of `pool` for the identity the cluster reports ("Get a desktop").
+#[tauri::command]
+pub async fn claim_desktop(
+    state: State<'_, AppState>,
+    namespace: String,
+    pool: String,
+) -> Result<Claimed, ErrorView> {
+    let (client, identity, clock) = current(&state)?;
+    let me = identity_required(identity)?;
+    claim::assign(
+        &client,
+        &namespace,
+        &pool,
+        &me,
+        &clock,
+        &ClaimOptions::default(),
+    )
+    .await
+    .map_err(|e| e.view())
+}
+
+/// Releases `member` as the identity the cluster reports (only a Lease's holder may release
+/// an active claim).
+#[tauri::command]
+pub async fn unassign_member(
+    state: State<'_, AppState>,
+    namespace: String,
+    member: String,
+) -> Result<Released, ErrorView> {
+    let (client, identity, clock) = current(&state)?;
+    let me = identity_required(identity)?;
+    claim::unassign(&client, &namespace, &member, &me, &clock)
+        .await
+        .map_err(|e| e.view())
 }
 
 fn poisoned() -> ErrorView {

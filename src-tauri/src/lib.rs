@@ -40,6 +40,9 @@ pub fn run() {
             commands::app_info,
             commands::list_contexts,
             commands::open_session,
+            commands::assign_member,
+            commands::claim_desktop,
+            commands::unassign_member,
         ])
         .run(tauri::generate_context!())
         .unwrap_or_else(|err| {

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use vdi_core::cluster::{KubeconfigSource, ServerClock};
+use vdi_core::claim::{ClaimOptions, PowerAction, assign, unassign};
+use vdi_core::cluster::{KubeconfigSource, ServerClock, whoami};
+use vdi_core::labels::lease_name;
 use vdi_core::model::{MemberView, PoolView, Scope};
 use vdi_core::watch::list_pools;
 
@@ -39,6 +41,31 @@ enum Command {
     /// Desktop pools.
     #[command(subcommand)]
     Pool(PoolCommand),
+    /// Hand a free member of a pool to a user (claims its Lease, labels and starts the VM).
+    Assign {
+        /// The pool.
+        pool: String,
+        /// The user it is for: the identity the cluster knows them by.
+        user: String,
+        /// Namespace (default: the context's namespace).
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+        /// Lease duration, in seconds.
+        #[arg(long, default_value_t = vdi_core::labels::DEFAULT_LEASE_SECONDS)]
+        lease_seconds: i32,
+    },
+    /// Release a member: removes its assignment, stops the VM, releases its Lease.
+    Unassign {
+        /// The member (VirtualMachine name).
+        member: String,
+        /// Namespace (default: the context's namespace).
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+        /// Who is releasing it (default: your identity, from the cluster). Only the Lease's
+        /// holder may release an active claim.
+        #[arg(long)]
+        user: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -128,6 +155,15 @@ fn print_pools(pools: &[PoolView], scope: &Scope) {
     }
 }
 
+fn power_text(power: &PowerAction) -> String {
+    match power {
+        PowerAction::Started => "started".into(),
+        PowerAction::AlreadyRunning(why) => format!("already running ({why})"),
+        PowerAction::Stopped => "stopping".into(),
+        PowerAction::AlreadyStopped => "already stopped".into(),
+    }
+}
+
 async fn run(cli: Cli) -> vdi_core::Result<()> {
     let source = KubeconfigSource {
         path: cli.global.kubeconfig,
@@ -146,6 +182,54 @@ async fn run(cli: Cli) -> vdi_core::Result<()> {
             let clock = ServerClock::measure(&conn.client).await?;
             let pools = list_pools(&conn.client, &scope, &clock).await?;
             print_pools(&pools, &scope);
+        }
+        Command::Assign {
+            pool,
+            user,
+            namespace,
+            lease_seconds,
+        } => {
+            let conn = source.connect(cli.global.context.as_deref()).await?;
+            let ns = namespace.unwrap_or(conn.default_namespace.clone());
+            let clock = ServerClock::measure(&conn.client).await?;
+            let options = ClaimOptions { lease_seconds };
+            let claimed = assign(&conn.client, &ns, &pool, &user, &clock, &options).await?;
+            let again = if claimed.resumed {
+                " (already held: resumed)"
+            } else {
+                ""
+            };
+            println!("assigned {} → {}{again}", claimed.member, claimed.identity);
+            println!(
+                "lease: {} until {}",
+                lease_name(&claimed.member),
+                claimed
+                    .lease_expires_at
+                    .round(jiff::Unit::Second)
+                    .unwrap_or(claimed.lease_expires_at)
+            );
+            println!("power: {}", power_text(&claimed.power));
+            println!("connect: corral-vdi connect {}", claimed.member);
+        }
+        Command::Unassign {
+            member,
+            namespace,
+            user,
+        } => {
+            let conn = source.connect(cli.global.context.as_deref()).await?;
+            let ns = namespace.unwrap_or(conn.default_namespace.clone());
+            let caller = match user {
+                Some(user) => user,
+                None => whoami(&conn.client).await?.username,
+            };
+            let clock = ServerClock::measure(&conn.client).await?;
+            let released = unassign(&conn.client, &ns, &member, &caller, &clock).await?;
+            let was = released
+                .previous_holder
+                .map(|h| format!(" (was {h})"))
+                .unwrap_or_else(|| " (it was not assigned)".into());
+            println!("released {}{was}", released.member);
+            println!("power: {}", power_text(&released.power));
         }
     }
     Ok(())

@@ -89,3 +89,53 @@ fn forbidden_listing_fails_with_a_hint() {
         "no pools in namespace empty-namespace"
     );
 }
+
+#[tokio::test]
+async fn assign_and_unassign_print_the_walkthrough_lines() {
+    use kube::api::{Api, PostParams};
+    use vdi_core::labels::POOL_LABEL;
+    use vdi_core::resources::{VirtualMachine, VirtualMachineSpec};
+
+    let ns = corral_tests::namespace("cli-claims").await;
+    let admin = corral_tests::client_as("admin").await;
+    let mut vm = VirtualMachine::new(
+        "devpool-1",
+        VirtualMachineSpec {
+            run_strategy: Some("Halted".into()),
+            ..Default::default()
+        },
+    );
+    vm.metadata.labels = Some([(POOL_LABEL.to_owned(), "devpool".to_owned())].into());
+    Api::<VirtualMachine>::namespaced(admin, &ns)
+        .create(&PostParams::default(), &vm)
+        .await
+        .unwrap();
+
+    let out = corral(&["assign", "devpool", "alice", "-n", &ns]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        stdout.starts_with("assigned devpool-1 → alice\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("connect: corral-vdi connect devpool-1"),
+        "{stdout}"
+    );
+
+    let out = corral(&["assign", "devpool", "bob", "-n", &ns]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("pool has no free members"));
+
+    // bob may not release alice's claim; alice (her context) may.
+    let out = corral(&["--context", "bob", "unassign", "devpool-1", "-n", &ns]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("claimed by alice") && stderr.contains("only alice can release it"),
+        "{stderr}"
+    );
+    let out = corral(&["--context", "alice", "unassign", "devpool-1", "-n", &ns]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("released devpool-1 (was alice)"));
+}

@@ -30,6 +30,28 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+
+    // --- claims (claim.rs) ---
+    /// A claim rule said no: no free member, or someone else holds the Lease. Nothing changed.
+    #[error("{message}")]
+    Refused {
+        /// Which rule, naming the member or pool and the holder.
+        message: String,
+        /// What the user can do.
+        suggestion: Option<String>,
+    },
+    /// A claim or release got part of the way: `message` says exactly what state was left
+    /// (always one SPEC allows) and `source` why the rest failed.
+    #[error("{message}: {source}")]
+    Partial {
+        /// What was done and what state was left.
+        message: String,
+        /// How to finish or back out.
+        suggestion: String,
+        /// The failure.
+        #[source]
+        source: Box<Error>,
+    },
 }
 
 impl Error {
@@ -64,6 +86,8 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Invalid { .. } => ErrorKind::Invalid,
+            Error::Refused { .. } => ErrorKind::Refused,
+            Error::Partial { .. } => ErrorKind::Partial,
             Error::Config(_) => ErrorKind::Config,
             Error::Kube { source, .. } => kube_kind(source),
         }
@@ -72,7 +96,10 @@ impl Error {
     /// What the user can do about it.
     pub fn suggestion(&self) -> Option<String> {
         match self {
-            Error::Invalid { suggestion, .. } => suggestion.clone(),
+            Error::Invalid { suggestion, .. } | Error::Refused { suggestion, .. } => {
+                suggestion.clone()
+            }
+            Error::Partial { suggestion, .. } => Some(suggestion.clone()),
             Error::Config(_) => Some(
                 "check KUBECONFIG or --kubeconfig, and the context name (kubectl config get-contexts)"
                     .into(),

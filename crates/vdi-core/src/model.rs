@@ -236,6 +236,10 @@ pub enum ErrorKind {
     Conflict,
     /// A wait ran out.
     Timeout,
+    /// A claim rule said no (no free member; another holder).
+    Refused,
+    /// Part of an operation succeeded; the message says what state was left.
+    Partial,
     /// Anything else.
     Other,
 }

@@ -14,6 +14,9 @@
 //!   stop without a shorter grace period).
 //! - restart: `Halted` → 409; otherwise the VMI is deleted and the controller makes a new one.
 //!
+//! A VM annotated `sandbox.corral.dev/refuse-start: <reason>` gets a 409 with that reason on
+//! start, as KubeVirt answers for states it cannot start from (e.g. manual recovery required).
+//!
 //! VNC, console, port-forward and usbredir are not emulated (there is no guest).
 
 use std::net::SocketAddr;
@@ -265,6 +268,11 @@ async fn vm_action(
         ..Default::default()
     };
 
+    if let Some(why) = vm.annotations().get(super::knobs::REFUSE_START_ANNOTATION)
+        && action == "start"
+    {
+        return conflict(&name, why);
+    }
     let result = match (action.as_str(), strategy.as_str()) {
         ("start", _) if vmi_live && !matches!(phase.as_str(), "" | "Unknown") => {
             return conflict(&name, "VM is already running");

@@ -10,7 +10,8 @@
 //! | `failClones` | comma-separated clone target names that go `Failed` | empty |
 //!
 //! A VM annotated `sandbox.corral.dev/unschedulable: "true"` never gets scheduled and shows
-//! `ErrorUnschedulable`, as a VM that asks for more than any node has does on KubeVirt.
+//! `ErrorUnschedulable`, as a VM that asks for more than any node has does on KubeVirt. A VM
+//! annotated `sandbox.corral.dev/refuse-start: <reason>` has its start refused with a 409.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -20,6 +21,8 @@ use kube::{Api, Client};
 
 /// Name of the knobs ConfigMap (in namespace `kubevirt`).
 pub const CONFIG_MAP: &str = "corral-sandbox-emulator";
+/// VM annotation whose value the emulated virt-api returns as a 409 on start.
+pub const REFUSE_START_ANNOTATION: &str = "sandbox.corral.dev/refuse-start";
 /// VM annotation that makes its VMI unschedulable.
 pub const UNSCHEDULABLE_ANNOTATION: &str = "sandbox.corral.dev/unschedulable";
 

@@ -1,0 +1,143 @@
+//! Benchmark (prints figures; asserts only correctness): claim latency (p50/p95) and throughput
+//! with 1, 16 and 64 concurrent claimants on the sandbox, and the number of API requests per
+//! uncontended claim before the VM start (target: at most 4).
+//!
+//! Each claimant has its own client (its own connection) and identity; each round uses a
+//! fresh pool with as many members as claimants, so every claim succeeds.
+//! Run: `make bench` (or `cargo bench -p corral-tests --bench claims`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
+use kube::client::ClientBuilder;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use tower::ServiceBuilder;
+use vdi_core::claim::{ClaimOptions, assign};
+use vdi_core::cluster::ServerClock;
+use vdi_core::labels::POOL_LABEL;
+use vdi_core::resources::{VirtualMachine, VirtualMachineSpec};
+
+const NAMESPACE: &str = "bench";
+
+async fn make_pool(admin: &Client, pool: &str, size: usize) -> anyhow::Result<()> {
+    let api: Api<VirtualMachine> = Api::namespaced(admin.clone(), NAMESPACE);
+    for i in 1..=size {
+        let mut vm = VirtualMachine::new(
+            &format!("{pool}-{i}"),
+            VirtualMachineSpec {
+                run_strategy: Some("Halted".into()),
+                ..Default::default()
+            },
+        );
+        vm.metadata.labels = Some([(POOL_LABEL.to_owned(), pool.to_owned())].into());
+        api.create(&PostParams::default(), &vm).await?;
+    }
+    Ok(())
+}
+
+/// A client whose requests are counted, except the start/stop subresource calls.
+async fn counting_client(
+    kubeconfig: &std::path::Path,
+    counter: Arc<AtomicUsize>,
+) -> anyhow::Result<Client> {
+    let options = KubeConfigOptions {
+        context: Some("admin".into()),
+        ..Default::default()
+    };
+    let config =
+        Config::from_custom_kubeconfig(Kubeconfig::read_from(kubeconfig)?, &options).await?;
+    let layer =
+        ServiceBuilder::new().map_request(move |request: http::Request<kube::client::Body>| {
+            if !request.uri().path().contains("subresources.kubevirt.io") {
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+            request
+        });
+    Ok(ClientBuilder::try_from(config)?.with_layer(&layer).build())
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index]
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let shared = corral_tests::start(true)?;
+    let admin = sandbox::kubeconfig::client(&shared.kubeconfig, "admin").await?;
+    let ns: Namespace =
+        serde_json::from_value(serde_json::json!({ "metadata": { "name": NAMESPACE } }))?;
+    Api::<Namespace>::all(admin.clone())
+        .create(&PostParams::default(), &ns)
+        .await?;
+    let clock = ServerClock::measure(&admin).await?;
+
+    // Requests per uncontended claim.
+    make_pool(&admin, "solo", 1).await?;
+    let counter = Arc::new(AtomicUsize::new(0));
+    let client = counting_client(&shared.kubeconfig, counter.clone()).await?;
+    assign(
+        &client,
+        NAMESPACE,
+        "solo",
+        "solo-user",
+        &clock,
+        &ClaimOptions::default(),
+    )
+    .await?;
+    println!(
+        "API requests per uncontended claim before the VM start: {} (target ≤ 4)",
+        counter.load(Ordering::Relaxed)
+    );
+
+    for claimants in [1usize, 16, 64] {
+        let pool = format!("c{claimants}");
+        make_pool(&admin, &pool, claimants).await?;
+        let mut clients = Vec::new();
+        for _ in 0..claimants {
+            clients.push(sandbox::kubeconfig::client(&shared.kubeconfig, "admin").await?);
+        }
+        let started = Instant::now();
+        let tasks: Vec<_> = clients
+            .into_iter()
+            .enumerate()
+            .map(|(k, client)| {
+                let pool = pool.clone();
+                tokio::spawn(async move {
+                    let t = Instant::now();
+                    let who = format!("user-{k}");
+                    let result = assign(
+                        &client,
+                        NAMESPACE,
+                        &pool,
+                        &who,
+                        &clock,
+                        &ClaimOptions::default(),
+                    )
+                    .await;
+                    (t.elapsed(), result.map(|c| c.races_lost))
+                })
+            })
+            .collect();
+        let mut latencies = Vec::new();
+        let mut races = 0;
+        for task in tasks {
+            let (latency, result) = task.await?;
+            races += result?;
+            latencies.push(latency);
+        }
+        let wall = started.elapsed();
+        latencies.sort();
+        println!(
+            "{claimants:>2} concurrent claimants: p50 {:.1?}, p95 {:.1?}, throughput {:.1} claims/s, races lost {races}",
+            percentile(&latencies, 0.5),
+            percentile(&latencies, 0.95),
+            claimants as f64 / wall.as_secs_f64()
+        );
+    }
+    Ok(())
+}
