@@ -17,6 +17,7 @@ help:
 	@echo "make demo   - open the app against a fresh local sandbox cluster"
 	@echo "make test   - run every check and test (what CI runs)"
 	@echo "make bench  - print benchmark figures"
+	@echo "make sandbox-up / sandbox-down - start (fresh) / stop the demo sandbox alone"
 
 deps:
 	@scripts/install-deps.sh
@@ -28,21 +29,24 @@ ui: deps
 app: ui
 	cargo build --workspace --all-features
 
-sandbox-up: app
+# (Re)starts the demo sandbox from scratch and prints its kubeconfig path last.
+sandbox-up: deps
+	cargo build --workspace --all-features --bin sandbox
 	@$(SANDBOX) down --name demo >/dev/null 2>&1 || true
 	@$(SANDBOX) up --name demo | tail -n 1 > $(CORRAL_CACHE_DIR)/demo-kubeconfig-path
+	@cat $(CORRAL_CACHE_DIR)/demo-kubeconfig-path
 
 sandbox-down:
 	@$(SANDBOX) down --name demo
 
 # The app runs against the sandbox's kubeconfig; with no display (a server, CI) it runs
 # under Xvfb. Closing the window leaves the sandbox running: `make sandbox-down` stops it.
-demo: sandbox-up
+demo: app sandbox-up
 	@kc=$$(cat $(CORRAL_CACHE_DIR)/demo-kubeconfig-path); \
 	echo "sandbox kubeconfig: $$kc (contexts admin, alice, bob, carol)"; \
 	echo "CLI: KUBECONFIG=$$kc $(CARGO_TARGET_DIR)/debug/corral-vdi pool list"; \
 	if [ -n "$${DISPLAY:-}$${WAYLAND_DISPLAY:-}" ]; then KUBECONFIG=$$kc $(APP); \
-	else echo "no display: running under Xvfb"; KUBECONFIG=$$kc xvfb-run -a -s "-screen 0 1440x900x24" $(APP); fi
+	else echo "no display: running under Xvfb"; KUBECONFIG=$$kc xvfb-run -a -s "-screen 0 1280x820x24" $(APP); fi
 
 lint: ui
 	cargo fmt --all --check

@@ -145,44 +145,85 @@ async fn exists(client: &Client, css: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// GUI tests take turns: each runs its own Xvfb, tauri-driver and app.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A running app under Xvfb with a WebDriver session on it. Dropping it stops everything.
+struct Gui {
+    client: Client,
+    data_home: PathBuf,
+    _driver: Guard,
+    _xvfb: Guard,
+    _turn: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl Gui {
+    /// Starts the built app against the test binary's sandbox (current context `admin`).
+    async fn launch() -> Gui {
+        let turn = ONE_AT_A_TIME.lock().await;
+        let app = target_dir().join("corral-vdi-console");
+        assert!(
+            app.exists(),
+            "{} is missing: build the app first (make app)",
+            app.display()
+        );
+        let kubeconfig = sandbox().kubeconfig.clone();
+        let (display, xvfb) = xvfb();
+        let data_home = tempdir();
+        let (port, native_port) = (free_port(), free_port());
+        let driver = std::env::var("TAURI_DRIVER").unwrap_or_else(|_| "tauri-driver".into());
+        let driver = Guard(
+            Command::new(&driver)
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--native-port",
+                    &native_port.to_string(),
+                ])
+                .env("DISPLAY", &display)
+                .env("KUBECONFIG", &kubeconfig)
+                .env("XDG_DATA_HOME", &data_home)
+                .env("WEBKIT_DISABLE_COMPOSITING_MODE", "1")
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("start {driver} (cargo install tauri-driver): {e}")),
+        );
+        let client = connect(port, &app).await;
+        Gui {
+            client,
+            data_home,
+            _driver: driver,
+            _xvfb: xvfb,
+            _turn: turn,
+        }
+    }
+
+    /// Saves a screenshot next to the test binaries and says where.
+    async fn screenshot(&self, name: &str) {
+        let png = self.client.screenshot().await.unwrap();
+        let path = target_dir().join(name);
+        std::fs::write(&path, png).unwrap();
+        eprintln!("screenshot: {}", path.display());
+    }
+
+    async fn close(self) {
+        self.client.clone().close().await.unwrap();
+        let _ = std::fs::remove_dir_all(&self.data_home);
+    }
+}
+
 #[tokio::test]
 async fn the_app_shows_the_legacy_pool_and_follows_the_cluster_live() {
-    let app = target_dir().join("corral-vdi-console");
-    assert!(
-        app.exists(),
-        "{} is missing: build the app first (make app)",
-        app.display()
-    );
-    let kubeconfig = sandbox().kubeconfig.clone();
-    let (display, _xvfb) = xvfb();
-    let data_home = tempdir();
-    let (port, native_port) = (free_port(), free_port());
-    let driver = std::env::var("TAURI_DRIVER").unwrap_or_else(|_| "tauri-driver".into());
-    let _driver = Guard(
-        Command::new(&driver)
-            .args([
-                "--port",
-                &port.to_string(),
-                "--native-port",
-                &native_port.to_string(),
-            ])
-            .env("DISPLAY", &display)
-            .env("KUBECONFIG", &kubeconfig)
-            .env("XDG_DATA_HOME", &data_home)
-            .env("WEBKIT_DISABLE_COMPOSITING_MODE", "1")
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {driver} (cargo install tauri-driver): {e}")),
-    );
-    let client = connect(port, &app).await;
+    let gui = Gui::launch().await;
+    let client = &gui.client;
 
-    let pool = text_of(&client, "[data-testid='pool-corral-vms-legacy']").await;
+    let pool = text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
     assert!(
         pool.contains("legacy-2") && pool.contains("alice"),
         "{pool}"
     );
     assert!(pool.contains("assigned (legacy, label-only)"), "{pool}");
-    let badge = text_of(&client, "[data-testid='identity-badge']").await;
+    let badge = text_of(client, "[data-testid='identity-badge']").await;
     assert!(badge.contains("admin"), "identity badge says {badge:?}");
 
     // A labelled VM created through the API appears within 2 s, with no refresh.
@@ -193,7 +234,7 @@ async fn the_app_shows_the_legacy_pool_and_follows_the_cluster_live() {
     let created = Instant::now();
     vms.create(&PostParams::default(), &vm).await.unwrap();
     let appeared = loop {
-        if exists(&client, "[data-testid='member-e2e-1']").await {
+        if exists(client, "[data-testid='member-e2e-1']").await {
             break created.elapsed();
         }
         assert!(
@@ -204,23 +245,138 @@ async fn the_app_shows_the_legacy_pool_and_follows_the_cluster_live() {
     };
     eprintln!("a new member appeared in the window {appeared:?} after its creation");
 
-    let png = client.screenshot().await.unwrap();
-    let shot = target_dir().join("e2e-pools.png");
-    std::fs::write(&shot, png).unwrap();
-    eprintln!("screenshot: {}", shot.display());
+    gui.screenshot("e2e-pools.png").await;
 
     vms.delete("e2e-1", &DeleteParams::default()).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
-    while exists(&client, "[data-testid='member-e2e-1']").await {
+    while exists(client, "[data-testid='member-e2e-1']").await {
         assert!(Instant::now() < deadline, "e2e-1 stayed after deletion");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    client.close().await.unwrap();
-    let _ = std::fs::remove_dir_all(data_home);
+    gui.close().await;
 }
 
+/// A fresh directory for the app's data and logs.
 fn tempdir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("corral-e2e-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "corral-e2e-{}-{}",
+        std::process::id(),
+        jiff::Timestamp::now().as_nanosecond()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// Waits until the element matching `css` contains `needle`; returns its text.
+async fn wait_text(client: &Client, css: &str, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if exists(client, css).await {
+            let text = text_of(client, css).await;
+            if text.contains(needle) {
+                return text;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{css} says {text:?}, never {needle:?}"
+            );
+        } else {
+            assert!(Instant::now() < deadline, "{css} never appeared");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn click(client: &Client, css: &str) {
+    client
+        .wait()
+        .at_most(Duration::from_secs(20))
+        .for_element(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css} never appeared: {e}"))
+        .click()
+        .await
+        .unwrap_or_else(|e| panic!("click {css}: {e}"));
+}
+
+async fn choose(client: &Client, css: &str, value: &str) {
+    client
+        .wait()
+        .at_most(Duration::from_secs(20))
+        .for_element(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css} never appeared: {e}"))
+        .select_by_value(value)
+        .await
+        .unwrap_or_else(|e| panic!("choose {value} in {css}: {e}"));
+}
+
+#[tokio::test]
+async fn alice_gets_a_desktop_and_bob_may_not_release_it() {
+    let admin = client_as("admin").await;
+    let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), "corral-vms");
+    for i in 1..=2 {
+        let mut vm = VirtualMachine::new(
+            &format!("desk-{i}"),
+            VirtualMachineSpec {
+                run_strategy: Some("Halted".into()),
+                ..Default::default()
+            },
+        );
+        vm.metadata.labels = Some([(POOL_LABEL.to_owned(), "desk".to_owned())].into());
+        vms.create(&PostParams::default(), &vm).await.unwrap();
+    }
+    let gui = Gui::launch().await;
+    let client = &gui.client;
+    text_of(client, "[data-testid='pool-corral-vms-desk']").await;
+
+    // alice: "Get a desktop" on pool desk, then it shows under My desktops.
+    choose(client, "[data-testid='context-select']", "alice").await;
+    wait_text(client, "[data-testid='identity-badge']", "alice").await;
+    wait_text(client, "[data-testid='pool-corral-vms-desk']", "2 free").await;
+    choose(
+        client,
+        "[data-testid='get-desktop-pool']",
+        "corral-vms/desk",
+    )
+    .await;
+    click(client, "[data-testid='get-desktop-submit']").await;
+    let result = wait_text(client, "[data-testid='action-result']", "alice").await;
+    eprintln!("alice's claim: {result}");
+    let mine = wait_text(client, "[data-testid='my-desktops']", "desk-").await;
+    let member = ["desk-1", "desk-2"]
+        .into_iter()
+        .find(|m| mine.contains(m))
+        .expect("alice's desktop is listed")
+        .to_owned();
+    assert!(exists(client, &format!("[data-testid='my-desktop-{member}']")).await);
+    gui.screenshot("e2e-my-desktops.png").await;
+
+    // bob: sees it assigned to alice, and his unassign is refused plainly.
+    choose(client, "[data-testid='context-select']", "bob").await;
+    wait_text(client, "[data-testid='identity-badge']", "bob").await;
+    wait_text(client, &format!("[data-testid='member-{member}']"), "alice").await;
+    click(client, &format!("[data-testid='unassign-{member}']")).await;
+    click(client, "[data-testid='confirm-release']").await;
+    let refusal = wait_text(
+        client,
+        "[data-testid='action-error']",
+        "only alice can release it",
+    )
+    .await;
+    eprintln!("bob's refusal: {refusal}");
+    gui.screenshot("e2e-bob-refused.png").await;
+
+    // Nothing moved on the cluster.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(admin.clone(), "corral-vms");
+    let lease = leases
+        .get(&vdi_core::labels::lease_name(&member))
+        .await
+        .unwrap();
+    assert_eq!(
+        lease.spec.unwrap().holder_identity.as_deref(),
+        Some("alice")
+    );
+    gui.close().await;
 }

@@ -75,7 +75,14 @@ pub async fn open_session(
             tracing::warn!(error = %e, "API server clock unknown; judging with the local clock");
             ServerClock::default()
         });
-    tracing::info!(context = ?context, scope = ?scope, user = ?identity.as_ref().map(|i| &i.username), "session opened");
+    tracing::info!(
+        context = context.as_deref().unwrap_or("(current)"),
+        namespace = scope.namespace().unwrap_or("(all)"),
+        user = identity
+            .as_ref()
+            .map_or("(unknown)", |i| i.username.as_str()),
+        "session opened"
+    );
     let feed = PoolFeed::spawn(conn.client.clone(), scope.clone(), clock);
     let mut rx = feed.subscribe();
     let forward = tauri::async_runtime::spawn(async move {

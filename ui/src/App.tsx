@@ -6,15 +6,21 @@ import type { ErrorView } from "./bindings/ErrorView";
 import type { PoolsSnapshot } from "./bindings/PoolsSnapshot";
 import type { Scope } from "./bindings/Scope";
 import type { SessionInfo } from "./bindings/SessionInfo";
+import { ActionNotice } from "./components/ActionNotice";
+import { AssignDialog } from "./components/AssignDialog";
 import { Banner } from "./components/Banner";
 import { EmptyState } from "./components/EmptyState";
 import { Footer } from "./components/Footer";
 import { Header } from "./components/Header";
+import { FOCUS_FALLBACK_ID } from "./components/Modal";
+import { MyDesktops } from "./components/MyDesktops";
 import { PoolSection } from "./components/PoolSection";
+import { ReleaseDialog } from "./components/ReleaseDialog";
 import { LoadingPools, Placeholder } from "./components/StatePanels";
 import { feedIndicator } from "./lib/feed";
 import { FALLBACK_NAMESPACE, defaultNamespace, describeScope, sameScope } from "./lib/presentation";
 import { estimateClockOffset, formatLocalDateTime } from "./lib/time";
+import { dialogActionKey, useClaimActions } from "./useClaimActions";
 
 type ContextsState =
   | { kind: "loading" }
@@ -40,6 +46,8 @@ export function App() {
   const [sessionError, setSessionError] = useState<ErrorView | null>(null);
   const [snapshot, setSnapshot] = useState<PoolsSnapshot | null>(null);
   const [clockOffsetMs, setClockOffsetMs] = useState(0);
+  const actions = useClaimActions();
+  const { closeDialog } = actions;
 
   // Bookkeeping read only in callbacks, never while rendering.
   /** Incremented per open_session call, so that a late answer to an older call is ignored. */
@@ -74,6 +82,8 @@ export function App() {
       requestRef.current += 1;
       const request = requestRef.current;
       lastAttemptRef.current = { context, scope };
+      // A dialog about the previous session's pools would act on the new one.
+      closeDialog();
       expectedScopeRef.current = scope;
       latestSnapshotRef.current = null;
       setSnapshot(null);
@@ -110,7 +120,7 @@ export function App() {
         }
       });
     },
-    [applySnapshot],
+    [applySnapshot, closeDialog],
   );
 
   const loadContextsAndConnect = useCallback(
@@ -292,6 +302,64 @@ export function App() {
     </div>
   );
 
+  const identity = session?.identity ?? null;
+  const releaseBlocker =
+    identity === null
+      ? "Your identity is unknown (the cluster did not say who you are), so nothing can be released as you."
+      : null;
+
+  const notice = actions.notice ? (
+    <div className="action-notices">
+      <ActionNotice notice={actions.notice} onDismiss={actions.dismissNotice} />
+    </div>
+  ) : null;
+
+  const myDesktops =
+    backendError === null && session !== null && snapshot !== null ? (
+      <MyDesktops
+        identity={identity}
+        pools={snapshot.pools}
+        scope={snapshot.scope}
+        clockOffsetMs={clockOffsetMs}
+        running={actions.running}
+        onClaim={actions.claim}
+        onRelease={actions.openRelease}
+      />
+    ) : null;
+
+  const openDialog = actions.dialog;
+  let dialog: ReactNode = null;
+  if (openDialog !== null) {
+    const busy = actions.running.has(dialogActionKey(openDialog.spec));
+    const spec = openDialog.spec;
+    dialog =
+      spec.kind === "assign" ? (
+        <AssignDialog
+          key={dialogActionKey(spec)}
+          namespace={spec.namespace}
+          pool={spec.pool}
+          busy={busy}
+          error={openDialog.error}
+          onSubmit={(user) => {
+            actions.assign(spec.namespace, spec.pool, user);
+          }}
+          onClose={actions.closeDialog}
+        />
+      ) : (
+        <ReleaseDialog
+          key={dialogActionKey(spec)}
+          member={spec.member}
+          holder={spec.holder}
+          busy={busy}
+          error={openDialog.error}
+          onConfirm={() => {
+            actions.release(spec.namespace, spec.member);
+          }}
+          onClose={actions.closeDialog}
+        />
+      );
+  }
+
   let content: ReactNode;
   if (backendError) {
     content = (
@@ -367,6 +435,10 @@ export function App() {
             key={`${pool.namespace}/${pool.name}`}
             pool={pool}
             clockOffsetMs={clockOffsetMs}
+            running={actions.running}
+            onAssign={actions.openAssign}
+            onUnassign={actions.openRelease}
+            releaseBlocker={releaseBlocker}
           />
         ))}
       </div>
@@ -374,28 +446,33 @@ export function App() {
   }
 
   return (
-    <div className="app">
-      <Header
-        contexts={contexts}
-        contextsLoading={contextsState.kind === "loading"}
-        selectedContext={selectedContext}
-        onContextChange={onContextChange}
-        namespaceDraft={namespaceDraft}
-        onNamespaceDraftChange={setNamespaceDraft}
-        onNamespaceCommit={onNamespaceCommit}
-        onNamespaceRevert={() => {
-          setNamespaceDraft(namespace);
-        }}
-        allNamespaces={allNamespaces}
-        onAllNamespacesChange={onAllNamespacesChange}
-        identity={session?.identity ?? null}
-        feed={feed}
-      />
-      <main className="app-main" aria-label="Pools">
-        {banners}
-        {content}
-      </main>
-      <Footer info={info} />
-    </div>
+    <>
+      <div className="app" inert={openDialog !== null}>
+        <Header
+          contexts={contexts}
+          contextsLoading={contextsState.kind === "loading"}
+          selectedContext={selectedContext}
+          onContextChange={onContextChange}
+          namespaceDraft={namespaceDraft}
+          onNamespaceDraftChange={setNamespaceDraft}
+          onNamespaceCommit={onNamespaceCommit}
+          onNamespaceRevert={() => {
+            setNamespaceDraft(namespace);
+          }}
+          allNamespaces={allNamespaces}
+          onAllNamespacesChange={onAllNamespacesChange}
+          identity={identity}
+          feed={feed}
+        />
+        <main id={FOCUS_FALLBACK_ID} className="app-main" aria-label="Pools" tabIndex={-1}>
+          {banners}
+          {notice}
+          {myDesktops}
+          {content}
+        </main>
+        <Footer info={info} />
+      </div>
+      {dialog}
+    </>
   );
 }

@@ -5,9 +5,11 @@
 import { invoke } from "@tauri-apps/api/core";
 import { listen, type UnlistenFn } from "@tauri-apps/api/event";
 import type { AppInfo } from "./bindings/AppInfo";
+import type { Claimed } from "./bindings/Claimed";
 import type { Contexts } from "./bindings/Contexts";
 import type { ErrorView } from "./bindings/ErrorView";
 import type { PoolsSnapshot } from "./bindings/PoolsSnapshot";
+import type { Released } from "./bindings/Released";
 import type { Scope } from "./bindings/Scope";
 import type { SessionInfo } from "./bindings/SessionInfo";
 import { toErrorView } from "./lib/errors";
@@ -39,6 +41,31 @@ export function listContexts(): Promise<Result<Contexts>> {
  */
 export function openSession(context: string | null, scope: Scope): Promise<Result<SessionInfo>> {
   return call<SessionInfo>("open_session", { context, scope });
+}
+
+/**
+ * An administrator hands a free member of `pool` to `user` (the user's identity as the cluster
+ * knows it, e.g. "alice" or "alice@example.com").
+ */
+export function assignMember(
+  namespace: string,
+  pool: string,
+  user: string,
+): Promise<Result<Claimed>> {
+  return call<Claimed>("assign_member", { namespace, pool, user });
+}
+
+/** "Get a desktop": claims a member of `pool` for the identity the cluster reports. */
+export function claimDesktop(namespace: string, pool: string): Promise<Result<Claimed>> {
+  return call<Claimed>("claim_desktop", { namespace, pool });
+}
+
+/**
+ * Releases `member` as the current identity, stopping its VM. Refused when someone else holds
+ * its active Lease.
+ */
+export function unassignMember(namespace: string, member: string): Promise<Result<Released>> {
+  return call<Released>("unassign_member", { namespace, member });
 }
 
 /** Subscribes to the live pools view; resolves to the function that unsubscribes. */

@@ -26,8 +26,12 @@ impl KubeconfigSource {
     /// Errors: [`Error::Config`] naming the file when it is missing or malformed.
     pub fn read(&self) -> Result<Kubeconfig> {
         match &self.path {
-            Some(path) => Kubeconfig::read_from(path)
-                .map_err(|e| Error::Config(format!("{}: {e}", path.display()))),
+            Some(path) => Kubeconfig::read_from(path).map_err(|e| {
+                Error::Config(format!(
+                    "cannot read the kubeconfig {}: {e}",
+                    path.display()
+                ))
+            }),
             None => Kubeconfig::read().map_err(|e| Error::Config(e.to_string())),
         }
     }
@@ -80,6 +84,19 @@ impl KubeconfigSource {
             context: context.map(str::to_owned),
             ..Default::default()
         };
+        if let Some(ctx) = context
+            && !kubeconfig.contexts.iter().any(|c| c.name == ctx)
+        {
+            let known: Vec<_> = kubeconfig
+                .contexts
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect();
+            return Err(Error::Config(format!(
+                "there is no context \"{ctx}\" (contexts: {})",
+                known.join(", ")
+            )));
+        }
         let config = Config::from_custom_kubeconfig(kubeconfig, &options)
             .await
             .map_err(|e| match context {

@@ -1,87 +1,26 @@
-import type { LeaseView } from "../bindings/LeaseView";
 import type { MemberView } from "../bindings/MemberView";
-import { powerTone, stateTone } from "../lib/presentation";
-import { formatLocalDateTime, parseIso } from "../lib/time";
-import { Countdown } from "./Countdown";
-
-const RENEW_IN_FUTURE =
-  "The lease's renewTime is ahead of the API server's clock, so its expiry cannot be trusted. " +
-  "The holder's clock is probably wrong.";
-
-function Missing({ title }: { title: string }) {
-  return (
-    <span className="muted" title={title}>
-      —
-    </span>
-  );
-}
-
-function WarningIcon({ label }: { label: string }) {
-  return (
-    <span className="warn-icon" role="img" aria-label={label} title={label}>
-      <svg viewBox="0 0 16 16" aria-hidden="true" focusable="false">
-        <path d="M8 1.5 15 14H1z" />
-        <path className="warn-mark" d="M8 6v4M8 11.6v.8" />
-      </svg>
-    </span>
-  );
-}
-
-function leaseDetails(lease: LeaseView): string {
-  const lines = [
-    `Expires: ${lease.expiresAt ?? "unknown"}`,
-    `Holder: ${lease.holder ?? "none"}`,
-    `Acquired: ${lease.acquiredAt ?? "unknown"}`,
-    `Renewed: ${lease.renewedAt ?? "unknown"}`,
-    `Duration: ${lease.durationSeconds === null ? "unknown" : `${lease.durationSeconds}s`}`,
-    `Transitions: ${lease.transitions}`,
-    `Active: ${lease.active ? "yes" : "no"}`,
-  ];
-  return lines.join("\n");
-}
-
-function LeaseCell({ lease, clockOffsetMs }: { lease: LeaseView | null; clockOffsetMs: number }) {
-  if (lease === null) {
-    return <Missing title="No ownership Lease" />;
-  }
-  const expiresMs = parseIso(lease.expiresAt);
-  return (
-    <span className="lease-cell">
-      {expiresMs === null || lease.expiresAt === null ? (
-        <Missing title={leaseDetails(lease)} />
-      ) : (
-        <time dateTime={lease.expiresAt} title={leaseDetails(lease)}>
-          <Countdown targetMs={expiresMs} clockOffsetMs={clockOffsetMs} />
-        </time>
-      )}
-      {lease.renewTimeInFuture ? <WarningIcon label={RENEW_IN_FUTURE} /> : null}
-    </span>
-  );
-}
-
-function ClaimedAtCell({ claimedAt }: { claimedAt: string | null }) {
-  if (claimedAt === null || claimedAt === "") {
-    return <Missing title="Not claimed" />;
-  }
-  const local = formatLocalDateTime(claimedAt);
-  if (local === null) {
-    // Shown as written when the annotation is not a valid time.
-    return <span title="Not a valid RFC 3339 time">{claimedAt}</span>;
-  }
-  return (
-    <time dateTime={claimedAt} title={claimedAt} className="tabular">
-      {local}
-    </time>
-  );
-}
+import { canUnassign } from "../lib/claims";
+import { ClaimedAtCell, LeaseCell, Missing, PowerBadge, StateBadge } from "./MemberCells";
+import { Working } from "./Working";
 
 type MemberRowProps = {
   member: MemberView;
   clockOffsetMs: number;
+  /** Opens the release confirmation for this member. */
+  onUnassign: (member: MemberView) => void;
+  /** A release of this member is running. */
+  releasing: boolean;
+  /** Why releasing is impossible right now (identity unknown), or null. */
+  releaseBlocker: string | null;
 };
 
-export function MemberRow({ member, clockOffsetMs }: MemberRowProps) {
-  const stateTitle = `${member.state}${member.claimable ? " · claimable" : " · not claimable"}`;
+export function MemberRow({
+  member,
+  clockOffsetMs,
+  onUnassign,
+  releasing,
+  releaseBlocker,
+}: MemberRowProps) {
   return (
     <tr data-testid={`member-${member.name}`}>
       <th scope="row" className="cell-member">
@@ -90,9 +29,7 @@ export function MemberRow({ member, clockOffsetMs }: MemberRowProps) {
         </span>
       </th>
       <td>
-        <span className={`badge tone-${stateTone(member.state)}`} title={stateTitle}>
-          {member.stateLabel}
-        </span>
+        <StateBadge member={member} />
       </td>
       <td className="cell-holder">
         {member.holder ? (
@@ -110,12 +47,28 @@ export function MemberRow({ member, clockOffsetMs }: MemberRowProps) {
         <LeaseCell lease={member.lease} clockOffsetMs={clockOffsetMs} />
       </td>
       <td>
-        <span
-          className={`badge badge-power tone-${powerTone(member.power)}`}
-          title="VirtualMachine status.printableStatus"
-        >
-          {member.power === "" ? "—" : member.power}
-        </span>
+        <PowerBadge power={member.power} />
+      </td>
+      <td className="cell-actions">
+        {canUnassign(member) ? (
+          <button
+            type="button"
+            className="btn btn-small"
+            data-testid={`unassign-${member.name}`}
+            disabled={releasing || releaseBlocker !== null}
+            aria-busy={releasing || undefined}
+            aria-label={releasing ? undefined : `Unassign ${member.name}`}
+            title={
+              releaseBlocker ??
+              `Release ${member.name} from ${member.holder ?? "its holder"} and stop its VM`
+            }
+            onClick={() => {
+              onUnassign(member);
+            }}
+          >
+            {releasing ? <Working /> : "Unassign"}
+          </button>
+        ) : null}
       </td>
     </tr>
   );

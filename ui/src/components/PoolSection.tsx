@@ -1,17 +1,35 @@
 import { useId } from "react";
+import type { MemberView } from "../bindings/MemberView";
 import type { PoolView } from "../bindings/PoolView";
+import { actionKeys, assignAvailability } from "../lib/claims";
 import { formatCounts, poolTestId } from "../lib/presentation";
 import { MemberRow } from "./MemberRow";
+import { Working } from "./Working";
 
 type PoolSectionProps = {
   pool: PoolView;
   clockOffsetMs: number;
+  /** Keys of the actions running now (see actionKeys). */
+  running: ReadonlySet<string>;
+  onAssign: (pool: PoolView) => void;
+  onUnassign: (member: MemberView) => void;
+  /** Why releasing is impossible right now (identity unknown), or null. */
+  releaseBlocker: string | null;
 };
 
-export function PoolSection({ pool, clockOffsetMs }: PoolSectionProps) {
+export function PoolSection({
+  pool,
+  clockOffsetMs,
+  running,
+  onAssign,
+  onUnassign,
+  releaseBlocker,
+}: PoolSectionProps) {
   const headingId = useId();
   const { counts } = pool;
   const exhausted = counts.total > 0 && counts.free === 0;
+  const assign = assignAvailability(pool);
+  const assigning = running.has(actionKeys.assign(pool.namespace, pool.name));
   return (
     <section
       className="pool"
@@ -29,6 +47,20 @@ export function PoolSection({ pool, clockOffsetMs }: PoolSectionProps) {
         >
           {formatCounts(counts)}
         </span>
+        <button
+          type="button"
+          className="btn btn-small pool-assign"
+          data-testid={`assign-${pool.namespace}-${pool.name}`}
+          disabled={!assign.enabled || assigning}
+          aria-busy={assigning || undefined}
+          aria-label={assigning ? undefined : `Assign a member of ${pool.name}…`}
+          title={assign.title}
+          onClick={() => {
+            onAssign(pool);
+          }}
+        >
+          {assigning ? <Working /> : "Assign…"}
+        </button>
       </div>
       <div className="table-wrap">
         <table className="members">
@@ -42,6 +74,7 @@ export function PoolSection({ pool, clockOffsetMs }: PoolSectionProps) {
             <col className="col-claimed" />
             <col className="col-lease" />
             <col className="col-power" />
+            <col className="col-actions" />
           </colgroup>
           <thead>
             <tr>
@@ -51,12 +84,15 @@ export function PoolSection({ pool, clockOffsetMs }: PoolSectionProps) {
               <th scope="col">Claimed at</th>
               <th scope="col">Lease expires</th>
               <th scope="col">Power</th>
+              <th scope="col">
+                <span className="sr-only">Actions</span>
+              </th>
             </tr>
           </thead>
           <tbody>
             {pool.members.length === 0 ? (
               <tr>
-                <td colSpan={6} className="muted no-members">
+                <td colSpan={7} className="muted no-members">
                   This pool has no members.
                 </td>
               </tr>
@@ -66,6 +102,9 @@ export function PoolSection({ pool, clockOffsetMs }: PoolSectionProps) {
                   key={`${m.namespace}/${m.name}`}
                   member={m}
                   clockOffsetMs={clockOffsetMs}
+                  onUnassign={onUnassign}
+                  releasing={running.has(actionKeys.release(m.namespace, m.name))}
+                  releaseBlocker={releaseBlocker}
                 />
               ))
             )}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { errorTitle, toErrorView } from "./errors";
+import { errorSeverity, errorTitle, toErrorView } from "./errors";
 
 describe("toErrorView", () => {
   it("keeps an ErrorView from the backend", () => {
@@ -36,6 +36,17 @@ describe("toErrorView", () => {
     expect(view.message).toBe("window.__TAURI_INTERNALS__ is undefined");
   });
 
+  it("keeps the claim kinds refused and partial", () => {
+    const refused = {
+      kind: "refused",
+      message: "legacy-3 is claimed by alice until 2026-01-01T10:00:00Z; only alice can release it",
+      suggestion: "ask alice to release it",
+      retryable: false,
+    };
+    expect(toErrorView(refused)).toEqual(refused);
+    expect(toErrorView({ kind: "partial", message: "half done" }).kind).toBe("partial");
+  });
+
   it("treats an unknown kind as other", () => {
     expect(toErrorView({ kind: "weird", message: "m" }).kind).toBe("other");
   });
@@ -53,6 +64,24 @@ describe("errorTitle", () => {
     expect(errorTitle("unreachable")).toBe("Cluster unreachable");
     expect(errorTitle("unauthorized")).toBe("Credentials refused");
     expect(errorTitle("forbidden")).toBe("Access denied");
+  });
+
+  it("names refusals and partial results", () => {
+    expect(errorTitle("refused")).toBe("Refused");
+    expect(errorTitle("partial")).toBe("Partly done");
+  });
+});
+
+describe("errorSeverity", () => {
+  it("shows refusals and partial results as warnings", () => {
+    expect(errorSeverity("refused")).toBe("warning");
+    expect(errorSeverity("partial")).toBe("warning");
+  });
+
+  it("shows other failures as errors", () => {
+    expect(errorSeverity("forbidden")).toBe("error");
+    expect(errorSeverity("invalid")).toBe("error");
+    expect(errorSeverity("other")).toBe("error");
   });
 });
 

@@ -10,6 +10,8 @@ const ERROR_KINDS: readonly ErrorKind[] = [
   "notFound",
   "conflict",
   "timeout",
+  "refused",
+  "partial",
   "other",
 ];
 
@@ -93,7 +95,33 @@ export function errorTitle(kind: ErrorKind): string {
       return "Conflict";
     case "timeout":
       return "Timed out";
+    case "refused":
+      return "Refused";
+    case "partial":
+      return "Partly done";
     case "other":
       return "Error";
+  }
+}
+
+/**
+ * How loudly to show an error: a refusal (a claim rule said no, nothing changed) and a partial
+ * result (a state the rules allow was left) are warnings; everything else is an error.
+ */
+export function errorSeverity(kind: ErrorKind): "error" | "warning" {
+  switch (kind) {
+    case "refused":
+    case "partial":
+      return "warning";
+    case "invalid":
+    case "config":
+    case "unreachable":
+    case "unauthorized":
+    case "forbidden":
+    case "notFound":
+    case "conflict":
+    case "timeout":
+    case "other":
+      return "error";
   }
 }

@@ -1,0 +1,104 @@
+import type { LeaseView } from "../bindings/LeaseView";
+import type { MemberView } from "../bindings/MemberView";
+import { powerTone, stateTone } from "../lib/presentation";
+import { formatLocalDateTime, parseIso } from "../lib/time";
+import { Countdown } from "./Countdown";
+
+/** Cells shared by the pools tables and My desktops. */
+
+const RENEW_IN_FUTURE =
+  "The lease's renewTime is ahead of the API server's clock, so its expiry cannot be trusted. " +
+  "The holder's clock is probably wrong.";
+
+export function Missing({ title }: { title: string }) {
+  return (
+    <span className="muted" title={title}>
+      —
+    </span>
+  );
+}
+
+function WarningIcon({ label }: { label: string }) {
+  return (
+    <span className="warn-icon" role="img" aria-label={label} title={label}>
+      <svg viewBox="0 0 16 16" aria-hidden="true" focusable="false">
+        <path d="M8 1.5 15 14H1z" />
+        <path className="warn-mark" d="M8 6v4M8 11.6v.8" />
+      </svg>
+    </span>
+  );
+}
+
+function leaseDetails(lease: LeaseView): string {
+  const lines = [
+    `Expires: ${lease.expiresAt ?? "unknown"}`,
+    `Holder: ${lease.holder ?? "none"}`,
+    `Acquired: ${lease.acquiredAt ?? "unknown"}`,
+    `Renewed: ${lease.renewedAt ?? "unknown"}`,
+    `Duration: ${lease.durationSeconds === null ? "unknown" : `${lease.durationSeconds}s`}`,
+    `Transitions: ${lease.transitions}`,
+    `Active: ${lease.active ? "yes" : "no"}`,
+  ];
+  return lines.join("\n");
+}
+
+export function LeaseCell({
+  lease,
+  clockOffsetMs,
+}: {
+  lease: LeaseView | null;
+  clockOffsetMs: number;
+}) {
+  if (lease === null) {
+    return <Missing title="No ownership Lease" />;
+  }
+  const expiresMs = parseIso(lease.expiresAt);
+  return (
+    <span className="lease-cell">
+      {expiresMs === null || lease.expiresAt === null ? (
+        <Missing title={leaseDetails(lease)} />
+      ) : (
+        <time dateTime={lease.expiresAt} title={leaseDetails(lease)}>
+          <Countdown targetMs={expiresMs} clockOffsetMs={clockOffsetMs} />
+        </time>
+      )}
+      {lease.renewTimeInFuture ? <WarningIcon label={RENEW_IN_FUTURE} /> : null}
+    </span>
+  );
+}
+
+export function ClaimedAtCell({ claimedAt }: { claimedAt: string | null }) {
+  if (claimedAt === null || claimedAt === "") {
+    return <Missing title="Not claimed" />;
+  }
+  const local = formatLocalDateTime(claimedAt);
+  if (local === null) {
+    // Shown as written when the annotation is not a valid time.
+    return <span title="Not a valid RFC 3339 time">{claimedAt}</span>;
+  }
+  return (
+    <time dateTime={claimedAt} title={claimedAt} className="tabular">
+      {local}
+    </time>
+  );
+}
+
+export function StateBadge({ member }: { member: MemberView }) {
+  const stateTitle = `${member.state}${member.claimable ? " · claimable" : " · not claimable"}`;
+  return (
+    <span className={`badge tone-${stateTone(member.state)}`} title={stateTitle}>
+      {member.stateLabel}
+    </span>
+  );
+}
+
+export function PowerBadge({ power }: { power: string }) {
+  return (
+    <span
+      className={`badge badge-power tone-${powerTone(power)}`}
+      title="VirtualMachine status.printableStatus"
+    >
+      {power === "" ? "—" : power}
+    </span>
+  );
+}

@@ -1,0 +1,202 @@
+import { useId, useState } from "react";
+import type { Identity } from "../bindings/Identity";
+import type { MemberView } from "../bindings/MemberView";
+import type { PoolView } from "../bindings/PoolView";
+import type { Scope } from "../bindings/Scope";
+import {
+  actionKeys,
+  chooseClaimPool,
+  claimablePools,
+  getDesktopBlocker,
+  myDesktops,
+  type PoolChoice,
+} from "../lib/claims";
+import { describeScope } from "../lib/presentation";
+import { LeaseCell, PowerBadge, StateBadge } from "./MemberCells";
+import { Working } from "./Working";
+
+type MyDesktopsProps = {
+  /** Who the cluster says you are; null when it could not say. */
+  identity: Identity | null;
+  pools: readonly PoolView[];
+  scope: Scope;
+  clockOffsetMs: number;
+  /** Keys of the actions running now (see actionKeys). */
+  running: ReadonlySet<string>;
+  onClaim: (choice: PoolChoice) => void;
+  onRelease: (member: MemberView) => void;
+};
+
+/** The members you hold, and "Get a desktop". */
+export function MyDesktops({
+  identity,
+  pools,
+  scope,
+  clockOffsetMs,
+  running,
+  onClaim,
+  onRelease,
+}: MyDesktopsProps) {
+  const headingId = useId();
+  const selectId = useId();
+  const blockerId = useId();
+  const [selectedKey, setSelectedKey] = useState<string | null>(null);
+
+  const username = identity?.username ?? null;
+  const mine = myDesktops(pools, username);
+  const choices = claimablePools(pools);
+  const chosen = chooseClaimPool(choices, selectedKey);
+  const blocker = getDesktopBlocker(username !== null, choices, scope);
+  const claiming = running.has(actionKeys.claim);
+  const disabled = blocker !== null || chosen === null || claiming;
+
+  return (
+    <section className="my-desktops" data-testid="my-desktops" aria-labelledby={headingId}>
+      <div className="my-head">
+        <h2 id={headingId} className="my-title">
+          My desktops
+        </h2>
+        <span className="muted my-who">
+          {username !== null ? (
+            <>
+              as <span className="mono">{username}</span> in {describeScope(scope)}
+            </>
+          ) : (
+            "identity unknown"
+          )}
+        </span>
+        <form
+          className="get-desktop"
+          aria-label="Get a desktop"
+          onSubmit={(event) => {
+            event.preventDefault();
+            if (!disabled) onClaim(chosen);
+          }}
+        >
+          <label htmlFor={selectId}>Pool</label>
+          <select
+            id={selectId}
+            data-testid="get-desktop-pool"
+            value={chosen?.key ?? ""}
+            disabled={blocker !== null || claiming}
+            aria-describedby={blocker !== null ? blockerId : undefined}
+            onChange={(e) => {
+              setSelectedKey(e.target.value);
+            }}
+          >
+            {choices.length === 0 ? (
+              <option value="">No pool with a free member</option>
+            ) : (
+              choices.map((c) => (
+                <option key={c.key} value={c.key}>
+                  {c.label}
+                </option>
+              ))
+            )}
+          </select>
+          <button
+            type="submit"
+            className="btn btn-primary"
+            data-testid="get-desktop-submit"
+            disabled={disabled}
+            aria-busy={claiming || undefined}
+            aria-describedby={blocker !== null ? blockerId : undefined}
+            title={
+              blocker ??
+              (chosen
+                ? `Claim a free member of ${chosen.pool} for you and start its VM`
+                : undefined)
+            }
+          >
+            {claiming ? <Working /> : "Get a desktop"}
+          </button>
+        </form>
+      </div>
+      {blocker !== null ? (
+        <p id={blockerId} className="my-blocker" data-testid="get-desktop-blocked">
+          {blocker}
+        </p>
+      ) : null}
+      {username === null ? (
+        <p className="muted my-empty">Without your identity, your desktops cannot be listed.</p>
+      ) : mine.length === 0 ? (
+        <p className="muted my-empty" data-testid="my-desktops-empty">
+          You have no desktop.
+        </p>
+      ) : (
+        <div className="table-wrap">
+          <table className="members my-table">
+            <caption className="sr-only">Desktops held by {username}</caption>
+            <colgroup>
+              <col className="col-my-member" />
+              <col className="col-my-pool" />
+              <col className="col-my-state" />
+              <col className="col-my-power" />
+              <col className="col-my-lease" />
+              <col className="col-my-actions" />
+            </colgroup>
+            <thead>
+              <tr>
+                <th scope="col">Member</th>
+                <th scope="col">Pool</th>
+                <th scope="col">State</th>
+                <th scope="col">Power</th>
+                <th scope="col">Lease expires</th>
+                <th scope="col">
+                  <span className="sr-only">Actions</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {mine.map(({ namespace, pool, member }) => {
+                const releasing = running.has(actionKeys.release(member.namespace, member.name));
+                return (
+                  <tr
+                    key={`${member.namespace}/${member.name}`}
+                    data-testid={`my-desktop-${member.name}`}
+                  >
+                    <th scope="row" className="cell-member">
+                      <span className="mono" title={`${member.namespace}/${member.name}`}>
+                        {member.name}
+                      </span>
+                    </th>
+                    <td>
+                      <span className="truncate" title={`${namespace}/${pool}`}>
+                        {pool} <span className="muted mono">ns/{namespace}</span>
+                      </span>
+                    </td>
+                    <td>
+                      <StateBadge member={member} />
+                    </td>
+                    <td>
+                      <PowerBadge power={member.power} />
+                    </td>
+                    <td>
+                      <LeaseCell lease={member.lease} clockOffsetMs={clockOffsetMs} />
+                    </td>
+                    <td className="cell-actions">
+                      <button
+                        type="button"
+                        className="btn btn-small"
+                        data-testid={`release-${member.name}`}
+                        disabled={releasing}
+                        aria-busy={releasing || undefined}
+                        aria-label={releasing ? undefined : `Release ${member.name}`}
+                        title={`Give ${member.name} back to the pool and stop its VM`}
+                        onClick={() => {
+                          onRelease(member);
+                        }}
+                      >
+                        {releasing ? <Working /> : "Release"}
+                      </button>
+                    </td>
+                  </tr>
+                );
+              })}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,62 @@
+import { useId, useRef } from "react";
+import type { ErrorView } from "../bindings/ErrorView";
+import { ActionError } from "./ActionNotice";
+import { Modal } from "./Modal";
+import { Working } from "./Working";
+
+type ReleaseDialogProps = {
+  member: string;
+  holder: string | null;
+  /** The release of this member is running. */
+  busy: boolean;
+  /** Why the last attempt failed (a refusal, a partial release, …). */
+  error: ErrorView | null;
+  onConfirm: () => void;
+  onClose: () => void;
+};
+
+/** Confirms releasing a member, which stops its VM. */
+export function ReleaseDialog({
+  member,
+  holder,
+  busy,
+  error,
+  onConfirm,
+  onClose,
+}: ReleaseDialogProps) {
+  const cancelRef = useRef<HTMLButtonElement>(null);
+  const questionId = useId();
+  const question = holder
+    ? `Release ${member} (held by ${holder})? Its VM will be stopped.`
+    : `Release ${member}? Its VM will be stopped.`;
+  return (
+    <Modal
+      title={`Release ${member}`}
+      role="alertdialog"
+      onClose={onClose}
+      initialFocusRef={cancelRef}
+      describedBy={questionId}
+      testId="release-dialog"
+    >
+      <p id={questionId} className="modal-text" data-testid="release-question">
+        {question}
+      </p>
+      {error ? <ActionError source={`Release ${member}`} error={error} /> : null}
+      <div className="modal-actions">
+        <button ref={cancelRef} type="button" className="btn" onClick={onClose}>
+          Cancel
+        </button>
+        <button
+          type="button"
+          className="btn btn-danger"
+          data-testid="confirm-release"
+          disabled={busy}
+          aria-busy={busy || undefined}
+          onClick={onConfirm}
+        >
+          {busy ? <Working /> : "Release"}
+        </button>
+      </div>
+    </Modal>
+  );
+}

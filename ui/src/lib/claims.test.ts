@@ -1,0 +1,283 @@
+import { describe, expect, it } from "vitest";
+import type { Claimed } from "../bindings/Claimed";
+import type { MemberView } from "../bindings/MemberView";
+import type { PoolView } from "../bindings/PoolView";
+import type { Released } from "../bindings/Released";
+import {
+  actionKeys,
+  assignAvailability,
+  canUnassign,
+  chooseClaimPool,
+  claimablePools,
+  describePower,
+  formatClaimed,
+  formatReleased,
+  getDesktopBlocker,
+  myDesktops,
+  poolKey,
+} from "./claims";
+
+function member(name: string, overrides: Partial<MemberView> = {}): MemberView {
+  return {
+    name,
+    namespace: "corral-vms",
+    state: "free",
+    stateLabel: "free",
+    claimable: true,
+    holder: null,
+    claimedAt: null,
+    lease: null,
+    power: "Stopped",
+    ...overrides,
+  };
+}
+
+function pool(namespace: string, name: string, members: MemberView[]): PoolView {
+  const free = members.filter((m) => m.claimable).length;
+  return {
+    namespace,
+    name,
+    members: members.map((m) => ({ ...m, namespace })),
+    counts: { free, taken: members.length - free, total: members.length },
+  };
+}
+
+const held = (holder: string): Partial<MemberView> => ({
+  state: "assigned",
+  stateLabel: "assigned",
+  claimable: false,
+  holder,
+  power: "Running",
+});
+
+const pools: PoolView[] = [
+  pool("corral-vms", "devpool", [
+    member("devpool-1", held("alice")),
+    member("devpool-2"),
+    member("devpool-3", held("bob")),
+  ]),
+  pool("corral-vms", "legacy", [
+    member("legacy-1", { ...held("alice"), state: "assignedLegacy" }),
+    member("legacy-2", held("alice@example.com")),
+  ]),
+  pool("team-b", "full", [member("full-1", held("carol"))]),
+  pool("team-b", "empty", []),
+];
+
+describe("myDesktops", () => {
+  it("lists the members held by the identity across pools, in order", () => {
+    const mine = myDesktops(pools, "alice");
+    expect(mine.map((d) => [d.namespace, d.pool, d.member.name])).toEqual([
+      ["corral-vms", "devpool", "devpool-1"],
+      ["corral-vms", "legacy", "legacy-1"],
+    ]);
+  });
+
+  it("matches the identity exactly", () => {
+    expect(myDesktops(pools, "alice@example.com").map((d) => d.member.name)).toEqual(["legacy-2"]);
+    expect(myDesktops(pools, "Alice")).toEqual([]);
+    expect(myDesktops(pools, "ali")).toEqual([]);
+  });
+
+  it("is empty when the identity is unknown or holds nothing", () => {
+    expect(myDesktops(pools, null)).toEqual([]);
+    expect(myDesktops(pools, "")).toEqual([]);
+    expect(myDesktops(pools, "dave")).toEqual([]);
+    expect(myDesktops([], "alice")).toEqual([]);
+  });
+});
+
+describe("claimablePools", () => {
+  it("offers only pools with free members, labelled with namespace and count", () => {
+    expect(claimablePools(pools)).toEqual([
+      {
+        key: "corral-vms/devpool",
+        namespace: "corral-vms",
+        pool: "devpool",
+        free: 1,
+        label: "devpool (corral-vms, 1 free)",
+      },
+    ]);
+  });
+
+  it("tells pools of the same name in different namespaces apart", () => {
+    const choices = claimablePools([
+      pool("a", "lab", [member("lab-1")]),
+      pool("b", "lab", [member("lab-1"), member("lab-2")]),
+    ]);
+    expect(choices.map((c) => c.key)).toEqual(["a/lab", "b/lab"]);
+    expect(choices.map((c) => c.label)).toEqual(["lab (a, 1 free)", "lab (b, 2 free)"]);
+  });
+});
+
+describe("chooseClaimPool", () => {
+  const choices = claimablePools([
+    pool("a", "lab", [member("lab-1")]),
+    pool("b", "lab", [member("lab-1")]),
+  ]);
+
+  it("keeps the selected pool while it is offered", () => {
+    expect(chooseClaimPool(choices, "b/lab")?.key).toBe("b/lab");
+  });
+
+  it("falls back to the first pool when nothing or a gone pool is selected", () => {
+    expect(chooseClaimPool(choices, null)?.key).toBe("a/lab");
+    expect(chooseClaimPool(choices, "c/gone")?.key).toBe("a/lab");
+  });
+
+  it("is null when no pool is offered", () => {
+    expect(chooseClaimPool([], "a/lab")).toBeNull();
+  });
+});
+
+describe("getDesktopBlocker", () => {
+  const ns = { kind: "namespace" as const, namespace: "corral-vms" };
+  const choices = claimablePools(pools);
+
+  it("allows a claim with a known identity and a free pool", () => {
+    expect(getDesktopBlocker(true, choices, ns)).toBeNull();
+  });
+
+  it("explains an unknown identity first", () => {
+    expect(getDesktopBlocker(false, choices, ns)).toMatch(/identity is unknown/);
+    expect(getDesktopBlocker(false, [], ns)).toMatch(/identity is unknown/);
+  });
+
+  it("explains that no pool has a free member, naming the scope", () => {
+    expect(getDesktopBlocker(true, [], ns)).toBe(
+      'No pool in namespace "corral-vms" has a free member right now.',
+    );
+    expect(getDesktopBlocker(true, [], { kind: "all" })).toBe(
+      "No pool in any namespace has a free member right now.",
+    );
+  });
+});
+
+describe("canUnassign", () => {
+  it("is offered for held members that are not free", () => {
+    expect(canUnassign(member("m", held("alice")))).toBe(true);
+    expect(canUnassign(member("m", { ...held("alice"), state: "assignedLegacy" }))).toBe(true);
+    expect(canUnassign(member("m", { ...held("alice"), state: "claiming" }))).toBe(true);
+    expect(canUnassign(member("m", { ...held("alice"), state: "freeStaleLease" }))).toBe(true);
+  });
+
+  it("is not offered for free or holderless members", () => {
+    expect(canUnassign(member("m"))).toBe(false);
+    expect(canUnassign(member("m", { state: "claiming", holder: null }))).toBe(false);
+    expect(canUnassign(member("m", { state: "free", holder: "alice" }))).toBe(false);
+    expect(canUnassign(member("m", { state: "assigned", holder: "" }))).toBe(false);
+  });
+});
+
+describe("assignAvailability", () => {
+  it("is enabled while a member is free", () => {
+    const a = assignAvailability(pools[0]);
+    expect(a.enabled).toBe(true);
+    expect(a.title).toBe("Hand a free member of devpool to a user (1 free)");
+  });
+
+  it("explains why it is disabled", () => {
+    expect(assignAvailability(pools[2])).toEqual({
+      enabled: false,
+      title: "No member of full is free to assign",
+    });
+    expect(assignAvailability(pools[3])).toEqual({
+      enabled: false,
+      title: "empty has no members to assign",
+    });
+  });
+});
+
+describe("keys", () => {
+  it("are unique per pool and member across namespaces", () => {
+    expect(poolKey("a", "lab")).toBe("a/lab");
+    expect(actionKeys.assign("a", "lab")).not.toBe(actionKeys.assign("b", "lab"));
+    expect(actionKeys.release("a", "lab-1")).toBe("release:a/lab-1");
+    expect(actionKeys.release("a", "lab-1")).not.toBe(actionKeys.release("b", "lab-1"));
+  });
+});
+
+describe("describePower", () => {
+  it("words each power action", () => {
+    expect(describePower({ kind: "started" })).toBe("started");
+    expect(describePower({ kind: "alreadyRunning", reason: "printableStatus is Running" })).toBe(
+      "already running: printableStatus is Running",
+    );
+    expect(describePower({ kind: "alreadyRunning", reason: "" })).toBe("already running");
+    expect(describePower({ kind: "stopped" })).toBe("stopping");
+    expect(describePower({ kind: "alreadyStopped" })).toBe("already stopped");
+  });
+});
+
+describe("formatClaimed", () => {
+  const claimed: Claimed = {
+    namespace: "corral-vms",
+    pool: "devpool",
+    member: "devpool-1",
+    identity: "alice",
+    resumed: false,
+    racesLost: 0,
+    leaseExpiresAt: "2026-01-01T10:00:00Z",
+    power: { kind: "started" },
+  };
+
+  it("says who got which member and what happened to its VM", () => {
+    expect(formatClaimed(claimed, "assign")).toBe("assigned devpool-1 → alice (started)");
+    expect(formatClaimed(claimed, "claim")).toBe("assigned devpool-1 → alice (started)");
+  });
+
+  it("says when the claim was resumed", () => {
+    const resumed: Claimed = {
+      ...claimed,
+      resumed: true,
+      power: { kind: "alreadyRunning", reason: "printableStatus is Running" },
+    };
+    expect(formatClaimed(resumed, "claim")).toBe(
+      "assigned devpool-1 → alice (already running: printableStatus is Running), already yours",
+    );
+    expect(formatClaimed(resumed, "assign")).toBe(
+      "assigned devpool-1 → alice (already running: printableStatus is Running), already held by alice",
+    );
+  });
+
+  it("counts races lost, only when there were any", () => {
+    expect(formatClaimed({ ...claimed, racesLost: 1 }, "claim")).toBe(
+      "assigned devpool-1 → alice (started); lost 1 race to other claimants first",
+    );
+    expect(formatClaimed({ ...claimed, racesLost: 3, resumed: true }, "claim")).toBe(
+      "assigned devpool-1 → alice (started), already yours; lost 3 races to other claimants first",
+    );
+  });
+});
+
+describe("formatReleased", () => {
+  const released: Released = {
+    namespace: "corral-vms",
+    member: "devpool-1",
+    previousHolder: "alice",
+    leaseReleased: true,
+    labelRemoved: true,
+    power: { kind: "stopped" },
+  };
+
+  it("says who held it and what happened to its VM", () => {
+    expect(formatReleased(released)).toBe("released devpool-1 (was alice), VM stopping");
+    expect(formatReleased({ ...released, power: { kind: "alreadyStopped" } })).toBe(
+      "released devpool-1 (was alice), VM already stopped",
+    );
+  });
+
+  it("says when there was nothing to release", () => {
+    expect(
+      formatReleased({
+        ...released,
+        previousHolder: null,
+        leaseReleased: false,
+        labelRemoved: false,
+        power: { kind: "alreadyStopped" },
+      }),
+    ).toBe(
+      "released devpool-1 (it had no holder), VM already stopped; there was no Lease or label to remove",
+    );
+  });
+});

@@ -1,0 +1,165 @@
+import { useCallback, useRef, useState } from "react";
+import { assignMember, claimDesktop, unassignMember, type Result } from "./api";
+import type { ErrorView } from "./bindings/ErrorView";
+import type { MemberView } from "./bindings/MemberView";
+import type { PoolView } from "./bindings/PoolView";
+import type { Notice } from "./components/ActionNotice";
+import { actionKeys, formatClaimed, formatReleased, type PoolChoice } from "./lib/claims";
+
+/** The dialog on screen, if any. */
+export type DialogSpec =
+  | { kind: "assign"; namespace: string; pool: string }
+  | { kind: "release"; namespace: string; member: string; holder: string | null };
+
+export type OpenDialog = {
+  spec: DialogSpec;
+  /** Why the dialog's last attempt failed. */
+  error: ErrorView | null;
+};
+
+/** The action a dialog runs, so that buttons and results find their dialog. */
+export function dialogActionKey(spec: DialogSpec): string {
+  return spec.kind === "assign"
+    ? actionKeys.assign(spec.namespace, spec.pool)
+    : actionKeys.release(spec.namespace, spec.member);
+}
+
+/**
+ * The claim actions' state: which commands run, the open dialog, and the last outcome.
+ *
+ * A command's failure is shown in its dialog while that dialog is still open (so the user can
+ * correct the input or read the refusal there); otherwise, and for every success, in the
+ * notice. Starting an action clears the notice. Nothing is refetched afterwards: the live
+ * snapshot brings the new state by itself.
+ */
+export function useClaimActions() {
+  const [running, setRunning] = useState<ReadonlySet<string>>(() => new Set());
+  const [notice, setNotice] = useState<Notice | null>(null);
+  const [dialog, setDialogState] = useState<OpenDialog | null>(null);
+
+  // Read only in callbacks.
+  const runningRef = useRef(new Set<string>());
+  const dialogKeyRef = useRef<string | null>(null);
+  const noticeIdRef = useRef(0);
+
+  const setDialog = useCallback((next: OpenDialog | null) => {
+    dialogKeyRef.current = next === null ? null : dialogActionKey(next.spec);
+    setDialogState(next);
+  }, []);
+
+  const run = useCallback(
+    async <T>(
+      key: string,
+      source: string,
+      command: () => Promise<Result<T>>,
+      describe: (value: T) => string,
+    ) => {
+      if (runningRef.current.has(key)) return;
+      runningRef.current.add(key);
+      setRunning(new Set(runningRef.current));
+      setNotice(null);
+      setDialogState((d) =>
+        d !== null && dialogActionKey(d.spec) === key ? { ...d, error: null } : d,
+      );
+
+      const result = await command();
+
+      runningRef.current.delete(key);
+      setRunning(new Set(runningRef.current));
+      const inDialog = dialogKeyRef.current === key;
+      noticeIdRef.current += 1;
+      const id = noticeIdRef.current;
+      if (result.ok) {
+        if (inDialog) setDialog(null);
+        setNotice({ id, kind: "success", text: describe(result.value) });
+      } else if (inDialog) {
+        setDialogState((d) => (d === null ? d : { ...d, error: result.error }));
+      } else {
+        setNotice({ id, kind: "error", source, error: result.error });
+      }
+    },
+    [setDialog],
+  );
+
+  const openAssign = useCallback(
+    (pool: PoolView) => {
+      setDialog({
+        spec: { kind: "assign", namespace: pool.namespace, pool: pool.name },
+        error: null,
+      });
+    },
+    [setDialog],
+  );
+
+  const openRelease = useCallback(
+    (member: MemberView) => {
+      setDialog({
+        spec: {
+          kind: "release",
+          namespace: member.namespace,
+          member: member.name,
+          holder: member.holder,
+        },
+        error: null,
+      });
+    },
+    [setDialog],
+  );
+
+  const closeDialog = useCallback(() => {
+    setDialog(null);
+  }, [setDialog]);
+
+  const dismissNotice = useCallback(() => {
+    setNotice(null);
+  }, []);
+
+  const assign = useCallback(
+    (namespace: string, pool: string, user: string) => {
+      void run(
+        actionKeys.assign(namespace, pool),
+        `Assign from ${pool}`,
+        () => assignMember(namespace, pool, user),
+        (claimed) => formatClaimed(claimed, "assign"),
+      );
+    },
+    [run],
+  );
+
+  const claim = useCallback(
+    (choice: PoolChoice) => {
+      void run(
+        actionKeys.claim,
+        `Get a desktop from ${choice.pool}`,
+        () => claimDesktop(choice.namespace, choice.pool),
+        (claimed) => formatClaimed(claimed, "claim"),
+      );
+    },
+    [run],
+  );
+
+  const release = useCallback(
+    (namespace: string, member: string) => {
+      void run(
+        actionKeys.release(namespace, member),
+        `Release ${member}`,
+        () => unassignMember(namespace, member),
+        formatReleased,
+      );
+    },
+    [run],
+  );
+
+  return {
+    running,
+    notice,
+    dialog,
+    openAssign,
+    openRelease,
+    closeDialog,
+    dismissNotice,
+    assign,
+    claim,
+    release,
+  };
+}
