@@ -57,7 +57,7 @@ lint: ui
 # a stale checked-in copy fails the build.
 bindings:
 	cargo test --quiet -p vdi-core export_bindings >/dev/null
-	@git diff --exit-code --stat -- ui/src/bindings || { echo "ui/src/bindings is stale: commit the regenerated files"; exit 1; }
+	@test -z "$$(git status --porcelain -- ui/src/bindings)" || { git status --short -- ui/src/bindings; echo "ui/src/bindings is stale: commit the regenerated files"; exit 1; }
 
 test: lint app bindings
 	cd ui && npm run --silent test
@@ -65,6 +65,7 @@ test: lint app bindings
 
 bench: deps
 	cargo bench -p corral-tests --bench list_scale
+	cargo bench -p corral-tests --bench pool_create
 
 package: ui
 	cd ui && npx tauri build --config ../src-tauri/tauri.conf.json --bundles deb,rpm

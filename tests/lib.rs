@@ -116,3 +116,89 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Creates a golden VM `name` in `ns` as admin (spec [`sandbox::bootstrap::golden_spec`] with
+/// run strategy `strategy`, label `app: desktop`), after `tweak` has had its way with the
+/// object, and waits until the emulator reports what pool create checks: its power state
+/// (`Stopped`, or `Running` for `Always`) and its `volumeSnapshotStatuses`.
+pub async fn golden_vm(
+    ns: &str,
+    name: &str,
+    strategy: &str,
+    tweak: impl FnOnce(&mut serde_json::Value),
+) -> vdi_core::resources::VirtualMachine {
+    use vdi_core::resources::VirtualMachine;
+    let admin = client_as("admin").await;
+    let mut object = json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+        "metadata": { "name": name, "namespace": ns, "labels": { "app": "desktop" } },
+        "spec": sandbox::bootstrap::golden_spec(strategy, name),
+    });
+    tweak(&mut object);
+    let vm: VirtualMachine = serde_json::from_value(object).expect("a VirtualMachine");
+    let api: Api<VirtualMachine> = Api::namespaced(admin, ns);
+    api.create(&PostParams::default(), &vm)
+        .await
+        .unwrap_or_else(|e| panic!("create golden VM {name}: {e}"));
+    let power = if strategy == "Always" {
+        "Running"
+    } else {
+        "Stopped"
+    };
+    eventually(
+        &format!("golden VM {name} {power} with snapshot statuses"),
+        Duration::from_secs(20),
+        || async {
+            let vm = api.get(name).await.ok()?;
+            let reported = vm
+                .status
+                .as_ref()
+                .is_some_and(|s| s.other.contains_key("volumeSnapshotStatuses"));
+            (vm.printable_status() == power && reported).then_some(vm)
+        },
+    )
+    .await
+}
+
+/// Adds `entry` to the comma-separated knob `key` of the emulator's ConfigMap (shared by the
+/// tests of a binary: read-modify-write with the resourceVersion, retried on conflict). Use
+/// per-target entries (names unique to the test), since tests run in parallel.
+pub async fn add_knob(key: &str, entry: &str) {
+    let admin = client_as("admin").await;
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(admin, "kubevirt");
+    let name = sandbox::emulator::knobs::CONFIG_MAP;
+    loop {
+        let result = match api.get_opt(name).await.unwrap() {
+            None => {
+                let cm = k8s_openapi::api::core::v1::ConfigMap {
+                    metadata: kube::api::ObjectMeta {
+                        name: Some(name.into()),
+                        ..Default::default()
+                    },
+                    data: Some(std::collections::BTreeMap::from([(
+                        key.to_owned(),
+                        entry.to_owned(),
+                    )])),
+                    ..Default::default()
+                };
+                api.create(&PostParams::default(), &cm).await.map(|_| ())
+            }
+            Some(mut cm) => {
+                let data = cm.data.get_or_insert_with(std::collections::BTreeMap::new);
+                let value = data.entry(key.to_owned()).or_default();
+                if !value.is_empty() {
+                    value.push(',');
+                }
+                value.push_str(entry);
+                api.replace(name, &PostParams::default(), &cm)
+                    .await
+                    .map(|_| ())
+            }
+        };
+        match result {
+            Ok(()) => return,
+            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            Err(e) => panic!("set knob {key}: {e}"),
+        }
+    }
+}

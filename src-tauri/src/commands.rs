@@ -4,10 +4,13 @@
 use tauri::{AppHandle, Emitter, State};
 use vdi_core::claim::{self, ClaimOptions, Claimed, Released};
 use vdi_core::cluster::{ServerClock, whoami};
+use vdi_core::golden::{self, GoldenCandidate, NewPool};
 use vdi_core::model::{AppInfo, Contexts, ErrorView, Scope, SessionInfo};
+use vdi_core::model::{PoolCreated, PoolDeleted};
+use vdi_core::pool::{self, CreatePool, DeletePool};
 use vdi_core::watch::PoolFeed;
 
-use crate::{AppState, POOLS_EVENT};
+use crate::{AppState, CREATE_PROGRESS_EVENT, POOLS_EVENT};
 
 /// An open session: dropping it stops the feed and its forwarding.
 pub struct Session {
@@ -192,6 +195,66 @@ pub async fn unassign_member(
     let (client, identity, clock) = current(&state)?;
     let me = identity_required(identity)?;
     claim::unassign(&client, &namespace, &member, &me, &clock)
+        .await
+        .map_err(|e| e.view())
+}
+
+/// The namespace's VMs that could be golden VMs, with power state and clone problems.
+#[tauri::command]
+pub async fn golden_candidates(
+    state: State<'_, AppState>,
+    namespace: String,
+) -> Result<Vec<GoldenCandidate>, ErrorView> {
+    let (client, _, _) = current(&state)?;
+    golden::golden_candidates(&client, &namespace)
+        .await
+        .map_err(|e| e.view())
+}
+
+/// Checks a "New pool" request without contacting the cluster (the same rules as the CLI):
+/// returns the member names it would create, or why it is refused.
+#[tauri::command]
+pub fn validate_new_pool(request: NewPool) -> Result<Vec<String>, ErrorView> {
+    pool::validate_create(&CreatePool::from(request)).map_err(|e| e.view())
+}
+
+/// Creates a pool, sending each step as a `pool-create-progress` event
+/// ([`vdi_core::model::CreateProgress`]) while it runs.
+#[tauri::command]
+pub async fn create_pool(
+    app: AppHandle,
+    state: State<'_, AppState>,
+    request: NewPool,
+) -> Result<PoolCreated, ErrorView> {
+    let (client, _, _) = current(&state)?;
+    let request = CreatePool::from(request);
+    tracing::info!(namespace = %request.namespace, pool = %request.name, golden = %request.golden, size = request.size, "pool create requested");
+    pool::create_pool(&client, &request, |step| {
+        if let Err(e) = app.emit(CREATE_PROGRESS_EVENT, &step) {
+            tracing::warn!(error = %e, "could not send create progress to the window");
+        }
+    })
+    .await
+    .map_err(|e| e.view())
+}
+
+/// Deletes a pool (members, Leases, leftover clones); refuses while members are assigned
+/// unless `force`.
+#[tauri::command]
+pub async fn delete_pool(
+    state: State<'_, AppState>,
+    namespace: String,
+    name: String,
+    force: bool,
+) -> Result<PoolDeleted, ErrorView> {
+    let (client, _, clock) = current(&state)?;
+    tracing::info!(%namespace, pool = %name, force, "pool delete requested");
+    let request = DeletePool {
+        namespace,
+        name,
+        force,
+    };
+    pool::delete_pool(&client, &request, &clock)
         .await
         .map_err(|e| e.view())
 }

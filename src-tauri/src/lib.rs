@@ -11,6 +11,8 @@ use vdi_core::cluster::KubeconfigSource;
 
 /// Event carrying a whole [`vdi_core::model::PoolsSnapshot`] on every change.
 pub const POOLS_EVENT: &str = "pools-snapshot";
+/// Event carrying one [`vdi_core::model::CreateProgress`] step of a running pool create.
+pub const CREATE_PROGRESS_EVENT: &str = "pool-create-progress";
 
 /// What the commands share.
 pub struct AppState {
@@ -43,6 +45,10 @@ pub fn run() {
             commands::assign_member,
             commands::claim_desktop,
             commands::unassign_member,
+            commands::golden_candidates,
+            commands::validate_new_pool,
+            commands::create_pool,
+            commands::delete_pool,
         ])
         .run(tauri::generate_context!())
         .unwrap_or_else(|err| {

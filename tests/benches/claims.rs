@@ -23,6 +23,8 @@ use vdi_core::resources::{VirtualMachine, VirtualMachineSpec};
 
 const NAMESPACE: &str = "bench";
 
+/// Creates `<pool>-1..=<size>` and waits until the emulator has reported each one Stopped, as
+/// for a pool made earlier (a status update in flight would cost the claim a retry).
 async fn make_pool(admin: &Client, pool: &str, size: usize) -> anyhow::Result<()> {
     let api: Api<VirtualMachine> = Api::namespaced(admin.clone(), NAMESPACE);
     for i in 1..=size {
@@ -35,6 +37,21 @@ async fn make_pool(admin: &Client, pool: &str, size: usize) -> anyhow::Result<()
         );
         vm.metadata.labels = Some([(POOL_LABEL.to_owned(), pool.to_owned())].into());
         api.create(&PostParams::default(), &vm).await?;
+    }
+    let selector = kube::api::ListParams::default().labels(&format!("{POOL_LABEL}={pool}"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while api
+        .list(&selector)
+        .await?
+        .items
+        .iter()
+        .any(|vm| vm.printable_status() != "Stopped")
+    {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "pool {pool} never reported Stopped"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Ok(())
 }

@@ -3,6 +3,8 @@
 //! Like kubectl it honours `KUBECONFIG`, `--kubeconfig` and `--context`; the namespace defaults
 //! to the context's.
 
+mod pool_cmd;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -17,7 +19,7 @@ use vdi_core::watch::list_pools;
 #[command(
     name = "corral-vdi",
     version,
-    about = "Virtual-desktop pools on KubeVirt: pools, claims, connections"
+    about = "Virtual-desktop pools on KubeVirt: create and list pools, assign and release desktops"
 )]
 struct Cli {
     #[command(flatten)]
@@ -75,18 +77,26 @@ enum PoolCommand {
         /// Namespace (default: the context's namespace).
         #[arg(short = 'n', long, conflicts_with = "all_namespaces")]
         namespace: Option<String>,
-        /// List pools in every namespace you may read.
+        /// List pools in all namespaces (needs RBAC to list VirtualMachines cluster-wide).
         #[arg(short = 'A', long)]
         all_namespaces: bool,
     },
+    /// Create a pool: clone N members of a golden VM, label them, leave them stopped.
+    Create(pool_cmd::CreateArgs),
+    /// Delete a pool: its members, their Leases and leftover clone objects.
+    Delete(pool_cmd::DeleteArgs),
 }
 
 fn init_logging() {
+    use std::io::IsTerminal;
+    // kube's client logs every failed request at ERROR; the CLI reports the error itself.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,kube_client=off".into()),
         )
         .init();
 }
@@ -169,6 +179,12 @@ async fn run(cli: Cli) -> vdi_core::Result<()> {
         path: cli.global.kubeconfig,
     };
     match cli.command {
+        Command::Pool(PoolCommand::Create(args)) => {
+            pool_cmd::create(&source, cli.global.context.as_deref(), args).await?;
+        }
+        Command::Pool(PoolCommand::Delete(args)) => {
+            pool_cmd::delete(&source, cli.global.context.as_deref(), args).await?;
+        }
         Command::Pool(PoolCommand::List {
             namespace,
             all_namespaces,

@@ -52,6 +52,23 @@ pub enum Error {
         #[source]
         source: Box<Error>,
     },
+
+    // --- pool create / delete (pool.rs) ---
+    /// A pool create or delete refused because of what is on the cluster (a missing golden VM,
+    /// a name already taken, assigned members, …), before it changed anything.
+    #[error("{message}")]
+    PoolRefused {
+        /// Which kind of refusal: `NotFound`, `Invalid`, `Conflict`, `Forbidden`, ….
+        kind: ErrorKind,
+        /// One sentence naming the object and the cause.
+        message: String,
+        /// The fix.
+        suggestion: String,
+    },
+    /// A pool create that finished for some members only; says exactly which members exist and
+    /// what (if anything) was left behind.
+    #[error("{0}")]
+    PoolIncomplete(Box<crate::model::PoolCreateFailure>),
 }
 
 impl Error {
@@ -90,6 +107,8 @@ impl Error {
             Error::Partial { .. } => ErrorKind::Partial,
             Error::Config(_) => ErrorKind::Config,
             Error::Kube { source, .. } => kube_kind(source),
+            Error::PoolRefused { kind, .. } => *kind,
+            Error::PoolIncomplete(failure) => failure.kind(),
         }
     }
 
@@ -100,6 +119,8 @@ impl Error {
                 suggestion.clone()
             }
             Error::Partial { suggestion, .. } => Some(suggestion.clone()),
+            Error::PoolRefused { suggestion, .. } => Some(suggestion.clone()),
+            Error::PoolIncomplete(failure) => Some(failure.suggestion()),
             Error::Config(_) => Some(
                 "check KUBECONFIG or --kubeconfig, and the context name (kubectl config get-contexts)"
                     .into(),
@@ -127,6 +148,10 @@ impl Error {
 
     /// Whether trying again unchanged may work.
     pub fn retryable(&self) -> bool {
+        if matches!(self, Error::PoolRefused { .. }) {
+            // A refusal stands until someone changes the cluster: retrying alone never helps.
+            return false;
+        }
         matches!(
             self.kind(),
             ErrorKind::Unreachable | ErrorKind::Conflict | ErrorKind::Timeout
@@ -149,7 +174,19 @@ fn describe(err: &kube::Error) -> String {
     match err {
         kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
         kube::Error::Api(status) => format!("HTTP {} {}", status.code, status.reason),
-        other => other.to_string(),
+        other => {
+            // The whole chain: "client error (Connect): tcp connect error: Connection refused".
+            let mut text = other.to_string();
+            let mut source = std::error::Error::source(other);
+            while let Some(cause) = source {
+                let cause_text = cause.to_string();
+                if !text.contains(&cause_text) {
+                    text = format!("{text}: {cause_text}");
+                }
+                source = cause.source();
+            }
+            text
+        }
     }
 }
 

@@ -6,8 +6,10 @@
 pub mod claim;
 pub mod cluster;
 pub mod error;
+pub mod golden;
 pub mod labels;
 pub mod model;
+pub mod pool;
 pub mod resources;
 pub mod state;
 pub mod watch;

@@ -286,3 +286,162 @@ pub struct SessionInfo {
     /// The namespaces the live view covers.
     pub scope: Scope,
 }
+
+// --- pool create / delete (pool.rs) ---
+
+/// Where one member of a pool being created stands (SPEC "Pool create" steps 5–7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub enum CreateStep {
+    /// Waiting for a free slot (only when the number of clones in flight is bounded).
+    Queued,
+    /// Its VirtualMachineClone was created; KubeVirt has not reported progress yet.
+    CloneCreated,
+    /// KubeVirt reports the clone's progress: see `phase` and `message`.
+    Cloning,
+    /// The target VM exists; the pool label is being applied.
+    Labelling,
+    /// Labelled, stopped and unassigned; its clone object was removed.
+    Done,
+    /// It failed: `error` says why, naming the clone object.
+    Failed,
+}
+
+/// One progress report about one member of a pool being created.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct MemberProgress {
+    /// The member (VirtualMachine name), `<pool>-<i>`.
+    pub member: String,
+    /// Name of the member's VirtualMachineClone object.
+    pub clone: String,
+    /// Where the member stands.
+    pub step: CreateStep,
+    /// The clone's `status.phase` as KubeVirt reports it (`SnapshotInProgress`,
+    /// `RestoreInProgress`, `CreatingTargetVM`, `Succeeded`, `Failed`); `null` before it has
+    /// one.
+    pub phase: Option<String>,
+    /// The clone's condition message (Ready, else Progressing), if any.
+    pub message: Option<String>,
+    /// Whether this member is finished, one way or the other.
+    pub done: bool,
+    /// Why it failed (set only with step `failed`).
+    pub error: Option<String>,
+    /// Milliseconds since the pool create started.
+    pub elapsed_ms: u32,
+}
+
+/// Progress of a pool create, in the order it happens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+#[ts(export)]
+pub enum CreateProgress {
+    /// Every check passed; the members' clones are being created.
+    Started(CreateStarted),
+    /// A member moved on.
+    Member(MemberProgress),
+}
+
+/// What a pool create is about to do, once every check has passed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct CreateStarted {
+    /// Namespace of the pool.
+    pub namespace: String,
+    /// Pool name.
+    pub pool: String,
+    /// The golden VM cloned.
+    pub golden: String,
+    /// The members to be made, `<pool>-1` … `<pool>-<N>`.
+    pub members: Vec<String>,
+    /// The VirtualMachineClone API version chosen by discovery (`v1beta1` or `v1alpha1`).
+    pub clone_api_version: String,
+    /// Identifies this run: the value of the `corral.dev/vdi-create-run` label on its clone
+    /// objects.
+    pub run_id: String,
+}
+
+/// A pool that was created whole.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct PoolCreated {
+    /// Namespace of the pool.
+    pub namespace: String,
+    /// Pool name.
+    pub name: String,
+    /// The golden VM the members were cloned from.
+    pub golden: String,
+    /// Members, in index order; each labelled, stopped and unassigned.
+    pub members: Vec<String>,
+    /// The VirtualMachineClone API version used.
+    pub clone_api_version: String,
+    /// Milliseconds the create took.
+    pub elapsed_ms: u32,
+    /// Things that did not stop the pool from being made but deserve a look (e.g. a finished
+    /// clone object that could not be removed).
+    pub warnings: Vec<String>,
+}
+
+/// Why one member of a pool create failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct MemberFailure {
+    /// The member that does not exist.
+    pub member: String,
+    /// What went wrong, naming the clone object, its phase and condition message.
+    pub message: String,
+    /// Whether it ran out of time (rather than failing outright).
+    pub timed_out: bool,
+}
+
+/// A pool create that did not finish for every member: exactly what exists afterwards.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct PoolCreateFailure {
+    /// Namespace of the pool.
+    pub namespace: String,
+    /// Pool name.
+    pub pool: String,
+    /// Members asked for.
+    pub requested: u32,
+    /// Members that exist, labelled, stopped and unassigned, in index order.
+    pub created: Vec<String>,
+    /// Members that do not exist, with the reason.
+    pub failed: Vec<MemberFailure>,
+    /// Objects this run made that it could not remove (each with the command that does), e.g.
+    /// an unlabelled VM whose label patch and delete were both refused. Empty when the run left
+    /// nothing behind but `created`.
+    pub leftovers: Vec<String>,
+}
+
+/// What a pool delete removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct PoolDeleted {
+    /// Namespace of the pool.
+    pub namespace: String,
+    /// Pool name.
+    pub name: String,
+    /// Member VMs deleted (or already being deleted), in index order.
+    pub members: Vec<String>,
+    /// Claim Leases (`corral-vdi-<member>`) deleted.
+    pub leases: Vec<String>,
+    /// VirtualMachineClone objects deleted (left from an aborted or failed create).
+    pub clones: Vec<String>,
+    /// Members that were assigned and deleted anyway because of `force`, with their holder.
+    pub forced: Vec<String>,
+}
+
+impl PoolDeleted {
+    /// Whether there was nothing to delete.
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty() && self.leases.is_empty() && self.clones.is_empty()
+    }
+}

@@ -5,9 +5,11 @@
 //! the firmware UUID blanked.
 //!
 //! Faithful failure modes: a missing source stays pending with a condition saying so; a source
-//! with persistent TPM or EFI (backend storage) goes `Failed`; a target name that already
-//! exists leaves the clone in `RestoreInProgress` with a warning Event. Knobs can stall or fail
-//! named targets. No disk is copied: there are no disks.
+//! with persistent TPM or EFI (backend storage) goes `Failed`; a source whose PVC/DataVolume
+//! volume lacks snapshot support (`status.volumeSnapshotStatuses`) stays pending with the event
+//! `VMVolumeSnapshotsInvalid`; a target name that already exists leaves the clone in
+//! `RestoreInProgress` with a warning Event. Knobs can stall (in a given phase) or fail named
+//! targets. No disk is copied: there are no disks.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -137,20 +139,29 @@ async fn reconcile(
     if !phase.is_empty() && waited < knobs.clone_step {
         return Ok(Action::requeue(knobs.clone_step - waited));
     }
-    if knobs.stall_clones.contains(&target_name) && !phase.is_empty() {
+    if knobs.stalls(&target_name, &phase) {
         return Ok(Action::await_change());
     }
 
+    let ready_reason = status
+        .get("conditions")
+        .and_then(Value::as_array)
+        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+        .and_then(|c| str_at(c, "/reason"))
+        .map(str::to_owned);
     let Some(source) = vms.get_opt(&source_name).await? else {
-        set_phase(
-            &clones,
-            &name,
-            "",
-            "SourceNotFound",
-            &format!("source VirtualMachine {source_name} does not exist"),
-            false,
-        )
-        .await?;
+        // Written once, not on every retry: each status write would wake this controller again.
+        if ready_reason.as_deref() != Some("SourceNotFound") {
+            set_phase(
+                &clones,
+                &name,
+                "",
+                "SourceNotFound",
+                &format!("source VirtualMachine {source_name} does not exist"),
+                false,
+            )
+            .await?;
+        }
         return Ok(Action::requeue(Duration::from_secs(1)));
     };
     if knobs.fail_clones.contains(&target_name) {
@@ -179,6 +190,23 @@ async fn reconcile(
     }
     match phase.as_str() {
         "" => {
+            // KubeVirt checks the source's volumes before it snapshots them: a PVC/DataVolume
+            // volume without snapshot support leaves the clone pending (not failed), with an
+            // event, until the VM's status changes.
+            if let Some(reason) = snapshot_problems(&source) {
+                if ready_reason.as_deref() != Some(reason.as_str()) {
+                    set_pending(&clones, &name, &reason).await?;
+                }
+                record_once(
+                    &ctx.client,
+                    &clone,
+                    "Normal",
+                    "VMVolumeSnapshotsInvalid",
+                    &reason,
+                )
+                .await?;
+                return Ok(Action::requeue(Duration::from_secs(1)));
+            }
             set_phase(
                 &clones,
                 &name,
@@ -252,6 +280,67 @@ async fn reconcile(
         _ => return Ok(Action::await_change()),
     }
     Ok(Action::requeue(knobs.clone_step))
+}
+
+/// KubeVirt's check of the source's volumes (`validateVolumeSnapshotStatus`): every
+/// PVC/DataVolume volume must be listed in `status.volumeSnapshotStatuses` with
+/// `enabled: true`. Returns the joined reasons, in KubeVirt's words, or `None`.
+fn snapshot_problems(source: &VirtualMachine) -> Option<String> {
+    let volumes = source
+        .spec
+        .fields
+        .get("template")
+        .and_then(|t| t.pointer("/spec/volumes"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let statuses = source
+        .status
+        .as_ref()
+        .and_then(|s| s.get("volumeSnapshotStatuses"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut problems = Vec::new();
+    for volume in &volumes {
+        if volume.get("dataVolume").is_none() && volume.get("persistentVolumeClaim").is_none() {
+            continue;
+        }
+        let name = str_at(volume, "/name").unwrap_or_default();
+        match statuses.iter().find(|s| str_at(s, "/name") == Some(name)) {
+            Some(s) if s.get("enabled") == Some(&Value::Bool(true)) => {}
+            Some(_) => problems.push(format!(
+                "Virtual Machine volume {name} does not support snapshots"
+            )),
+            None => problems.push(format!(
+                "Virtual Machine volume {name} snapshot support unknown"
+            )),
+        }
+    }
+    (!problems.is_empty()).then(|| problems.join("\n"))
+}
+
+/// A pending clone, as KubeVirt leaves it: no phase, Progressing False "Pending", Ready False
+/// with the cause.
+async fn set_pending(
+    clones: &Api<VirtualMachineClone>,
+    name: &str,
+    reason: &str,
+) -> Result<(), kube::Error> {
+    let now = Timestamp::now()
+        .round(jiff::Unit::Millisecond)
+        .unwrap_or_else(|_| Timestamp::now())
+        .to_string();
+    let status = json!({ "status": { "conditions": [
+        { "type": "Ready", "status": "False", "reason": reason, "message": reason,
+          "lastTransitionTime": now },
+        { "type": "Progressing", "status": "False", "reason": "Pending", "message": "Pending",
+          "lastTransitionTime": now },
+    ] } });
+    clones
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .map(|_| ())
 }
 
 async fn set_phase(
@@ -370,6 +459,17 @@ async fn warn_once(
     reason: &str,
     message: &str,
 ) -> Result<(), kube::Error> {
+    record_once(client, clone, "Warning", reason, message).await
+}
+
+/// Records an Event of `type_` (`Normal` or `Warning`) on the clone, once per reason.
+async fn record_once(
+    client: &Client,
+    clone: &VirtualMachineClone,
+    type_: &str,
+    reason: &str,
+    message: &str,
+) -> Result<(), kube::Error> {
     let ns = clone.namespace().unwrap_or_default();
     let events: Api<Event> = Api::namespaced(client.clone(), &ns);
     let name = format!("{}.{}", clone.name_any(), reason.to_lowercase());
@@ -393,7 +493,7 @@ async fn warn_once(
         },
         reason: Some(reason.into()),
         message: Some(message.into()),
-        type_: Some("Warning".into()),
+        type_: Some(type_.into()),
         first_timestamp: Some(Time(now)),
         last_timestamp: Some(Time(now)),
         count: Some(1),

@@ -6,7 +6,7 @@
 //! | `startMillis` | time from VMI creation to `Running` | 800 |
 //! | `stopMillis` | time a stopping VMI takes to go | 400 |
 //! | `cloneStepMillis` | time a clone spends in each phase | 300 |
-//! | `stallClones` | comma-separated clone target names that never leave their phase | empty |
+//! | `stallClones` | comma-separated clone target names that never leave their phase; `name:Phase` stalls once the clone reaches `Phase` (e.g. `pool-2:RestoreInProgress`), a bare name in its first phase | empty |
 //! | `failClones` | comma-separated clone target names that go `Failed` | empty |
 //!
 //! A VM annotated `sandbox.corral.dev/unschedulable: "true"` never gets scheduled and shows
@@ -25,6 +25,10 @@ pub const CONFIG_MAP: &str = "corral-sandbox-emulator";
 pub const REFUSE_START_ANNOTATION: &str = "sandbox.corral.dev/refuse-start";
 /// VM annotation that makes its VMI unschedulable.
 pub const UNSCHEDULABLE_ANNOTATION: &str = "sandbox.corral.dev/unschedulable";
+/// VM annotation listing (comma-separated) volumes whose snapshots are disabled.
+pub const SNAPSHOT_DISABLED_ANNOTATION: &str = "sandbox.corral.dev/snapshot-disabled";
+/// StorageClass name the emulator reports for every volume.
+pub const STORAGE_CLASS: &str = "sandbox-local";
 
 /// The emulation's current settings.
 #[derive(Clone, Debug)]
@@ -35,7 +39,7 @@ pub struct Knobs {
     pub stop: Duration,
     /// Time in each clone phase.
     pub clone_step: Duration,
-    /// Clone targets that stall.
+    /// Clone targets that stall: `name` (in the first phase) or `name:Phase`.
     pub stall_clones: Vec<String>,
     /// Clone targets that fail.
     pub fail_clones: Vec<String>,
@@ -54,6 +58,17 @@ impl Default for Knobs {
 }
 
 impl Knobs {
+    /// Whether a clone of `target` now in `phase` stalls there: a bare entry stalls it in any
+    /// phase after the first, `target:Phase` only in `Phase`.
+    pub fn stalls(&self, target: &str, phase: &str) -> bool {
+        self.stall_clones
+            .iter()
+            .any(|entry| match entry.split_once(':') {
+                Some((name, at)) => name == target && at == phase,
+                None => entry == target && !phase.is_empty(),
+            })
+    }
+
     /// Reads the ConfigMap; a missing one or a missing key keeps the default.
     pub async fn read(client: &Client) -> Knobs {
         let api: Api<ConfigMap> =

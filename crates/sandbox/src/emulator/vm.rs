@@ -16,9 +16,9 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::knobs::{Knobs, UNSCHEDULABLE_ANNOTATION};
+use super::knobs::{Knobs, SNAPSHOT_DISABLED_ANNOTATION, STORAGE_CLASS, UNSCHEDULABLE_ANNOTATION};
 use super::types::{VirtualMachine, VirtualMachineInstance, VmiSpec, run_strategy};
 use crate::bootstrap::{MANAGER, NODE};
 
@@ -98,9 +98,22 @@ fn since(stamp: Option<Timestamp>) -> Duration {
 }
 
 /// Status fields the emulator owns on a VM.
-fn vm_status(printable: &str, created: bool, ready: bool, spec: &Map<String, Value>) -> Value {
+fn vm_status(printable: &str, created: bool, ready: bool, vm: &VirtualMachine) -> Value {
+    let spec = &vm.spec.fields;
     // Every PVC/DataVolume volume reports snapshots enabled, as with a CSI driver that has a
-    // VolumeSnapshotClass; other volume kinds are not snapshottable.
+    // VolumeSnapshotClass, except those named in the snapshot-disabled annotation, which report
+    // KubeVirt's reason for a StorageClass without one; other volume kinds are not
+    // snapshottable.
+    let disabled: Vec<&str> = vm
+        .annotations()
+        .get(SNAPSHOT_DISABLED_ANNOTATION)
+        .map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
     let volumes = spec
         .get("template")
         .and_then(|t| t.pointer("/spec/volumes"))
@@ -111,7 +124,17 @@ fn vm_status(printable: &str, created: bool, ready: bool, spec: &Map<String, Val
         .iter()
         .map(|v| {
             let name = v.get("name").cloned().unwrap_or(Value::Null);
-            if v.get("dataVolume").is_some() || v.get("persistentVolumeClaim").is_some() {
+            let persistent =
+                v.get("dataVolume").is_some() || v.get("persistentVolumeClaim").is_some();
+            let off = name.as_str().is_some_and(|n| disabled.contains(&n));
+            if persistent && off {
+                let reason = format!(
+                    "No VolumeSnapshotClass: Volume snapshots are not configured for this \
+                     StorageClass [{STORAGE_CLASS}] [{}]",
+                    name.as_str().unwrap_or_default()
+                );
+                json!({ "name": name, "enabled": false, "reason": reason })
+            } else if persistent {
                 json!({ "name": name, "enabled": true })
             } else {
                 json!({ "name": name, "enabled": false,
@@ -165,11 +188,11 @@ async fn reconcile_vm(vm: Arc<VirtualMachine>, ctx: Arc<Ctx>) -> Result<Action, 
         (true, None) => {
             create_vmi(&vmis, &vm).await?;
             requeue = Some(knobs.start);
-            vm_status("Starting", true, false, spec)
+            vm_status("Starting", true, false, &vm)
         }
         (_, Some(vmi)) if vmi.meta().deletion_timestamp.is_some() => {
             requeue = Some(Duration::from_millis(200));
-            vm_status("Terminating", true, false, spec)
+            vm_status("Terminating", true, false, &vm)
         }
         (true, Some(vmi)) => {
             let phase = vmi
@@ -184,7 +207,7 @@ async fn reconcile_vm(vm: Arc<VirtualMachine>, ctx: Arc<Ctx>) -> Result<Action, 
                 .get(UNSCHEDULABLE_ANNOTATION)
                 .is_some_and(|v| v == "true");
             if phase == "Running" {
-                vm_status("Running", true, true, spec)
+                vm_status("Running", true, true, &vm)
             } else if unschedulable {
                 set_vmi_status(
                     &vmis,
@@ -194,7 +217,7 @@ async fn reconcile_vm(vm: Arc<VirtualMachine>, ctx: Arc<Ctx>) -> Result<Action, 
                         "message": "0/1 nodes are available: 1 Insufficient resources (emulated)" }] }),
                 )
                 .await?;
-                vm_status("ErrorUnschedulable", true, false, spec)
+                vm_status("ErrorUnschedulable", true, false, &vm)
             } else {
                 let elapsed = since(vmi.creation_timestamp().map(|t| t.0));
                 if elapsed >= knobs.start {
@@ -205,10 +228,10 @@ async fn reconcile_vm(vm: Arc<VirtualMachine>, ctx: Arc<Ctx>) -> Result<Action, 
                             { "type": "Ready", "status": "True" }] }),
                     )
                     .await?;
-                    vm_status("Running", true, true, spec)
+                    vm_status("Running", true, true, &vm)
                 } else {
                     requeue = Some(knobs.start - elapsed);
-                    vm_status("Starting", true, false, spec)
+                    vm_status("Starting", true, false, &vm)
                 }
             }
         }
@@ -224,19 +247,19 @@ async fn reconcile_vm(vm: Arc<VirtualMachine>, ctx: Arc<Ctx>) -> Result<Action, 
                     vmis.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
                         .await?;
                     requeue = Some(knobs.stop);
-                    vm_status("Stopping", true, false, spec)
+                    vm_status("Stopping", true, false, &vm)
                 }
                 Some(t) if since(Some(t)) >= knobs.stop => {
                     ignore_not_found(vmis.delete(&name, &DeleteParams::default()).await)?;
-                    vm_status("Stopped", false, false, spec)
+                    vm_status("Stopped", false, false, &vm)
                 }
                 Some(t) => {
                     requeue = Some(knobs.stop - since(Some(t)));
-                    vm_status("Stopping", true, false, spec)
+                    vm_status("Stopping", true, false, &vm)
                 }
             }
         }
-        (false, None) => vm_status("Stopped", false, false, spec),
+        (false, None) => vm_status("Stopped", false, false, &vm),
     };
 
     let mut patch = new_status;

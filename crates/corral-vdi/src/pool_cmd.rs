@@ -1,0 +1,261 @@
+//! `pool create` and `pool delete`: thin adapters over `vdi_core::pool`.
+//!
+//! Results go to stdout, shaped like the seed's walkthrough (`pool "devpool" created: 3
+//! members`, then one member per line); progress goes to stderr, one line per member step.
+//! Any refusal or failure is returned as an error, which `main` prints and exits 1 on.
+//!
+//! Ctrl-C during `pool create` cancels it cleanly: the clones still running are deleted (so
+//! none produces an unlabelled VM later) and the error lists the members that exist. A second
+//! Ctrl-C quits at once; the next `pool create` then reports the leftover clone objects and
+//! `pool delete` removes them.
+
+use std::io::Write;
+use std::time::Duration;
+
+use clap::Args;
+use vdi_core::cluster::{KubeconfigSource, ServerClock};
+use vdi_core::model::{CreateProgress, CreateStep, MemberProgress};
+use vdi_core::pool::{
+    CancelHandle, CreateOptions, CreatePool, DeletePool, create_pool, delete_pool,
+};
+
+/// `pool create <name> --from <vm> --size N [-n ns] [--timeout 120s] [--allow-running]`.
+#[derive(Args)]
+pub struct CreateArgs {
+    /// Pool name (a DNS-1123 label); members are <name>-1 … <name>-<size>.
+    pub name: String,
+    /// The golden VM to clone; it must be in the pool's namespace.
+    #[arg(long = "from", value_name = "VM")]
+    pub from: String,
+    /// Number of members (1 to 500).
+    #[arg(long)]
+    pub size: u32,
+    /// Namespace of the golden VM and the pool (default: the context's namespace).
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// How long each member's clone may take to produce its VM: 120s, 5m, 1m30s, 90 (seconds).
+    #[arg(long, value_parser = parse_duration, default_value = "120s")]
+    pub timeout: Duration,
+    /// Clone a golden VM that is not stopped; its disk is then only crash-consistent.
+    #[arg(long)]
+    pub allow_running: bool,
+}
+
+/// `pool delete <name> [-n ns] [--force]`.
+#[derive(Args)]
+pub struct DeleteArgs {
+    /// Pool name.
+    pub name: String,
+    /// Namespace of the pool (default: the context's namespace).
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// Delete members that are assigned (or being claimed) too.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Parses a duration written as `<number><unit>` parts (units `ms`, `s`, `m`, `h`), e.g.
+/// `120s`, `2m`, `1m30s`, `500ms`; a bare number is seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let bad = || format!("\"{text}\" is not a duration: write it like 120s, 2m, 1m30s or 500ms");
+    if text.is_empty() {
+        return Err(bad());
+    }
+    if let Ok(secs) = text.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+        if digits == 0 {
+            return Err(bad());
+        }
+        let value: u64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let part = match &rest[..unit_len] {
+            "ms" => Duration::from_millis(value),
+            "s" => Duration::from_secs(value),
+            "m" => Duration::from_secs(value * 60),
+            "h" => Duration::from_secs(value * 3600),
+            _ => return Err(bad()),
+        };
+        total += part;
+        rest = &rest[unit_len..];
+    }
+    Ok(total)
+}
+
+fn step_text(p: &MemberProgress) -> String {
+    match p.step {
+        CreateStep::Queued => "queued".to_owned(),
+        CreateStep::CloneCreated => format!("clone {} created", p.clone),
+        CreateStep::Cloning => {
+            let phase = p.phase.as_deref().unwrap_or("pending");
+            match p.message.as_deref() {
+                Some(message) => format!("{phase}: {message}"),
+                None => phase.to_owned(),
+            }
+        }
+        CreateStep::Labelling => "labelling".to_owned(),
+        CreateStep::Done => "done".to_owned(),
+        CreateStep::Failed => format!("FAILED: {}", p.error.as_deref().unwrap_or("unknown error")),
+    }
+}
+
+/// One stderr line per progress event.
+fn print_progress(event: CreateProgress) {
+    let mut err = std::io::stderr().lock();
+    let _ = match event {
+        CreateProgress::Started(s) => writeln!(
+            err,
+            "creating pool \"{}\" in namespace {}: {} member{} from golden VM \"{}\" \
+             (VirtualMachineClone clone.kubevirt.io/{})",
+            s.pool,
+            s.namespace,
+            s.members.len(),
+            if s.members.len() == 1 { "" } else { "s" },
+            s.golden,
+            s.clone_api_version
+        ),
+        CreateProgress::Member(p) => writeln!(
+            err,
+            "[{:>6.1}s] {}: {}",
+            f64::from(p.elapsed_ms) / 1000.0,
+            p.member,
+            step_text(&p)
+        ),
+    };
+}
+
+/// Stops listening for Ctrl-C when dropped.
+struct CtrlC(tokio::task::JoinHandle<()>);
+
+impl Drop for CtrlC {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// First Ctrl-C: cancel cleanly. Second: quit at once (exit status 130, as for SIGINT).
+async fn cancel_on_ctrl_c(cancel: CancelHandle) {
+    if tokio::signal::ctrl_c().await.is_err() {
+        return;
+    }
+    eprintln!(
+        "cancelling: deleting this run's unfinished clones (press Ctrl-C again to quit at once \
+         and leave them)"
+    );
+    cancel.cancel();
+    if tokio::signal::ctrl_c().await.is_ok() {
+        std::process::exit(130);
+    }
+}
+
+/// Runs `pool create`.
+pub async fn create(
+    source: &KubeconfigSource,
+    context: Option<&str>,
+    args: CreateArgs,
+) -> vdi_core::Result<()> {
+    let conn = source.connect(context).await?;
+    let cancel = CancelHandle::new();
+    let _ctrl_c = CtrlC(tokio::spawn(cancel_on_ctrl_c(cancel.clone())));
+    let request = CreatePool {
+        namespace: args.namespace.unwrap_or(conn.default_namespace.clone()),
+        name: args.name,
+        golden: args.from,
+        size: args.size,
+        options: CreateOptions {
+            timeout: args.timeout,
+            allow_running: args.allow_running,
+            cancel: Some(cancel),
+            ..CreateOptions::default()
+        },
+    };
+    let created = create_pool(&conn.client, &request, print_progress).await?;
+    for warning in &created.warnings {
+        eprintln!("warning: {warning}");
+    }
+    println!(
+        "pool \"{}\" created: {} member{}",
+        created.name,
+        created.members.len(),
+        if created.members.len() == 1 { "" } else { "s" }
+    );
+    for member in &created.members {
+        println!("{member}");
+    }
+    Ok(())
+}
+
+/// Runs `pool delete`.
+pub async fn delete(
+    source: &KubeconfigSource,
+    context: Option<&str>,
+    args: DeleteArgs,
+) -> vdi_core::Result<()> {
+    let conn = source.connect(context).await?;
+    let request = DeletePool {
+        namespace: args.namespace.unwrap_or(conn.default_namespace.clone()),
+        name: args.name,
+        force: args.force,
+    };
+    let clock = ServerClock::measure(&conn.client).await?;
+    let deleted = delete_pool(&conn.client, &request, &clock).await?;
+    if deleted.is_empty() {
+        println!(
+            "pool \"{}\" in namespace {}: nothing to delete",
+            deleted.name, deleted.namespace
+        );
+        return Ok(());
+    }
+    println!(
+        "pool \"{}\" deleted: {} member{}",
+        deleted.name,
+        deleted.members.len(),
+        if deleted.members.len() == 1 { "" } else { "s" }
+    );
+    for member in &deleted.members {
+        println!("{member}");
+    }
+    if !deleted.leases.is_empty() {
+        println!("leases removed: {}", deleted.leases.join(", "));
+    }
+    if !deleted.clones.is_empty() {
+        println!(
+            "leftover clone objects removed: {}",
+            deleted.clones.join(", ")
+        );
+    }
+    if !deleted.forced.is_empty() {
+        eprintln!(
+            "note: deleted while assigned (--force): {}",
+            deleted.forced.join(", ")
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("120s"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        for bad in ["", "s", "10x", "1.5s", "-3s", "m5"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,311 @@
+//! `corral-vdi pool create` and `pool delete` against the sandbox: the walkthrough's output,
+//! progress on stderr, refusals with exit code 1, two processes racing, and delete's
+//! refusal and `--force`.
+
+use std::process::{Command, Output, Stdio};
+
+use corral_tests::{add_knob, golden_vm, namespace, sandbox};
+
+fn corral(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_corral-vdi"))
+        .args(args)
+        .env("KUBECONFIG", &sandbox().kubeconfig)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run corral-vdi")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[tokio::test]
+async fn create_and_delete_print_like_the_walkthrough() {
+    let ns = namespace("clipool").await;
+    golden_vm(&ns, "golden-desktop", "Halted", |_| {}).await;
+
+    let out = corral(&[
+        "pool",
+        "create",
+        "devpool",
+        "--from",
+        "golden-desktop",
+        "--size",
+        "3",
+        "-n",
+        &ns,
+    ]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        stdout,
+        "pool \"devpool\" created: 3 members\ndevpool-1\ndevpool-2\ndevpool-3\n"
+    );
+    assert!(
+        stderr.starts_with(&format!(
+            "creating pool \"devpool\" in namespace {ns}: 3 members from golden VM \"golden-desktop\""
+        )),
+        "{stderr}"
+    );
+    for member in ["devpool-1", "devpool-2", "devpool-3"] {
+        assert!(
+            stderr.contains(&format!("{member}: SnapshotInProgress")),
+            "{stderr}"
+        );
+        assert!(stderr.contains(&format!("{member}: done")), "{stderr}");
+    }
+
+    let out = corral(&["pool", "list", "-n", &ns]);
+    let listing = text(&out.stdout);
+    assert!(
+        listing.contains(&format!("devpool (ns/{ns}, 3 members: 3 free, 0 taken)")),
+        "{listing}"
+    );
+
+    let out = corral(&[
+        "pool",
+        "create",
+        "devpool",
+        "--from",
+        "golden-desktop",
+        "--size",
+        "3",
+        "-n",
+        &ns,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "error: pool \"devpool\" already exists in namespace \"{ns}\""
+        )) && stderr.contains("hint: pick another pool name"),
+        "{stderr}"
+    );
+
+    let out = corral(&["pool", "delete", "devpool", "-n", &ns]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "pool \"devpool\" deleted: 3 members\ndevpool-1\ndevpool-2\ndevpool-3\n"
+    );
+    let out = corral(&["pool", "delete", "devpool", "-n", &ns]);
+    assert!(out.status.success(), "a second delete succeeds");
+    assert_eq!(
+        text(&out.stdout),
+        format!("pool \"devpool\" in namespace {ns}: nothing to delete\n")
+    );
+}
+
+#[tokio::test]
+async fn refusals_exit_non_zero_with_the_cause_and_a_hint() {
+    let ns = namespace("clirefuse").await;
+    golden_vm(&ns, "running", "Always", |_| {}).await;
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &[
+                "pool",
+                "create",
+                "p",
+                "--from",
+                "golden-desktop",
+                "--size",
+                "2",
+            ],
+            "golden VM \"golden-desktop\" not found in namespace",
+        ),
+        (
+            &["pool", "create", "p", "--from", "running", "--size", "0"],
+            "pool size 0 is out of range",
+        ),
+        (
+            &["pool", "create", "p", "--from", "running", "--size", "2"],
+            "golden VM \"running\" is Running, not Stopped",
+        ),
+        (
+            &[
+                "pool",
+                "create",
+                "p",
+                "--from",
+                "running",
+                "--size",
+                "2",
+                "--timeout",
+                "0s",
+            ],
+            "the clone timeout must be longer than zero",
+        ),
+    ];
+    for (args, needle) in cases {
+        let mut args = args.to_vec();
+        args.extend(["-n", &ns]);
+        let out = corral(&args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        assert!(
+            stderr.contains(needle) && stderr.contains("hint:"),
+            "{args:?}: {stderr}"
+        );
+    }
+    // The golden VM missing from the namespace: the hint says to pass -n.
+    let out = corral(&[
+        "pool",
+        "create",
+        "p",
+        "--from",
+        "golden-desktop",
+        "--size",
+        "2",
+        "-n",
+        &ns,
+    ]);
+    assert!(text(&out.stderr).contains("pass -n"));
+    // A malformed duration is a usage error.
+    let out = corral(&[
+        "pool",
+        "create",
+        "p",
+        "--from",
+        "running",
+        "--size",
+        "2",
+        "--timeout",
+        "soon",
+        "-n",
+        &ns,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("write it like 120s"));
+
+    let out = corral(&[
+        "pool",
+        "create",
+        "p",
+        "--from",
+        "running",
+        "--size",
+        "2",
+        "--allow-running",
+        "--timeout",
+        "1m",
+        "-n",
+        &ns,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "pool \"p\" created: 2 members\np-1\np-2\n"
+    );
+}
+
+#[tokio::test]
+async fn of_two_processes_racing_exactly_one_creates_the_pool() {
+    let ns = namespace("clirace").await;
+    golden_vm(&ns, "gold", "Halted", |_| {}).await;
+    let spawn = || {
+        Command::new(env!("CARGO_BIN_EXE_corral-vdi"))
+            .args([
+                "pool", "create", "raced", "--from", "gold", "--size", "5", "-n", &ns,
+            ])
+            .env("KUBECONFIG", &sandbox().kubeconfig)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run corral-vdi")
+    };
+    let (a, b) = (spawn(), spawn());
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    let (won, lost) = match (a.status.success(), b.status.success()) {
+        (true, false) => (a, b),
+        (false, true) => (b, a),
+        _ => panic!(
+            "expected one winner:\n{}\n{}\n---\n{}\n{}",
+            text(&a.stdout),
+            text(&a.stderr),
+            text(&b.stdout),
+            text(&b.stderr)
+        ),
+    };
+    assert!(text(&won.stdout).starts_with("pool \"raced\" created: 5 members"));
+    assert_eq!(lost.status.code(), Some(1));
+    assert!(
+        text(&lost.stderr).contains("already exists"),
+        "{}",
+        text(&lost.stderr)
+    );
+    let listing = text(&corral(&["pool", "list", "-n", &ns]).stdout);
+    assert!(listing.contains("raced (ns/"), "{listing}");
+    assert!(listing.contains("5 members: 5 free"), "{listing}");
+}
+
+#[test]
+fn delete_refuses_an_assigned_member_unless_forced() {
+    // The seeded Phase 1 pool `legacy` has legacy-2 assigned to alice (label only).
+    let out = corral(&["pool", "delete", "legacy", "-n", "corral-vms"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(
+            "error: pool \"legacy\" in namespace \"corral-vms\" has assigned members: legacy-2 \
+             (assigned to alice, label only)"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--force"), "{stderr}");
+    let listing = text(&corral(&["pool", "list", "-n", "corral-vms"]).stdout);
+    assert!(
+        listing.contains("legacy (ns/corral-vms, 3 members"),
+        "nothing deleted: {listing}"
+    );
+
+    let out = corral(&["pool", "delete", "legacy", "-n", "corral-vms", "--force"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "pool \"legacy\" deleted: 3 members\nlegacy-1\nlegacy-2\nlegacy-3\n"
+    );
+    assert!(text(&out.stderr).contains("deleted while assigned (--force): legacy-2 (alice)"));
+    let listing = text(&corral(&["pool", "list", "-n", "corral-vms"]).stdout);
+    assert!(!listing.contains("legacy"), "{listing}");
+}
+
+#[tokio::test]
+async fn ctrl_c_cancels_a_create_and_leaves_no_clone_behind() {
+    let ns = namespace("clictrlc").await;
+    golden_vm(&ns, "gold", "Halted", |_| {}).await;
+    // The second member's clone never finishes: only Ctrl-C ends this create.
+    add_knob("stallClones", "ctrlc-2").await;
+    let child = Command::new(env!("CARGO_BIN_EXE_corral-vdi"))
+        .args([
+            "pool", "create", "ctrlc", "--from", "gold", "--size", "2", "-n", &ns,
+        ])
+        .env("KUBECONFIG", &sandbox().kubeconfig)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run corral-vdi");
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert!(stderr.contains("cancelling:"), "{stderr}");
+    assert!(
+        stderr.contains("member \"ctrlc-2\": cancelled while waiting for VirtualMachineClone \"corral-vdi-clone-ctrlc-2\""),
+        "{stderr}"
+    );
+    // Nothing of the run is left but the members it finished: delete finds no clone objects.
+    let out = corral(&["pool", "delete", "ctrlc", "-n", &ns]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(!stdout.contains("leftover clone"), "{stdout}");
+}

@@ -1,0 +1,99 @@
+//! Golden VM candidates for a new pool: the namespace's VMs that are no pool member, each with
+//! its power state and what would make KubeVirt fail its clones (see
+//! [`crate::pool::golden_problems`]), ready for a picker.
+
+use kube::api::{Api, ListParams};
+use kube::{Client, ResourceExt};
+use serde::Serialize;
+use ts_rs::TS;
+
+use crate::error::{Error, Result};
+use crate::labels::POOL_LABEL;
+use crate::pool::golden_problems;
+use crate::resources::VirtualMachine;
+
+/// One VM that could be a golden VM.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct GoldenCandidate {
+    /// VirtualMachine name.
+    pub name: String,
+    /// `status.printableStatus` as the cluster says it.
+    pub power: String,
+    /// Whether it runs (cloning it then needs an explicit "allow running": its disk would be
+    /// only crash-consistent).
+    pub running: bool,
+    /// Problems that make a clone fail or stall, each with its fix; empty when it can be
+    /// cloned (running aside).
+    pub problems: Vec<String>,
+}
+
+/// The VMs of `namespace` without the pool label, sorted by name, with their problems.
+///
+/// Errors: the list was refused (403) or the cluster is unreachable.
+pub async fn golden_candidates(client: &Client, namespace: &str) -> Result<Vec<GoldenCandidate>> {
+    let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), namespace);
+    let list = vms
+        .list(&ListParams::default().labels(&format!("!{POOL_LABEL}")))
+        .await
+        .map_err(|e| {
+            Error::kube(
+                format!("list VirtualMachines in namespace \"{namespace}\""),
+                e,
+            )
+        })?;
+    let mut candidates: Vec<GoldenCandidate> = list
+        .items
+        .iter()
+        .map(|vm| {
+            let power = vm.printable_status().to_owned();
+            GoldenCandidate {
+                name: vm.name_any(),
+                running: power != "Stopped",
+                problems: golden_problems(vm, namespace, true)
+                    .into_iter()
+                    .map(|p| format!("{} — {}", p.cause, p.fix))
+                    .collect(),
+                power,
+            }
+        })
+        .collect();
+    candidates.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(candidates)
+}
+
+/// What the app's "New pool" dialog asks for.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct NewPool {
+    /// Namespace of the golden VM and of the pool.
+    pub namespace: String,
+    /// Pool name (a DNS-1123 label).
+    pub name: String,
+    /// The golden VM.
+    pub golden: String,
+    /// Number of members.
+    pub size: u32,
+    /// Clone a golden VM that is not stopped (crash-consistent disks).
+    pub allow_running: bool,
+    /// Per-member clone timeout, in seconds.
+    pub timeout_seconds: u32,
+}
+
+impl From<NewPool> for crate::pool::CreatePool {
+    fn from(request: NewPool) -> Self {
+        crate::pool::CreatePool {
+            namespace: request.namespace,
+            name: request.name,
+            golden: request.golden,
+            size: request.size,
+            options: crate::pool::CreateOptions {
+                timeout: std::time::Duration::from_secs(u64::from(request.timeout_seconds)),
+                allow_running: request.allow_running,
+                ..Default::default()
+            },
+        }
+    }
+}
