@@ -9,7 +9,7 @@ use corral_tests::{client_as, namespace, sandbox};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 use vdi_core::claim::{ClaimOptions, Claimed, PowerAction, assign, unassign};
 use vdi_core::cluster::ServerClock;
@@ -17,24 +17,13 @@ use vdi_core::labels::{
     ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, POOL_LABEL, encode_identity, lease_name,
 };
 use vdi_core::model::{ErrorKind, MemberState, Scope};
-use vdi_core::resources::{VirtualMachine, VirtualMachineSpec};
+use vdi_core::resources::VirtualMachine;
 use vdi_core::watch::list_pools;
 use vdi_core::{Error, Result};
 
 /// Creates `<pool>-1..=<size>` as stopped (Halted) VMs labelled with the pool.
 async fn pool(admin: &Client, ns: &str, pool: &str, size: usize) {
-    let api: Api<VirtualMachine> = Api::namespaced(admin.clone(), ns);
-    for i in 1..=size {
-        let mut vm = VirtualMachine::new(
-            &format!("{pool}-{i}"),
-            VirtualMachineSpec {
-                run_strategy: Some("Halted".into()),
-                ..Default::default()
-            },
-        );
-        vm.metadata.labels = Some([(POOL_LABEL.to_owned(), pool.to_owned())].into());
-        api.create(&PostParams::default(), &vm).await.unwrap();
-    }
+    corral_tests::pool_vms(admin, ns, pool, size).await.unwrap();
 }
 
 async fn clock(client: &Client) -> ServerClock {

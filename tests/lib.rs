@@ -202,3 +202,26 @@ pub async fn add_knob(key: &str, entry: &str) {
         }
     }
 }
+
+/// Creates the members `<pool>-1 ..= <pool>-<size>` in `ns` as `client`: stopped (`Halted`)
+/// VirtualMachines labelled with the pool, as a Phase 1 pool or a finished `pool create` has
+/// them.
+///
+/// Errors: the API server's refusal of any create.
+pub async fn pool_vms(client: &Client, ns: &str, pool: &str, size: usize) -> kube::Result<()> {
+    use vdi_core::labels::POOL_LABEL;
+    use vdi_core::resources::{VirtualMachine, VirtualMachineSpec};
+    let api: Api<VirtualMachine> = Api::namespaced(client.clone(), ns);
+    for i in 1..=size {
+        let mut vm = VirtualMachine::new(
+            &format!("{pool}-{i}"),
+            VirtualMachineSpec {
+                run_strategy: Some("Halted".into()),
+                ..Default::default()
+            },
+        );
+        vm.metadata.labels = Some([(POOL_LABEL.to_owned(), pool.to_owned())].into());
+        api.create(&PostParams::default(), &vm).await?;
+    }
+    Ok(())
+}

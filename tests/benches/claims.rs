@@ -19,25 +19,15 @@ use tower::ServiceBuilder;
 use vdi_core::claim::{ClaimOptions, assign};
 use vdi_core::cluster::ServerClock;
 use vdi_core::labels::POOL_LABEL;
-use vdi_core::resources::{VirtualMachine, VirtualMachineSpec};
+use vdi_core::resources::VirtualMachine;
 
 const NAMESPACE: &str = "bench";
 
 /// Creates `<pool>-1..=<size>` and waits until the emulator has reported each one Stopped, as
 /// for a pool made earlier (a status update in flight would cost the claim a retry).
 async fn make_pool(admin: &Client, pool: &str, size: usize) -> anyhow::Result<()> {
+    corral_tests::pool_vms(admin, NAMESPACE, pool, size).await?;
     let api: Api<VirtualMachine> = Api::namespaced(admin.clone(), NAMESPACE);
-    for i in 1..=size {
-        let mut vm = VirtualMachine::new(
-            &format!("{pool}-{i}"),
-            VirtualMachineSpec {
-                run_strategy: Some("Halted".into()),
-                ..Default::default()
-            },
-        );
-        vm.metadata.labels = Some([(POOL_LABEL.to_owned(), pool.to_owned())].into());
-        api.create(&PostParams::default(), &vm).await?;
-    }
     let selector = kube::api::ListParams::default().labels(&format!("{POOL_LABEL}={pool}"));
     let deadline = Instant::now() + Duration::from_secs(60);
     while api

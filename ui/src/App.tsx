@@ -9,16 +9,24 @@ import type { SessionInfo } from "./bindings/SessionInfo";
 import { ActionNotice } from "./components/ActionNotice";
 import { AssignDialog } from "./components/AssignDialog";
 import { Banner } from "./components/Banner";
+import { DeletePoolDialog } from "./components/DeletePoolDialog";
 import { EmptyState } from "./components/EmptyState";
 import { Footer } from "./components/Footer";
 import { Header } from "./components/Header";
 import { FOCUS_FALLBACK_ID } from "./components/Modal";
 import { MyDesktops } from "./components/MyDesktops";
+import { NewPoolDialog } from "./components/NewPoolDialog";
 import { PoolSection } from "./components/PoolSection";
 import { ReleaseDialog } from "./components/ReleaseDialog";
 import { LoadingPools, Placeholder } from "./components/StatePanels";
 import { feedIndicator } from "./lib/feed";
-import { FALLBACK_NAMESPACE, defaultNamespace, describeScope, sameScope } from "./lib/presentation";
+import {
+  FALLBACK_NAMESPACE,
+  defaultNamespace,
+  describeScope,
+  sameScope,
+  scopeNamespace,
+} from "./lib/presentation";
 import { estimateClockOffset, formatLocalDateTime } from "./lib/time";
 import { dialogActionKey, useClaimActions } from "./useClaimActions";
 
@@ -327,37 +335,106 @@ export function App() {
       />
     ) : null;
 
+  // A pool is created in the one namespace the session covers.
+  const poolNamespace = session === null ? null : scopeNamespace(session.scope);
+  const toolbar =
+    backendError === null && session !== null ? (
+      <div className="pools-toolbar">
+        <button
+          type="button"
+          className="btn btn-primary"
+          data-testid="new-pool"
+          disabled={poolNamespace === null}
+          aria-describedby={poolNamespace === null ? "new-pool-blocked" : undefined}
+          title={
+            poolNamespace === null
+              ? undefined
+              : `Clone a golden VM of namespace ${poolNamespace} into a new pool`
+          }
+          onClick={() => {
+            if (poolNamespace !== null) actions.openNewPool(poolNamespace);
+          }}
+        >
+          New pool…
+        </button>
+        {poolNamespace === null ? (
+          <span id="new-pool-blocked" className="muted" data-testid="new-pool-blocked">
+            A pool is created in one namespace: untick All namespaces to choose it.
+          </span>
+        ) : (
+          <span className="muted">
+            in namespace <span className="mono">{poolNamespace}</span>
+          </span>
+        )}
+      </div>
+    ) : null;
+
   const openDialog = actions.dialog;
   let dialog: ReactNode = null;
   if (openDialog !== null) {
     const busy = actions.running.has(dialogActionKey(openDialog.spec));
     const spec = openDialog.spec;
-    dialog =
-      spec.kind === "assign" ? (
-        <AssignDialog
-          key={dialogActionKey(spec)}
-          namespace={spec.namespace}
-          pool={spec.pool}
-          busy={busy}
-          error={openDialog.error}
-          onSubmit={(user) => {
-            actions.assign(spec.namespace, spec.pool, user);
-          }}
-          onClose={actions.closeDialog}
-        />
-      ) : (
-        <ReleaseDialog
-          key={dialogActionKey(spec)}
-          member={spec.member}
-          holder={spec.holder}
-          busy={busy}
-          error={openDialog.error}
-          onConfirm={() => {
-            actions.release(spec.namespace, spec.member);
-          }}
-          onClose={actions.closeDialog}
-        />
-      );
+    switch (spec.kind) {
+      case "assign":
+        dialog = (
+          <AssignDialog
+            key={dialogActionKey(spec)}
+            namespace={spec.namespace}
+            pool={spec.pool}
+            busy={busy}
+            error={openDialog.error}
+            onSubmit={(user) => {
+              actions.assign(spec.namespace, spec.pool, user);
+            }}
+            onClose={actions.closeDialog}
+          />
+        );
+        break;
+      case "release":
+        dialog = (
+          <ReleaseDialog
+            key={dialogActionKey(spec)}
+            member={spec.member}
+            holder={spec.holder}
+            busy={busy}
+            error={openDialog.error}
+            onConfirm={() => {
+              actions.release(spec.namespace, spec.member);
+            }}
+            onClose={actions.closeDialog}
+          />
+        );
+        break;
+      case "newPool":
+        dialog = (
+          <NewPoolDialog
+            key={dialogActionKey(spec)}
+            namespace={spec.namespace}
+            pools={snapshot?.pools ?? []}
+            onClose={actions.closeDialog}
+          />
+        );
+        break;
+      case "deletePool":
+        dialog = (
+          <DeletePoolDialog
+            key={dialogActionKey(spec)}
+            namespace={spec.namespace}
+            pool={spec.pool}
+            view={
+              snapshot?.pools.find((p) => p.namespace === spec.namespace && p.name === spec.pool) ??
+              null
+            }
+            busy={busy}
+            error={openDialog.error}
+            onSubmit={(force) => {
+              actions.deletePool(spec.namespace, spec.pool, force);
+            }}
+            onClose={actions.closeDialog}
+          />
+        );
+        break;
+    }
   }
 
   let content: ReactNode;
@@ -437,6 +514,7 @@ export function App() {
             clockOffsetMs={clockOffsetMs}
             running={actions.running}
             onAssign={actions.openAssign}
+            onDelete={actions.openDeletePool}
             onUnassign={actions.openRelease}
             releaseBlocker={releaseBlocker}
           />
@@ -468,6 +546,7 @@ export function App() {
           {banners}
           {notice}
           {myDesktops}
+          {toolbar}
           {content}
         </main>
         <Footer info={info} />

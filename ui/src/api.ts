@@ -7,7 +7,12 @@ import { listen, type UnlistenFn } from "@tauri-apps/api/event";
 import type { AppInfo } from "./bindings/AppInfo";
 import type { Claimed } from "./bindings/Claimed";
 import type { Contexts } from "./bindings/Contexts";
+import type { CreateProgress } from "./bindings/CreateProgress";
 import type { ErrorView } from "./bindings/ErrorView";
+import type { GoldenCandidate } from "./bindings/GoldenCandidate";
+import type { NewPool } from "./bindings/NewPool";
+import type { PoolCreated } from "./bindings/PoolCreated";
+import type { PoolDeleted } from "./bindings/PoolDeleted";
 import type { PoolsSnapshot } from "./bindings/PoolsSnapshot";
 import type { Released } from "./bindings/Released";
 import type { Scope } from "./bindings/Scope";
@@ -68,16 +73,66 @@ export function unassignMember(namespace: string, member: string): Promise<Resul
   return call<Released>("unassign_member", { namespace, member });
 }
 
-/** Subscribes to the live pools view; resolves to the function that unsubscribes. */
-export async function onPoolsSnapshot(
-  handler: (snapshot: PoolsSnapshot) => void,
-): Promise<Result<UnlistenFn>> {
+/** The VMs of `namespace` that are not pool members, with their power and clone problems. */
+export function goldenCandidates(namespace: string): Promise<Result<GoldenCandidate[]>> {
+  return call<GoldenCandidate[]>("golden_candidates", { namespace });
+}
+
+/**
+ * Checks a "New pool" request locally (the CLI's rules, no cluster call): resolves to the member
+ * names it would create, or why it is invalid.
+ */
+export function validateNewPool(request: NewPool): Promise<Result<string[]>> {
+  return call<string[]>("validate_new_pool", { request });
+}
+
+/**
+ * Creates a pool by cloning its golden VM; reports each step as a `pool-create-progress` event
+ * (see onCreateProgress) while it runs. A partly failed create says which members exist.
+ */
+export function createPool(request: NewPool): Promise<Result<PoolCreated>> {
+  return call<PoolCreated>("create_pool", { request });
+}
+
+/**
+ * Deletes a pool: its members, their Leases and leftover clone objects. Refused while members
+ * are assigned, unless `force`.
+ */
+export function deletePool(
+  namespace: string,
+  name: string,
+  force: boolean,
+): Promise<Result<PoolDeleted>> {
+  return call<PoolDeleted>("delete_pool", { namespace, name, force });
+}
+
+/** Runs `listen`, turning its failure into an ErrorView. */
+async function subscribe(start: () => Promise<UnlistenFn>): Promise<Result<UnlistenFn>> {
   try {
-    const unlisten = await listen<PoolsSnapshot>("pools-snapshot", (event) => {
-      handler(event.payload);
-    });
-    return { ok: true, value: unlisten };
+    return { ok: true, value: await start() };
   } catch (reason: unknown) {
     return { ok: false, error: toErrorView(reason) };
   }
+}
+
+/** Subscribes to the live pools view; resolves to the function that unsubscribes. */
+export function onPoolsSnapshot(
+  handler: (snapshot: PoolsSnapshot) => void,
+): Promise<Result<UnlistenFn>> {
+  return subscribe(() =>
+    listen<PoolsSnapshot>("pools-snapshot", (event) => {
+      handler(event.payload);
+    }),
+  );
+}
+
+/** Subscribes to the progress of pool creates; resolves to the function that unsubscribes. */
+export function onCreateProgress(
+  handler: (progress: CreateProgress) => void,
+): Promise<Result<UnlistenFn>> {
+  return subscribe(() =>
+    listen<CreateProgress>("pool-create-progress", (event) => {
+      handler(event.payload);
+    }),
+  );
 }

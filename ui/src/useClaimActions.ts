@@ -1,15 +1,18 @@
 import { useCallback, useRef, useState } from "react";
-import { assignMember, claimDesktop, unassignMember, type Result } from "./api";
+import { assignMember, claimDesktop, deletePool, unassignMember, type Result } from "./api";
 import type { ErrorView } from "./bindings/ErrorView";
 import type { MemberView } from "./bindings/MemberView";
 import type { PoolView } from "./bindings/PoolView";
 import type { Notice } from "./components/ActionNotice";
 import { actionKeys, formatClaimed, formatReleased, type PoolChoice } from "./lib/claims";
+import { formatPoolDeleted } from "./lib/pools";
 
 /** The dialog on screen, if any. */
 export type DialogSpec =
   | { kind: "assign"; namespace: string; pool: string }
-  | { kind: "release"; namespace: string; member: string; holder: string | null };
+  | { kind: "release"; namespace: string; member: string; holder: string | null }
+  | { kind: "newPool"; namespace: string }
+  | { kind: "deletePool"; namespace: string; pool: string };
 
 export type OpenDialog = {
   spec: DialogSpec;
@@ -19,13 +22,20 @@ export type OpenDialog = {
 
 /** The action a dialog runs, so that buttons and results find their dialog. */
 export function dialogActionKey(spec: DialogSpec): string {
-  return spec.kind === "assign"
-    ? actionKeys.assign(spec.namespace, spec.pool)
-    : actionKeys.release(spec.namespace, spec.member);
+  switch (spec.kind) {
+    case "assign":
+      return actionKeys.assign(spec.namespace, spec.pool);
+    case "release":
+      return actionKeys.release(spec.namespace, spec.member);
+    case "newPool":
+      return actionKeys.createPool(spec.namespace);
+    case "deletePool":
+      return actionKeys.deletePool(spec.namespace, spec.pool);
+  }
 }
 
 /**
- * The claim actions' state: which commands run, the open dialog, and the last outcome.
+ * The claim and pool actions' state: which commands run, the open dialog, and the last outcome.
  *
  * A command's failure is shown in its dialog while that dialog is still open (so the user can
  * correct the input or read the refusal there); otherwise, and for every success, in the
@@ -106,6 +116,24 @@ export function useClaimActions() {
     [setDialog],
   );
 
+  /** "New pool…": the dialog runs the create itself and shows its progress and outcome. */
+  const openNewPool = useCallback(
+    (namespace: string) => {
+      setDialog({ spec: { kind: "newPool", namespace }, error: null });
+    },
+    [setDialog],
+  );
+
+  const openDeletePool = useCallback(
+    (pool: PoolView) => {
+      setDialog({
+        spec: { kind: "deletePool", namespace: pool.namespace, pool: pool.name },
+        error: null,
+      });
+    },
+    [setDialog],
+  );
+
   const closeDialog = useCallback(() => {
     setDialog(null);
   }, [setDialog]);
@@ -150,16 +178,31 @@ export function useClaimActions() {
     [run],
   );
 
+  const removePool = useCallback(
+    (namespace: string, pool: string, force: boolean) => {
+      void run(
+        actionKeys.deletePool(namespace, pool),
+        `Delete pool ${pool}`,
+        () => deletePool(namespace, pool, force),
+        formatPoolDeleted,
+      );
+    },
+    [run],
+  );
+
   return {
     running,
     notice,
     dialog,
     openAssign,
     openRelease,
+    openNewPool,
+    openDeletePool,
     closeDialog,
     dismissNotice,
     assign,
     claim,
     release,
+    deletePool: removePool,
   };
 }

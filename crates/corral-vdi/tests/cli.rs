@@ -1,22 +1,12 @@
 //! The `corral-vdi` binary against the sandbox: output shape, kubeconfig and context handling,
 //! and refusals with a non-zero exit.
 
-use std::process::{Command, Output};
+mod common;
 
+use std::process::Command;
+
+use common::{corral, text};
 use corral_tests::sandbox;
-
-fn corral(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_corral-vdi"))
-        .args(args)
-        .env("KUBECONFIG", &sandbox().kubeconfig)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run corral-vdi")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 #[test]
 fn pool_list_prints_the_legacy_pool_like_the_walkthrough() {

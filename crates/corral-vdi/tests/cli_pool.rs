@@ -2,22 +2,12 @@
 //! progress on stderr, refusals with exit code 1, two processes racing, and delete's
 //! refusal and `--force`.
 
-use std::process::{Command, Output, Stdio};
+mod common;
 
+use std::process::{Command, Stdio};
+
+use common::{corral, text};
 use corral_tests::{add_knob, golden_vm, namespace, sandbox};
-
-fn corral(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_corral-vdi"))
-        .args(args)
-        .env("KUBECONFIG", &sandbox().kubeconfig)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run corral-vdi")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 #[tokio::test]
 async fn create_and_delete_print_like_the_walkthrough() {

@@ -29,19 +29,25 @@ type ActionErrorProps = {
   source: string;
   error: ErrorView;
   onDismiss?: () => void;
+  testId?: string;
 };
 
 /**
  * A failed action, plainly: the backend's message in bold and what to do. Refusals (nothing
  * changed) and partial results (a state the rules allow was left) are warnings.
  */
-export function ActionError({ source, error, onDismiss }: ActionErrorProps) {
+export function ActionError({
+  source,
+  error,
+  onDismiss,
+  testId = "action-error",
+}: ActionErrorProps) {
   const severity = errorSeverity(error.kind);
   return (
     <div
       className={`banner banner-${severity} action-error`}
       role="alert"
-      data-testid="action-error"
+      data-testid={testId}
       data-kind={error.kind}
     >
       <span className="banner-icon" aria-hidden="true">

@@ -32,7 +32,8 @@ export function EmptyState({ scope }: { scope: Scope }) {
       <h2 className="empty-title">No pools {where}</h2>
       <p className="muted">
         A pool is a set of VirtualMachines labelled{" "}
-        <span className="mono">corral.dev/vdi-pool</span>. Create one from a golden VM with the CLI:
+        <span className="mono">corral.dev/vdi-pool</span>. Create one from a golden VM with New
+        pool… above, or with the CLI:
       </p>
       <div className="command">
         <code>{command}</code>

@@ -45,6 +45,8 @@ type ModalProps = {
   /** id of the element describing the dialog. */
   describedBy?: string;
   testId?: string;
+  /** For dialogs with tables (pool create progress). */
+  wide?: boolean;
   children: ReactNode;
 };
 
@@ -60,6 +62,7 @@ export function Modal({
   initialFocusRef,
   describedBy,
   testId,
+  wide = false,
   children,
 }: ModalProps) {
   const dialogRef = useRef<HTMLDivElement>(null);
@@ -143,7 +146,7 @@ export function Modal({
     <div className="modal-backdrop">
       <div
         ref={dialogRef}
-        className="modal"
+        className={wide ? "modal modal-wide" : "modal"}
         role={role}
         aria-modal="true"
         aria-labelledby={titleId}

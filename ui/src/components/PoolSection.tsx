@@ -12,6 +12,7 @@ type PoolSectionProps = {
   /** Keys of the actions running now (see actionKeys). */
   running: ReadonlySet<string>;
   onAssign: (pool: PoolView) => void;
+  onDelete: (pool: PoolView) => void;
   onUnassign: (member: MemberView) => void;
   /** Why releasing is impossible right now (identity unknown), or null. */
   releaseBlocker: string | null;
@@ -22,6 +23,7 @@ export function PoolSection({
   clockOffsetMs,
   running,
   onAssign,
+  onDelete,
   onUnassign,
   releaseBlocker,
 }: PoolSectionProps) {
@@ -30,6 +32,7 @@ export function PoolSection({
   const exhausted = counts.total > 0 && counts.free === 0;
   const assign = assignAvailability(pool);
   const assigning = running.has(actionKeys.assign(pool.namespace, pool.name));
+  const deleting = running.has(actionKeys.deletePool(pool.namespace, pool.name));
   return (
     <section
       className="pool"
@@ -60,6 +63,20 @@ export function PoolSection({
           }}
         >
           {assigning ? <Working /> : "Assign…"}
+        </button>
+        <button
+          type="button"
+          className="btn btn-small btn-quiet-danger"
+          data-testid={`delete-${pool.namespace}-${pool.name}`}
+          disabled={deleting}
+          aria-busy={deleting || undefined}
+          aria-label={deleting ? undefined : `Delete pool ${pool.name}…`}
+          title={`Delete pool ${pool.name}: its members, their Leases and leftover clone objects`}
+          onClick={() => {
+            onDelete(pool);
+          }}
+        >
+          {deleting ? <Working /> : "Delete…"}
         </button>
       </div>
       <div className="table-wrap">

@@ -194,6 +194,10 @@ describe("keys", () => {
     expect(actionKeys.assign("a", "lab")).not.toBe(actionKeys.assign("b", "lab"));
     expect(actionKeys.release("a", "lab-1")).toBe("release:a/lab-1");
     expect(actionKeys.release("a", "lab-1")).not.toBe(actionKeys.release("b", "lab-1"));
+    expect(actionKeys.deletePool("a", "lab")).toBe("delete-pool:a/lab");
+    expect(actionKeys.deletePool("a", "lab")).not.toBe(actionKeys.deletePool("b", "lab"));
+    expect(actionKeys.deletePool("a", "lab")).not.toBe(actionKeys.assign("a", "lab"));
+    expect(actionKeys.createPool("a")).not.toBe(actionKeys.createPool("b"));
   });
 });
 

@@ -115,11 +115,13 @@ export function assignAvailability(pool: PoolView): { enabled: boolean; title: s
   };
 }
 
-/** Keys of running actions, so that each button knows whether it is busy. */
+/** Keys of running actions (claims and pool create/delete), so that each button knows whether it is busy. */
 export const actionKeys = {
   claim: "claim",
   assign: (namespace: string, pool: string) => `assign:${poolKey(namespace, pool)}`,
   release: (namespace: string, member: string) => `release:${namespace}/${member}`,
+  createPool: (namespace: string) => `create-pool:${namespace}`,
+  deletePool: (namespace: string, pool: string) => `delete-pool:${poolKey(namespace, pool)}`,
 } as const;
 
 /** What was done to a VM's power, as a short phrase: "started", "already stopped", … */

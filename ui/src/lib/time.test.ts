@@ -4,6 +4,7 @@ import {
   formatCoarseDuration,
   formatCountdown,
   formatDuration,
+  formatElapsed,
   formatLocalDateTime,
   formatLocalTime,
   parseIso,
@@ -122,5 +123,22 @@ describe("estimateClockOffset", () => {
   it("is zero when unknown", () => {
     expect(estimateClockOffset(null, 123)).toBe(0);
     expect(estimateClockOffset("garbage", 123)).toBe(0);
+  });
+});
+
+describe("formatElapsed", () => {
+  it("shows tenths of a second below ten seconds, rounding down", () => {
+    expect(formatElapsed(0)).toBe("0.0s");
+    expect(formatElapsed(4_270)).toBe("4.2s");
+    expect(formatElapsed(9_999)).toBe("9.9s");
+  });
+
+  it("shows whole units from ten seconds on", () => {
+    expect(formatElapsed(10 * S)).toBe("10s");
+    expect(formatElapsed(M + 5 * S + 300)).toBe("1m 5s");
+  });
+
+  it("treats negative input as its absolute value", () => {
+    expect(formatElapsed(-1_500)).toBe("1.5s");
   });
 });

@@ -39,6 +39,15 @@ export function formatDuration(ms: number): string {
   return `${seconds}s`;
 }
 
+/** How long something took: tenths of a second below ten seconds ("4.2s"), else as formatDuration. */
+export function formatElapsed(ms: number): string {
+  const abs = Math.abs(ms);
+  if (abs < 10 * SECOND) {
+    return `${(Math.floor(abs / 100) / 10).toFixed(1)}s`;
+  }
+  return formatDuration(abs);
+}
+
 /** The largest whole unit of a duration: "12s", "3m", "5h", "2d". */
 export function formatCoarseDuration(ms: number): string {
   const abs = Math.abs(ms);

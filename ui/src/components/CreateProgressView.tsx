@@ -1,0 +1,233 @@
+import { useEffect, useId, useRef } from "react";
+import { useNow } from "../lib/clock";
+import {
+  describeTally,
+  formatPoolCreated,
+  memberElapsedMs,
+  stepLabel,
+  stepTone,
+  tallyCreateRun,
+  type MemberStatus,
+} from "../lib/pools";
+import { formatDuration, formatElapsed } from "../lib/time";
+import type { CreateState } from "../useNewPool";
+import { ActionError } from "./ActionNotice";
+import { Missing } from "./MemberCells";
+import { Working } from "./Working";
+
+type CreateProgressViewProps = {
+  state: Exclude<CreateState, { kind: "idle" }>;
+  onClose: () => void;
+};
+
+type ProgressRowProps = {
+  status: MemberStatus;
+  /** The run's time so far while it runs (its total once it succeeded); null after a failure. */
+  runElapsedMs: number | null;
+};
+
+function ProgressRow({ status, runElapsedMs }: ProgressRowProps) {
+  const failed = status.step === "failed";
+  const elapsedMs = memberElapsedMs(status, runElapsedMs);
+  const detail = failed ? (status.error ?? status.message) : status.message;
+  return (
+    <tr data-testid={`progress-${status.member}`} data-step={status.step}>
+      <th scope="row" className="cell-member">
+        <span className="mono" title={status.clone ? `clone ${status.clone}` : undefined}>
+          {status.member}
+        </span>
+      </th>
+      <td>
+        <span className={`badge tone-${stepTone(status.step)}`}>{stepLabel(status.step)}</span>
+      </td>
+      <td>
+        {status.phase ? (
+          <span className="mono truncate" title={status.phase}>
+            {status.phase}
+          </span>
+        ) : (
+          <Missing title="No clone phase reported yet" />
+        )}
+      </td>
+      <td className={failed ? "progress-detail progress-failed" : "progress-detail"}>
+        {detail ?? <Missing title="No condition message" />}
+      </td>
+      <td className="tabular">
+        {elapsedMs === null ? <Missing title="Nothing reported" /> : formatElapsed(elapsedMs)}
+      </td>
+    </tr>
+  );
+}
+
+/** A pool create once sent: its members' progress, then its outcome. */
+export function CreateProgressView({ state, onClose }: CreateProgressViewProps) {
+  const now = useNow();
+  const regionRef = useRef<HTMLDivElement>(null);
+  const closeRef = useRef<HTMLButtonElement>(null);
+  const barLabelId = useId();
+  const { request, run } = state;
+  const running = state.kind === "running";
+
+  // The form's fields are gone: keep focus in the dialog, on the Close button once it ends.
+  useEffect(() => {
+    if (running) {
+      regionRef.current?.focus();
+    } else {
+      closeRef.current?.focus();
+    }
+  }, [running]);
+
+  const tally = tallyCreateRun(run);
+  let runElapsedMs: number | null;
+  if (state.kind === "running") {
+    runElapsedMs = Math.max(0, now - state.sentAtMs);
+  } else if (state.kind === "succeeded") {
+    runElapsedMs = state.created.elapsedMs;
+  } else {
+    // Members not finished when it failed show nothing more than their last report.
+    runElapsedMs = null;
+  }
+  // A refusal before anything was made leaves no progress worth showing.
+  const showMembers = run.started !== null || running;
+
+  return (
+    <div className="create-view">
+      <p className="modal-text">
+        {running ? "Creating pool" : "Pool"} <strong>{request.name}</strong> in namespace{" "}
+        <span className="mono">{request.namespace}</span> from{" "}
+        <span className="mono">{request.golden}</span>, {request.size}{" "}
+        {request.size === 1 ? "member" : "members"}
+        {running ? "…" : " requested."}
+      </p>
+
+      {state.kind === "succeeded" ? (
+        <div
+          className="notice notice-success create-result"
+          role="status"
+          data-testid="create-result"
+        >
+          <span className="notice-icon" aria-hidden="true">
+            ✓
+          </span>
+          <div className="create-result-body">
+            <p className="notice-text">{formatPoolCreated(state.created)}</p>
+            <dl className="facts">
+              <dt>Members</dt>
+              <dd className="mono">{state.created.members.join(", ")}</dd>
+              <dt>Golden VM</dt>
+              <dd className="mono">{state.created.golden}</dd>
+              <dt>Clone API version</dt>
+              <dd className="mono">{state.created.cloneApiVersion}</dd>
+              <dt>Time taken</dt>
+              <dd className="tabular">{formatElapsed(state.created.elapsedMs)}</dd>
+            </dl>
+            {state.created.warnings.length > 0 ? (
+              <ul className="form-warnings" aria-label="Warnings">
+                {state.created.warnings.map((warning) => (
+                  <li key={warning} className="form-warning" data-testid="create-warning">
+                    {warning}
+                  </li>
+                ))}
+              </ul>
+            ) : null}
+          </div>
+        </div>
+      ) : null}
+      {state.kind === "failed" ? (
+        <ActionError
+          source={`Create pool ${request.name}`}
+          error={state.error}
+          testId="create-error"
+        />
+      ) : null}
+
+      {showMembers ? (
+        <div
+          ref={regionRef}
+          className="create-progress"
+          data-testid="create-progress"
+          tabIndex={-1}
+          aria-busy={running || undefined}
+        >
+          <div className="create-progress-head">
+            <span id={barLabelId} data-testid="create-progress-count">
+              {describeTally(tally)}
+            </span>
+            <span className="muted tabular">
+              {state.kind === "running" ? (
+                <Working label={`${formatDuration(runElapsedMs ?? 0)} elapsed`} />
+              ) : state.kind === "succeeded" ? (
+                `took ${formatElapsed(state.created.elapsedMs)}`
+              ) : null}
+            </span>
+          </div>
+          <progress
+            className="create-bar"
+            value={tally.finished}
+            max={Math.max(tally.total, 1)}
+            aria-labelledby={barLabelId}
+          />
+          {run.started === null ? (
+            <p className="muted">Checking the namespace, the golden VM and the member names…</p>
+          ) : (
+            <p className="muted">
+              VirtualMachineClone API <span className="mono">{run.started.cloneApiVersion}</span> ·
+              run <span className="mono">{run.started.runId}</span>
+            </p>
+          )}
+          {state.kind === "running" && state.progressError !== null ? (
+            <p className="form-warning">
+              Live progress is unavailable ({state.progressError.message}); the create runs
+              regardless and its outcome will show here.
+            </p>
+          ) : null}
+          <div className="table-wrap">
+            <table className="members progress-table">
+              <caption className="sr-only">Members of pool {request.name} being created</caption>
+              <colgroup>
+                <col className="col-progress-member" />
+                <col className="col-progress-step" />
+                <col className="col-progress-phase" />
+                <col className="col-progress-message" />
+                <col className="col-progress-elapsed" />
+              </colgroup>
+              <thead>
+                <tr>
+                  <th scope="col">Member</th>
+                  <th scope="col">Step</th>
+                  <th scope="col">Phase</th>
+                  <th scope="col">Message</th>
+                  <th scope="col">Elapsed</th>
+                </tr>
+              </thead>
+              <tbody>
+                {run.members.map((status) => (
+                  <ProgressRow key={status.member} status={status} runElapsedMs={runElapsedMs} />
+                ))}
+              </tbody>
+            </table>
+          </div>
+        </div>
+      ) : null}
+
+      {running ? (
+        <p className="form-hint" data-testid="create-running-note">
+          A create cannot be stopped half-way: this dialog stays open until every member is done or
+          has failed (Esc does nothing meanwhile).
+        </p>
+      ) : (
+        <div className="modal-actions">
+          <button
+            ref={closeRef}
+            type="button"
+            className="btn btn-primary"
+            data-testid="create-close"
+            onClick={onClose}
+          >
+            Close
+          </button>
+        </div>
+      )}
+    </div>
+  );
+}

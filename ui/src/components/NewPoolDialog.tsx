@@ -1,0 +1,353 @@
+import { useId, useRef, useState, type SubmitEvent } from "react";
+import { validateNewPool } from "../api";
+import type { NewPool } from "../bindings/NewPool";
+import type { PoolView } from "../bindings/PoolView";
+import {
+  chooseGolden,
+  createBlocker,
+  describeMembersToCreate,
+  goldenOptionLabel,
+  parseWholeNumber,
+  poolExists,
+} from "../lib/pools";
+import { useCreatePool, useGoldenCandidates, usePoolValidation } from "../useNewPool";
+import { ActionError } from "./ActionNotice";
+import { CreateProgressView } from "./CreateProgressView";
+import { PowerBadge } from "./MemberCells";
+import { Modal } from "./Modal";
+import { Working } from "./Working";
+
+const DEFAULT_SIZE = "3";
+const DEFAULT_TIMEOUT_SECONDS = "120";
+
+type NewPoolDialogProps = {
+  /** Where the pool is created: the namespace of the golden VM. */
+  namespace: string;
+  /** The pools of the current snapshot, to warn about a name already taken. */
+  pools: readonly PoolView[];
+  onClose: () => void;
+};
+
+function ignore() {
+  // A create cannot be stopped half-way: the dialog stays until it ends.
+}
+
+/**
+ * "New pool": clones a golden VM of the namespace into `<name>-1` … `<name>-<N>`. The backend
+ * validates the input as it is typed (the CLI's rules) and judges the request; once sent, the
+ * dialog shows the create's progress and outcome and cannot be dismissed until it ends.
+ */
+export function NewPoolDialog({ namespace, pools, onClose }: NewPoolDialogProps) {
+  const { state: candidates, retry } = useGoldenCandidates(namespace);
+  const { state: create, start } = useCreatePool();
+  const nameRef = useRef<HTMLInputElement>(null);
+  const goldenId = useId();
+  const goldenInfoId = useId();
+  const nameId = useId();
+  const sizeId = useId();
+  const timeoutId = useId();
+  const checkId = useId();
+  const blockerId = useId();
+  const introId = useId();
+
+  const [goldenName, setGoldenName] = useState<string | null>(null);
+  const [allowRunning, setAllowRunning] = useState(false);
+  const [name, setName] = useState("");
+  const [sizeText, setSizeText] = useState(DEFAULT_SIZE);
+  const [timeoutText, setTimeoutText] = useState(DEFAULT_TIMEOUT_SECONDS);
+
+  const list = candidates.kind === "loaded" ? candidates.candidates : [];
+  const golden = chooseGolden(list, goldenName);
+  const size = parseWholeNumber(sizeText, "size");
+  const timeout = parseWholeNumber(timeoutText, "timeout");
+  const numberProblem = !size.ok ? size.problem : !timeout.ok ? timeout.problem : null;
+
+  const chosen = golden?.name ?? null;
+  const allow = golden !== null && golden.running && allowRunning;
+  const sizeValue = size.ok ? size.value : null;
+  const timeoutValue = timeout.ok ? timeout.value : null;
+  const request: NewPool | null =
+    chosen === null || name.trim() === "" || sizeValue === null || timeoutValue === null
+      ? null
+      : {
+          namespace,
+          name,
+          golden: chosen,
+          size: sizeValue,
+          allowRunning: allow,
+          timeoutSeconds: timeoutValue,
+        };
+  // Once sent, the input is the backend's to judge: no more live checks.
+  const validation = usePoolValidation(create.kind === "idle" ? request : null);
+
+  const running = create.kind === "running";
+  if (create.kind !== "idle") {
+    return (
+      <Modal
+        title={`New pool in ${namespace}`}
+        onClose={running ? ignore : onClose}
+        testId="new-pool-dialog"
+        wide
+      >
+        <CreateProgressView state={create} onClose={onClose} />
+      </Modal>
+    );
+  }
+
+  let blocker: string | null;
+  if (candidates.kind === "loading") {
+    blocker = "Waiting for the list of VMs to clone.";
+  } else if (candidates.kind === "failed") {
+    blocker = "The VMs to clone could not be listed.";
+  } else if (list.length === 0) {
+    blocker = `There is no VM to clone in namespace ${namespace}.`;
+  } else {
+    blocker = createBlocker({
+      golden,
+      allowRunning: allow,
+      name,
+      numberProblem,
+      invalid: validation.kind === "invalid",
+    });
+  }
+
+  // What to say under the fields: a number that is no number, else the backend's verdict on the
+  // current input (or, while it is being checked, on the previous one).
+  let verdict: { ok: true; members: string[] } | { ok: false; message: string } | null = null;
+  if (name.trim() !== "" && numberProblem !== null) {
+    verdict = { ok: false, message: numberProblem };
+  } else if (validation.kind === "valid") {
+    verdict = { ok: true, members: validation.members };
+  } else if (validation.kind === "invalid") {
+    verdict = { ok: false, message: validation.error.message };
+  } else if (validation.kind === "checking" && validation.last !== null) {
+    verdict = validation.last.ok
+      ? { ok: true, members: validation.last.value }
+      : { ok: false, message: validation.last.error.message };
+  }
+  const nameTaken = name !== "" && poolExists(pools, namespace, name);
+
+  const submit = async (event: SubmitEvent<HTMLFormElement>) => {
+    event.preventDefault();
+    if (blocker !== null || request === null) return;
+    let members: string[];
+    if (validation.kind === "valid") {
+      members = validation.members;
+    } else {
+      // Typed faster than the debounce: check this very input before sending it.
+      const checked = await validateNewPool(request);
+      if (!checked.ok) return; // The live validation shows why in a moment.
+      members = checked.value;
+    }
+    void start(request, members);
+  };
+
+  const describedBy = verdict !== null ? checkId : undefined;
+
+  return (
+    <Modal
+      title={`New pool in ${namespace}`}
+      onClose={onClose}
+      initialFocusRef={nameRef}
+      describedBy={introId}
+      testId="new-pool-dialog"
+      wide
+    >
+      <form
+        className="modal-form"
+        onSubmit={(event) => {
+          void submit(event);
+        }}
+        noValidate
+      >
+        <p id={introId} className="modal-text">
+          Clones a golden VM of namespace <span className="mono">{namespace}</span> into the members
+          of a new pool. The members start stopped and unassigned.
+        </p>
+
+        <div className="form-field">
+          <label htmlFor={goldenId}>Golden VM</label>
+          <select
+            id={goldenId}
+            className="golden-select"
+            data-testid="golden-select"
+            value={golden?.name ?? ""}
+            disabled={list.length === 0}
+            aria-describedby={goldenInfoId}
+            onChange={(e) => {
+              setGoldenName(e.target.value);
+              setAllowRunning(false);
+            }}
+          >
+            {list.length === 0 ? (
+              <option value="">
+                {candidates.kind === "loading" ? "Loading…" : "No VM to clone"}
+              </option>
+            ) : (
+              list.map((c) => (
+                <option key={c.name} value={c.name}>
+                  {goldenOptionLabel(c)}
+                </option>
+              ))
+            )}
+          </select>
+          <div id={goldenInfoId} className="golden-info">
+            {candidates.kind === "loading" ? (
+              <p className="muted" data-testid="golden-loading" aria-busy="true">
+                <Working label={`Listing the VMs of namespace ${namespace}…`} />
+              </p>
+            ) : candidates.kind === "failed" ? (
+              <div className="golden-failed">
+                <ActionError
+                  source={`Listing VMs in ${namespace}`}
+                  error={candidates.error}
+                  testId="golden-error"
+                />
+                <button
+                  type="button"
+                  className="btn btn-small"
+                  data-testid="golden-retry"
+                  onClick={retry}
+                >
+                  Try again
+                </button>
+              </div>
+            ) : list.length === 0 ? (
+              <p className="form-hint" data-testid="golden-empty">
+                No VMs in namespace {namespace} to clone
+              </p>
+            ) : golden !== null ? (
+              <>
+                <p className="golden-power" data-testid="golden-power">
+                  <PowerBadge power={golden.power} />
+                  <span className="muted">
+                    {golden.running
+                      ? "Not stopped: its disks would be copied while in use."
+                      : "Stopped: its disks can be copied consistently."}
+                  </span>
+                </p>
+                {golden.problems.length > 0 ? (
+                  <ul className="form-warnings" data-testid="golden-problems">
+                    {golden.problems.map((problem) => (
+                      <li key={problem} className="form-warning" data-testid="golden-problem">
+                        {problem}
+                      </li>
+                    ))}
+                  </ul>
+                ) : null}
+              </>
+            ) : null}
+          </div>
+          {golden?.running ? (
+            <label className="checkbox checkbox-wrap">
+              <input
+                type="checkbox"
+                data-testid="allow-running"
+                checked={allowRunning}
+                onChange={(e) => {
+                  setAllowRunning(e.target.checked);
+                }}
+              />
+              Clone it anyway (its disks will be crash-consistent only)
+            </label>
+          ) : null}
+        </div>
+
+        <div className="form-field">
+          <label htmlFor={nameId}>Pool name</label>
+          <input
+            ref={nameRef}
+            id={nameId}
+            type="text"
+            className="user-input"
+            data-testid="pool-name"
+            value={name}
+            aria-invalid={verdict?.ok === false || undefined}
+            aria-describedby={describedBy}
+            spellCheck={false}
+            autoCapitalize="off"
+            autoCorrect="off"
+            autoComplete="off"
+            placeholder="devpool"
+            onChange={(e) => {
+              setName(e.target.value);
+            }}
+          />
+        </div>
+        <div className="form-row">
+          <div className="form-field">
+            <label htmlFor={sizeId}>Size (members)</label>
+            <input
+              id={sizeId}
+              type="number"
+              className="number-input"
+              data-testid="pool-size"
+              value={sizeText}
+              min={1}
+              max={500}
+              step={1}
+              aria-describedby={describedBy}
+              onChange={(e) => {
+                setSizeText(e.target.value);
+              }}
+            />
+          </div>
+          <div className="form-field">
+            <label htmlFor={timeoutId}>Clone timeout (seconds)</label>
+            <input
+              id={timeoutId}
+              type="number"
+              className="number-input"
+              data-testid="pool-timeout"
+              value={timeoutText}
+              min={1}
+              step={1}
+              aria-describedby={describedBy}
+              onChange={(e) => {
+                setTimeoutText(e.target.value);
+              }}
+            />
+          </div>
+        </div>
+        <div id={checkId} className="form-check" aria-live="polite">
+          {verdict === null ? null : verdict.ok ? (
+            <p className="form-preview" data-testid="new-pool-preview">
+              {describeMembersToCreate(verdict.members)}
+            </p>
+          ) : (
+            <p className="form-invalid" data-testid="new-pool-invalid">
+              {verdict.message}
+            </p>
+          )}
+          {nameTaken ? (
+            <p className="form-warning" data-testid="new-pool-exists">
+              A pool named {name} already exists in namespace {namespace} (as last seen); the create
+              will be refused.
+            </p>
+          ) : null}
+        </div>
+
+        {blocker !== null ? (
+          <p id={blockerId} className="form-hint" data-testid="create-blocked">
+            {blocker}
+          </p>
+        ) : null}
+        <div className="modal-actions">
+          <button type="button" className="btn" onClick={onClose}>
+            Cancel
+          </button>
+          <button
+            type="submit"
+            className="btn btn-primary"
+            data-testid="create-submit"
+            disabled={blocker !== null}
+            aria-describedby={blocker !== null ? blockerId : undefined}
+            title={blocker ?? undefined}
+          >
+            Create
+          </button>
+        </div>
+      </form>
+    </Modal>
+  );
+}

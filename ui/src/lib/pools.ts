@@ -1,0 +1,400 @@
+/**
+ * Pure helpers for creating and deleting pools. Nothing here decides whether a pool may be
+ * created or deleted: the backend checks every request (the CLI's rules). These only track its
+ * progress reports, pick what to offer and word what it answered.
+ */
+import type { CreateProgress } from "../bindings/CreateProgress";
+import type { CreateStarted } from "../bindings/CreateStarted";
+import type { CreateStep } from "../bindings/CreateStep";
+import type { GoldenCandidate } from "../bindings/GoldenCandidate";
+import type { MemberView } from "../bindings/MemberView";
+import type { PoolCreated } from "../bindings/PoolCreated";
+import type { PoolDeleted } from "../bindings/PoolDeleted";
+import type { PoolView } from "../bindings/PoolView";
+import type { Tone } from "./presentation";
+
+function plural(n: number, one: string, many: string): string {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+// ---------- New pool form ----------
+
+/** The largest number the backend's size and timeout fields (u32) can carry. */
+const U32_MAX = 4_294_967_295;
+
+export type ParsedNumber = { ok: true; value: number } | { ok: false; problem: string };
+
+/**
+ * A whole number typed in a number field, or why it is not one. Only the form of the number is
+ * checked here; its range (size 1 to 500, timeout above zero) is the backend's to judge.
+ */
+export function parseWholeNumber(text: string, what: string): ParsedNumber {
+  const trimmed = text.trim();
+  if (trimmed === "") {
+    return { ok: false, problem: `Enter the ${what}.` };
+  }
+  if (!/^\d+$/.test(trimmed)) {
+    return { ok: false, problem: `The ${what} must be a whole number.` };
+  }
+  const value = Number(trimmed);
+  if (value > U32_MAX) {
+    return { ok: false, problem: `The ${what} is far too large.` };
+  }
+  return { ok: true, value };
+}
+
+/** Whether cloning `candidate` as it is would need nothing more: stopped and no problems. */
+function cleanGolden(candidate: GoldenCandidate): boolean {
+  return !candidate.running && candidate.problems.length === 0;
+}
+
+/**
+ * The golden VM the picker shows: the one chosen if it is still a candidate, else the first that
+ * can be cloned as it is, else the first; null when there is none.
+ */
+export function chooseGolden(
+  candidates: readonly GoldenCandidate[],
+  selectedName: string | null,
+): GoldenCandidate | null {
+  return (
+    candidates.find((c) => c.name === selectedName) ??
+    candidates.find(cleanGolden) ??
+    (candidates.length > 0 ? candidates[0] : null)
+  );
+}
+
+/** A golden VM as the picker lists it: "golden-desktop — Stopped". */
+export function goldenOptionLabel(candidate: GoldenCandidate): string {
+  const power = candidate.power === "" ? "Unknown" : candidate.power;
+  const problems =
+    candidate.problems.length > 0
+      ? ` (${plural(candidate.problems.length, "problem", "problems")})`
+      : "";
+  return `${candidate.name} — ${power}${problems}`;
+}
+
+/** What a New pool form holds, as far as the Create button is concerned. */
+export type CreateReadiness = {
+  golden: GoldenCandidate | null;
+  /** "Clone it anyway" is ticked. */
+  allowRunning: boolean;
+  name: string;
+  /** Why the size or timeout typed is not a number, if it is not. */
+  numberProblem: string | null;
+  /** The backend's validation of the current input refused it. */
+  invalid: boolean;
+};
+
+/** Why the New pool form cannot be submitted as it stands, or null when it can. */
+export function createBlocker(form: CreateReadiness): string | null {
+  const { golden } = form;
+  if (golden === null) {
+    return "Choose a golden VM to clone.";
+  }
+  if (golden.problems.length > 0) {
+    const n = golden.problems.length;
+    return `${golden.name} has ${plural(n, "problem", "problems")} that would make its clones fail or stall; fix ${n === 1 ? "it" : "them"} first, or choose another VM.`;
+  }
+  if (golden.running && !form.allowRunning) {
+    return `${golden.name} is not stopped (${golden.power}): stop it first, or tick "Clone it anyway".`;
+  }
+  if (form.name.trim() === "") {
+    return "Enter a name for the pool.";
+  }
+  if (form.numberProblem !== null) {
+    return form.numberProblem;
+  }
+  if (form.invalid) {
+    return "Correct the problem shown above.";
+  }
+  return null;
+}
+
+/** Whether the snapshot already has a pool `name` in `namespace`. */
+export function poolExists(pools: readonly PoolView[], namespace: string, name: string): boolean {
+  return pools.some((p) => p.namespace === namespace && p.name === name);
+}
+
+/** "Will create devpool-1 … devpool-3": the members a valid request would make. */
+export function describeMembersToCreate(members: readonly string[]): string {
+  if (members.length === 0) {
+    return "Will create no member";
+  }
+  const first = members[0];
+  const last = members[members.length - 1];
+  if (members.length === 1) {
+    return `Will create ${first}`;
+  }
+  if (members.length === 2) {
+    return `Will create ${first} and ${last}`;
+  }
+  return `Will create ${first} … ${last}`;
+}
+
+// ---------- Create progress ----------
+
+/** One member of a pool being created, as last reported. */
+export type MemberStatus = {
+  member: string;
+  /** Its VirtualMachineClone object, once reported. */
+  clone: string | null;
+  step: CreateStep;
+  /** The clone's phase as KubeVirt reports it. */
+  phase: string | null;
+  /** The clone's condition message. */
+  message: string | null;
+  /** Why it failed. */
+  error: string | null;
+  /** Finished, one way or the other. */
+  done: boolean;
+  /** Milliseconds since the create started, at the last report; null before any. */
+  elapsedMs: number | null;
+};
+
+/** What is known of a pool create while it runs: the backend's reports, folded. */
+export type CreateRun = {
+  namespace: string;
+  pool: string;
+  /** What the backend announced once its checks passed; null until then. */
+  started: CreateStarted | null;
+  /** In index order. */
+  members: MemberStatus[];
+};
+
+function queued(member: string): MemberStatus {
+  return {
+    member,
+    clone: null,
+    step: "queued",
+    phase: null,
+    message: null,
+    error: null,
+    done: false,
+    elapsedMs: null,
+  };
+}
+
+/** A create about to be sent, with the members the validation said it would make. */
+export function newCreateRun(
+  namespace: string,
+  pool: string,
+  members: readonly string[],
+): CreateRun {
+  return { namespace, pool, started: null, members: members.map(queued) };
+}
+
+/**
+ * Folds one progress report into a run. Reports about another pool are ignored, as are reports
+ * about members the run does not make (once it has said which it makes) and reports that arrive
+ * after their member finished.
+ */
+export function applyCreateProgress(run: CreateRun, event: CreateProgress): CreateRun {
+  if (event.kind === "started") {
+    if (event.namespace !== run.namespace || event.pool !== run.pool) {
+      return run;
+    }
+    const started: CreateStarted = {
+      namespace: event.namespace,
+      pool: event.pool,
+      golden: event.golden,
+      members: event.members,
+      cloneApiVersion: event.cloneApiVersion,
+      runId: event.runId,
+    };
+    const known = new Map(run.members.map((m) => [m.member, m]));
+    return {
+      ...run,
+      started,
+      members: event.members.map((name) => known.get(name) ?? queued(name)),
+    };
+  }
+  const next: MemberStatus = {
+    member: event.member,
+    clone: event.clone,
+    step: event.step,
+    phase: event.phase,
+    message: event.message,
+    error: event.error,
+    done: event.done,
+    elapsedMs: event.elapsedMs,
+  };
+  const index = run.members.findIndex((m) => m.member === event.member);
+  if (index < 0) {
+    return run.started === null ? { ...run, members: [...run.members, next] } : run;
+  }
+  const current = run.members[index];
+  if (current.done && !event.done) {
+    return run;
+  }
+  const members = run.members.slice();
+  members[index] = next;
+  return { ...run, members };
+}
+
+/** A run that the backend said succeeded: every member it made is done. */
+export function finishCreateRun(run: CreateRun, created: PoolCreated): CreateRun {
+  const made = new Set(created.members);
+  const known = new Set(run.members.map((m) => m.member));
+  const members = run.members.map((m) =>
+    made.has(m.member) && m.step !== "done"
+      ? {
+          ...m,
+          step: "done" as const,
+          done: true,
+          error: null,
+          elapsedMs: m.elapsedMs ?? created.elapsedMs,
+        }
+      : m,
+  );
+  for (const name of created.members) {
+    if (!known.has(name)) {
+      members.push({ ...queued(name), step: "done", done: true, elapsedMs: created.elapsedMs });
+    }
+  }
+  return { ...run, members };
+}
+
+export type CreateTally = {
+  total: number;
+  /** Done or failed. */
+  finished: number;
+  succeeded: number;
+  failed: number;
+};
+
+/** How far a run is: members finished out of all. */
+export function tallyCreateRun(run: CreateRun): CreateTally {
+  let succeeded = 0;
+  let failed = 0;
+  for (const m of run.members) {
+    if (m.step === "failed") failed += 1;
+    else if (m.done) succeeded += 1;
+  }
+  return { total: run.members.length, finished: succeeded + failed, succeeded, failed };
+}
+
+/** "2 of 3 members finished (1 failed)". */
+export function describeTally(tally: CreateTally): string {
+  const failed = tally.failed > 0 ? ` (${tally.failed} failed)` : "";
+  const noun = tally.total === 1 ? "member" : "members";
+  return `${tally.finished} of ${tally.total} ${noun} finished${failed}`;
+}
+
+/**
+ * How long a member has taken: once it finished, the time of its last report; while the run
+ * goes on (`runElapsedMs` known), the run's time so far; else the time of its last report, if
+ * any.
+ */
+export function memberElapsedMs(status: MemberStatus, runElapsedMs: number | null): number | null {
+  if (status.done && status.elapsedMs !== null) {
+    return status.elapsedMs;
+  }
+  if (runElapsedMs !== null) {
+    return Math.max(runElapsedMs, status.elapsedMs ?? 0);
+  }
+  return status.elapsedMs;
+}
+
+/** The wording of a member's step. */
+export function stepLabel(step: CreateStep): string {
+  switch (step) {
+    case "queued":
+      return "Queued";
+    case "cloneCreated":
+      return "Clone created";
+    case "cloning":
+      return "Cloning";
+    case "labelling":
+      return "Labelling";
+    case "done":
+      return "Done";
+    case "failed":
+      return "Failed";
+  }
+}
+
+/** Badge colour of a member's step: grey waiting, blue working, green done, red failed. */
+export function stepTone(step: CreateStep): Tone {
+  switch (step) {
+    case "queued":
+      return "grey";
+    case "cloneCreated":
+    case "cloning":
+    case "labelling":
+      return "blue";
+    case "done":
+      return "green";
+    case "failed":
+      return "red";
+  }
+}
+
+/** `pool "devpool" created: 3 members`. */
+export function formatPoolCreated(created: PoolCreated): string {
+  return `pool "${created.name}" created: ${plural(created.members.length, "member", "members")}`;
+}
+
+// ---------- Delete ----------
+
+/**
+ * Whether deleting a member needs force: it has the assigned-to label or an active Lease, which
+ * is every state but free and free (stale lease).
+ */
+export function isAssigned(member: MemberView): boolean {
+  return member.state !== "free" && member.state !== "freeStaleLease";
+}
+
+/** The members of a pool a delete would take from their users. */
+export function assignedMembers(pool: PoolView): MemberView[] {
+  return pool.members.filter(isAssigned);
+}
+
+/**
+ * Who would lose a desktop: "devpool-1 is assigned to alice." or
+ * "2 members are assigned: devpool-1 (alice), devpool-3 (bob)."; empty when nobody would.
+ */
+export function describeAssigned(assigned: readonly MemberView[]): string {
+  const holder = (m: MemberView) =>
+    m.holder === null || m.holder === "" ? "unknown holder" : m.holder;
+  if (assigned.length === 0) {
+    return "";
+  }
+  if (assigned.length === 1) {
+    return `${assigned[0].name} is assigned to ${holder(assigned[0])}.`;
+  }
+  const list = assigned.map((m) => `${m.name} (${holder(m)})`).join(", ");
+  return `${assigned.length} members are assigned: ${list}.`;
+}
+
+/** Why the delete button cannot be used yet, or null when it can. */
+export function deleteBlocker(
+  pool: string,
+  typed: string,
+  assignedCount: number,
+  force: boolean,
+): string | null {
+  if (typed !== pool) {
+    return `Type the pool name "${pool}" to confirm.`;
+  }
+  if (assignedCount > 0 && !force) {
+    return `${plural(assignedCount, "member is", "members are")} assigned: tick "Delete assigned members too" to delete ${assignedCount === 1 ? "it" : "them"} as well.`;
+  }
+  return null;
+}
+
+/**
+ * "deleted pool devpool: 3 members, 3 Leases, 0 clone objects", and the assigned members that
+ * were deleted because of force.
+ */
+export function formatPoolDeleted(deleted: PoolDeleted): string {
+  const removed = [
+    plural(deleted.members.length, "member", "members"),
+    plural(deleted.leases.length, "Lease", "Leases"),
+    plural(deleted.clones.length, "clone object", "clone objects"),
+  ];
+  let text = `deleted pool ${deleted.name}: ${removed.join(", ")}`;
+  if (deleted.forced.length > 0) {
+    text += `; taken from their users: ${deleted.forced.join(", ")}`;
+  }
+  return text;
+}
