@@ -27,7 +27,7 @@ use serde_json::json;
 use ts_rs::TS;
 
 use crate::cluster::ServerClock;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, is_status};
 use crate::labels::{
     ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, DEFAULT_LEASE_SECONDS, MEMBER_LABEL, POOL_LABEL,
     encode_identity, is_dns1123_label, lease_name,
@@ -106,10 +106,6 @@ pub struct Released {
     pub label_removed: bool,
     /// What was done to the VM's power.
     pub power: PowerAction,
-}
-
-fn is_conflict(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(s) if s.code == 409)
 }
 
 /// An order of the candidates that differs per identity, so that many claimants spread over
@@ -290,7 +286,7 @@ pub async fn assign(
                 let expires = now + SignedDuration::from_secs(i64::from(options.lease_seconds));
                 return finish(&claim, vm, expires, false, lost).await;
             }
-            Err(e) if is_conflict(&e) => {
+            Err(e) if is_status(&e, 409) => {
                 tracing::debug!(member = %m.name, "lost the Lease race; trying the next member");
                 lost += 1;
             }
@@ -399,7 +395,7 @@ async fn label_member(
             .await
         {
             Ok(vm) => return Ok(vm),
-            Err(e) if is_conflict(&e) => {
+            Err(e) if is_status(&e, 409) => {
                 let lease = leases.get(&lease_name(&member)).await.map_err(|e| {
                     Error::kube(format!("re-read Lease {}", lease_name(&member)), e)
                 })?;
@@ -634,7 +630,7 @@ pub async fn unassign(
         match leases.delete(&lease.name_any(), &params).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) if is_conflict(&e) => {
+            Err(e) if is_status(&e, 409) => {
                 return Err(Error::Refused {
                     message: format!(
                         "the Lease of {member} changed while it was being released (someone claimed it meanwhile)"

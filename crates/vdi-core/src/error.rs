@@ -169,8 +169,15 @@ impl Error {
     }
 }
 
-/// The API server's own message for API errors (not the client's debug dump), else the error.
-fn describe(err: &kube::Error) -> String {
+/// Whether the API server answered `err` with HTTP status `code` (409 Conflict/AlreadyExists,
+/// 404 NotFound, …).
+pub(crate) fn is_status(err: &kube::Error, code: u16) -> bool {
+    matches!(err, kube::Error::Api(status) if status.code == code)
+}
+
+/// The API server's own message for API errors (not the client's debug dump), else the error
+/// with its causes.
+pub(crate) fn describe(err: &kube::Error) -> String {
     match err {
         kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
         kube::Error::Api(status) => format!("HTTP {} {}", status.code, status.reason),

@@ -65,7 +65,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
 
 use crate::cluster::ServerClock;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, describe, is_status};
 use crate::labels::{MEMBER_LABEL, POOL_LABEL, is_dns1123_label, lease_name};
 use crate::model::{
     CreateProgress, CreateStarted, CreateStep, ErrorKind, MemberFailure, MemberProgress,
@@ -432,19 +432,6 @@ fn refused(kind: ErrorKind, message: impl Into<String>, suggestion: impl Into<St
         kind,
         message: message.into(),
         suggestion: suggestion.into(),
-    }
-}
-
-fn is_status(err: &kube::Error, code: u16) -> bool {
-    matches!(err, kube::Error::Api(status) if status.code == code)
-}
-
-/// The API server's own message for an API error, else the client's.
-fn api_message(err: &kube::Error) -> String {
-    match err {
-        kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
-        kube::Error::Api(status) => format!("HTTP {} {}", status.code, status.reason),
-        other => other.to_string(),
     }
 }
 
@@ -906,7 +893,7 @@ impl<P: Fn(CreateProgress) + Send + Sync> Run<'_, P> {
                     } else {
                         format!(
                             "could not create {CLONE_KIND} \"{clone}\": {}",
-                            api_message(&e)
+                            describe(&e)
                         )
                     };
                     return self.failed(&member, why, false, Vec::new());
@@ -1098,7 +1085,7 @@ impl<P: Fn(CreateProgress) + Send + Sync> Run<'_, P> {
                 let leftovers = self.clean_up(member, created).await;
                 let why = format!(
                     "could not read the new VirtualMachine \"{member}\": {}",
-                    api_message(&e)
+                    describe(&e)
                 );
                 return self.failed(member, why, false, leftovers);
             }
@@ -1121,7 +1108,7 @@ impl<P: Fn(CreateProgress) + Send + Sync> Run<'_, P> {
             let mut leftovers = self.delete_clone(created).await;
             let mut why = format!(
                 "VirtualMachine \"{member}\" was cloned but could not be labelled: {}",
-                api_message(&e)
+                describe(&e)
             );
             match self.delete_vm(member, vm.uid()).await {
                 Ok(()) => why.push_str("; the unlabelled VM was deleted"),
@@ -1130,7 +1117,7 @@ impl<P: Fn(CreateProgress) + Send + Sync> Run<'_, P> {
                     leftovers.push(format!(
                         "VirtualMachine {ns}/{member} exists without the pool label (delete refused: \
                          {}); remove it with kubectl delete vm -n {ns} {member}",
-                        api_message(&del)
+                        describe(&del)
                     ));
                 }
             }
@@ -1154,7 +1141,7 @@ impl<P: Fn(CreateProgress) + Send + Sync> Run<'_, P> {
                 warnings.push(format!(
                     "member \"{member}\" could not be set to runStrategy Halted: {}; stop it with \
                      virtctl stop {member} -n {ns}",
-                    api_message(&e)
+                    describe(&e)
                 ));
             }
         }
@@ -1192,7 +1179,7 @@ impl<P: Fn(CreateProgress) + Send + Sync> Run<'_, P> {
                 "{CLONE_KIND} {ns}/{} could not be removed ({}); remove it with kubectl delete \
                  virtualmachineclone -n {ns} {}",
                 created.name,
-                api_message(&e),
+                describe(&e),
                 created.name
             )],
         }
@@ -1246,7 +1233,7 @@ impl<P: Fn(CreateProgress) + Send + Sync> Run<'_, P> {
                         leftovers.push(format!(
                             "VirtualMachine {ns}/{member} exists without the pool label (delete \
                              refused: {}); remove it with kubectl delete vm -n {ns} {member}",
-                            api_message(&e)
+                            describe(&e)
                         ));
                         break;
                     }
@@ -1256,7 +1243,7 @@ impl<P: Fn(CreateProgress) + Send + Sync> Run<'_, P> {
                     leftovers.push(format!(
                         "could not check whether VirtualMachine {ns}/{member} was created ({}); \
                          check with kubectl get vm -n {ns} {member}",
-                        api_message(&e)
+                        describe(&e)
                     ));
                     break;
                 }
