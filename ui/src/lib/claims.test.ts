@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { member } from "./fixtures";
 import type { Claimed } from "../bindings/Claimed";
 import type { MemberView } from "../bindings/MemberView";
 import type { PoolView } from "../bindings/PoolView";
@@ -16,21 +17,6 @@ import {
   myDesktops,
   poolKey,
 } from "./claims";
-
-function member(name: string, overrides: Partial<MemberView> = {}): MemberView {
-  return {
-    name,
-    namespace: "corral-vms",
-    state: "free",
-    stateLabel: "free",
-    claimable: true,
-    holder: null,
-    claimedAt: null,
-    lease: null,
-    power: "Stopped",
-    ...overrides,
-  };
-}
 
 function pool(namespace: string, name: string, members: MemberView[]): PoolView {
   const free = members.filter((m) => m.claimable).length;

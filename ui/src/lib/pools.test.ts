@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { member } from "./fixtures";
 import type { CreateProgress } from "../bindings/CreateProgress";
 import type { GoldenCandidate } from "../bindings/GoldenCandidate";
 import type { MemberProgress } from "../bindings/MemberProgress";
@@ -39,21 +40,6 @@ function candidate(name: string, overrides: Partial<GoldenCandidate> = {}): Gold
 const running = (power = "Running"): Partial<GoldenCandidate> => ({ power, running: true });
 const SNAPSHOTS_OFF =
   'volume "rootdisk": its StorageClass has no VolumeSnapshotClass — enable snapshots for it';
-
-function member(name: string, overrides: Partial<MemberView> = {}): MemberView {
-  return {
-    name,
-    namespace: "corral-vms",
-    state: "free",
-    stateLabel: "free",
-    claimable: true,
-    holder: null,
-    claimedAt: null,
-    lease: null,
-    power: "Stopped",
-    ...overrides,
-  };
-}
 
 function pool(name: string, members: MemberView[], namespace = "corral-vms"): PoolView {
   const free = members.filter((m) => m.claimable).length;
