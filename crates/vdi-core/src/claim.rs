@@ -21,6 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{
     Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams, Preconditions,
 };
+use kube::runtime::wait::await_condition;
 use kube::{Client, ResourceExt};
 use serde::Serialize;
 use serde_json::json;
@@ -483,30 +484,26 @@ async fn start(client: &Client, namespace: &str, vm: &VirtualMachine) -> Result<
     }
 }
 
-/// Waits (polling twice a second, at most [`STOPPING_WAIT_SECONDS`]) until a stopping VM has
+/// Waits (watching the VM, at most [`STOPPING_WAIT_SECONDS`]) until a stopping VM has
 /// stopped; returns its printableStatus then.
 async fn wait_until_stopped(client: &Client, namespace: &str, name: &str) -> Result<String> {
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), namespace);
-    let deadline =
-        tokio::time::Instant::now() + std::time::Duration::from_secs(STOPPING_WAIT_SECONDS);
-    loop {
-        let vm = vms
-            .get(name)
-            .await
-            .map_err(|e| Error::kube(format!("read VirtualMachine {name}"), e))?;
-        let status = vm.printable_status().to_owned();
-        if !matches!(status.as_str(), "Stopping" | "Terminating") {
-            return Ok(status);
-        }
-        if tokio::time::Instant::now() > deadline {
-            return Err(Error::invalid(
-                format!(
-                    "VirtualMachine {name} is still {status} after {STOPPING_WAIT_SECONDS} s, so it cannot be started yet"
-                ),
-                format!("check it with `kubectl get vmi -n {namespace} {name}`"),
-            ));
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let settled = |vm: Option<&VirtualMachine>| {
+        vm.is_none_or(|vm| !matches!(vm.printable_status(), "Stopping" | "Terminating"))
+    };
+    let wait = await_condition(vms, name, settled);
+    match tokio::time::timeout(std::time::Duration::from_secs(STOPPING_WAIT_SECONDS), wait).await {
+        Ok(Ok(vm)) => Ok(vm.map_or_else(
+            || "Unknown".to_owned(),
+            |vm| vm.printable_status().to_owned(),
+        )),
+        Ok(Err(e)) => Err(Error::Config(format!("watch VirtualMachine {name}: {e}"))),
+        Err(_) => Err(Error::invalid(
+            format!(
+                "VirtualMachine {name} is still stopping after {STOPPING_WAIT_SECONDS} s, so it cannot be started yet"
+            ),
+            format!("check it with `kubectl get vmi -n {namespace} {name}`"),
+        )),
     }
 }
 
