@@ -146,6 +146,7 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 /// A running app under Xvfb with a WebDriver session on it. Dropping it stops everything.
 struct Gui {
     client: Client,
+    display: String,
     data_home: PathBuf,
     _driver: Guard,
     _xvfb: Guard,
@@ -186,6 +187,7 @@ impl Gui {
         let client = connect(port, &app).await;
         Gui {
             client,
+            display,
             data_home,
             _driver: driver,
             _xvfb: xvfb,
@@ -193,23 +195,25 @@ impl Gui {
         }
     }
 
-    /// Saves a screenshot next to the test binaries and says where. A by-product for people
-    /// to look at, not an assertion: WebKitWebDriver may never answer while an animation runs,
-    /// so it gives up after 10 s.
-    async fn screenshot(&self, name: &str) {
-        match tokio::time::timeout(Duration::from_secs(10), self.client.screenshot()).await {
-            Ok(Ok(png)) => {
-                let path = target_dir().join(name);
-                std::fs::write(&path, png).unwrap();
-                eprintln!("screenshot: {}", path.display());
-            }
-            Ok(Err(e)) => eprintln!("no screenshot {name}: {e}"),
-            Err(_) => eprintln!("no screenshot {name}: WebDriver did not answer in 10 s"),
-        }
+    /// Saves a screenshot of the X display next to the test binaries and says where (taken by
+    /// ImageMagick's `import` from the X server, not through WebDriver, which may never answer
+    /// one in some states). A by-product for people to look at; returns the file.
+    fn screenshot(&self, name: &str) -> PathBuf {
+        let path = target_dir().join(name);
+        let status = Command::new("import")
+            .args(["-display", &self.display, "-window", "root"])
+            .arg(&path)
+            .status()
+            .expect("run import (apt-get install imagemagick)");
+        assert!(status.success(), "import {name}: {status}");
+        eprintln!("screenshot: {}", path.display());
+        path
     }
 
     async fn close(self) {
-        self.client.clone().close().await.unwrap();
+        // Closing the session closes the app's window; if WebDriver does not answer, dropping
+        // the guards stops the driver and the display anyway.
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.client.clone().close()).await;
         let _ = std::fs::remove_dir_all(&self.data_home);
     }
 }
@@ -247,7 +251,7 @@ async fn the_app_shows_the_legacy_pool_and_follows_the_cluster_live() {
     };
     eprintln!("a new member appeared in the window {appeared:?} after its creation");
 
-    gui.screenshot("e2e-pools.png").await;
+    gui.screenshot("e2e-pools.png");
 
     vms.delete("e2e-1", &DeleteParams::default()).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -340,22 +344,18 @@ async fn alice_gets_a_desktop_and_bob_may_not_release_it() {
         .expect("alice's desktop is listed")
         .to_owned();
     assert!(exists(client, &format!("[data-testid='my-desktop-{member}']")).await);
-    gui.screenshot("e2e-my-desktops.png").await;
+    gui.screenshot("e2e-my-desktops.png");
 
-    // bob: sees it assigned to alice, and his unassign is refused plainly.
+    // bob: sees it assigned to alice; taking it back is an administrator's force release,
+    // offered to him disabled, with the reason.
     choose(client, "[data-testid='context-select']", "bob").await;
     wait_text(client, "[data-testid='identity-badge']", "bob").await;
     wait_text(client, &format!("[data-testid='member-{member}']"), "alice").await;
-    click(client, &format!("[data-testid='unassign-{member}']")).await;
-    click(client, "[data-testid='confirm-release']").await;
-    let refusal = wait_text(
-        client,
-        "[data-testid='action-error']",
-        "only alice can release it",
-    )
-    .await;
-    eprintln!("bob's refusal: {refusal}");
-    gui.screenshot("e2e-bob-refused.png").await;
+    let button = format!("[data-testid='unassign-{member}']");
+    let reason = wait_attr(client, &button, "data-reason", "only alice can release it").await;
+    assert!(is_disabled(client, &button).await, "{reason}");
+    eprintln!("bob's release is disabled: {reason}");
+    gui.screenshot("e2e-bob-refused.png");
 
     // Nothing moved on the cluster.
     let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
@@ -369,6 +369,42 @@ async fn alice_gets_a_desktop_and_bob_may_not_release_it() {
         Some("alice")
     );
     gui.close().await;
+}
+
+/// Waits until attribute `name` of the element matching `css` contains `needle`; returns it.
+async fn wait_attr(client: &Client, css: &str, name: &str, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let value = client
+            .execute(
+                "const e = document.querySelector(arguments[0]); return e === null ? null : e.getAttribute(arguments[1])",
+                vec![serde_json::json!(css), serde_json::json!(name)],
+            )
+            .await
+            .unwrap();
+        let value = value.as_str().unwrap_or_default().to_owned();
+        if value.contains(needle) {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{css} [{name}] is {value:?}, never {needle:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Whether the element matching `css` is disabled.
+async fn is_disabled(client: &Client, css: &str) -> bool {
+    client
+        .execute(
+            "return document.querySelector(arguments[0]).disabled === true",
+            vec![serde_json::json!(css)],
+        )
+        .await
+        .unwrap()
+        .as_bool()
+        .unwrap_or(false)
 }
 
 async fn type_into(client: &Client, css: &str, text: &str) {
@@ -421,8 +457,7 @@ async fn a_pool_of_three_is_created_and_deleted_through_the_dialogs() {
         .await;
     }
 
-    // No screenshot here: WebKitWebDriver does not answer one in this state (and the session
-    // is stuck after it), so the pool dialogs are checked through the DOM alone.
+    gui.screenshot("e2e-pool-created.png");
     click(client, "[data-testid='delete-corral-vms-guipool']").await;
     let listed = wait_text(client, "[data-testid='delete-dialog']", "guipool-3").await;
     assert!(listed.contains("guipool-1"), "{listed}");
@@ -447,5 +482,63 @@ async fn a_pool_of_three_is_created_and_deleted_through_the_dialogs() {
             .iter()
             .all(|vm| vm.metadata.deletion_timestamp.is_some())
     );
+    gui.close().await;
+}
+
+#[tokio::test]
+async fn alice_sees_administrator_actions_disabled_with_the_reason_and_admin_does_not() {
+    let gui = Gui::launch().await;
+    let client = &gui.client;
+    text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
+    let guard = wait_text(client, "[data-testid='guard-badge']", "guard").await;
+    assert_eq!(guard.trim(), "guard on", "the sandbox has the guard");
+
+    // admin: New pool, Assign… and Delete… are enabled.
+    wait_text(client, "[data-testid='identity-badge']", "admin").await;
+    let (new_pool, assign, delete) = (
+        "[data-testid='new-pool']",
+        "[data-testid='assign-corral-vms-legacy']",
+        "[data-testid='delete-corral-vms-legacy']",
+    );
+    // Permissions arrive after the session opens: give them a moment, then they must hold.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    for css in [new_pool, assign, delete] {
+        assert!(!is_disabled(client, css).await, "admin: {css} is disabled");
+    }
+
+    // alice: all three disabled, each with the cluster's reason.
+    choose(client, "[data-testid='context-select']", "alice").await;
+    wait_text(client, "[data-testid='identity-badge']", "alice").await;
+    let blocked = wait_text(
+        client,
+        "[data-testid='new-pool-blocked']",
+        "RBAC does not let you create virtualmachineclones.clone.kubevirt.io",
+    )
+    .await;
+    assert!(is_disabled(client, new_pool).await, "{blocked}");
+    let reason = wait_attr(
+        client,
+        delete,
+        "data-reason",
+        "RBAC does not let you delete virtualmachines",
+    )
+    .await;
+    assert!(is_disabled(client, delete).await, "{reason}");
+    let reason = wait_attr(
+        client,
+        assign,
+        "data-reason",
+        "only members of corral-vdi:admins may assign",
+    )
+    .await;
+    assert!(is_disabled(client, assign).await, "{reason}");
+    let note = wait_text(client, "[data-testid='denied-note']", "Delete… is off").await;
+    assert!(
+        note.contains("Assign… is off: only members of corral-vdi:admins"),
+        "{note}"
+    );
+    // What she may do stays offered.
+    assert!(!is_disabled(client, "[data-testid='get-desktop-submit']").await);
+    gui.screenshot("e2e-alice-permissions.png");
     gui.close().await;
 }

@@ -13,6 +13,8 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use sandbox::{Options, Sandbox};
 use serde_json::json;
+use vdi_core::cluster::{Impersonation, KubeconfigSource};
+use vdi_core::identity::Actor;
 
 /// Where a test binary's sandbox is.
 #[derive(Clone, Debug)]
@@ -25,20 +27,31 @@ pub struct Shared {
 
 static SANDBOX: OnceLock<Shared> = OnceLock::new();
 
-/// The test binary's sandbox, started (with the demo data) on first use. Its processes die with
-/// the test process; its directory is swept by the next run.
+/// The test binary's sandbox, started (with the demo data and the guard) on first use. Its
+/// processes die with the test process; its directory is swept by the next run.
 pub fn sandbox() -> &'static Shared {
-    SANDBOX.get_or_init(|| start(true).unwrap_or_else(|e| panic!("sandbox did not start: {e:#}")))
+    sandbox_with(|_| {})
+}
+
+/// Like [`sandbox`], with `configure` applied to the options first; only the first call of a
+/// test binary starts it, so a binary must always pass the same `configure`.
+pub fn sandbox_with(configure: impl FnOnce(&mut Options)) -> &'static Shared {
+    SANDBOX
+        .get_or_init(|| start(configure).unwrap_or_else(|e| panic!("sandbox did not start: {e:#}")))
 }
 
 /// Starts a sandbox in a dedicated thread and keeps it there until the process ends.
-pub fn start(emulate: bool) -> Result<Shared> {
+pub fn start(configure: impl FnOnce(&mut Options)) -> Result<Shared> {
     let (tx, rx) = std::sync::mpsc::channel();
-    let label = std::env::current_exe()
+    let label_of_binary = std::env::current_exe()
         .ok()
         .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
         .unwrap_or_else(|| "test".into())
         .replace('-', "_");
+    let options = Options::ephemeral(&label_of_binary).map(|mut options| {
+        configure(&mut options);
+        options
+    });
     std::thread::Builder::new()
         .name("sandbox".into())
         .spawn(move || {
@@ -48,11 +61,7 @@ pub fn start(emulate: bool) -> Result<Shared> {
                 .build()
                 .expect("tokio runtime");
             runtime.block_on(async move {
-                let started = async {
-                    let mut options = Options::ephemeral(&label)?;
-                    options.emulate = emulate;
-                    Sandbox::start(options).await
-                };
+                let started = async { Sandbox::start(options?).await };
                 match started.await {
                     Ok(sb) => {
                         let _ = tx.send(Ok(Shared {
@@ -76,6 +85,30 @@ pub async fn client_as(user: &str) -> Client {
     sandbox::kubeconfig::client(&sandbox().kubeconfig, user)
         .await
         .unwrap_or_else(|e| panic!("client for {user}: {e:#}"))
+}
+
+/// An [`Actor`] for `user` of the shared sandbox: its client, and who the cluster says it is.
+pub async fn actor_as(user: &str) -> Actor {
+    Actor::connect(client_as(user).await)
+        .await
+        .unwrap_or_else(|e| panic!("actor for {user}: {e}"))
+}
+
+/// An [`Actor`] for `user` with `groups` that the sandbox's `admin` impersonates (the
+/// cluster's own impersonation, like `kubectl --as`); `system:masters` among the groups gives
+/// it RBAC rights everywhere without making it a Corral VDI administrator.
+pub async fn actor_impersonating(user: &str, groups: &[&str]) -> Actor {
+    let source = KubeconfigSource {
+        path: Some(sandbox().kubeconfig.clone()),
+        impersonate: Some(Impersonation {
+            user: user.to_owned(),
+            groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+        }),
+    };
+    let conn = source.connect(Some("admin")).await.unwrap();
+    Actor::connect(conn.client)
+        .await
+        .unwrap_or_else(|e| panic!("actor impersonating {user}: {e}"))
 }
 
 static NEXT: AtomicU32 = AtomicU32::new(0);

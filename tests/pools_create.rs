@@ -149,17 +149,19 @@ async fn assert_member_ready(admin: &Client, ns: &str, pool: &str, member: &str)
 async fn a_pool_is_cloned_labelled_stopped_and_unassigned() {
     let admin = client_as("admin").await;
     let ns = namespace("create").await;
-    // A golden VM that carries Corral keys (as one cloned from a member would): the clones'
-    // filters must keep them off the members.
+    // A golden VM that carries Corral keys (an unassigned member of another pool, cloned as
+    // asked for explicitly): the clones' filters must keep them off the members.
     golden_vm(&ns, "gold", "Halted", |vm| {
-        vm["metadata"]["labels"][ASSIGNED_TO_LABEL] = json!("alice");
+        vm["metadata"]["labels"]["corral.dev/vdi-note"] = json!("stray");
         vm["metadata"]["labels"][POOL_LABEL] = json!("elsewhere");
         vm["metadata"]["annotations"] =
             json!({ CLAIMED_AT_ANNOTATION: "2026-01-01T00:00:00Z", "note": "kept" });
     })
     .await;
     let recorder = Recorder::default();
-    let created = create_pool(&admin, &request(&ns, "devpool", "gold", 3), recorder.sink())
+    let mut asked = request(&ns, "devpool", "gold", 3);
+    asked.options.allow_member = true;
+    let created = create_pool(&admin, &asked, recorder.sink())
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(created.members, ["devpool-1", "devpool-2", "devpool-3"]);
@@ -174,6 +176,7 @@ async fn a_pool_is_cloned_labelled_stopped_and_unassigned() {
         assert_member_ready(&admin, &ns, "devpool", member).await;
         let vm = vms.get(member).await.unwrap();
         assert_eq!(vm.labels().get("app").map(String::as_str), Some("desktop"));
+        assert!(!vm.labels().contains_key("corral.dev/vdi-note"), "{member}");
         assert_eq!(
             vm.annotations().get("note").map(String::as_str),
             Some("kept")
@@ -259,7 +262,7 @@ async fn bad_input_is_refused_and_changes_nothing() {
         (
             request(&ns, "Dev_Pool", "gold", 3),
             ErrorKind::Invalid,
-            "not a DNS-1123 label",
+            "is not a valid pool name",
         ),
         (
             request(&ns, "devpool", "gold", 0),

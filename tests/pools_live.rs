@@ -12,7 +12,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
-use vdi_core::cluster::{KubeconfigSource, ServerClock, whoami};
+use vdi_core::cluster::{KubeconfigSource, ServerClock};
+use vdi_core::identity::whoami;
 use vdi_core::labels::{
     ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, MEMBER_LABEL, POOL_LABEL, encode_identity, lease_name,
 };
@@ -362,12 +363,20 @@ async fn identity_comes_from_the_cluster_for_each_user() {
     }
     let admin = whoami(&client_as("admin").await).await.unwrap();
     assert!(admin.groups.contains(&"system:masters".to_owned()));
+    assert!(
+        admin.is_admin(),
+        "admin is in {}",
+        vdi_core::identity::ADMIN_GROUP
+    );
+    let alice = whoami(&client_as("alice").await).await.unwrap();
+    assert!(!alice.is_admin());
 }
 
 #[tokio::test]
 async fn contexts_and_connections_follow_the_kubeconfig() {
     let source = KubeconfigSource {
         path: Some(sandbox().kubeconfig.clone()),
+        ..KubeconfigSource::default()
     };
     let contexts = source.contexts().unwrap();
     let names: Vec<_> = contexts.contexts.iter().map(|c| c.name.as_str()).collect();
@@ -449,6 +458,7 @@ async fn refused_credentials_and_unreachable_servers_get_their_own_errors() {
     );
     let conn = KubeconfigSource {
         path: Some(refused.clone()),
+        ..KubeconfigSource::default()
     }
     .connect(None)
     .await
@@ -478,6 +488,7 @@ async fn refused_credentials_and_unreachable_servers_get_their_own_errors() {
     );
     let conn = KubeconfigSource {
         path: Some(gone.clone()),
+        ..KubeconfigSource::default()
     }
     .connect(None)
     .await

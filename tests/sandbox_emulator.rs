@@ -228,3 +228,27 @@ async fn a_clone_walks_its_phases_to_a_halted_target() {
     // The same object is served as v1alpha1 too.
     clones(&admin, &ns, "v1alpha1").get("c1").await.unwrap();
 }
+
+#[tokio::test]
+async fn the_seed_is_reconciled_when_start_returns() {
+    // No waiting here: Sandbox::start returns only once the seed is as a user finds it.
+    let admin = client_as("admin").await;
+    let api = vms(&admin, sandbox::DEMO_NAMESPACE);
+    for (name, power) in [
+        ("golden-desktop", "Stopped"),
+        ("legacy-1", "Stopped"),
+        ("legacy-2", "Running"),
+        ("legacy-3", "Stopped"),
+    ] {
+        let vm = api.get(name).await.unwrap();
+        assert_eq!(
+            vm.data.pointer("/status/printableStatus"),
+            Some(&json!(power)),
+            "{name}"
+        );
+        assert!(
+            vm.data.pointer("/status/volumeSnapshotStatuses").is_some(),
+            "{name} reports snapshot support"
+        );
+    }
+}

@@ -2,9 +2,11 @@
 //! [`vdi_core::model::ErrorView`] (kind, message, suggestion), never as bare strings.
 
 use tauri::{AppHandle, Emitter, State};
-use vdi_core::claim::{self, ClaimOptions, Claimed, Released};
-use vdi_core::cluster::{ServerClock, whoami};
+use vdi_core::claim::{self, ClaimOptions, Claimed, Released, UnassignOptions};
+use vdi_core::cluster::ServerClock;
 use vdi_core::golden::{self, GoldenCandidate, NewPool};
+use vdi_core::guard::{self, GuardStatus};
+use vdi_core::identity::{self, Actor, Permissions};
 use vdi_core::model::{AppInfo, Contexts, ErrorView, Scope, SessionInfo};
 use vdi_core::model::{PoolCreated, PoolDeleted};
 use vdi_core::pool::{self, CreatePool, DeletePool};
@@ -15,8 +17,10 @@ use crate::{AppState, CREATE_PROGRESS_EVENT, POOLS_EVENT};
 /// An open session: dropping it stops the feed and its forwarding.
 pub struct Session {
     client: kube::Client,
-    identity: Option<String>,
+    /// Who acts, from the cluster; `None` when the cluster could not say (actions refused).
+    actor: Option<Actor>,
     clock: ServerClock,
+    guard: Option<GuardStatus>,
     _feed: PoolFeed,
     forward: tauri::async_runtime::JoinHandle<()>,
 }
@@ -60,30 +64,36 @@ pub async fn open_session(
 ) -> Result<SessionInfo, ErrorView> {
     // Stop the old feed first, so no stale snapshot arrives after the new one.
     drop(state.session.lock().map_err(|_| poisoned())?.take());
+    scope.validate().map_err(|e| e.view())?;
     let conn = state
         .source
         .connect(context.as_deref())
         .await
         .map_err(|e| e.view())?;
-    let (identity, identity_error) = match whoami(&conn.client).await {
-        Ok(id) => (Some(id), None),
+    let (actor, guard) = tokio::join!(Actor::connect(conn.client.clone()), async {
+        guard::status(&conn.client).await.ok()
+    });
+    let (actor, identity_error) = match actor {
+        Ok(actor) => (Some(actor), None),
         Err(e) => {
             tracing::warn!(error = %e, "identity unknown");
             (None, Some(e.view()))
         }
     };
-    let clock = ServerClock::measure(&conn.client)
-        .await
-        .unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "API server clock unknown; judging with the local clock");
-            ServerClock::default()
-        });
+    let clock = match &actor {
+        Some(actor) => *actor.clock(),
+        None => ServerClock::measure(&conn.client)
+            .await
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "API server clock unknown; judging with the local clock");
+                ServerClock::default()
+            }),
+    };
     tracing::info!(
         context = context.as_deref().unwrap_or("(current)"),
         namespace = scope.namespace().unwrap_or("(all)"),
-        user = identity
-            .as_ref()
-            .map_or("(unknown)", |i| i.username.as_str()),
+        user = actor.as_ref().map_or("(unknown)", |a| a.username()),
+        guard = ?guard.as_ref().map(|g| g.state),
         "session opened"
     );
     let feed = PoolFeed::spawn(conn.client.clone(), scope.clone(), clock);
@@ -99,10 +109,12 @@ pub async fn open_session(
             }
         }
     });
+    let identity = actor.as_ref().map(|a| a.identity().clone());
     *state.session.lock().map_err(|_| poisoned())? = Some(Session {
         client: conn.client.clone(),
-        identity: identity.as_ref().map(|i| i.username.clone()),
+        actor,
         clock,
+        guard: guard.clone(),
         _feed: feed,
         forward,
     });
@@ -111,34 +123,50 @@ pub async fn open_session(
         identity,
         identity_error,
         scope,
+        guard,
     })
 }
 
-/// The open session's client, identity and clock.
-fn current(
-    state: &State<'_, AppState>,
-) -> Result<(kube::Client, Option<String>, ServerClock), ErrorView> {
+/// The open session's client and clock.
+fn current(state: &State<'_, AppState>) -> Result<(kube::Client, ServerClock), ErrorView> {
     let guard = state.session.lock().map_err(|_| poisoned())?;
-    let session = guard.as_ref().ok_or_else(|| ErrorView {
+    let session = guard.as_ref().ok_or_else(not_connected)?;
+    Ok((session.client.clone(), session.clock))
+}
+
+fn not_connected() -> ErrorView {
+    ErrorView {
         kind: vdi_core::model::ErrorKind::Invalid,
         message: "not connected to a cluster".into(),
         suggestion: Some("pick a context first".into()),
         retryable: false,
-    })?;
-    Ok((
-        session.client.clone(),
-        session.identity.clone(),
-        session.clock,
-    ))
+    }
 }
 
-fn identity_required(identity: Option<String>) -> Result<String, ErrorView> {
-    identity.ok_or_else(|| ErrorView {
+/// The open session's actor (who acts, from the cluster), and whether the guard is enforced.
+fn actor(state: &State<'_, AppState>) -> Result<(Actor, bool), ErrorView> {
+    let guard = state.session.lock().map_err(|_| poisoned())?;
+    let session = guard.as_ref().ok_or_else(not_connected)?;
+    let actor = session.actor.clone().ok_or_else(|| ErrorView {
         kind: vdi_core::model::ErrorKind::Unauthorized,
         message: "the cluster did not say who you are (SelfSubjectReview failed)".into(),
         suggestion: Some("check your credentials, then pick the context again".into()),
         retryable: false,
-    })
+    })?;
+    let enforced = session.guard.as_ref().is_some_and(GuardStatus::enforced);
+    Ok((actor, enforced))
+}
+
+/// What the identity may do in `namespace` (SelfSubjectAccessReviews, and the guard's rules):
+/// the app shows what it may not do as disabled, with the reason.
+#[tauri::command]
+pub async fn permissions(
+    state: State<'_, AppState>,
+    namespace: String,
+) -> Result<Permissions, ErrorView> {
+    vdi_core::validate::namespace(&namespace).map_err(|e| e.view())?;
+    let (actor, guarded) = actor(&state)?;
+    Ok(identity::permissions(&actor, &namespace, guarded).await)
 }
 
 /// Hands a free member of `pool` to `user` (an administrator's assign).
@@ -149,14 +177,12 @@ pub async fn assign_member(
     pool: String,
     user: String,
 ) -> Result<Claimed, ErrorView> {
-    let (client, _, clock) = current(&state)?;
-    let user = user.trim().to_owned();
+    let (actor, _) = actor(&state)?;
     claim::assign(
-        &client,
+        &actor,
         &namespace,
         &pool,
-        &user,
-        &clock,
+        user.trim(),
         &ClaimOptions::default(),
     )
     .await
@@ -170,31 +196,24 @@ pub async fn claim_desktop(
     namespace: String,
     pool: String,
 ) -> Result<Claimed, ErrorView> {
-    let (client, identity, clock) = current(&state)?;
-    let me = identity_required(identity)?;
-    claim::assign(
-        &client,
-        &namespace,
-        &pool,
-        &me,
-        &clock,
-        &ClaimOptions::default(),
-    )
-    .await
-    .map_err(|e| e.view())
+    let (actor, _) = actor(&state)?;
+    let me = actor.username().to_owned();
+    claim::assign(&actor, &namespace, &pool, &me, &ClaimOptions::default())
+        .await
+        .map_err(|e| e.view())
 }
 
 /// Releases `member` as the identity the cluster reports (only a Lease's holder may release
-/// an active claim).
+/// an active claim, unless `force`: an administrator's "Force release").
 #[tauri::command]
 pub async fn unassign_member(
     state: State<'_, AppState>,
     namespace: String,
     member: String,
+    force: bool,
 ) -> Result<Released, ErrorView> {
-    let (client, identity, clock) = current(&state)?;
-    let me = identity_required(identity)?;
-    claim::unassign(&client, &namespace, &member, &me, &clock)
+    let (actor, _) = actor(&state)?;
+    claim::unassign(&actor, &namespace, &member, &UnassignOptions { force })
         .await
         .map_err(|e| e.view())
 }
@@ -205,7 +224,7 @@ pub async fn golden_candidates(
     state: State<'_, AppState>,
     namespace: String,
 ) -> Result<Vec<GoldenCandidate>, ErrorView> {
-    let (client, _, _) = current(&state)?;
+    let (client, _) = current(&state)?;
     golden::golden_candidates(&client, &namespace)
         .await
         .map_err(|e| e.view())
@@ -226,7 +245,7 @@ pub async fn create_pool(
     state: State<'_, AppState>,
     request: NewPool,
 ) -> Result<PoolCreated, ErrorView> {
-    let (client, _, _) = current(&state)?;
+    let (client, _) = current(&state)?;
     let request = CreatePool::from(request);
     tracing::info!(namespace = %request.namespace, pool = %request.name, golden = %request.golden, size = request.size, "pool create requested");
     pool::create_pool(&client, &request, |step| {
@@ -247,7 +266,7 @@ pub async fn delete_pool(
     name: String,
     force: bool,
 ) -> Result<PoolDeleted, ErrorView> {
-    let (client, _, clock) = current(&state)?;
+    let (client, clock) = current(&state)?;
     tracing::info!(%namespace, pool = %name, force, "pool delete requested");
     let request = DeletePool {
         namespace,

@@ -42,6 +42,7 @@ pub fn run() {
             commands::app_info,
             commands::list_contexts,
             commands::open_session,
+            commands::permissions,
             commands::assign_member,
             commands::claim_desktop,
             commands::unassign_member,

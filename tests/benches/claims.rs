@@ -17,7 +17,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use tower::ServiceBuilder;
 use vdi_core::claim::{ClaimOptions, assign};
-use vdi_core::cluster::ServerClock;
+use vdi_core::identity::Actor;
 use vdi_core::labels::POOL_LABEL;
 use vdi_core::resources::VirtualMachine;
 
@@ -74,25 +74,26 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let shared = corral_tests::start(true)?;
+    let shared = corral_tests::start(|_| {})?;
     let admin = sandbox::kubeconfig::client(&shared.kubeconfig, "admin").await?;
     let ns: Namespace =
         serde_json::from_value(serde_json::json!({ "metadata": { "name": NAMESPACE } }))?;
     Api::<Namespace>::all(admin.clone())
         .create(&PostParams::default(), &ns)
         .await?;
-    let clock = ServerClock::measure(&admin).await?;
 
     // Requests per uncontended claim.
     make_pool(&admin, "solo", 1).await?;
     let counter = Arc::new(AtomicUsize::new(0));
     let client = counting_client(&shared.kubeconfig, counter.clone()).await?;
+    let actor = Actor::connect(client).await?;
+    // Who acts and the server's clock are read once per session, not per claim.
+    counter.store(0, Ordering::Relaxed);
     assign(
-        &client,
+        &actor,
         NAMESPACE,
         "solo",
         "solo-user",
-        &clock,
         &ClaimOptions::default(),
     )
     .await?;
@@ -104,28 +105,22 @@ async fn main() -> anyhow::Result<()> {
     for claimants in [1usize, 16, 64] {
         let pool = format!("c{claimants}");
         make_pool(&admin, &pool, claimants).await?;
-        let mut clients = Vec::new();
+        let mut actors = Vec::new();
         for _ in 0..claimants {
-            clients.push(sandbox::kubeconfig::client(&shared.kubeconfig, "admin").await?);
+            let client = sandbox::kubeconfig::client(&shared.kubeconfig, "admin").await?;
+            actors.push(Actor::connect(client).await?);
         }
         let started = Instant::now();
-        let tasks: Vec<_> = clients
+        let tasks: Vec<_> = actors
             .into_iter()
             .enumerate()
-            .map(|(k, client)| {
+            .map(|(k, actor)| {
                 let pool = pool.clone();
                 tokio::spawn(async move {
                     let t = Instant::now();
                     let who = format!("user-{k}");
-                    let result = assign(
-                        &client,
-                        NAMESPACE,
-                        &pool,
-                        &who,
-                        &clock,
-                        &ClaimOptions::default(),
-                    )
-                    .await;
+                    let result =
+                        assign(&actor, NAMESPACE, &pool, &who, &ClaimOptions::default()).await;
                     (t.elapsed(), result.map(|c| c.races_lost))
                 })
             })

@@ -30,7 +30,7 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let shared = corral_tests::start(false)?;
+    let shared = corral_tests::start(|o| o.emulate = false)?;
     let admin = sandbox::kubeconfig::client(&shared.kubeconfig, "admin").await?;
     let ns: Namespace =
         serde_json::from_value(serde_json::json!({ "metadata": { "name": NAMESPACE } }))?;

@@ -25,7 +25,7 @@ const SIZES: [u32; 3] = [1, 10, 50];
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let shared = corral_tests::start(true)?;
+    let shared = corral_tests::start(|_| {})?;
     let admin = sandbox::kubeconfig::client(&shared.kubeconfig, "admin").await?;
     let ns: Namespace = serde_json::from_value(json!({ "metadata": { "name": NAMESPACE } }))?;
     Api::<Namespace>::all(admin.clone())

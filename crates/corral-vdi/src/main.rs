@@ -1,18 +1,23 @@
 //! `corral-vdi`: the Corral VDI command line, on the same core (vdi-core) as the desktop app.
 //!
-//! Like kubectl it honours `KUBECONFIG`, `--kubeconfig` and `--context`; the namespace defaults
-//! to the context's.
+//! Like kubectl it honours `KUBECONFIG`, `--kubeconfig`, `--context` and `--as`; the namespace
+//! defaults to the context's. Who acts is always the identity the cluster reports for the
+//! credentials (SelfSubjectReview), never a name typed on the command line.
 
+mod guard_cmd;
 mod pool_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use vdi_core::claim::{ClaimOptions, PowerAction, assign, unassign};
-use vdi_core::cluster::{KubeconfigSource, ServerClock, whoami};
+use vdi_core::claim::{
+    ClaimOptions, PowerAction, UnassignOptions, assign, check_assign, check_unassign, unassign,
+};
+use vdi_core::cluster::{Impersonation, KubeconfigSource, ServerClock};
+use vdi_core::identity::Actor;
 use vdi_core::labels::lease_name;
-use vdi_core::model::{MemberView, PoolView, Scope};
+use vdi_core::model::{MemberState, MemberView, PoolView, Scope};
 use vdi_core::watch::list_pools;
 
 #[derive(Parser)]
@@ -36,6 +41,18 @@ struct Global {
     /// The kubeconfig context to use (default: its current-context).
     #[arg(long, global = true)]
     context: Option<String>,
+    /// Act as this user through the cluster's impersonation (like kubectl --as); RBAC must
+    /// grant you `impersonate` on it.
+    #[arg(long = "as", global = true, value_name = "USER")]
+    as_user: Option<String>,
+    /// A group to act with, with --as (repeatable).
+    #[arg(
+        long = "as-group",
+        global = true,
+        value_name = "GROUP",
+        requires = "as_user"
+    )]
+    as_groups: Vec<String>,
 }
 
 #[derive(Subcommand)]
@@ -52,9 +69,12 @@ enum Command {
         /// Namespace (default: the context's namespace).
         #[arg(short = 'n', long)]
         namespace: Option<String>,
-        /// Lease duration, in seconds.
-        #[arg(long, default_value_t = vdi_core::labels::DEFAULT_LEASE_SECONDS)]
-        lease_seconds: i32,
+        /// Lease duration, in seconds (1 to 604800).
+        #[arg(long, default_value_t = i64::from(vdi_core::labels::DEFAULT_LEASE_SECONDS), allow_negative_numbers = true)]
+        lease_seconds: i64,
+        /// Hand out another member even if the user already holds one in this pool.
+        #[arg(long)]
+        another: bool,
     },
     /// Release a member: removes its assignment, stops the VM, releases its Lease.
     Unassign {
@@ -63,11 +83,20 @@ enum Command {
         /// Namespace (default: the context's namespace).
         #[arg(short = 'n', long)]
         namespace: Option<String>,
-        /// Who is releasing it (default: your identity, from the cluster). Only the Lease's
-        /// holder may release an active claim.
+        /// Asserts who you are: must equal the identity the cluster reports for your
+        /// credentials (to act as someone else, use --as). Only the Lease's holder may release
+        /// an active claim.
         #[arg(long)]
         user: Option<String>,
+        /// Release someone else's active claim (an administrator's act; recorded as an Event
+        /// on the VM).
+        #[arg(long)]
+        force: bool,
     },
+    /// The server-side guard: admission policies that make the API server enforce the claim
+    /// rules for everyone, kubectl users included.
+    #[command(subcommand)]
+    Guard(guard_cmd::GuardCommand),
 }
 
 #[derive(Subcommand)]
@@ -111,10 +140,16 @@ fn member_row(m: &MemberView) -> [String; 6] {
         .as_ref()
         .and_then(|l| l.expires_at)
         .map(|t| t.to_string());
+    let holder = match (&m.holder, &m.label_holder) {
+        (Some(lease), Some(label)) if m.state == MemberState::Conflict => {
+            format!("{lease} (label: {label})")
+        }
+        (holder, _) => or_dash(holder.as_deref()).to_owned(),
+    };
     [
         m.name.clone(),
         m.state_label.clone(),
-        or_dash(m.holder.as_deref()).to_owned(),
+        holder,
         or_dash(m.claimed_at.as_deref()).to_owned(),
         or_dash(expires.as_deref()).to_owned(),
         m.power.clone(),
@@ -174,27 +209,39 @@ fn power_text(power: &PowerAction) -> String {
     }
 }
 
+/// The namespace to use: `-n` if given (validated later, with every other input), else the
+/// context's.
+fn namespace_or(given: Option<String>, default: &str) -> String {
+    given.unwrap_or_else(|| default.to_owned())
+}
+
 async fn run(cli: Cli) -> vdi_core::Result<()> {
     let source = KubeconfigSource {
         path: cli.global.kubeconfig,
+        impersonate: cli.global.as_user.map(|user| Impersonation {
+            user,
+            groups: cli.global.as_groups,
+        }),
     };
+    let context = cli.global.context.as_deref();
     match cli.command {
         Command::Pool(PoolCommand::Create(args)) => {
-            pool_cmd::create(&source, cli.global.context.as_deref(), args).await?;
+            pool_cmd::create(&source, context, args).await?;
         }
         Command::Pool(PoolCommand::Delete(args)) => {
-            pool_cmd::delete(&source, cli.global.context.as_deref(), args).await?;
+            pool_cmd::delete(&source, context, args).await?;
         }
         Command::Pool(PoolCommand::List {
             namespace,
             all_namespaces,
         }) => {
-            let conn = source.connect(cli.global.context.as_deref()).await?;
+            let conn = source.connect(context).await?;
             let scope = if all_namespaces {
                 Scope::All
             } else {
-                Scope::Namespace(namespace.unwrap_or(conn.default_namespace.clone()))
+                Scope::Namespace(namespace_or(namespace, &conn.default_namespace))
             };
+            scope.validate()?;
             let clock = ServerClock::measure(&conn.client).await?;
             let pools = list_pools(&conn.client, &scope, &clock).await?;
             print_pools(&pools, &scope);
@@ -204,12 +251,17 @@ async fn run(cli: Cli) -> vdi_core::Result<()> {
             user,
             namespace,
             lease_seconds,
+            another,
         } => {
-            let conn = source.connect(cli.global.context.as_deref()).await?;
-            let ns = namespace.unwrap_or(conn.default_namespace.clone());
-            let clock = ServerClock::measure(&conn.client).await?;
-            let options = ClaimOptions { lease_seconds };
-            let claimed = assign(&conn.client, &ns, &pool, &user, &clock, &options).await?;
+            let conn = source.connect(context).await?;
+            let ns = namespace_or(namespace, &conn.default_namespace);
+            let options = ClaimOptions {
+                lease_seconds,
+                another,
+            };
+            check_assign(&ns, &pool, &user, &options)?;
+            let actor = Actor::connect(conn.client).await?;
+            let claimed = assign(&actor, &ns, &pool, &user, &options).await?;
             let again = if claimed.resumed {
                 " (already held: resumed)"
             } else {
@@ -231,22 +283,31 @@ async fn run(cli: Cli) -> vdi_core::Result<()> {
             member,
             namespace,
             user,
+            force,
         } => {
-            let conn = source.connect(cli.global.context.as_deref()).await?;
-            let ns = namespace.unwrap_or(conn.default_namespace.clone());
-            let caller = match user {
-                Some(user) => user,
-                None => whoami(&conn.client).await?.username,
-            };
-            let clock = ServerClock::measure(&conn.client).await?;
-            let released = unassign(&conn.client, &ns, &member, &caller, &clock).await?;
+            let conn = source.connect(context).await?;
+            let ns = namespace_or(namespace, &conn.default_namespace);
+            if let Some(user) = &user {
+                vdi_core::validate::identity(user)?;
+            }
+            check_unassign(&ns, &member)?;
+            let actor = Actor::connect(conn.client).await?;
+            actor.confirm_user(user.as_deref())?;
+            let released = unassign(&actor, &ns, &member, &UnassignOptions { force }).await?;
             let was = released
                 .previous_holder
                 .map(|h| format!(" (was {h})"))
                 .unwrap_or_else(|| " (it was not assigned)".into());
             println!("released {}{was}", released.member);
+            if released.forced {
+                println!(
+                    "forced: recorded as an Event on VirtualMachine {} (kubectl describe vm -n {ns} {})",
+                    released.member, released.member
+                );
+            }
             println!("power: {}", power_text(&released.power));
         }
+        Command::Guard(command) => guard_cmd::run(&source, context, command).await?,
     }
     Ok(())
 }

@@ -18,6 +18,7 @@ use vdi_core::model::{CreateProgress, CreateStep, MemberProgress};
 use vdi_core::pool::{
     CancelHandle, CreateOptions, CreatePool, DeletePool, create_pool, delete_pool,
 };
+use vdi_core::validate::parse_duration;
 
 /// `pool create <name> --from <vm> --size N [-n ns] [--timeout 120s] [--allow-running]`.
 #[derive(Args)]
@@ -33,12 +34,16 @@ pub struct CreateArgs {
     /// Namespace of the golden VM and the pool (default: the context's namespace).
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
-    /// How long each member's clone may take to produce its VM: 120s, 5m, 1m30s, 90 (seconds).
+    /// How long each member's clone may take to produce its VM: 120s, 5m, 1m30s, 90 (seconds);
+    /// 1 s to 24 h.
     #[arg(long, value_parser = parse_duration, default_value = "120s")]
     pub timeout: Duration,
     /// Clone a golden VM that is not stopped; its disk is then only crash-consistent.
     #[arg(long)]
     pub allow_running: bool,
+    /// Clone a golden VM that is itself an unassigned pool member (never an assigned one).
+    #[arg(long)]
+    pub from_member: bool,
 }
 
 /// `pool delete <name> [-n ns] [--force]`.
@@ -52,42 +57,6 @@ pub struct DeleteArgs {
     /// Delete members that are assigned (or being claimed) too.
     #[arg(long)]
     pub force: bool,
-}
-
-/// Parses a duration written as `<number><unit>` parts (units `ms`, `s`, `m`, `h`), e.g.
-/// `120s`, `2m`, `1m30s`, `500ms`; a bare number is seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let bad = || format!("\"{text}\" is not a duration: write it like 120s, 2m, 1m30s or 500ms");
-    if text.is_empty() {
-        return Err(bad());
-    }
-    if let Ok(secs) = text.parse::<u64>() {
-        return Ok(Duration::from_secs(secs));
-    }
-    let mut total = Duration::ZERO;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-        if digits == 0 {
-            return Err(bad());
-        }
-        let value: u64 = rest[..digits].parse().map_err(|_| bad())?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let part = match &rest[..unit_len] {
-            "ms" => Duration::from_millis(value),
-            "s" => Duration::from_secs(value),
-            "m" => Duration::from_secs(value * 60),
-            "h" => Duration::from_secs(value * 3600),
-            _ => return Err(bad()),
-        };
-        total += part;
-        rest = &rest[unit_len..];
-    }
-    Ok(total)
 }
 
 fn step_text(p: &MemberProgress) -> String {
@@ -173,6 +142,7 @@ pub async fn create(
         options: CreateOptions {
             timeout: args.timeout,
             allow_running: args.allow_running,
+            allow_member: args.from_member,
             cancel: Some(cancel),
             ..CreateOptions::default()
         },
@@ -232,6 +202,12 @@ pub async fn delete(
             deleted.clones.join(", ")
         );
     }
+    if !deleted.unlabelled.is_empty() {
+        println!(
+            "VMs made by this pool's clone objects but never labelled, removed: {}",
+            deleted.unlabelled.join(", ")
+        );
+    }
     if !deleted.forced.is_empty() {
         eprintln!(
             "note: deleted while assigned (--force): {}",
@@ -239,23 +215,4 @@ pub async fn delete(
         );
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_duration;
-    use std::time::Duration;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("120s"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        for bad in ["", "s", "10x", "1.5s", "-3s", "m5"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
-        }
-    }
 }

@@ -124,7 +124,7 @@ async fn refusals_exit_non_zero_with_the_cause_and_a_hint() {
                 "--timeout",
                 "0s",
             ],
-            "the clone timeout must be longer than zero",
+            "a clone timeout of 0 s is out of range: 1 s to 24 h",
         ),
     ];
     for (args, needle) in cases {

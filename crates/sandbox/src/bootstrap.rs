@@ -239,8 +239,10 @@ pub fn dynamic(
 async fn install_rbac(admin: &Client) -> Result<()> {
     let roles: Api<ClusterRole> = Api::all(admin.clone());
     let read = json!(["get", "list", "watch"]);
+    // What self-service needs: create a claim Lease, take over (update) or release (delete)
+    // one. The guard, not RBAC, keeps users to their own claims.
     let lease_rule = json!({ "apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"] });
+        "verbs": ["get", "list", "watch", "create", "update", "delete"] });
     let read_vms = json!({ "apiGroups": ["kubevirt.io"],
         "resources": ["virtualmachines", "virtualmachineinstances"], "verbs": read });
     apply(
@@ -359,6 +361,48 @@ pub fn golden_spec(run_strategy: &str, domain_label: &str) -> Value {
             }
         }
     })
+}
+
+/// Waits (up to 60 s) until the emulator has reconciled the seed: `golden-desktop` Stopped
+/// with its volume snapshot support reported, `legacy-2` Running, `legacy-1` and `legacy-3`
+/// Stopped.
+pub async fn wait_for_seed(admin: &Client) -> Result<()> {
+    let vms = dynamic(
+        admin,
+        "kubevirt.io",
+        "v1",
+        "VirtualMachine",
+        "virtualmachines",
+        DEMO_NAMESPACE,
+    );
+    let want = [
+        ("golden-desktop", "Stopped"),
+        ("legacy-1", "Stopped"),
+        ("legacy-2", "Running"),
+        ("legacy-3", "Stopped"),
+    ];
+    let mut last = String::new();
+    for _ in 0..600 {
+        let mut pending = Vec::new();
+        for (name, power) in want {
+            let vm = vms.get(name).await?;
+            let status = vm.data.get("status").cloned().unwrap_or(Value::Null);
+            let printable = status
+                .get("printableStatus")
+                .and_then(Value::as_str)
+                .unwrap_or("Unknown");
+            let snapshots = status.get("volumeSnapshotStatuses").is_some();
+            if printable != power || !snapshots {
+                pending.push(format!("{name} is {printable}, want {power}"));
+            }
+        }
+        if pending.is_empty() {
+            return Ok(());
+        }
+        last = pending.join("; ");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bail!("the emulator did not reconcile the seed within 60 s: {last}")
 }
 
 /// Demo data in `corral-vms`: a stopped golden VM `golden-desktop`, and a Phase 1 pool `legacy`

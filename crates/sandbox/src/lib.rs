@@ -29,11 +29,15 @@ use kube::Client;
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
-/// Users of every sandbox: (name, groups). `admin` is in `system:masters` (cluster-admin);
-/// `alice` and `bob` are desktop users in `corral-vms`; `carol` may manage Leases there but not
-/// change VMs (see [`bootstrap`]).
+/// Users of every sandbox: (name, groups). `admin` is in `system:masters` (cluster-admin) and
+/// `corral-vdi:admins` (a Corral VDI administrator for the guard); `alice` and `bob` are
+/// desktop users in `corral-vms`; `carol` may manage Leases there but not change VMs (see
+/// [`bootstrap`]).
 pub const USERS: &[(&str, &[&str])] = &[
-    ("admin", &["system:masters"]),
+    (
+        "admin",
+        &["system:masters", vdi_core::identity::ADMIN_GROUP],
+    ),
     ("alice", &[]),
     ("bob", &[]),
     ("carol", &[]),
@@ -54,6 +58,9 @@ pub struct Options {
     /// Whether to run the KubeVirt emulation (controllers and virt-api). Off, VMs are plain
     /// objects without status: for benchmarks of listing alone.
     pub emulate: bool,
+    /// Whether to install Corral VDI's server-side guard (`guard/guard.yaml`), as a cluster
+    /// that follows the README has it.
+    pub guard: bool,
 }
 
 impl Options {
@@ -64,6 +71,7 @@ impl Options {
             dir: state_root().join(name),
             seed: true,
             emulate: true,
+            guard: true,
         }
     }
 
@@ -80,6 +88,7 @@ impl Options {
             dir,
             seed: true,
             emulate: true,
+            guard: true,
         })
     }
 }
@@ -266,6 +275,11 @@ impl Sandbox {
         }
 
         bootstrap::install(&admin).await?;
+        if options.guard {
+            vdi_core::guard::install(&admin)
+                .await
+                .context("install the Corral VDI guard")?;
+        }
         let emulator = if options.emulate {
             let emulator = emulator::start(admin.clone(), &pki).await?;
             bootstrap::register_virt_api(&admin, &pki, emulator.port).await?;
@@ -275,6 +289,11 @@ impl Sandbox {
         };
         if options.seed {
             bootstrap::seed(&admin).await?;
+            if options.emulate {
+                // Return only once the seed is as a user will find it (power states and
+                // snapshot support reported), so a create right after `up` is not refused.
+                bootstrap::wait_for_seed(&admin).await?;
+            }
         }
         Ok(Sandbox {
             name: options.name,

@@ -76,10 +76,20 @@ fn leaf(
     params
         .distinguished_name
         .push(DnType::CommonName, common_name);
-    for org in organizations {
-        params
-            .distinguished_name
-            .push(DnType::OrganizationName, *org);
+    // Kubernetes reads a client certificate's groups from its Organization entries. rcgen keeps
+    // one value per attribute type, so a second group is written under the same OID (2.5.4.10)
+    // spelled as a custom type; two groups is all the sandbox's users need.
+    let organization_types = [
+        DnType::OrganizationName,
+        DnType::CustomDnType(vec![2, 5, 4, 10]),
+    ];
+    anyhow::ensure!(
+        organizations.len() <= organization_types.len(),
+        "a sandbox user has at most {} groups",
+        organization_types.len()
+    );
+    for (org, ty) in organizations.iter().zip(organization_types) {
+        params.distinguished_name.push(ty, *org);
     }
     params.key_usages = vec![
         KeyUsagePurpose::DigitalSignature,

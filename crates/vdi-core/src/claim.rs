@@ -11,13 +11,20 @@
 //!
 //! Expiry is judged with the API server's clock ([`ServerClock`]), and Lease times are written
 //! in it, so a workstation whose clock is off neither steals a live claim nor keeps a dead one.
+//!
+//! Who acts is always the identity from the cluster ([`Actor`]). A label and a Lease that name
+//! different people (another tool wrote one of them) are a conflict: never claimed, never
+//! resumed over, resolved by an administrator. With the server-side guard installed
+//! ([`crate::guard`]), a stale Lease held by someone else is an administrator's to recover: an
+//! ordinary claimant skips it and says how many it skipped.
 
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::api::core::v1::{Event as KubeEvent, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use kube::api::{
     Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams, Preconditions,
 };
@@ -27,29 +34,44 @@ use serde::Serialize;
 use serde_json::json;
 use ts_rs::TS;
 
-use crate::cluster::ServerClock;
 use crate::error::{Error, Result, is_status};
+use crate::identity::{ADMIN_GROUP, Actor};
 use crate::labels::{
     ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, DEFAULT_LEASE_SECONDS, MEMBER_LABEL, POOL_LABEL,
-    encode_identity, is_dns1123_label, lease_name,
+    encode_identity, lease_name,
 };
-use crate::model::{MemberState, MemberView};
+use crate::model::{ErrorKind, MemberState, MemberView};
 use crate::resources::VirtualMachine;
-use crate::state::{group_pools, member_view};
+use crate::state::{group_pools, label_holder, member_view};
+use crate::validate;
 
 /// How a claim is made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClaimOptions {
-    /// `spec.leaseDurationSeconds` of a new or taken-over Lease, in seconds (default 3600).
-    pub lease_seconds: i32,
+    /// `spec.leaseDurationSeconds` of a new or taken-over Lease, in seconds (default 3600;
+    /// [`validate::MIN_LEASE_SECONDS`] ..= [`validate::MAX_LEASE_SECONDS`]).
+    pub lease_seconds: i64,
+    /// Hand out another member even when the user already holds one in this pool (by default
+    /// they get that one back).
+    pub another: bool,
 }
 
 impl Default for ClaimOptions {
     fn default() -> Self {
         ClaimOptions {
-            lease_seconds: DEFAULT_LEASE_SECONDS,
+            lease_seconds: i64::from(DEFAULT_LEASE_SECONDS),
+            another: false,
         }
     }
+}
+
+/// How a release is made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UnassignOptions {
+    /// Release an active claim held by someone else (an administrator's act, or whoever RBAC
+    /// lets delete the Lease when the guard is not installed); recorded as a Kubernetes Event
+    /// on the VM.
+    pub force: bool,
 }
 
 /// What happened to the VM's power.
@@ -107,6 +129,9 @@ pub struct Released {
     pub label_removed: bool,
     /// What was done to the VM's power.
     pub power: PowerAction,
+    /// Whether someone else's active claim was released (`force`); an Event on the VM
+    /// records it.
+    pub forced: bool,
 }
 
 /// An order of the candidates that differs per identity, so that many claimants spread over
@@ -122,25 +147,24 @@ fn spread<'a>(mut candidates: Vec<&'a MemberView>, identity: &str) -> Vec<&'a Me
     candidates
 }
 
-/// One claim in progress: who claims what, where, judged by which clock.
+/// One claim in progress: who claims what for whom, where.
 struct Claim<'a> {
-    client: &'a Client,
+    actor: &'a Actor,
     namespace: &'a str,
     pool: &'a str,
-    identity: &'a str,
-    clock: &'a ServerClock,
+    /// Whom the member is for (the Lease's holder).
+    assignee: &'a str,
 }
 
-/// The Lease `identity` holds on `member` from `now`; a takeover of `previous` keeps its
+/// The Lease `assignee` holds on `member` from `now`; a takeover of `previous` keeps its
 /// resourceVersion (the precondition) and counts one more transition.
 fn lease_object(
     claim: &Claim<'_>,
     member: &str,
     now: Timestamp,
-    options: &ClaimOptions,
+    lease_seconds: i32,
     previous: Option<&Lease>,
 ) -> Lease {
-    let (namespace, pool, identity) = (claim.namespace, claim.pool, claim.identity);
     let transitions = previous
         .and_then(|l| l.spec.as_ref())
         .map_or(0, |s| s.lease_transitions.unwrap_or(0) + 1);
@@ -148,58 +172,96 @@ fn lease_object(
     Lease {
         metadata: ObjectMeta {
             name: Some(lease_name(member)),
-            namespace: Some(namespace.to_owned()),
+            namespace: Some(claim.namespace.to_owned()),
             resource_version,
             labels: Some(BTreeMap::from([
-                (POOL_LABEL.to_owned(), pool.to_owned()),
+                (POOL_LABEL.to_owned(), claim.pool.to_owned()),
                 (MEMBER_LABEL.to_owned(), member.to_owned()),
             ])),
             ..Default::default()
         },
         spec: Some(LeaseSpec {
-            holder_identity: Some(identity.to_owned()),
+            holder_identity: Some(claim.assignee.to_owned()),
             acquire_time: Some(MicroTime(now)),
             renew_time: Some(MicroTime(now)),
-            lease_duration_seconds: Some(options.lease_seconds),
+            lease_duration_seconds: Some(lease_seconds),
             lease_transitions: Some(transitions),
             ..Default::default()
         }),
     }
 }
 
-/// Claims a member of `pool` in `namespace` for `identity` (SPEC "Assign").
+/// The refusal for a member whose label and Lease name different people.
+fn conflict_error(member: &MemberView) -> Error {
+    let lease = member.holder.as_deref().unwrap_or("nobody");
+    let label = member.label_holder.as_deref().unwrap_or("nobody");
+    Error::rejected(
+        ErrorKind::Conflict,
+        format!(
+            "{} is in conflict: its assigned-to label names {label} but its Lease is held by \
+             {lease} (another tool, such as the label-only `corral vdi` CLI, wrote one of them); \
+             it is not handed out or resumed until that is resolved",
+            member.name
+        ),
+        format!(
+            "an administrator ({ADMIN_GROUP}) resolves it with `corral-vdi unassign {} -n {}`, \
+             then it can be claimed again",
+            member.name, member.namespace
+        ),
+    )
+}
+
+/// Claims a member of `pool` in `namespace` for `assignee` (SPEC "Assign"), acting as
+/// `actor`: `assignee` is whom the desktop is handed to (the actor itself for "Get a desktop";
+/// someone else when an administrator assigns).
 ///
-/// 1. Lists the pool's VMs and Leases (two requests). If `identity` already holds an active
-///    Lease on a member, continues with it (`resumed`).
+/// 1. Checks the input (no request on bad input), then lists the pool's VMs and Leases (two
+///    requests). If `assignee` already holds a member of the pool — an active Lease, or the
+///    label alone (a Phase 1 claim, which then gets its Lease) — continues with it
+///    (`resumed`), unless [`ClaimOptions::another`]. A member whose label and Lease disagree
+///    is never resumed over.
 /// 2. Otherwise tries the claimable members in an order spread by identity: a free member's
 ///    Lease is created; a stale Lease is replaced by an update carrying its resourceVersion.
-///    A 409 means another claimant won: the next member is tried.
+///    A 409 means another claimant won: the next member is tried. With the guard installed,
+///    an ordinary user skips stale Leases held by others (an administrator recovers those).
 /// 3. With the Lease held: sets the assigned-to label and claimed-at annotation (one merge
-///    patch with the VM's resourceVersion), then starts the VM through the start subresource
-///    unless it runs. An uncontended claim makes four requests before the start.
+///    patch with the VM's resourceVersion; a label someone else wrote meanwhile is reported as
+///    a conflict, not overwritten), then starts the VM through the start subresource unless
+///    it runs. An uncontended claim makes four requests before the start.
 ///
-/// Errors: [`Error::Invalid`] for a bad pool name or a pool with no members;
-/// [`Error::Refused`] "pool has no free members" with the counts; [`Error::Partial`] when the
-/// label or the start failed after the Lease was won — the Lease is kept so nobody else gets a
+/// Errors: [`Error::Invalid`] for a bad namespace, pool name, user or Lease duration, or a
+/// pool with no members; [`Error::Refused`] "pool has no free members" with the counts;
+/// [`Error::Rejected`] (`Conflict`) for a member in conflict; [`Error::Partial`] when the label
+/// or the start failed after the Lease was won — the Lease is kept so nobody else gets a
 /// half-configured desktop, and the holder can retry (a start failure leaves the label on).
 pub async fn assign(
-    client: &Client,
+    actor: &Actor,
     namespace: &str,
     pool: &str,
-    identity: &str,
-    clock: &ServerClock,
+    assignee: &str,
     options: &ClaimOptions,
 ) -> Result<Claimed> {
-    if identity.trim().is_empty() {
-        return Err(Error::invalid(
-            "no user to assign to",
-            "name the user (the identity the cluster knows them by)",
-        ));
-    }
-    if !is_dns1123_label(pool) {
-        return Err(Error::invalid(
-            format!("\"{pool}\" is not a valid pool name"),
-            "pool names are DNS-1123 labels: lower-case letters, digits and '-'",
+    let lease_seconds = check_assign(namespace, pool, assignee, options)?;
+    let client = actor.client();
+    let clock = actor.clock();
+    if !actor.identity().is_admin()
+        && !crate::labels::guard_can_check(assignee)
+        && crate::guard::status(client)
+            .await
+            .is_ok_and(|s| s.enforced())
+    {
+        return Err(Error::rejected(
+            ErrorKind::Forbidden,
+            format!(
+                "the cluster's Corral VDI guard cannot check a label for the identity \"{assignee}\" \
+                 (longer than {} characters or not printable ASCII), so it lets only \
+                 administrators assign desktops to it",
+                crate::labels::GUARD_B32_MAX_CHARS
+            ),
+            format!(
+                "ask an administrator ({ADMIN_GROUP}) to run `corral-vdi assign {pool} \
+                 {assignee} -n {namespace}`"
+            ),
         ));
     }
     let vms_api: Api<VirtualMachine> = Api::namespaced(client.clone(), namespace);
@@ -240,56 +302,132 @@ pub async fn assign(
         .map(|p| p.members.as_slice())
         .unwrap_or_default();
     let vm_named = |name: &str| vms.iter().find(|vm| vm.name_any() == name);
+    let lease_named = |member: &str| leases.iter().find(|l| l.name_any() == lease_name(member));
     let claim = Claim {
-        client,
+        actor,
         namespace,
         pool,
-        identity,
-        clock,
+        assignee,
     };
 
-    let mine = members.iter().find(|m| {
-        m.lease
-            .as_ref()
-            .is_some_and(|l| l.active && l.holder.as_deref() == Some(identity))
-    });
-    if let Some(m) = mine {
-        let expires = m.lease.as_ref().and_then(|l| l.expires_at).unwrap_or(now);
-        let vm = vm_named(&m.name).ok_or_else(|| Error::Config("member vanished".into()))?;
-        return finish(&claim, vm, expires, true, 0).await;
+    if !options.another {
+        let holds = |m: &&MemberView| {
+            m.lease
+                .as_ref()
+                .is_some_and(|l| l.active && l.holder.as_deref() == Some(assignee))
+        };
+        if let Some(m) = members.iter().find(holds) {
+            if m.state == MemberState::Conflict {
+                return Err(conflict_error(m));
+            }
+            let expires = m.lease.as_ref().and_then(|l| l.expires_at).unwrap_or(now);
+            let vm = vm_named(&m.name).ok_or_else(|| Error::Config("member vanished".into()))?;
+            return finish(&claim, vm, expires, true, 0).await;
+        }
+        // A member labelled for the assignee without a live Lease of anyone else's (a Phase 1
+        // claim, or the assignee's own expired one): it is theirs; give it its Lease.
+        let labelled_for = |m: &&MemberView| {
+            matches!(
+                m.state,
+                MemberState::AssignedLegacy | MemberState::AssignedLeaseExpired
+            ) && vm_named(&m.name).is_some_and(|vm| {
+                vm.labels().get(ASSIGNED_TO_LABEL) == Some(&encode_identity(assignee))
+            }) && m
+                .lease
+                .as_ref()
+                .is_none_or(|l| l.holder.as_deref().is_none_or(|h| h == assignee))
+        };
+        if let Some(m) = members.iter().find(labelled_for) {
+            let vm = vm_named(&m.name).ok_or_else(|| Error::Config("member vanished".into()))?;
+            let now = clock.now();
+            let old = lease_named(&m.name);
+            let lease = lease_object(&claim, &m.name, now, lease_seconds, old);
+            let written = match old {
+                Some(old) => {
+                    leases_api
+                        .replace(&old.name_any(), &PostParams::default(), &lease)
+                        .await
+                }
+                None => leases_api.create(&PostParams::default(), &lease).await,
+            };
+            return match written {
+                Ok(_) => {
+                    let expires = now + SignedDuration::from_secs(i64::from(lease_seconds));
+                    finish(&claim, vm, expires, true, 0).await
+                }
+                Err(e) if is_status(&e, 409) => Err(Error::Refused {
+                    message: format!(
+                        "{} is labelled for {assignee}, but someone else wrote its Lease \
+                         meanwhile",
+                        m.name
+                    ),
+                    suggestion: Some("list the pool again to see who holds it".into()),
+                }),
+                Err(e) => Err(Error::kube(
+                    format!("claim {} (Lease {})", m.name, lease_name(&m.name)),
+                    e,
+                )),
+            };
+        }
     }
 
-    let candidates = spread(members.iter().filter(|m| m.claimable).collect(), identity);
+    let candidates = spread(members.iter().filter(|m| m.claimable).collect(), assignee);
     let mut lost = 0;
+    let mut expired_skipped = 0;
+    // Whether the guard stops this actor from taking over others' stale Leases; asked once,
+    // and only when such a Lease is in the way.
+    let mut guarded: Option<bool> = None;
     for m in candidates {
         let Some(vm) = vm_named(&m.name) else {
             continue;
         };
+        let old = lease_named(&m.name);
+        let others_stale = m.state == MemberState::FreeStaleLease
+            && m.lease
+                .as_ref()
+                .and_then(|l| l.holder.as_deref())
+                .is_some_and(|h| h != actor.username());
+        if others_stale && !actor.identity().is_admin() {
+            let enforced = match guarded {
+                Some(known) => known,
+                None => {
+                    let known = crate::guard::status(client)
+                        .await
+                        .is_ok_and(|s| s.enforced());
+                    guarded = Some(known);
+                    known
+                }
+            };
+            if enforced {
+                expired_skipped += 1;
+                continue;
+            }
+        }
         let now = clock.now();
-        let attempt = match (
-            m.state,
-            leases.iter().find(|l| l.name_any() == lease_name(&m.name)),
-        ) {
+        let attempt = match (m.state, old) {
             (MemberState::FreeStaleLease, Some(old)) => {
-                let lease = lease_object(&claim, &m.name, now, options, Some(old));
+                let lease = lease_object(&claim, &m.name, now, lease_seconds, Some(old));
                 leases_api
                     .replace(&old.name_any(), &PostParams::default(), &lease)
                     .await
             }
             _ => {
-                let lease = lease_object(&claim, &m.name, now, options, None);
+                let lease = lease_object(&claim, &m.name, now, lease_seconds, None);
                 leases_api.create(&PostParams::default(), &lease).await
             }
         };
         match attempt {
             Ok(_) => {
-                tracing::info!(%namespace, %pool, member = %m.name, %identity, races_lost = lost, "Lease won");
-                let expires = now + SignedDuration::from_secs(i64::from(options.lease_seconds));
+                tracing::info!(%namespace, %pool, member = %m.name, %assignee, actor = %actor.username(), races_lost = lost, "Lease won");
+                let expires = now + SignedDuration::from_secs(i64::from(lease_seconds));
                 return finish(&claim, vm, expires, false, lost).await;
             }
             Err(e) if is_status(&e, 409) => {
                 tracing::debug!(member = %m.name, "lost the Lease race; trying the next member");
                 lost += 1;
+            }
+            Err(e) if others_stale && crate::guard::is_denial(&e) => {
+                expired_skipped += 1;
             }
             Err(e) => {
                 return Err(Error::kube(
@@ -299,10 +437,46 @@ pub async fn assign(
             }
         }
     }
-    Err(no_free_members(pool, namespace, members, lost))
+    Err(no_free_members(
+        pool,
+        namespace,
+        members,
+        lost,
+        expired_skipped,
+    ))
 }
 
-fn no_free_members(pool: &str, namespace: &str, members: &[MemberView], lost: u32) -> Error {
+/// Checks an assign's input without a request (what [`assign`] does first): the namespace,
+/// pool name, user and Lease duration. Returns the duration as the API's `int32`.
+///
+/// Errors: [`Error::Invalid`] naming the value.
+pub fn check_assign(
+    namespace: &str,
+    pool: &str,
+    assignee: &str,
+    options: &ClaimOptions,
+) -> Result<i32> {
+    validate::namespace(namespace)?;
+    validate::pool_name(pool)?;
+    validate::identity(assignee)?;
+    validate::lease_seconds(options.lease_seconds)
+}
+
+/// Checks an unassign's input without a request (what [`unassign`] does first).
+///
+/// Errors: [`Error::Invalid`] naming the value.
+pub fn check_unassign(namespace: &str, member: &str) -> Result<()> {
+    validate::namespace(namespace)?;
+    validate::member_name(member)
+}
+
+fn no_free_members(
+    pool: &str,
+    namespace: &str,
+    members: &[MemberView],
+    lost: u32,
+    expired_skipped: u32,
+) -> Error {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for m in members {
         *counts.entry(m.state.label()).or_default() += 1;
@@ -316,15 +490,26 @@ fn no_free_members(pool: &str, namespace: &str, members: &[MemberView], lost: u3
     } else {
         String::new()
     };
+    let expired = match expired_skipped {
+        0 => String::new(),
+        1 => "; 1 member's claim expired: an administrator can recover it".to_owned(),
+        n => format!("; {n} members' claims expired: an administrator can recover them"),
+    };
+    let suggestion = if expired_skipped > 0 {
+        format!(
+            "ask an administrator ({ADMIN_GROUP}) to recover the expired claims (corral-vdi \
+             unassign <member> -n {namespace}), or to create a bigger pool"
+        )
+    } else {
+        "unassign a member (corral-vdi unassign <member>) or create a bigger pool".to_owned()
+    };
     Error::Refused {
         message: format!(
-            "pool has no free members: pool \"{pool}\" in namespace \"{namespace}\" has {} members ({}){races}",
+            "pool has no free members: pool \"{pool}\" in namespace \"{namespace}\" has {} members ({}){races}{expired}",
             members.len(),
             breakdown.join(", ")
         ),
-        suggestion: Some(
-            "unassign a member (corral-vdi unassign <member>) or create a bigger pool".into(),
-        ),
+        suggestion: Some(suggestion),
     }
 }
 
@@ -336,25 +521,40 @@ async fn finish(
     resumed: bool,
     races_lost: u32,
 ) -> Result<Claimed> {
-    let (client, namespace, identity, clock) =
-        (claim.client, claim.namespace, claim.identity, claim.clock);
+    let (client, namespace, assignee) = (claim.actor.client(), claim.namespace, claim.assignee);
     let member = vm.name_any();
-    let label = encode_identity(identity);
+    let label = encode_identity(assignee);
     let labelled = vm.labels().get(ASSIGNED_TO_LABEL) == Some(&label)
         && vm.annotations().contains_key(CLAIMED_AT_ANNOTATION);
     let vm = if labelled {
         vm.clone()
     } else {
-        label_member(client, namespace, vm, identity, &label, clock)
-            .await
-            .map_err(|e| Error::Partial {
-                message: format!("{identity} holds the Lease on {member}, but labelling the VM failed; the Lease is kept so nobody else gets a half-configured desktop"),
-                suggestion: format!("fix the cause and run the same assign again (it resumes with {member}), or `corral-vdi unassign {member}` to back out"),
-                source: Box::new(e),
-            })?
+        match label_member(claim, vm, &label).await {
+            Ok(vm) => vm,
+            Err(e @ Error::Rejected { .. }) => return Err(e),
+            Err(e) => {
+                // The patch may have landed even though its answer was lost (an API server
+                // restart): look before reporting a failure.
+                let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), namespace);
+                match vms.get(&member).await {
+                    Ok(now) if now.labels().get(ASSIGNED_TO_LABEL) == Some(&label) => now,
+                    _ => {
+                        return Err(Error::Partial {
+                            message: format!(
+                                "{assignee} holds the Lease on {member}, but labelling the VM failed; the Lease is kept so nobody else gets a half-configured desktop"
+                            ),
+                            suggestion: format!(
+                                "fix the cause and run the same assign again (it resumes with {member}), or `corral-vdi unassign {member}` to back out"
+                            ),
+                            source: Box::new(e),
+                        });
+                    }
+                }
+            }
+        }
     };
     let power = start(client, namespace, &vm).await.map_err(|e| Error::Partial {
-        message: format!("{member} is assigned to {identity} (Lease and label), but starting the VM failed"),
+        message: format!("{member} is assigned to {assignee} (Lease and label), but starting the VM failed"),
         suggestion: format!("fix the cause and run the same assign again, or `corral-vdi unassign {member}` to back out"),
         source: Box::new(e),
     })?;
@@ -362,7 +562,7 @@ async fn finish(
         namespace: namespace.to_owned(),
         pool: claim.pool.to_owned(),
         member,
-        identity: identity.to_owned(),
+        identity: assignee.to_owned(),
         resumed,
         races_lost,
         lease_expires_at,
@@ -371,23 +571,47 @@ async fn finish(
 }
 
 /// Sets the assigned-to label and claimed-at annotation with the VM's resourceVersion as a
-/// precondition; on a conflict, checks that the Lease is still ours before trying again.
+/// precondition. On a conflict it reads the VM again: a label someone else wrote meanwhile is
+/// reported as a conflict (never overwritten; the Lease is kept, so the member shows as
+/// "conflict"), otherwise it checks that the Lease is still the assignee's and tries again.
 async fn label_member(
-    client: &Client,
-    namespace: &str,
+    claim: &Claim<'_>,
     vm: &VirtualMachine,
-    identity: &str,
     label: &str,
-    clock: &ServerClock,
 ) -> Result<VirtualMachine> {
+    let (client, namespace, assignee, clock) = (
+        claim.actor.client(),
+        claim.namespace,
+        claim.assignee,
+        claim.actor.clock(),
+    );
     let member = vm.name_any();
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), namespace);
     let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
-    let mut resource_version = vm.resource_version();
+    let mut current = vm.clone();
     for _ in 0..5 {
+        if let Some(foreign) = current
+            .labels()
+            .get(ASSIGNED_TO_LABEL)
+            .filter(|l| !l.is_empty() && l.as_str() != label)
+        {
+            return Err(Error::rejected(
+                ErrorKind::Conflict,
+                format!(
+                    "conflict on {member}: while {assignee} was claiming it, its assigned-to label \
+                     was set to {} by another tool; {assignee} holds the Lease, so {member} shows \
+                     as \"conflict\" and is not handed out",
+                    label_holder(foreign)
+                ),
+                format!(
+                    "an administrator ({ADMIN_GROUP}) resolves it with `corral-vdi unassign \
+                     {member} -n {namespace}`; then claim again"
+                ),
+            ));
+        }
         let claimed_at = clock.now().round(jiff::Unit::Second).unwrap_or(clock.now());
         let patch = json!({ "metadata": {
-            "resourceVersion": resource_version,
+            "resourceVersion": current.resource_version(),
             "labels": { ASSIGNED_TO_LABEL: label },
             "annotations": { CLAIMED_AT_ANNOTATION: claimed_at.to_string() },
         } });
@@ -397,27 +621,26 @@ async fn label_member(
         {
             Ok(vm) => return Ok(vm),
             Err(e) if is_status(&e, 409) => {
+                current = vms
+                    .get(&member)
+                    .await
+                    .map_err(|e| Error::kube(format!("re-read VirtualMachine {member}"), e))?;
                 let lease = leases.get(&lease_name(&member)).await.map_err(|e| {
                     Error::kube(format!("re-read Lease {}", lease_name(&member)), e)
                 })?;
                 let held = crate::state::lease_view(&lease, clock.now());
-                if !(held.active && held.holder.as_deref() == Some(identity)) {
+                if !(held.active && held.holder.as_deref() == Some(assignee)) {
                     return Err(Error::Refused {
                         message: format!(
-                            "{identity} lost the claim on {member} while labelling it"
+                            "{assignee} lost the claim on {member} while labelling it"
                         ),
                         suggestion: Some("run assign again to get another member".into()),
                     });
                 }
-                resource_version = vms
-                    .get(&member)
-                    .await
-                    .map_err(|e| Error::kube(format!("re-read VirtualMachine {member}"), e))?
-                    .resource_version();
             }
             Err(e) => {
                 return Err(Error::kube(
-                    format!("label VirtualMachine {member} as assigned to {identity}"),
+                    format!("label VirtualMachine {member} as assigned to {assignee}"),
                     e,
                 ));
             }
@@ -524,25 +747,32 @@ async fn stop(client: &Client, namespace: &str, vm: &VirtualMachine) -> Result<P
     }
 }
 
-/// Releases `member` on behalf of `caller` (SPEC "Unassign").
+/// Releases `member` as `actor` (SPEC "Unassign").
 ///
-/// An active Lease may be released only by its holder: anyone else is refused with the holder
-/// and the expiry. A stale Lease, or a label-only (Phase 1) member, may be released by whoever
-/// RBAC allows. In order: the assigned-to label and claimed-at annotation are removed (not
-/// blanked), the VM is stopped (unclaimed desktops never stay running), and the Lease is
-/// deleted with its resourceVersion as a precondition. If a step fails, the Lease is kept and
-/// running the same unassign again finishes the job.
+/// An active Lease may be released only by its holder; anyone else is refused with the holder
+/// and the expiry, unless [`UnassignOptions::force`] (an administrator's act; the API server
+/// judges it, and with the guard installed only administrators pass), which is recorded as an
+/// Event on the VM naming who released it from whom. A member in conflict (label and Lease
+/// disagree) is resolved only by an administrator. A stale Lease, or a label-only (Phase 1)
+/// member, may be released by whoever RBAC (and the guard) allows. In order: the assigned-to
+/// label and claimed-at annotation are removed (not blanked), the VM is stopped (unclaimed
+/// desktops never stay running), and the Lease is deleted with its resourceVersion as a
+/// precondition. If a step fails, the Lease is kept and running the same unassign again
+/// finishes the job.
 ///
-/// Errors: [`Error::Invalid`] for a VM that does not exist or is no pool member;
-/// [`Error::Refused`] for someone else's active Lease or a Lease that changed meanwhile;
-/// [`Error::Partial`] when the label was removed but stopping failed.
+/// Errors: [`Error::Invalid`] for a bad namespace or member name (no request sent), a VM that
+/// does not exist or is no pool member; [`Error::Refused`] for someone else's active Lease or a
+/// Lease that changed meanwhile; [`Error::Rejected`] (`Conflict`) for a conflict and a caller
+/// who is no administrator; [`Error::Partial`] when the label was removed but stopping failed.
 pub async fn unassign(
-    client: &Client,
+    actor: &Actor,
     namespace: &str,
     member: &str,
-    caller: &str,
-    clock: &ServerClock,
+    options: &UnassignOptions,
 ) -> Result<Released> {
+    check_unassign(namespace, member)?;
+    let client = actor.client();
+    let caller = actor.username();
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), namespace);
     let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
     let vm = vms
@@ -572,23 +802,33 @@ pub async fn unassign(
         .get_opt(&lease_name(member))
         .await
         .map_err(|e| Error::kube(format!("read Lease {}", lease_name(member)), e))?;
-    let view = member_view(&vm, lease.as_ref(), clock.now());
+    let view = member_view(&vm, lease.as_ref(), actor.clock().now());
+    if view.state == MemberState::Conflict && !actor.identity().is_admin() {
+        return Err(conflict_error(&view));
+    }
+    let mut forced = false;
     if let Some(l) = view.lease.as_ref().filter(|l| l.active)
         && l.holder.as_deref() != Some(caller)
+        && view.state != MemberState::Conflict
     {
         let holder = l.holder.clone().unwrap_or_default();
         let until = l
             .expires_at
             .map(|t| t.to_string())
             .unwrap_or_else(|| "(no expiry)".into());
-        return Err(Error::Refused {
-            message: format!(
-                "{member} is claimed by {holder} until {until}; only {holder} can release it"
-            ),
-            suggestion: Some(format!(
-                "ask {holder} to release it, or wait until the Lease expires at {until}; then anyone RBAC allows can recover it"
-            )),
-        });
+        if !options.force {
+            return Err(Error::Refused {
+                message: format!(
+                    "{member} is claimed by {holder} until {until}; only {holder} can release it"
+                ),
+                suggestion: Some(format!(
+                    "ask {holder} to release it, or wait until the Lease expires at {until}; an \
+                     administrator ({ADMIN_GROUP}) can take it back now with `corral-vdi unassign \
+                     {member} --force`"
+                )),
+            });
+        }
+        forced = true;
     }
 
     let has_presentation = vm.labels().contains_key(ASSIGNED_TO_LABEL)
@@ -643,7 +883,10 @@ pub async fn unassign(
             }
         }
     }
-    tracing::info!(%namespace, %member, %caller, previous = ?view.holder, "member released");
+    if forced {
+        record_force_release(actor, namespace, &vm, view.holder.as_deref().unwrap_or("")).await;
+    }
+    tracing::info!(%namespace, %member, caller = %caller, previous = ?view.holder, forced, "member released");
     Ok(Released {
         namespace: namespace.to_owned(),
         member: member.to_owned(),
@@ -651,5 +894,53 @@ pub async fn unassign(
         lease_released: lease.is_some(),
         label_removed: has_presentation,
         power,
+        forced,
     })
+}
+
+/// Reason of the Event a forced release leaves on the VM.
+pub const FORCE_RELEASE_REASON: &str = "ForceReleased";
+
+/// Records a forced release as a Kubernetes Event on the VM (who, when, from whom); a refusal
+/// to write it is logged, not fatal: the release itself has happened.
+async fn record_force_release(actor: &Actor, namespace: &str, vm: &VirtualMachine, from: &str) {
+    let now = actor.clock().now();
+    let member = vm.name_any();
+    let event = KubeEvent {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{member}.force-release.")),
+            namespace: Some(namespace.to_owned()),
+            ..Default::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some("kubevirt.io/v1".into()),
+            kind: Some("VirtualMachine".into()),
+            name: Some(member.clone()),
+            namespace: Some(namespace.to_owned()),
+            uid: vm.uid(),
+            ..Default::default()
+        },
+        reason: Some(FORCE_RELEASE_REASON.into()),
+        message: Some(format!(
+            "{} force-released {member} from {from} at {}",
+            actor.username(),
+            now.round(jiff::Unit::Second).unwrap_or(now)
+        )),
+        type_: Some("Warning".into()),
+        action: Some("ForceRelease".into()),
+        source: Some(EventSource {
+            component: Some("corral-vdi".into()),
+            ..Default::default()
+        }),
+        reporting_component: Some("corral-vdi".into()),
+        reporting_instance: Some(actor.username().to_owned()),
+        first_timestamp: Some(Time(now)),
+        last_timestamp: Some(Time(now)),
+        count: Some(1),
+        ..Default::default()
+    };
+    let events: Api<KubeEvent> = Api::namespaced(actor.client().clone(), namespace);
+    if let Err(e) = events.create(&PostParams::default(), &event).await {
+        tracing::warn!(%member, error = %e, "could not record the forced release as an Event");
+    }
 }

@@ -1,23 +1,35 @@
-//! Connecting to a cluster: kubeconfig and contexts, clients, the identity of the user
-//! (SelfSubjectReview) and the API server's clock.
+//! Connecting to a cluster: kubeconfig and contexts, clients (acting as the kubeconfig's user,
+//! or impersonating another through the cluster's own impersonation) and the API server's
+//! clock. Who a client is comes from [`crate::identity`].
 
 use std::path::PathBuf;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::authentication::v1::SelfSubjectReview;
-use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
 use crate::error::{Error, Result};
-use crate::model::{ContextInfo, Contexts, Identity};
+use crate::model::{ContextInfo, Contexts};
+
+/// Acting as someone else through the cluster's impersonation (`Impersonate-User` and
+/// `Impersonate-Group` headers, like kubectl's `--as` and `--as-group`). The API server checks
+/// RBAC's `impersonate` verb for each; a refusal names the user.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Impersonation {
+    /// The user to act as.
+    pub user: String,
+    /// Groups to act with (empty: the API server's defaults for an impersonated user).
+    pub groups: Vec<String>,
+}
 
 /// Where the kubeconfig comes from: like kubectl, an explicit path beats the `KUBECONFIG` list,
-/// which beats `~/.kube/config`.
+/// which beats `~/.kube/config`; and whom to act as.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KubeconfigSource {
     /// `--kubeconfig PATH`, if given.
     pub path: Option<PathBuf>,
+    /// `--as USER [--as-group G]…`, if given.
+    pub impersonate: Option<Impersonation>,
 }
 
 impl KubeconfigSource {
@@ -97,12 +109,17 @@ impl KubeconfigSource {
                 known.join(", ")
             )));
         }
-        let config = Config::from_custom_kubeconfig(kubeconfig, &options)
+        let mut config = Config::from_custom_kubeconfig(kubeconfig, &options)
             .await
             .map_err(|e| match context {
                 Some(ctx) => Error::Config(format!("context \"{ctx}\": {e}")),
                 None => Error::Config(e.to_string()),
             })?;
+        if let Some(imp) = &self.impersonate {
+            config.auth_info.impersonate = Some(imp.user.clone());
+            config.auth_info.impersonate_groups =
+                (!imp.groups.is_empty()).then(|| imp.groups.clone());
+        }
         let default_namespace = config.default_namespace.clone();
         let client = Client::try_from(config).map_err(|e| Error::kube("build a client", e))?;
         Ok(Connection {
@@ -122,23 +139,6 @@ pub struct Connection {
     pub context: Option<String>,
     /// The context's namespace, or `default`.
     pub default_namespace: String,
-}
-
-/// Who the API server says the client is: a SelfSubjectReview (authentication.k8s.io/v1,
-/// GA in Kubernetes 1.28), allowed to every authenticated user by the default RBAC.
-///
-/// Errors: 401 when the credentials are refused; unreachable when there is no server.
-pub async fn whoami(client: &Client) -> Result<Identity> {
-    let api: Api<SelfSubjectReview> = Api::all(client.clone());
-    let review = api
-        .create(&PostParams::default(), &SelfSubjectReview::default())
-        .await
-        .map_err(|e| Error::kube("ask the API server who you are (SelfSubjectReview)", e))?;
-    let user = review.status.and_then(|s| s.user_info).unwrap_or_default();
-    Ok(Identity {
-        username: user.username.unwrap_or_default(),
-        groups: user.groups.unwrap_or_default(),
-    })
 }
 
 /// The API server's clock relative to ours: `server_now ≈ Utc::now() + offset`.

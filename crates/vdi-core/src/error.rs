@@ -53,11 +53,11 @@ pub enum Error {
         source: Box<Error>,
     },
 
-    // --- pool create / delete (pool.rs) ---
-    /// A pool create or delete refused because of what is on the cluster (a missing golden VM,
-    /// a name already taken, assigned members, …), before it changed anything.
+    /// Refused because of what is on the cluster or who asks (a missing golden VM, a name
+    /// already taken, assigned members, a `--user` that is not you, a refused impersonation),
+    /// before anything changed.
     #[error("{message}")]
-    PoolRefused {
+    Rejected {
         /// Which kind of refusal: `NotFound`, `Invalid`, `Conflict`, `Forbidden`, ….
         kind: ErrorKind,
         /// One sentence naming the object and the cause.
@@ -77,6 +77,19 @@ impl Error {
         Error::Kube {
             action: action.into(),
             source,
+        }
+    }
+
+    /// A refusal of kind `kind` because of what is on the cluster or who asks, with a fix.
+    pub fn rejected(
+        kind: ErrorKind,
+        message: impl Into<String>,
+        suggestion: impl Into<String>,
+    ) -> Self {
+        Error::Rejected {
+            kind,
+            message: message.into(),
+            suggestion: suggestion.into(),
         }
     }
 
@@ -107,7 +120,7 @@ impl Error {
             Error::Partial { .. } => ErrorKind::Partial,
             Error::Config(_) => ErrorKind::Config,
             Error::Kube { source, .. } => kube_kind(source),
-            Error::PoolRefused { kind, .. } => *kind,
+            Error::Rejected { kind, .. } => *kind,
             Error::PoolIncomplete(failure) => failure.kind(),
         }
     }
@@ -119,7 +132,7 @@ impl Error {
                 suggestion.clone()
             }
             Error::Partial { suggestion, .. } => Some(suggestion.clone()),
-            Error::PoolRefused { suggestion, .. } => Some(suggestion.clone()),
+            Error::Rejected { suggestion, .. } => Some(suggestion.clone()),
             Error::PoolIncomplete(failure) => Some(failure.suggestion()),
             Error::Config(_) => Some(
                 "check KUBECONFIG or --kubeconfig, and the context name (kubectl config get-contexts)"
@@ -148,7 +161,7 @@ impl Error {
 
     /// Whether trying again unchanged may work.
     pub fn retryable(&self) -> bool {
-        if matches!(self, Error::PoolRefused { .. }) {
+        if matches!(self, Error::Rejected { .. }) {
             // A refusal stands until someone changes the cluster: retrying alone never helps.
             return false;
         }

@@ -71,7 +71,7 @@ pub fn is_dns1123_label(name: &str) -> bool {
 /// - a valid label value that starts with neither `b32.` nor `sha.` is stored as it is
 ///   (`alice` → `alice`);
 /// - otherwise, if it fits, `b32.` + unpadded lower-case base32 of its UTF-8 bytes
-///   (`alice@example.com` → `b32.mfwgsy3fibswo3lbnvygyzjomnxw2`); reversible alone;
+///   (`alice@example.com` → `b32.mfwgsy3fibsxqylnobwgkltdn5wq`); reversible alone;
 /// - otherwise `sha.` + the first 40 hex digits of its SHA-256; reversible against the Lease's
 ///   `holderIdentity` with [`label_matches_identity`].
 pub fn encode_identity(identity: &str) -> String {
@@ -91,6 +91,22 @@ pub fn encode_identity(identity: &str) -> String {
     let digest = Sha256::digest(identity.as_bytes());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     format!("{ENCODED_SHA_PREFIX}{}", &hex[..40])
+}
+
+/// Longest identity, in characters, whose base32 label the server-side guard can check (its
+/// base32 must fit in a label value: `b32.` + 59 characters).
+pub const GUARD_B32_MAX_CHARS: usize = 36;
+
+/// Whether the server-side guard (`guard/guard.yaml`) can compute `identity`'s label itself,
+/// and so lets the identity label a desktop for itself: a plain label value, or printable
+/// ASCII of at most [`GUARD_B32_MAX_CHARS`] characters (CEL has no SHA-256 and no way to read
+/// the bytes of other characters). Other identities get their desktops from an administrator.
+pub fn guard_can_check(identity: &str) -> bool {
+    let plain = encode_identity(identity) == identity;
+    plain
+        || (identity.chars().count() <= GUARD_B32_MAX_CHARS
+            && !identity.is_empty()
+            && identity.chars().all(|c| (' '..='~').contains(&c)))
 }
 
 /// What a `corral.dev/vdi-assigned-to` label value says about the identity.
@@ -169,6 +185,46 @@ mod tests {
         assert!(label_matches_identity(&label, &id));
         assert!(!label_matches_identity(&label, "alice"));
         assert!(matches!(decode_identity(&label), DecodedLabel::Hashed(_)));
+    }
+
+    /// Every "`identity` → `label`" example in README.md and in this file's documentation is
+    /// what the code writes.
+    #[test]
+    fn documented_examples_come_from_the_code() {
+        let mut checked = 0;
+        for text in [
+            include_str!("../../../README.md"),
+            include_str!("labels.rs"),
+        ] {
+            for (i, _) in text.match_indices("` → `") {
+                let before = &text[..i];
+                let Some(start) = before.rfind('`') else {
+                    continue;
+                };
+                let identity = &before[start + 1..];
+                let after = &text[i + "` → `".len()..];
+                let Some(end) = after.find('`') else { continue };
+                let label = &after[..end];
+                if !(label.starts_with(ENCODED_B32_PREFIX) || label.starts_with(ENCODED_SHA_PREFIX))
+                {
+                    continue;
+                }
+                assert_eq!(encode_identity(identity), label, "example for {identity}");
+                checked += 1;
+            }
+        }
+        assert!(checked >= 2, "the examples were found ({checked})");
+    }
+
+    #[test]
+    fn the_guard_checks_what_cel_can_encode() {
+        assert!(guard_can_check("alice"));
+        assert!(guard_can_check("alice@example.com"));
+        assert!(guard_can_check("x~y!\"\\"));
+        assert!(!guard_can_check("system:serviceaccount:corral-vms:broker"));
+        assert!(!guard_can_check("Ünïcode user"));
+        let longest = "a@".repeat(18);
+        assert!(guard_can_check(&longest) && !guard_can_check(&format!("{longest}x")));
     }
 
     #[test]

@@ -7,11 +7,14 @@ pub mod claim;
 pub mod cluster;
 pub mod error;
 pub mod golden;
+pub mod guard;
+pub mod identity;
 pub mod labels;
 pub mod model;
 pub mod pool;
 pub mod resources;
 pub mod state;
+pub mod validate;
 pub mod watch;
 
 pub use error::{Error, Result};

@@ -27,6 +27,10 @@ pub enum MemberState {
     Assigned,
     /// Label and stale Lease: an administrator may recover it.
     AssignedLeaseExpired,
+    /// Label naming someone other than the active Lease's holder: another tool wrote one of
+    /// them (e.g. the label-only `corral vdi` Go CLI). Not claimable, never resumed over; an
+    /// administrator resolves it with unassign.
+    Conflict,
 }
 
 impl MemberState {
@@ -39,6 +43,7 @@ impl MemberState {
             MemberState::AssignedLegacy => "assigned (legacy, label-only)",
             MemberState::Assigned => "assigned",
             MemberState::AssignedLeaseExpired => "assigned, lease expired",
+            MemberState::Conflict => "conflict (label and Lease disagree)",
         }
     }
 
@@ -90,6 +95,9 @@ pub struct MemberView {
     pub claimable: bool,
     /// Who holds it: the Lease's holderIdentity, else the decoded assigned-to label.
     pub holder: Option<String>,
+    /// Whom the VM's assigned-to label names (decoded; a hashed form as written), if it has
+    /// one. Differs from `holder` only in the conflict state.
+    pub label_holder: Option<String>,
     /// `corral.dev/vdi-claimed-at` annotation, as written (RFC 3339 UTC).
     pub claimed_at: Option<String>,
     /// The ownership Lease, if any.
@@ -139,6 +147,17 @@ pub enum Scope {
 }
 
 impl Scope {
+    /// Checks the namespace name ([`crate::validate::namespace`]); an empty one would mean
+    /// "all namespaces" to the API.
+    ///
+    /// Errors: [`crate::Error::Invalid`] naming the value.
+    pub fn validate(&self) -> crate::Result<()> {
+        match self {
+            Scope::Namespace(ns) => crate::validate::namespace(ns),
+            Scope::All => Ok(()),
+        }
+    }
+
     /// The namespace, or `None` for all namespaces.
     pub fn namespace(&self) -> Option<&str> {
         match self {
@@ -285,6 +304,8 @@ pub struct SessionInfo {
     pub identity_error: Option<ErrorView>,
     /// The namespaces the live view covers.
     pub scope: Scope,
+    /// Whether the cluster has Corral VDI's server-side guard; `null` if it could not be read.
+    pub guard: Option<crate::guard::GuardStatus>,
 }
 
 // --- pool create / delete (pool.rs) ---
@@ -433,8 +454,12 @@ pub struct PoolDeleted {
     pub members: Vec<String>,
     /// Claim Leases (`corral-vdi-<member>`) deleted.
     pub leases: Vec<String>,
-    /// VirtualMachineClone objects deleted (left from an aborted or failed create).
+    /// VirtualMachineClone objects deleted (left from an aborted or failed create, or by the Go
+    /// CLI, which never deletes them).
     pub clones: Vec<String>,
+    /// VMs that this pool's own clone objects produced but that never got the pool label (an
+    /// interrupted create), deleted.
+    pub unlabelled: Vec<String>,
     /// Members that were assigned and deleted anyway because of `force`, with their holder.
     pub forced: Vec<String>,
 }
@@ -442,6 +467,9 @@ pub struct PoolDeleted {
 impl PoolDeleted {
     /// Whether there was nothing to delete.
     pub fn is_empty(&self) -> bool {
-        self.members.is_empty() && self.leases.is_empty() && self.clones.is_empty()
+        self.members.is_empty()
+            && self.leases.is_empty()
+            && self.clones.is_empty()
+            && self.unlabelled.is_empty()
     }
 }

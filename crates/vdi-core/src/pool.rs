@@ -66,13 +66,14 @@ use tokio::time::Instant;
 
 use crate::cluster::ServerClock;
 use crate::error::{Error, Result, describe, is_status};
-use crate::labels::{MEMBER_LABEL, POOL_LABEL, is_dns1123_label, lease_name};
+use crate::labels::{MEMBER_LABEL, POOL_LABEL, lease_name};
 use crate::model::{
     CreateProgress, CreateStarted, CreateStep, ErrorKind, MemberFailure, MemberProgress,
     MemberState, PoolCreateFailure, PoolCreated, PoolDeleted,
 };
 use crate::resources::VirtualMachine;
 use crate::state::member_view;
+use crate::validate;
 
 /// Largest pool [`create_pool`] accepts, in members. A sanity bound against typos (a pool of
 /// 5000 is almost certainly meant to be 50), not a cluster limit.
@@ -138,6 +139,9 @@ pub struct CreateOptions {
     /// Clone a golden VM that is not stopped. Its disk is then only crash-consistent (as after
     /// a power cut), so this must be asked for.
     pub allow_running: bool,
+    /// Clone a golden VM that is itself an unassigned pool member. Never allowed for an
+    /// assigned member: that would copy a user's disk into a pool anyone can claim.
+    pub allow_member: bool,
     /// API requests in flight at once (default 8). Clones run in parallel on the cluster
     /// regardless; this bounds only the load on the API server.
     pub api_concurrency: usize,
@@ -205,6 +209,7 @@ impl Default for CreateOptions {
         CreateOptions {
             timeout: DEFAULT_CLONE_TIMEOUT,
             allow_running: false,
+            allow_member: false,
             api_concurrency: DEFAULT_API_CONCURRENCY,
             clone_concurrency: None,
             cancel: None,
@@ -231,18 +236,11 @@ pub struct CreatePool {
 ///
 /// Errors ([`Error::Invalid`], each naming the value and the fix): the pool name is not a
 /// DNS-1123 label; the size is 0 or above [`MAX_POOL_SIZE`]; `<name>-<size>` is longer than
-/// 63 characters; the namespace or golden VM name is not a valid name; the timeout is zero.
+/// 63 characters; the namespace or golden VM name is not a valid name; the timeout is outside
+/// 1 s ..= 24 h ([`validate::clone_timeout`]).
 pub fn validate_create(request: &CreatePool) -> Result<Vec<String>> {
     let name = &request.name;
-    if !is_dns1123_label(name) {
-        return Err(Error::invalid(
-            format!(
-                "pool name \"{name}\" is not a DNS-1123 label (lower-case letters, digits and '-', \
-                 starting and ending with a letter or digit, at most 63 characters)"
-            ),
-            "pick a name like \"devpool\" or \"team-a\"",
-        ));
-    }
+    validate::pool_name(name)?;
     if request.size == 0 || request.size > MAX_POOL_SIZE {
         return Err(Error::invalid(
             format!(
@@ -266,37 +264,10 @@ pub fn validate_create(request: &CreatePool) -> Result<Vec<String>> {
             ),
         ));
     }
-    if !is_dns1123_label(&request.namespace) {
-        return Err(Error::invalid(
-            format!(
-                "namespace \"{}\" is not a valid namespace name",
-                request.namespace
-            ),
-            "pass -n with the namespace of the golden VM",
-        ));
-    }
-    if !is_dns1123_subdomain(&request.golden) {
-        return Err(Error::invalid(
-            format!(
-                "golden VM name \"{}\" is not a valid VirtualMachine name",
-                request.golden
-            ),
-            "pass --from with the name of an existing VirtualMachine (kubectl get vm -n <ns>)",
-        ));
-    }
-    if request.options.timeout.is_zero() {
-        return Err(Error::invalid(
-            "the clone timeout must be longer than zero",
-            "pass --timeout like 120s or 5m",
-        ));
-    }
+    validate::namespace(&request.namespace)?;
+    validate::vm_name(&request.golden)?;
+    validate::clone_timeout(request.options.timeout)?;
     Ok(member_names(name, request.size))
-}
-
-/// Whether `name` is a DNS-1123 subdomain (the rule for most object names): at most 253
-/// characters, dot-separated DNS-1123 labels.
-fn is_dns1123_subdomain(name: &str) -> bool {
-    name.len() <= 253 && name.split('.').all(is_dns1123_label)
 }
 
 /// Something about a golden VM that would make KubeVirt fail its clones late (or make them
@@ -427,14 +398,6 @@ pub fn golden_problems(
     problems
 }
 
-fn refused(kind: ErrorKind, message: impl Into<String>, suggestion: impl Into<String>) -> Error {
-    Error::PoolRefused {
-        kind,
-        message: message.into(),
-        suggestion: suggestion.into(),
-    }
-}
-
 /// `3s`, `1m30s`, `2m`, `750ms`: a duration as a person writes it.
 pub fn format_duration(d: Duration) -> String {
     let millis = d.as_millis();
@@ -476,11 +439,11 @@ pub struct CloneApi {
 /// Finds the VirtualMachineClone API by discovery (group `clone.kubevirt.io`, version by
 /// [`choose_clone_version`]).
 ///
-/// Errors: [`Error::PoolRefused`] (`NotFound`) when the group or kind is not served (KubeVirt
+/// Errors: [`Error::Rejected`] (`NotFound`) when the group or kind is not served (KubeVirt
 /// missing, or too old); otherwise the discovery request's error.
 pub async fn discover_clone_api(client: &Client) -> Result<CloneApi> {
     let missing = || {
-        refused(
+        Error::rejected(
             ErrorKind::NotFound,
             "this cluster serves no VirtualMachineClone API (clone.kubevirt.io v1beta1 or \
              v1alpha1): KubeVirt is not installed, or too old to clone VMs",
@@ -517,7 +480,7 @@ async fn check_namespace(client: &Client, namespace: &str) -> Result<()> {
     let api: Api<Namespace> = Api::all(client.clone());
     match api.get_opt(namespace).await {
         Ok(Some(_)) => Ok(()),
-        Ok(None) => Err(refused(
+        Ok(None) => Err(Error::rejected(
             ErrorKind::NotFound,
             format!("namespace \"{namespace}\" does not exist"),
             "pass -n with the namespace where the golden VM lives (kubectl get vm -A lists them)",
@@ -525,6 +488,51 @@ async fn check_namespace(client: &Client, namespace: &str) -> Result<()> {
         Err(e) if is_status(&e, 403) => Ok(()),
         Err(e) => Err(Error::kube(format!("read namespace \"{namespace}\""), e)),
     }
+}
+
+/// Refuses a golden VM that is itself a pool member: an assigned one always (its disk is a
+/// user's), an unassigned one unless `allow_member`.
+async fn check_golden_membership(
+    client: &Client,
+    golden: &VirtualMachine,
+    namespace: &str,
+    allow_member: bool,
+) -> Result<()> {
+    let Some(pool) = golden.labels().get(POOL_LABEL) else {
+        return Ok(());
+    };
+    let name = golden.name_any();
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let lease = leases
+        .get_opt(&lease_name(&name))
+        .await
+        .map_err(|e| Error::kube(format!("read Lease {}", lease_name(&name)), e))?;
+    let view = member_view(golden, lease.as_ref(), Timestamp::now());
+    if !view.claimable {
+        return Err(Error::rejected(
+            ErrorKind::Invalid,
+            format!(
+                "golden VM \"{name}\" is a member of pool \"{pool}\" and is {} ({}): cloning it \
+                 would copy a user's desktop into a pool anyone can claim",
+                view.state_label,
+                view.holder.as_deref().unwrap_or("holder unknown")
+            ),
+            "clone from a golden VM built for the purpose (kubectl get vm -n <namespace> lists \
+             them; the New pool dialog offers only VMs that are no pool member)",
+        ));
+    }
+    if !allow_member {
+        return Err(Error::rejected(
+            ErrorKind::Invalid,
+            format!(
+                "golden VM \"{name}\" is a member of pool \"{pool}\": pool members are desktops, \
+                 not golden images"
+            ),
+            "clone from a golden VM built for the purpose; to clone this unassigned member \
+             anyway, pass --from-member",
+        ));
+    }
+    Ok(())
 }
 
 /// Reads the golden VM from `namespace` only (SPEC step 2: no search of other namespaces).
@@ -535,7 +543,7 @@ async fn golden_vm(
 ) -> Result<VirtualMachine> {
     match vms.get_opt(golden).await {
         Ok(Some(vm)) => Ok(vm),
-        Ok(None) => Err(refused(
+        Ok(None) => Err(Error::rejected(
             ErrorKind::NotFound,
             format!("golden VM \"{golden}\" not found in namespace \"{namespace}\""),
             format!(
@@ -656,7 +664,7 @@ impl Namespaced {
         if !labelled.items.is_empty() {
             let mut names: Vec<String> = labelled.items.iter().map(|m| m.name_any()).collect();
             names.sort();
-            return Err(refused(
+            return Err(Error::rejected(
                 ErrorKind::Conflict,
                 format!(
                     "pool \"{pool}\" already exists in namespace \"{ns}\" ({} member{}: {})",
@@ -682,7 +690,7 @@ impl Namespaced {
             .collect();
         if !taken.is_empty() {
             taken.sort();
-            return Err(refused(
+            return Err(Error::rejected(
                 ErrorKind::Conflict,
                 format!(
                     "VirtualMachine \"{}\" already exists in namespace \"{ns}\" but is no member of \
@@ -720,18 +728,35 @@ impl Namespaced {
                 Some(m) => format!("targets member \"{m}\""),
                 None => format!("belongs to pool \"{pool}\""),
             };
-            return Err(refused(
+            let phase = phase_of(clone);
+            if matches!(phase.as_str(), "Succeeded" | "Failed") {
+                // Finished, and its target is gone (a member-named VM was refused above).
+                return Err(Error::rejected(
+                    ErrorKind::Conflict,
+                    format!(
+                        "{CLONE_KIND} \"{name}\" in namespace \"{ns}\" {what} and is {}, but no \
+                         such VM exists: it is debris of an earlier pool \"{pool}\" (the `corral \
+                         vdi` Go CLI never deletes its clone objects, and an interrupted create \
+                         can leave one)",
+                        in_phase(&phase)
+                    ),
+                    format!(
+                        "remove the debris with `{delete_hint}` (it deletes clone objects that \
+                         target the pool's member names), then create the pool again"
+                    ),
+                ));
+            }
+            return Err(Error::rejected(
                 ErrorKind::Conflict,
                 format!(
                     "{CLONE_KIND} \"{name}\" already exists in namespace \"{ns}\" and {what} \
                      ({}): another create of this pool is in progress, or an aborted one left it \
                      behind",
-                    in_phase(&phase_of(clone))
+                    in_phase(&phase)
                 ),
                 format!(
                     "wait for the other create to finish (kubectl get virtualmachineclone -n {ns}); \
-                     if none is running, remove the leftovers with `{delete_hint}` (or kubectl \
-                     delete virtualmachineclone -n {ns} {name}) and try again"
+                     if none is running, remove the leftovers with `{delete_hint}` and try again"
                 ),
             ));
         }
@@ -748,7 +773,7 @@ impl Namespaced {
             .map(|l| l.name_any())
             .find(|n| wanted.contains(n))
         {
-            return Err(refused(
+            return Err(Error::rejected(
                 ErrorKind::Conflict,
                 format!(
                     "claim Lease \"{lease}\" already exists in namespace \"{ns}\": it is left over \
@@ -1315,7 +1340,7 @@ async fn dispatch(
 ///
 /// Errors:
 /// - [`Error::Invalid`]: bad input, refused before any request ([`validate_create`]);
-/// - [`Error::PoolRefused`], nothing created: the namespace or golden VM does not exist
+/// - [`Error::Rejected`], nothing created: the namespace or golden VM does not exist
 ///   (`NotFound`), the golden VM cannot be cloned safely (`Invalid`, see [`golden_problems`]),
 ///   the pool or a member name or a claim Lease exists, a clone object targets a member, or
 ///   another create of the same pool got there first (`Conflict`; the message says
@@ -1342,11 +1367,12 @@ where
     let clone_api = discover_clone_api(client).await?;
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &ns);
     let golden = golden_vm(&vms, &ns, &request.golden).await?;
+    check_golden_membership(client, &golden, &ns, request.options.allow_member).await?;
     let problems = golden_problems(&golden, &ns, request.options.allow_running);
     if !problems.is_empty() {
         let causes: Vec<&str> = problems.iter().map(|p| p.cause.as_str()).collect();
         let fixes: Vec<&str> = problems.iter().map(|p| p.fix.as_str()).collect();
-        return Err(refused(
+        return Err(Error::rejected(
             ErrorKind::Invalid,
             causes.join("; also, "),
             fixes.join("; "),
@@ -1400,7 +1426,7 @@ where
         .as_ref()
         .is_some_and(CancelHandle::is_cancelled)
     {
-        return Err(refused(
+        return Err(Error::rejected(
             ErrorKind::Other,
             format!("pool create of \"{pool}\" was cancelled before anything was created"),
             "run it again when you are ready",
@@ -1411,7 +1437,7 @@ where
     let lock = match run.create_clone(first).await {
         Ok(lock) => lock,
         Err(e) if is_status(&e, 409) => {
-            return Err(refused(
+            return Err(Error::rejected(
                 ErrorKind::Conflict,
                 format!(
                     "{CLONE_KIND} \"{}\" already exists in namespace \"{ns}\": another create of \
@@ -1571,6 +1597,13 @@ pub struct DeletePool {
     pub force: bool,
 }
 
+/// Whether `name` is `<pool>-<n>` for a number n: a member name of `pool`.
+fn is_member_name_of(name: &str, pool: &str) -> bool {
+    name.strip_prefix(pool)
+        .and_then(|rest| rest.strip_prefix('-'))
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// Why a member blocks a delete, or `None` if it may go: an assigned-to label, or an active
 /// Lease (a claim in progress or stuck).
 fn assignment(state: MemberState, holder: Option<&str>) -> Option<String> {
@@ -1583,12 +1616,16 @@ fn assignment(state: MemberState, holder: Option<&str>) -> Option<String> {
         MemberState::AssignedLegacy => Some(format!("assigned to {holder}, label only")),
         MemberState::Assigned => Some(format!("assigned to {holder}")),
         MemberState::AssignedLeaseExpired => Some(format!("assigned to {holder}, lease expired")),
+        MemberState::Conflict => Some(format!(
+            "in conflict: Lease held by {holder}, label naming someone else"
+        )),
     }
 }
 
 /// Deletes a pool: its member VMs, their claim Leases (`corral-vdi-<member>`, and Leases
-/// labelled with the pool) and leftover clone objects (labelled with the pool, or targeting a
-/// member). Clone objects go first, so none can make a new member meanwhile; Leases last, so no
+/// labelled with the pool), leftover clone objects (labelled with the pool, or targeting a
+/// member name `<pool>-<n>`, as the Go CLI's `clone-<pool>-<n>-<time>` do) and VMs that this
+/// pool's own clone objects produced but that never got the pool label. Clone objects go first, so none can make a new member meanwhile; Leases last, so no
 /// one claims a member that is being deleted. Judged at the API server's time (`clock`).
 ///
 /// Idempotent: with nothing left, it succeeds with an empty [`PoolDeleted`]. VMs already being
@@ -1596,7 +1633,7 @@ fn assignment(state: MemberState, holder: Option<&str>) -> Option<String> {
 /// running VM).
 ///
 /// Errors: [`Error::Invalid`] for a bad pool or namespace name (no request sent);
-/// [`Error::PoolRefused`] (`Conflict`, nothing deleted) while a member is assigned (label) or
+/// [`Error::Rejected`] (`Conflict`, nothing deleted) while a member is assigned (label) or
 /// has an active Lease, naming each with its holder, unless `force`; [`Error::Kube`] when a
 /// request fails (a later run finishes the job).
 pub async fn delete_pool(
@@ -1605,18 +1642,8 @@ pub async fn delete_pool(
     clock: &ServerClock,
 ) -> Result<PoolDeleted> {
     let (ns, pool) = (&request.namespace, &request.name);
-    if !is_dns1123_label(pool) {
-        return Err(Error::invalid(
-            format!("pool name \"{pool}\" is not a DNS-1123 label, so no pool has it"),
-            "check the name with corral-vdi pool list",
-        ));
-    }
-    if !is_dns1123_label(ns) {
-        return Err(Error::invalid(
-            format!("namespace \"{ns}\" is not a valid namespace name"),
-            "pass -n with the pool's namespace",
-        ));
-    }
+    validate::pool_name(pool)?;
+    validate::namespace(ns)?;
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), ns);
     let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
     let mut members = vms
@@ -1673,7 +1700,7 @@ pub async fn delete_pool(
         }
     }
     if !blocked.is_empty() && !request.force {
-        return Err(refused(
+        return Err(Error::rejected(
             ErrorKind::Conflict,
             format!(
                 "pool \"{pool}\" in namespace \"{ns}\" has assigned members: {}",
@@ -1686,11 +1713,13 @@ pub async fn delete_pool(
         ));
     }
 
-    // Leftover clone objects, so that none produces a member while the pool goes.
+    // Leftover clone objects, so that none produces a member while the pool goes; what our own
+    // clone objects produced without the pool label (an interrupted create) goes too.
     let mut clones_deleted = Vec::new();
+    let mut produced = Vec::new();
     let clone_api = match discover_clone_api(client).await {
         Ok(api) => Some(api),
-        Err(Error::PoolRefused { .. }) => None,
+        Err(Error::Rejected { .. }) => None,
         Err(e) => return Err(e),
     };
     if let Some(clone_api) = clone_api {
@@ -1702,13 +1731,21 @@ pub async fn delete_pool(
             .map_err(|e| Error::kube(format!("list {CLONE_KIND}s in namespace \"{ns}\""), e))?;
         for clone in &list.items {
             let ours = clone.labels().get(POOL_LABEL) == Some(pool);
-            let targets_member = target_of(clone).is_some_and(|t| member_names.contains(&t));
+            let target = target_of(clone);
+            let targets_member = target
+                .as_deref()
+                .is_some_and(|t| member_names.contains(t) || is_member_name_of(t, pool));
             if !(ours || targets_member) {
                 continue;
             }
             let name = clone.name_any();
             match clones.delete(&name, &DeleteParams::default()).await {
-                Ok(_) => clones_deleted.push(name),
+                Ok(_) => {
+                    clones_deleted.push(name);
+                    if ours && let Some(target) = target {
+                        produced.push(target);
+                    }
+                }
                 Err(e) if is_status(&e, 404) => {}
                 Err(e) => {
                     return Err(Error::kube(
@@ -1749,6 +1786,42 @@ pub async fn delete_pool(
         }
     }
 
+    let mut unlabelled_deleted = Vec::new();
+    for name in produced {
+        if member_names.contains(&name) {
+            continue;
+        }
+        let vm = vms.get_opt(&name).await.map_err(|e| {
+            Error::kube(
+                format!("read VirtualMachine \"{name}\" in namespace \"{ns}\""),
+                e,
+            )
+        })?;
+        let Some(vm) = vm.filter(|vm| !vm.labels().contains_key(POOL_LABEL)) else {
+            continue;
+        };
+        let params = DeleteParams {
+            preconditions: vm.uid().map(|uid| Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        match vms.delete(&name, &params).await {
+            Ok(_) => unlabelled_deleted.push(name),
+            Err(e) if is_status(&e, 404) || is_status(&e, 409) => {}
+            Err(e) => {
+                return Err(Error::kube(
+                    format!(
+                        "delete VirtualMachine \"{name}\" in namespace \"{ns}\" (made by this pool's \
+                         clone object, never labelled; run the delete again to finish)"
+                    ),
+                    e,
+                ));
+            }
+        }
+    }
+
     let mut leases_deleted = Vec::new();
     for name in doomed_leases {
         match leases.delete(&name, &DeleteParams::default()).await {
@@ -1772,6 +1845,7 @@ pub async fn delete_pool(
         members: members_deleted,
         leases: leases_deleted,
         clones: clones_deleted,
+        unlabelled: unlabelled_deleted,
         forced: if request.force { forced } else { Vec::new() },
     })
 }
@@ -1813,8 +1887,8 @@ mod tests {
     fn validation_names_the_value_and_the_fix() {
         assert_eq!(validate_create(&request("devpool", 3)).unwrap().len(), 3);
         for (name, size, needle) in [
-            ("Dev_Pool", 3, "not a DNS-1123 label"),
-            ("-dev", 3, "not a DNS-1123 label"),
+            ("Dev_Pool", 3, "not a valid pool name"),
+            ("-dev", 3, "not a valid pool name"),
             ("devpool", 0, "out of range"),
             ("devpool", MAX_POOL_SIZE + 1, "out of range"),
         ] {

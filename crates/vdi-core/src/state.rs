@@ -49,16 +49,29 @@ pub fn lease_view(lease: &Lease, now: Timestamp) -> LeaseView {
     }
 }
 
-/// A member's state from its assigned-to label and its Lease (SPEC "Member state" table).
+/// A member's state from its assigned-to label (as written on the VM) and its Lease (SPEC
+/// "Member state" table). A label that is not the encoding of the active Lease's holder is a
+/// conflict.
 pub fn member_state(assigned_label: Option<&str>, lease: Option<&LeaseView>) -> MemberState {
-    let assigned = assigned_label.is_some_and(|v| !v.is_empty());
-    match (assigned, lease) {
-        (false, None) => MemberState::Free,
-        (false, Some(l)) if l.active => MemberState::Claiming,
-        (false, Some(_)) => MemberState::FreeStaleLease,
-        (true, None) => MemberState::AssignedLegacy,
-        (true, Some(l)) if l.active => MemberState::Assigned,
-        (true, Some(_)) => MemberState::AssignedLeaseExpired,
+    let label = assigned_label.filter(|v| !v.is_empty());
+    match (label, lease) {
+        (None, None) => MemberState::Free,
+        (None, Some(l)) if l.active => MemberState::Claiming,
+        (None, Some(_)) => MemberState::FreeStaleLease,
+        (Some(_), None) => MemberState::AssignedLegacy,
+        (Some(label), Some(l)) if l.active => match &l.holder {
+            Some(holder) if labels::label_matches_identity(label, holder) => MemberState::Assigned,
+            _ => MemberState::Conflict,
+        },
+        (Some(_), Some(_)) => MemberState::AssignedLeaseExpired,
+    }
+}
+
+/// Whom an assigned-to label value names: the decoded identity, or the hashed form as written.
+pub fn label_holder(label: &str) -> String {
+    match labels::decode_identity(label) {
+        DecodedLabel::Identity(id) => id,
+        DecodedLabel::Hashed(raw) => raw,
     }
 }
 
@@ -67,12 +80,11 @@ pub fn member_view(vm: &VirtualMachine, lease: Option<&Lease>, now: Timestamp) -
     let lease = lease.map(|l| lease_view(l, now));
     let assigned = vm.labels().get(ASSIGNED_TO_LABEL).filter(|v| !v.is_empty());
     let state = member_state(assigned.map(String::as_str), lease.as_ref());
-    let holder = lease.as_ref().and_then(|l| l.holder.clone()).or_else(|| {
-        assigned.map(|label| match labels::decode_identity(label) {
-            DecodedLabel::Identity(id) => id,
-            DecodedLabel::Hashed(raw) => raw,
-        })
-    });
+    let label_holder = assigned.map(|label| label_holder(label));
+    let holder = lease
+        .as_ref()
+        .and_then(|l| l.holder.clone())
+        .or_else(|| label_holder.clone());
     MemberView {
         name: vm.name_any(),
         namespace: vm.namespace().unwrap_or_default(),
@@ -80,6 +92,7 @@ pub fn member_view(vm: &VirtualMachine, lease: Option<&Lease>, now: Timestamp) -
         state_label: state.label().to_owned(),
         claimable: state.claimable(),
         holder,
+        label_holder,
         claimed_at: vm.annotations().get(CLAIMED_AT_ANNOTATION).cloned(),
         lease,
         power: vm.printable_status().to_owned(),
@@ -228,7 +241,17 @@ mod tests {
             member_state(Some("alice"), Some(&stale)),
             MemberState::AssignedLeaseExpired
         );
+        assert_eq!(
+            member_state(Some("bob"), Some(&active)),
+            MemberState::Conflict,
+            "label bob, active Lease alice"
+        );
+        assert_eq!(
+            member_state(Some("bob"), Some(&stale)),
+            MemberState::AssignedLeaseExpired
+        );
         assert!(MemberState::Free.claimable() && MemberState::FreeStaleLease.claimable());
+        assert!(!MemberState::Conflict.claimable());
         assert!(!MemberState::Claiming.claimable() && !MemberState::Assigned.claimable());
     }
 

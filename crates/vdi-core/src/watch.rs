@@ -49,13 +49,15 @@ fn where_(scope: &Scope) -> String {
 
 /// Lists the pools in `scope` once, judged at the API server's time.
 ///
-/// Errors: the list of VirtualMachines or Leases failed (403 names the namespace; 404 means
-/// KubeVirt's CRDs are not installed).
+/// Errors: [`Error::Invalid`] for a bad namespace name (no request sent); the list of
+/// VirtualMachines or Leases failed (403 names the namespace; 404 means KubeVirt's CRDs are
+/// not installed).
 pub async fn list_pools(
     client: &Client,
     scope: &Scope,
     clock: &ServerClock,
 ) -> Result<Vec<PoolView>> {
+    scope.validate()?;
     let params = ListParams::default().labels(POOL_LABEL);
     let vms = api::<VirtualMachine>(client, scope)
         .list(&params)

@@ -31,6 +31,11 @@ claimable: boolean,
  */
 holder: string | null, 
 /**
+ * Whom the VM's assigned-to label names (decoded; a hashed form as written), if it has
+ * one. Differs from `holder` only in the conflict state.
+ */
+labelHolder: string | null, 
+/**
  * `corral.dev/vdi-claimed-at` annotation, as written (RFC 3339 UTC).
  */
 claimedAt: string | null, 

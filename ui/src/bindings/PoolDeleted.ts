@@ -21,9 +21,15 @@ members: Array<string>,
  */
 leases: Array<string>, 
 /**
- * VirtualMachineClone objects deleted (left from an aborted or failed create).
+ * VirtualMachineClone objects deleted (left from an aborted or failed create, or by the Go
+ * CLI, which never deletes them).
  */
 clones: Array<string>, 
+/**
+ * VMs that this pool's own clone objects produced but that never got the pool label (an
+ * interrupted create), deleted.
+ */
+unlabelled: Array<string>, 
 /**
  * Members that were assigned and deleted anyway because of `force`, with their holder.
  */

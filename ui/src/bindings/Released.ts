@@ -28,4 +28,9 @@ labelRemoved: boolean,
 /**
  * What was done to the VM's power.
  */
-power: PowerAction, };
+power: PowerAction, 
+/**
+ * Whether someone else's active claim was released (`force`); an Event on the VM
+ * records it.
+ */
+forced: boolean, };

@@ -1,0 +1,53 @@
+//! `guard install | status | uninstall`: thin adapters over `vdi_core::guard`.
+
+use clap::Subcommand;
+use vdi_core::cluster::KubeconfigSource;
+use vdi_core::guard::{self, GuardStatus};
+
+/// The guard's subcommands.
+#[derive(Subcommand)]
+pub enum GuardCommand {
+    /// Install (or update) the guard's admission policies (needs cluster-admin rights).
+    Install,
+    /// Say whether the cluster has the guard, and whether it is this version's.
+    Status,
+    /// Remove the guard's admission policies.
+    Uninstall,
+}
+
+fn print_status(status: &GuardStatus) {
+    println!("{}", status.summary);
+    for object in &status.objects {
+        let state = match (object.present, object.current) {
+            (false, _) => "missing",
+            (true, true) => "current",
+            (true, false) => "from another version",
+        };
+        println!("  {:<34} {:<42} {state}", object.kind, object.name);
+    }
+}
+
+/// Runs a guard subcommand.
+pub async fn run(
+    source: &KubeconfigSource,
+    context: Option<&str>,
+    command: GuardCommand,
+) -> vdi_core::Result<()> {
+    let conn = source.connect(context).await?;
+    match command {
+        GuardCommand::Install => {
+            let status = guard::install(&conn.client).await?;
+            print_status(&status);
+        }
+        GuardCommand::Status => print_status(&guard::status(&conn.client).await?),
+        GuardCommand::Uninstall => {
+            let deleted = guard::uninstall(&conn.client).await?;
+            if deleted.is_empty() {
+                println!("the Corral VDI guard was not installed: nothing to remove");
+            } else {
+                println!("removed the Corral VDI guard: {}", deleted.join(", "));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,358 @@
+//! Who acts: the identity the cluster reports for a client (SelfSubjectReview), never a name
+//! typed into a box, and what that identity may do (SelfSubjectAccessReview).
+//!
+//! Every action that depends on who acts takes an [`Actor`], which can only be made by asking
+//! the API server. Acting as someone else goes through the cluster's own impersonation
+//! (`--as`, [`crate::cluster::Impersonation`]), which RBAC checks.
+
+use futures::future::join_all;
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
+use kube::Client;
+use kube::api::{Api, PostParams};
+use serde::Serialize;
+use ts_rs::TS;
+
+use crate::cluster::ServerClock;
+use crate::error::{Error, Result};
+use crate::model::{ErrorKind, Identity};
+
+/// The group whose members are Corral VDI administrators: they assign desktops to others,
+/// recover expired claims, resolve conflicts and force releases. The server-side guard
+/// (`guard/guard.yaml`) names the same group.
+pub const ADMIN_GROUP: &str = "corral-vdi:admins";
+
+impl Identity {
+    /// Whether the identity is a Corral VDI administrator (member of [`ADMIN_GROUP`]).
+    pub fn is_admin(&self) -> bool {
+        self.groups.iter().any(|g| g == ADMIN_GROUP)
+    }
+}
+
+/// Who the API server says the client is: a SelfSubjectReview (authentication.k8s.io/v1,
+/// GA in Kubernetes 1.28), allowed to every authenticated user by the default RBAC.
+///
+/// Errors: 401 when the credentials are refused; 403 naming the impersonated user when the
+/// cluster refuses `--as`; unreachable when there is no server.
+pub async fn whoami(client: &Client) -> Result<Identity> {
+    let api: Api<SelfSubjectReview> = Api::all(client.clone());
+    let review = api
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .map_err(|e| match &e {
+            kube::Error::Api(status)
+                if status.code == 403 && status.message.contains("impersonate") =>
+            {
+                Error::Rejected {
+                    kind: ErrorKind::Forbidden,
+                    message: format!(
+                        "the cluster refused to let you act as someone else (--as): {}",
+                        status.message
+                    ),
+                    suggestion: "impersonation needs RBAC's `impersonate` verb on that user \
+                                 (kubectl auth can-i impersonate users/<name>); leave out --as to \
+                                 act as yourself"
+                        .into(),
+                }
+            }
+            _ => Error::kube("ask the API server who you are (SelfSubjectReview)", e),
+        })?;
+    let user = review.status.and_then(|s| s.user_info).unwrap_or_default();
+    Ok(Identity {
+        username: user.username.unwrap_or_default(),
+        groups: user.groups.unwrap_or_default(),
+    })
+}
+
+/// A client together with who it acts as (from the cluster) and the API server's clock.
+/// The only way to make one is to ask the API server, so an action's caller can never be a
+/// name somebody typed.
+#[derive(Clone)]
+pub struct Actor {
+    client: Client,
+    identity: Identity,
+    clock: ServerClock,
+}
+
+impl Actor {
+    /// Asks the API server who `client` is (SelfSubjectReview) and reads its clock, at once.
+    ///
+    /// Errors: those of [`whoami`] and [`ServerClock::measure`].
+    pub async fn connect(client: Client) -> Result<Self> {
+        let (identity, clock) = tokio::join!(whoami(&client), ServerClock::measure(&client));
+        Ok(Actor {
+            identity: identity?,
+            clock: clock?,
+            client,
+        })
+    }
+
+    /// Like [`Actor::connect`], judging time with `clock` (e.g. one measured on a skewed
+    /// workstation, [`ServerClock::measure_skewed`]).
+    ///
+    /// Errors: those of [`whoami`].
+    pub async fn with_clock(client: Client, clock: ServerClock) -> Result<Self> {
+        let identity = whoami(&client).await?;
+        Ok(Actor {
+            client,
+            identity,
+            clock,
+        })
+    }
+
+    /// The client that acts.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Who acts, as the cluster says.
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    /// The acting user's name.
+    pub fn username(&self) -> &str {
+        &self.identity.username
+    }
+
+    /// The API server's clock.
+    pub fn clock(&self) -> &ServerClock {
+        &self.clock
+    }
+
+    /// Checks a user name given on the command line (`--user`, kept from the seed's command
+    /// line) against the identity from the cluster: it is an assertion, never a way to act as
+    /// someone else.
+    ///
+    /// Errors: [`Error::Rejected`] (`Forbidden`) "you are bob, not alice" when they differ.
+    pub fn confirm_user(&self, asserted: Option<&str>) -> Result<()> {
+        match asserted {
+            Some(user) if user != self.username() => Err(Error::Rejected {
+                kind: ErrorKind::Forbidden,
+                message: format!(
+                    "you are {}, not {user}: --user must name the identity the cluster reports for \
+                     your credentials",
+                    self.username()
+                ),
+                suggestion: format!(
+                    "leave out --user (it defaults to you), or act as {user} through the cluster's \
+                     impersonation with --as {user} if RBAC allows you to"
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Whether something is allowed, and if not, why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct Allowed {
+    /// Whether the cluster allows it (the server stays the judge when it is tried).
+    pub allowed: bool,
+    /// Why not, naming the missing permission; `null` when allowed.
+    pub reason: Option<String>,
+}
+
+impl Allowed {
+    fn yes() -> Self {
+        Allowed {
+            allowed: true,
+            reason: None,
+        }
+    }
+
+    fn no(reason: impl Into<String>) -> Self {
+        Allowed {
+            allowed: false,
+            reason: Some(reason.into()),
+        }
+    }
+}
+
+/// One permission to ask the API server about: verb on group/resource[/subresource].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Permission {
+    /// API verb: `get`, `create`, `patch`, `delete`, `update`, ….
+    pub verb: &'static str,
+    /// API group (`""` for the core group).
+    pub group: &'static str,
+    /// Resource, plural.
+    pub resource: &'static str,
+    /// Subresource, if any (`vnc`, `start`, …).
+    pub subresource: Option<&'static str>,
+}
+
+impl Permission {
+    /// `verb resource[/subresource]` in group, as kubectl auth can-i would name it.
+    pub fn describe(&self) -> String {
+        let resource = match self.subresource {
+            Some(sub) => format!("{}/{sub}", self.resource),
+            None => self.resource.to_owned(),
+        };
+        if self.group.is_empty() {
+            format!("{} {resource}", self.verb)
+        } else {
+            format!("{} {resource}.{}", self.verb, self.group)
+        }
+    }
+}
+
+/// Asks the API server (SelfSubjectAccessReview, authorization.k8s.io/v1) whether the client
+/// may do each of `permissions` in `namespace`; all at once. A review that fails counts as
+/// "not allowed", with the failure as the reason.
+pub async fn can_i(client: &Client, namespace: &str, permissions: &[Permission]) -> Vec<Allowed> {
+    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    join_all(permissions.iter().map(|p| {
+        let api = api.clone();
+        async move {
+            let review = SelfSubjectAccessReview {
+                spec: SelfSubjectAccessReviewSpec {
+                    resource_attributes: Some(ResourceAttributes {
+                        namespace: Some(namespace.to_owned()),
+                        verb: Some(p.verb.to_owned()),
+                        group: Some(p.group.to_owned()),
+                        resource: Some(p.resource.to_owned()),
+                        subresource: p.subresource.map(str::to_owned),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            match api.create(&PostParams::default(), &review).await {
+                Ok(answer) if answer.status.as_ref().is_some_and(|s| s.allowed) => Allowed::yes(),
+                Ok(_) => Allowed::no(format!(
+                    "RBAC does not let you {} in namespace \"{namespace}\"",
+                    p.describe()
+                )),
+                Err(e) => Allowed::no(format!(
+                    "could not ask whether you may {} in namespace \"{namespace}\": {}",
+                    p.describe(),
+                    crate::error::describe(&e)
+                )),
+            }
+        }
+    }))
+    .await
+}
+
+/// What the acting identity may do in one namespace, for the app to show actions it may not
+/// take as disabled with the reason. The API server stays the judge when an action runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct Permissions {
+    /// The namespace these answers are for.
+    pub namespace: String,
+    /// Whether the identity is a Corral VDI administrator ([`ADMIN_GROUP`]).
+    pub admin: bool,
+    /// Whether the cluster's guard enforces the claim rules (then only the person a label
+    /// names, or an administrator, may release a label-only member).
+    pub guarded: bool,
+    /// Claim a desktop for yourself ("Get a desktop").
+    pub claim: Allowed,
+    /// Assign a desktop to someone else ("Assign…").
+    pub assign: Allowed,
+    /// Create a pool ("New pool…").
+    pub create_pool: Allowed,
+    /// Delete a pool ("Delete…").
+    pub delete_pool: Allowed,
+    /// Release someone else's active claim ("Force release").
+    pub force_release: Allowed,
+}
+
+const CREATE_LEASES: Permission = Permission {
+    verb: "create",
+    group: "coordination.k8s.io",
+    resource: "leases",
+    subresource: None,
+};
+const DELETE_LEASES: Permission = Permission {
+    verb: "delete",
+    group: "coordination.k8s.io",
+    resource: "leases",
+    subresource: None,
+};
+const PATCH_VMS: Permission = Permission {
+    verb: "patch",
+    group: "kubevirt.io",
+    resource: "virtualmachines",
+    subresource: None,
+};
+const DELETE_VMS: Permission = Permission {
+    verb: "delete",
+    group: "kubevirt.io",
+    resource: "virtualmachines",
+    subresource: None,
+};
+const START_VMS: Permission = Permission {
+    verb: "update",
+    group: "subresources.kubevirt.io",
+    resource: "virtualmachines",
+    subresource: Some("start"),
+};
+const CREATE_CLONES: Permission = Permission {
+    verb: "create",
+    group: "clone.kubevirt.io",
+    resource: "virtualmachineclones",
+    subresource: None,
+};
+
+/// The first refusal among `answers`, else allowed.
+fn all_of(answers: &[&Allowed]) -> Allowed {
+    answers
+        .iter()
+        .find(|a| !a.allowed)
+        .map_or_else(Allowed::yes, |a| (*a).clone())
+}
+
+/// Reviews what `actor` may do in `namespace` (six SelfSubjectAccessReviews at once), with
+/// the guard's rules on top when `guard_installed`: then only administrators assign desktops
+/// to others and force releases.
+pub async fn permissions(actor: &Actor, namespace: &str, guard_installed: bool) -> Permissions {
+    let answers = can_i(
+        actor.client(),
+        namespace,
+        &[
+            CREATE_LEASES,
+            PATCH_VMS,
+            START_VMS,
+            CREATE_CLONES,
+            DELETE_VMS,
+            DELETE_LEASES,
+        ],
+    )
+    .await;
+    let [leases, patch, start, clones, delete_vms, delete_leases] = &answers[..] else {
+        unreachable!("one answer per permission asked")
+    };
+    let admin = actor.identity().is_admin();
+    let claim = all_of(&[leases, patch, start]);
+    let admin_only = |what: &str| {
+        Allowed::no(format!(
+            "only members of {ADMIN_GROUP} may {what}; the cluster's Corral VDI guard enforces it"
+        ))
+    };
+    let (assign, force_release) = if guard_installed && !admin {
+        (
+            admin_only("assign desktops to others"),
+            admin_only("release someone else's desktop"),
+        )
+    } else {
+        (claim.clone(), all_of(&[delete_leases, patch]))
+    };
+    Permissions {
+        namespace: namespace.to_owned(),
+        admin,
+        guarded: guard_installed,
+        claim,
+        assign,
+        create_pool: all_of(&[clones, patch]),
+        delete_pool: all_of(&[delete_vms, delete_leases]),
+        force_release,
+    }
+}

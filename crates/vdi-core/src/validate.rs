@@ -1,0 +1,283 @@
+//! Input rules, in one place for the CLI and the app: every name, number and namespace is
+//! checked here before a single request is sent, and a refusal names the value and the fix.
+//!
+//! Name rules are Kubernetes' own (`k8s.io/apimachinery/pkg/util/validation`): namespaces and
+//! pool names are DNS-1123 labels, other object names DNS-1123 subdomains. Pool members are
+//! `<pool>-<i>`, so they are DNS-1123 labels too.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::labels::is_dns1123_label;
+
+/// Shortest claim Lease a claim may ask for, in seconds (the API requires more than zero).
+pub const MIN_LEASE_SECONDS: i64 = 1;
+/// Longest claim Lease a claim may ask for, in seconds (seven days): a desktop claimed for
+/// longer is better released and claimed again.
+pub const MAX_LEASE_SECONDS: i64 = 7 * 24 * 3600;
+/// Longest per-member clone timeout of a pool create (24 hours).
+pub const MAX_CLONE_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+/// Shortest per-member clone timeout of a pool create (one second).
+pub const MIN_CLONE_TIMEOUT: Duration = Duration::from_secs(1);
+/// Longest identity accepted, in bytes. Kubernetes sets no limit; this one only catches
+/// mistakes (a pasted token, a file).
+pub const MAX_IDENTITY_BYTES: usize = 1024;
+
+/// Whether `name` is a DNS-1123 subdomain (the rule for most object names): at most 253
+/// characters, dot-separated DNS-1123 labels.
+pub fn is_dns1123_subdomain(name: &str) -> bool {
+    name.len() <= 253 && name.split('.').all(is_dns1123_label)
+}
+
+/// A namespace name: a DNS-1123 label, never empty (an empty namespace would mean "all
+/// namespaces" to the API).
+///
+/// Errors: [`Error::Invalid`] naming the value.
+pub fn namespace(ns: &str) -> Result<()> {
+    if is_dns1123_label(ns) {
+        return Ok(());
+    }
+    let shown = if ns.is_empty() {
+        "namespace \"\" (empty)".to_owned()
+    } else {
+        format!("namespace \"{ns}\"")
+    };
+    Err(Error::invalid(
+        format!(
+            "{shown} is not a valid namespace name (lower-case letters, digits and '-', at most 63 characters)"
+        ),
+        "pass -n with an existing namespace (kubectl get namespaces), or -A for all namespaces",
+    ))
+}
+
+/// A pool name: a DNS-1123 label.
+///
+/// Errors: [`Error::Invalid`] naming the value.
+pub fn pool_name(pool: &str) -> Result<()> {
+    if is_dns1123_label(pool) {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        format!(
+            "\"{pool}\" is not a valid pool name (a DNS-1123 label: lower-case letters, digits and \
+             '-', starting and ending with a letter or digit, at most 63 characters)"
+        ),
+        "check the name with `corral-vdi pool list`",
+    ))
+}
+
+/// A pool member's name (`<pool>-<i>`): a DNS-1123 label, so `alpha-3/status` or `../x` never
+/// reach a URL.
+///
+/// Errors: [`Error::Invalid`] naming the value.
+pub fn member_name(member: &str) -> Result<()> {
+    if is_dns1123_label(member) {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        format!(
+            "\"{}\" is not a valid member name (members are named <pool>-<n>: lower-case letters, \
+             digits and '-')",
+            member.escape_debug()
+        ),
+        "check the name with `corral-vdi pool list`",
+    ))
+}
+
+/// A VirtualMachine name (a golden VM): a DNS-1123 subdomain.
+///
+/// Errors: [`Error::Invalid`] naming the value.
+pub fn vm_name(name: &str) -> Result<()> {
+    if is_dns1123_subdomain(name) {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        format!(
+            "\"{}\" is not a valid VirtualMachine name",
+            name.escape_debug()
+        ),
+        "pass the name of an existing VirtualMachine (kubectl get vm -n <namespace>)",
+    ))
+}
+
+/// A user's identity as the cluster knows it (`alice`, `alice@example.com`,
+/// `system:serviceaccount:ns:sa`): not empty, no control characters (a newline would forge a
+/// second line in every log and table), no surrounding spaces, at most [`MAX_IDENTITY_BYTES`].
+///
+/// Errors: [`Error::Invalid`] naming the value.
+pub fn identity(user: &str) -> Result<()> {
+    let fix = "name the user exactly as the cluster knows them (kubectl auth whoami shows yours)";
+    if user.trim().is_empty() {
+        return Err(Error::invalid("no user given: the user name is empty", fix));
+    }
+    if user.chars().any(char::is_control) {
+        return Err(Error::invalid(
+            format!(
+                "user \"{}\" contains a control character (a newline, tab or similar)",
+                user.escape_debug()
+            ),
+            fix,
+        ));
+    }
+    if user.trim() != user {
+        return Err(Error::invalid(
+            format!("user \"{user}\" starts or ends with a space"),
+            fix,
+        ));
+    }
+    if user.len() > MAX_IDENTITY_BYTES {
+        return Err(Error::invalid(
+            format!(
+                "user name of {} bytes is longer than {MAX_IDENTITY_BYTES}",
+                user.len()
+            ),
+            fix,
+        ));
+    }
+    Ok(())
+}
+
+/// A claim Lease duration, in seconds: [`MIN_LEASE_SECONDS`] ..= [`MAX_LEASE_SECONDS`].
+/// Returns it as the API's `int32`.
+///
+/// Errors: [`Error::Invalid`] naming the value and the range.
+pub fn lease_seconds(seconds: i64) -> Result<i32> {
+    if (MIN_LEASE_SECONDS..=MAX_LEASE_SECONDS).contains(&seconds) {
+        // The range lies inside i32.
+        return Ok(seconds as i32);
+    }
+    Err(Error::invalid(
+        format!(
+            "a Lease of {seconds} seconds is out of range: claims last {MIN_LEASE_SECONDS} to \
+             {MAX_LEASE_SECONDS} seconds (7 days)"
+        ),
+        "pass --lease-seconds between 1 and 604800, or leave it out for one hour (3600)",
+    ))
+}
+
+/// A per-member clone timeout: [`MIN_CLONE_TIMEOUT`] ..= [`MAX_CLONE_TIMEOUT`].
+///
+/// Errors: [`Error::Invalid`] naming the value and the range.
+pub fn clone_timeout(timeout: Duration) -> Result<()> {
+    if (MIN_CLONE_TIMEOUT..=MAX_CLONE_TIMEOUT).contains(&timeout) {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        format!(
+            "a clone timeout of {} s is out of range: 1 s to 24 h",
+            timeout.as_secs()
+        ),
+        "pass --timeout like 120s, 5m or 1h",
+    ))
+}
+
+/// Parses a duration written as `<number><unit>` parts (units `ms`, `s`, `m`, `h`), e.g.
+/// `120s`, `2m`, `1m30s`, `500ms`; a bare number is seconds. Values too large for a duration
+/// are refused, not wrapped.
+///
+/// Errors: a sentence saying how to write it.
+pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
+    let text = text.trim();
+    let bad = || format!("\"{text}\" is not a duration: write it like 120s, 2m, 1m30s or 500ms");
+    let too_long = || format!("\"{text}\" is too long a duration");
+    if text.is_empty() {
+        return Err(bad());
+    }
+    if text.bytes().all(|b| b.is_ascii_digit()) {
+        let secs: u64 = text.parse().map_err(|_| too_long())?;
+        return Ok(Duration::from_secs(secs));
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+        if digits == 0 {
+            return Err(bad());
+        }
+        let value: u64 = rest[..digits].parse().map_err(|_| too_long())?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let millis_per_unit: u64 = match &rest[..unit_len] {
+            "ms" => 1,
+            "s" => 1_000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            _ => return Err(bad()),
+        };
+        let part = value
+            .checked_mul(millis_per_unit)
+            .map(Duration::from_millis)
+            .ok_or_else(too_long)?;
+        total = total.checked_add(part).ok_or_else(too_long)?;
+        rest = &rest[unit_len..];
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(namespace("corral-vms").is_ok());
+        for bad in ["", "Bad_NS", "a/b", "-x", &"n".repeat(64)] {
+            let err = namespace(bad).unwrap_err();
+            assert!(
+                err.to_string().contains("not a valid namespace name"),
+                "{err}"
+            );
+        }
+        assert!(member_name("alpha-3").is_ok());
+        for bad in ["alpha-3/status", "../x", "Alpha-3", "", "a b"] {
+            assert!(member_name(bad).is_err(), "{bad}");
+        }
+        assert!(pool_name("dev").is_ok() && pool_name("Dev").is_err());
+        assert!(vm_name("golden.v2").is_ok() && vm_name("golden/x").is_err());
+    }
+
+    #[test]
+    fn identities() {
+        for good in [
+            "alice",
+            "alice@example.com",
+            "system:serviceaccount:ns:sa",
+            "Ünï",
+        ] {
+            assert!(identity(good).is_ok(), "{good}");
+        }
+        for bad in ["", " ", "alice\nbob", "alice\t", " alice", "x\u{7}"] {
+            assert!(identity(bad).is_err(), "{bad:?}");
+        }
+        assert!(identity(&"a".repeat(MAX_IDENTITY_BYTES + 1)).is_err());
+        let err = identity("alice\nroot").unwrap_err().to_string();
+        assert!(err.contains("alice\\nroot"), "shown escaped: {err}");
+    }
+
+    #[test]
+    fn lease_seconds_are_bounded() {
+        assert_eq!(lease_seconds(3600).unwrap(), 3600);
+        assert_eq!(lease_seconds(1).unwrap(), 1);
+        for bad in [0, -1, 604_801, 2_147_483_647, i64::MAX] {
+            let err = lease_seconds(bad).unwrap_err();
+            assert!(err.to_string().contains("out of range"), "{err}");
+        }
+    }
+
+    #[test]
+    fn durations_parse_and_are_bounded() {
+        assert_eq!(parse_duration("120s"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert!(parse_duration("18446744073709551615h").is_err());
+        assert!(parse_duration("99999999999999999999").is_err());
+        assert!(parse_duration("5x").is_err() && parse_duration("").is_err());
+        let huge = parse_duration("18446744073709551615").unwrap();
+        assert!(clone_timeout(huge).is_err());
+        assert!(clone_timeout(Duration::ZERO).is_err());
+        assert!(clone_timeout(Duration::from_secs(120)).is_ok());
+    }
+}
