@@ -9,6 +9,7 @@ import type { SessionInfo } from "./bindings/SessionInfo";
 import { ActionNotice } from "./components/ActionNotice";
 import { AssignDialog } from "./components/AssignDialog";
 import { Banner } from "./components/Banner";
+import { DeniedNote } from "./components/DeniedNote";
 import { DeletePoolDialog } from "./components/DeletePoolDialog";
 import { EmptyState } from "./components/EmptyState";
 import { Footer } from "./components/Footer";
@@ -29,6 +30,7 @@ import {
 } from "./lib/presentation";
 import { estimateClockOffset, formatLocalDateTime } from "./lib/time";
 import { dialogActionKey, useClaimActions } from "./useClaimActions";
+import { usePermissions } from "./usePermissions";
 
 type ContextsState =
   | { kind: "loading" }
@@ -311,10 +313,23 @@ export function App() {
   );
 
   const identity = session?.identity ?? null;
-  const releaseBlocker =
-    identity === null
-      ? "Your identity is unknown (the cluster did not say who you are), so nothing can be released as you."
-      : null;
+  const username = identity?.username ?? null;
+  // The namespaces on screen: the session's one, or those of the pools listed.
+  const sessionNamespace = session === null ? null : scopeNamespace(session.scope);
+  const shownNamespaces =
+    sessionNamespace !== null
+      ? [sessionNamespace]
+      : [...new Set((snapshot?.pools ?? []).map((p) => p.namespace))];
+  const permissions = usePermissions(identity === null ? null : session, shownNamespaces);
+  const claimDenied =
+    sessionNamespace === null
+      ? null
+      : (() => {
+          const claim = permissions.get(sessionNamespace)?.claim;
+          return claim && !claim.allowed
+            ? `You may not claim desktops here: ${claim.reason}`
+            : null;
+        })();
 
   const notice = actions.notice ? (
     <div className="action-notices">
@@ -332,11 +347,15 @@ export function App() {
         running={actions.running}
         onClaim={actions.claim}
         onRelease={actions.openRelease}
+        claimDenied={claimDenied}
       />
     ) : null;
 
   // A pool is created in the one namespace the session covers.
-  const poolNamespace = session === null ? null : scopeNamespace(session.scope);
+  const poolNamespace = sessionNamespace;
+  const createAllowed =
+    poolNamespace === null ? null : (permissions.get(poolNamespace)?.createPool ?? null);
+  const createDenied = createAllowed !== null && !createAllowed.allowed;
   const toolbar =
     backendError === null && session !== null ? (
       <div className="pools-toolbar">
@@ -344,10 +363,10 @@ export function App() {
           type="button"
           className="btn btn-primary"
           data-testid="new-pool"
-          disabled={poolNamespace === null}
-          aria-describedby={poolNamespace === null ? "new-pool-blocked" : undefined}
+          disabled={poolNamespace === null || createDenied}
+          aria-describedby={poolNamespace === null || createDenied ? "new-pool-blocked" : undefined}
           title={
-            poolNamespace === null
+            poolNamespace === null || createDenied
               ? undefined
               : `Clone a golden VM of namespace ${poolNamespace} into a new pool`
           }
@@ -361,11 +380,19 @@ export function App() {
           <span id="new-pool-blocked" className="muted" data-testid="new-pool-blocked">
             A pool is created in one namespace: untick All namespaces to choose it.
           </span>
+        ) : createDenied ? (
+          <span id="new-pool-blocked" className="muted" data-testid="new-pool-blocked">
+            You may not create pools in <span className="mono">{poolNamespace}</span>:{" "}
+            {createAllowed.reason}
+          </span>
         ) : (
           <span className="muted">
             in namespace <span className="mono">{poolNamespace}</span>
           </span>
         )}
+        {poolNamespace !== null ? (
+          <DeniedNote permissions={permissions.get(poolNamespace) ?? null} />
+        ) : null}
       </div>
     ) : null;
 
@@ -396,10 +423,11 @@ export function App() {
             key={dialogActionKey(spec)}
             member={spec.member}
             holder={spec.holder}
+            force={spec.force}
             busy={busy}
             error={openDialog.error}
             onConfirm={() => {
-              actions.release(spec.namespace, spec.member);
+              actions.release(spec.namespace, spec.member, spec.force);
             }}
             onClose={actions.closeDialog}
           />
@@ -516,7 +544,8 @@ export function App() {
             onAssign={actions.openAssign}
             onDelete={actions.openDeletePool}
             onUnassign={actions.openRelease}
-            releaseBlocker={releaseBlocker}
+            username={username}
+            permissions={permissions.get(pool.namespace) ?? null}
           />
         ))}
       </div>
@@ -540,6 +569,7 @@ export function App() {
           allNamespaces={allNamespaces}
           onAllNamespacesChange={onAllNamespacesChange}
           identity={identity}
+          guard={session?.guard ?? null}
           feed={feed}
         />
         <main id={FOCUS_FALLBACK_ID} className="app-main" aria-label="Pools" tabIndex={-1}>

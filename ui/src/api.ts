@@ -13,6 +13,7 @@ import type { GoldenCandidate } from "./bindings/GoldenCandidate";
 import type { NewPool } from "./bindings/NewPool";
 import type { PoolCreated } from "./bindings/PoolCreated";
 import type { PoolDeleted } from "./bindings/PoolDeleted";
+import type { Permissions } from "./bindings/Permissions";
 import type { PoolsSnapshot } from "./bindings/PoolsSnapshot";
 import type { Released } from "./bindings/Released";
 import type { Scope } from "./bindings/Scope";
@@ -67,10 +68,19 @@ export function claimDesktop(namespace: string, pool: string): Promise<Result<Cl
 
 /**
  * Releases `member` as the current identity, stopping its VM. Refused when someone else holds
- * its active Lease.
+ * its active Lease, unless `force` (an administrator's "Force release", recorded as an Event).
  */
-export function unassignMember(namespace: string, member: string): Promise<Result<Released>> {
-  return call<Released>("unassign_member", { namespace, member });
+export function unassignMember(
+  namespace: string,
+  member: string,
+  force: boolean,
+): Promise<Result<Released>> {
+  return call<Released>("unassign_member", { namespace, member, force });
+}
+
+/** What the current identity may do in `namespace`, as the cluster (and its guard) says. */
+export function permissions(namespace: string): Promise<Result<Permissions>> {
+  return call<Permissions>("permissions", { namespace });
 }
 
 /** The VMs of `namespace` that are not pool members, with their power and clone problems. */

@@ -10,7 +10,7 @@ import { formatPoolDeleted } from "./lib/pools";
 /** The dialog on screen, if any. */
 export type DialogSpec =
   | { kind: "assign"; namespace: string; pool: string }
-  | { kind: "release"; namespace: string; member: string; holder: string | null }
+  | { kind: "release"; namespace: string; member: string; holder: string | null; force: boolean }
   | { kind: "newPool"; namespace: string }
   | { kind: "deletePool"; namespace: string; pool: string };
 
@@ -102,13 +102,14 @@ export function useClaimActions() {
   );
 
   const openRelease = useCallback(
-    (member: MemberView) => {
+    (member: MemberView, force: boolean) => {
       setDialog({
         spec: {
           kind: "release",
           namespace: member.namespace,
           member: member.name,
           holder: member.holder,
+          force,
         },
         error: null,
       });
@@ -167,11 +168,11 @@ export function useClaimActions() {
   );
 
   const release = useCallback(
-    (namespace: string, member: string) => {
+    (namespace: string, member: string, force: boolean) => {
       void run(
         actionKeys.release(namespace, member),
-        `Release ${member}`,
-        () => unassignMember(namespace, member),
+        force ? `Force release ${member}` : `Release ${member}`,
+        () => unassignMember(namespace, member, force),
         formatReleased,
       );
     },

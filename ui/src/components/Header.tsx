@@ -1,5 +1,6 @@
 import { useId, type KeyboardEvent } from "react";
 import type { ContextInfo } from "../bindings/ContextInfo";
+import type { GuardStatus } from "../bindings/GuardStatus";
 import type { Identity } from "../bindings/Identity";
 import type { FeedIndicator } from "../lib/feed";
 
@@ -16,6 +17,8 @@ type HeaderProps = {
   allNamespaces: boolean;
   onAllNamespacesChange: (checked: boolean) => void;
   identity: Identity | null;
+  /** Whether the cluster enforces the claim rules itself; null when unknown. */
+  guard: GuardStatus | null;
   feed: FeedIndicator;
 };
 
@@ -34,6 +37,7 @@ export function Header(props: HeaderProps) {
     allNamespaces,
     onAllNamespacesChange,
     identity,
+    guard,
     feed,
   } = props;
   const contextId = useId();
@@ -171,7 +175,39 @@ export function Header(props: HeaderProps) {
             identity unknown
           </span>
         )}
+        {guard ? <GuardBadge guard={guard} /> : null}
       </div>
     </header>
+  );
+}
+
+/** Whether the cluster's API server enforces the claim rules itself (the Corral VDI guard). */
+function GuardBadge({ guard }: { guard: GuardStatus }) {
+  const id = useId();
+  const [label, tone] =
+    guard.state === "installed"
+      ? ["guard on", "green"]
+      : guard.state === "outdated"
+        ? ["guard outdated", "amber"]
+        : guard.state === "partial"
+          ? ["guard incomplete", "amber"]
+          : guard.state === "absent"
+            ? ["guard off", "amber"]
+            : ["guard unknown", "grey"];
+  return (
+    <>
+      <span
+        className={`badge tone-${tone} guard-badge`}
+        data-testid="guard-badge"
+        title={guard.summary}
+        tabIndex={0}
+        aria-describedby={id}
+      >
+        {label}
+      </span>
+      <span id={id} className="sr-only">
+        {guard.summary}
+      </span>
+    </>
   );
 }

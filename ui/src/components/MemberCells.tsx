@@ -83,6 +83,29 @@ export function ClaimedAtCell({ claimedAt }: { claimedAt: string | null }) {
   );
 }
 
+/** Who holds a member; for a conflict, the Lease's holder and whom the label names. */
+export function HolderCell({ member }: { member: MemberView }) {
+  if (!member.holder) {
+    return <Missing title="No holder" />;
+  }
+  if (member.state === "conflict" && member.labelHolder !== null) {
+    const text = `${member.holder} · label: ${member.labelHolder}`;
+    return (
+      <span
+        className="mono truncate holder-conflict"
+        title={`Lease held by ${member.holder}; the assigned-to label names ${member.labelHolder}`}
+      >
+        {text}
+      </span>
+    );
+  }
+  return (
+    <span className="mono truncate" title={member.holder}>
+      {member.holder}
+    </span>
+  );
+}
+
 export function StateBadge({ member }: { member: MemberView }) {
   const stateTitle = `${member.state}${member.claimable ? " · claimable" : " · not claimable"}`;
   return (

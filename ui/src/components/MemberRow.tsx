@@ -1,17 +1,20 @@
 import type { MemberView } from "../bindings/MemberView";
-import { canUnassign } from "../lib/claims";
-import { ClaimedAtCell, LeaseCell, Missing, PowerBadge, StateBadge } from "./MemberCells";
+import type { Permissions } from "../bindings/Permissions";
+import { releaseOffer } from "../lib/claims";
+import { ClaimedAtCell, HolderCell, LeaseCell, PowerBadge, StateBadge } from "./MemberCells";
 import { Working } from "./Working";
 
 type MemberRowProps = {
   member: MemberView;
   clockOffsetMs: number;
-  /** Opens the release confirmation for this member. */
-  onUnassign: (member: MemberView) => void;
+  /** Opens the release confirmation for this member (`force`: someone else's active claim). */
+  onUnassign: (member: MemberView, force: boolean) => void;
   /** A release of this member is running. */
   releasing: boolean;
-  /** Why releasing is impossible right now (identity unknown), or null. */
-  releaseBlocker: string | null;
+  /** Who you are (from the cluster); null when unknown. */
+  username: string | null;
+  /** What you may do in the member's namespace; null until known. */
+  permissions: Permissions | null;
 };
 
 export function MemberRow({
@@ -19,8 +22,10 @@ export function MemberRow({
   clockOffsetMs,
   onUnassign,
   releasing,
-  releaseBlocker,
+  username,
+  permissions,
 }: MemberRowProps) {
+  const offer = releaseOffer(member, username, permissions);
   return (
     <tr data-testid={`member-${member.name}`}>
       <th scope="row" className="cell-member">
@@ -32,13 +37,7 @@ export function MemberRow({
         <StateBadge member={member} />
       </td>
       <td className="cell-holder">
-        {member.holder ? (
-          <span className="mono truncate" title={member.holder}>
-            {member.holder}
-          </span>
-        ) : (
-          <Missing title="No holder" />
-        )}
+        <HolderCell member={member} />
       </td>
       <td>
         <ClaimedAtCell claimedAt={member.claimedAt} />
@@ -50,25 +49,34 @@ export function MemberRow({
         <PowerBadge power={member.power} />
       </td>
       <td className="cell-actions">
-        {canUnassign(member) ? (
+        {offer.kind === "none" ? null : (
           <button
             type="button"
-            className="btn btn-small"
+            className={offer.kind === "force" ? "btn btn-small btn-quiet-danger" : "btn btn-small"}
             data-testid={`unassign-${member.name}`}
-            disabled={releasing || releaseBlocker !== null}
+            disabled={releasing || !offer.enabled}
             aria-busy={releasing || undefined}
-            aria-label={releasing ? undefined : `Unassign ${member.name}`}
-            title={
-              releaseBlocker ??
-              `Release ${member.name} from ${member.holder ?? "its holder"} and stop its VM`
+            aria-label={
+              releasing
+                ? undefined
+                : offer.kind === "force"
+                  ? `Force release ${member.name}`
+                  : `Unassign ${member.name}`
             }
+            title={
+              offer.reason ??
+              (offer.kind === "force"
+                ? `Take ${member.name} back from ${member.holder ?? "its holder"} now and stop its VM`
+                : `Release ${member.name} from ${member.holder ?? "its holder"} and stop its VM`)
+            }
+            data-reason={offer.reason ?? undefined}
             onClick={() => {
-              onUnassign(member);
+              onUnassign(member, offer.kind === "force");
             }}
           >
-            {releasing ? <Working /> : "Unassign"}
+            {releasing ? <Working /> : offer.kind === "force" ? "Force release…" : "Unassign"}
           </button>
-        ) : null}
+        )}
       </td>
     </tr>
   );

@@ -24,7 +24,9 @@ type MyDesktopsProps = {
   /** Keys of the actions running now (see actionKeys). */
   running: ReadonlySet<string>;
   onClaim: (choice: PoolChoice) => void;
-  onRelease: (member: MemberView) => void;
+  onRelease: (member: MemberView, force: boolean) => void;
+  /** Why you may not claim here (RBAC), or null. */
+  claimDenied: string | null;
 };
 
 /** The members you hold, and "Get a desktop". */
@@ -36,6 +38,7 @@ export function MyDesktops({
   running,
   onClaim,
   onRelease,
+  claimDenied,
 }: MyDesktopsProps) {
   const headingId = useId();
   const selectId = useId();
@@ -46,7 +49,7 @@ export function MyDesktops({
   const mine = myDesktops(pools, username);
   const choices = claimablePools(pools);
   const chosen = chooseClaimPool(choices, selectedKey);
-  const blocker = getDesktopBlocker(username !== null, choices, scope);
+  const blocker = claimDenied ?? getDesktopBlocker(username !== null, choices, scope);
   const claiming = running.has(actionKeys.claim);
   const disabled = blocker !== null || chosen === null || claiming;
 
@@ -184,7 +187,7 @@ export function MyDesktops({
                         aria-label={releasing ? undefined : `Release ${member.name}`}
                         title={`Give ${member.name} back to the pool and stop its VM`}
                         onClick={() => {
-                          onRelease(member);
+                          onRelease(member, false);
                         }}
                       >
                         {releasing ? <Working /> : "Release"}

@@ -1,5 +1,6 @@
 import { useId } from "react";
 import type { MemberView } from "../bindings/MemberView";
+import type { Permissions } from "../bindings/Permissions";
 import type { PoolView } from "../bindings/PoolView";
 import { actionKeys, assignAvailability } from "../lib/claims";
 import { formatCounts, poolTestId } from "../lib/presentation";
@@ -13,9 +14,11 @@ type PoolSectionProps = {
   running: ReadonlySet<string>;
   onAssign: (pool: PoolView) => void;
   onDelete: (pool: PoolView) => void;
-  onUnassign: (member: MemberView) => void;
-  /** Why releasing is impossible right now (identity unknown), or null. */
-  releaseBlocker: string | null;
+  onUnassign: (member: MemberView, force: boolean) => void;
+  /** Who you are (from the cluster); null when unknown. */
+  username: string | null;
+  /** What you may do in the pool's namespace; null until known. */
+  permissions: Permissions | null;
 };
 
 export function PoolSection({
@@ -25,12 +28,14 @@ export function PoolSection({
   onAssign,
   onDelete,
   onUnassign,
-  releaseBlocker,
+  username,
+  permissions,
 }: PoolSectionProps) {
   const headingId = useId();
   const { counts } = pool;
   const exhausted = counts.total > 0 && counts.free === 0;
-  const assign = assignAvailability(pool);
+  const assign = assignAvailability(pool, permissions);
+  const deleteAllowed = permissions?.deletePool ?? { allowed: true, reason: null };
   const assigning = running.has(actionKeys.assign(pool.namespace, pool.name));
   const deleting = running.has(actionKeys.deletePool(pool.namespace, pool.name));
   return (
@@ -55,6 +60,7 @@ export function PoolSection({
           className="btn btn-small pool-assign"
           data-testid={`assign-${pool.namespace}-${pool.name}`}
           disabled={!assign.enabled || assigning}
+          data-reason={assign.enabled ? undefined : assign.title}
           aria-busy={assigning || undefined}
           aria-label={assigning ? undefined : `Assign a member of ${pool.name}…`}
           title={assign.title}
@@ -68,10 +74,14 @@ export function PoolSection({
           type="button"
           className="btn btn-small btn-quiet-danger"
           data-testid={`delete-${pool.namespace}-${pool.name}`}
-          disabled={deleting}
+          disabled={deleting || !deleteAllowed.allowed}
           aria-busy={deleting || undefined}
           aria-label={deleting ? undefined : `Delete pool ${pool.name}…`}
-          title={`Delete pool ${pool.name}: its members, their Leases and leftover clone objects`}
+          data-reason={deleteAllowed.reason ?? undefined}
+          title={
+            deleteAllowed.reason ??
+            `Delete pool ${pool.name}: its members, their Leases and leftover clone objects`
+          }
           onClick={() => {
             onDelete(pool);
           }}
@@ -121,7 +131,8 @@ export function PoolSection({
                   clockOffsetMs={clockOffsetMs}
                   onUnassign={onUnassign}
                   releasing={running.has(actionKeys.release(m.namespace, m.name))}
-                  releaseBlocker={releaseBlocker}
+                  username={username}
+                  permissions={permissions}
                 />
               ))
             )}

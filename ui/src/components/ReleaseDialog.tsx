@@ -7,6 +7,8 @@ import { Working } from "./Working";
 type ReleaseDialogProps = {
   member: string;
   holder: string | null;
+  /** Someone else's active claim: an administrator's force release, recorded as an Event. */
+  force: boolean;
   /** The release of this member is running. */
   busy: boolean;
   /** Why the last attempt failed (a refusal, a partial release, …). */
@@ -19,6 +21,7 @@ type ReleaseDialogProps = {
 export function ReleaseDialog({
   member,
   holder,
+  force,
   busy,
   error,
   onConfirm,
@@ -26,12 +29,15 @@ export function ReleaseDialog({
 }: ReleaseDialogProps) {
   const cancelRef = useRef<HTMLButtonElement>(null);
   const questionId = useId();
-  const question = holder
-    ? `Release ${member} (held by ${holder})? Its VM will be stopped.`
-    : `Release ${member}? Its VM will be stopped.`;
+  const question = force
+    ? `Take ${member} back from ${holder ?? "its holder"} now? Their desktop's VM will be stopped while they may be using it, and an Event on the VM records that you did it.`
+    : holder
+      ? `Release ${member} (held by ${holder})? Its VM will be stopped.`
+      : `Release ${member}? Its VM will be stopped.`;
+  const verb = force ? "Force release" : "Release";
   return (
     <Modal
-      title={`Release ${member}`}
+      title={`${verb} ${member}`}
       role="alertdialog"
       onClose={onClose}
       initialFocusRef={cancelRef}
@@ -41,7 +47,7 @@ export function ReleaseDialog({
       <p id={questionId} className="modal-text" data-testid="release-question">
         {question}
       </p>
-      {error ? <ActionError source={`Release ${member}`} error={error} /> : null}
+      {error ? <ActionError source={`${verb} ${member}`} error={error} /> : null}
       <div className="modal-actions">
         <button ref={cancelRef} type="button" className="btn" onClick={onClose}>
           Cancel
@@ -54,7 +60,7 @@ export function ReleaseDialog({
           aria-busy={busy || undefined}
           onClick={onConfirm}
         >
-          {busy ? <Working /> : "Release"}
+          {busy ? <Working /> : verb}
         </button>
       </div>
     </Modal>

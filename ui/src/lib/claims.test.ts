@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { member } from "./fixtures";
+import { adminPermissions, member, userPermissions } from "./fixtures";
 import type { Claimed } from "../bindings/Claimed";
 import type { MemberView } from "../bindings/MemberView";
 import type { PoolView } from "../bindings/PoolView";
@@ -16,6 +16,8 @@ import {
   getDesktopBlocker,
   myDesktops,
   poolKey,
+  releaseOffer,
+  deniedActions,
 } from "./claims";
 
 function pool(namespace: string, name: string, members: MemberView[]): PoolView {
@@ -157,19 +159,106 @@ describe("canUnassign", () => {
 
 describe("assignAvailability", () => {
   it("is enabled while a member is free", () => {
-    const a = assignAvailability(pools[0]);
-    expect(a.enabled).toBe(true);
-    expect(a.title).toBe("Hand a free member of devpool to a user (1 free)");
+    for (const perms of [null, adminPermissions()]) {
+      const a = assignAvailability(pools[0], perms);
+      expect(a.enabled).toBe(true);
+      expect(a.title).toBe("Hand a free member of devpool to a user (1 free)");
+    }
   });
 
   it("explains why it is disabled", () => {
-    expect(assignAvailability(pools[2])).toEqual({
+    expect(assignAvailability(pools[2], null)).toEqual({
       enabled: false,
       title: "No member of full is free to assign",
     });
-    expect(assignAvailability(pools[3])).toEqual({
+    expect(assignAvailability(pools[3], null)).toEqual({
       enabled: false,
       title: "empty has no members to assign",
+    });
+  });
+
+  it("is disabled with the cluster's reason for those who may not assign", () => {
+    expect(assignAvailability(pools[0], userPermissions())).toEqual({
+      enabled: false,
+      title:
+        "You may not assign desktops in corral-vms: only members of corral-vdi:admins may assign desktops to others",
+    });
+  });
+});
+
+describe("releaseOffer", () => {
+  const active = (holder: string): Partial<MemberView> => ({
+    ...held(holder),
+    labelHolder: holder,
+    lease: {
+      holder,
+      acquiredAt: "2026-11-30T12:00:00Z",
+      renewedAt: "2026-11-30T12:00:00Z",
+      durationSeconds: 3600,
+      expiresAt: "2026-11-30T13:00:00Z",
+      active: true,
+      renewTimeInFuture: false,
+      transitions: 0,
+      resourceVersion: "1",
+    },
+  });
+
+  it("offers nothing on free members", () => {
+    expect(releaseOffer(member("m"), "alice", userPermissions())).toEqual({ kind: "none" });
+  });
+
+  it("lets the holder release her own claim", () => {
+    expect(releaseOffer(member("m", active("alice")), "alice", userPermissions())).toEqual({
+      kind: "release",
+      enabled: true,
+      reason: null,
+    });
+  });
+
+  it("offers someone else's active claim as a force release, to administrators only", () => {
+    const bobs = member("m", active("bob"));
+    expect(releaseOffer(bobs, "admin", adminPermissions())).toEqual({
+      kind: "force",
+      enabled: true,
+      reason: null,
+    });
+    const offer = releaseOffer(bobs, "alice", userPermissions());
+    expect(offer.kind).toBe("force");
+    expect(offer.kind !== "none" && offer.enabled).toBe(false);
+    expect(offer.kind !== "none" && offer.reason).toContain(
+      "Claimed by bob until 2026-11-30T13:00:00Z; only bob can release it",
+    );
+  });
+
+  it("leaves a conflict to administrators", () => {
+    const conflict = member("m", {
+      ...active("alice"),
+      state: "conflict",
+      labelHolder: "bob",
+    });
+    expect(releaseOffer(conflict, "admin", adminPermissions())).toEqual({
+      kind: "release",
+      enabled: true,
+      reason: null,
+    });
+    const offer = releaseOffer(conflict, "alice", userPermissions());
+    expect(offer.kind !== "none" && offer.reason).toBe(
+      "The label names bob but the Lease is held by alice: an administrator (corral-vdi:admins) resolves this conflict.",
+    );
+  });
+
+  it("leaves label-only members to the person they name under the guard", () => {
+    const legacy = member("m", { ...held("carol"), state: "assignedLegacy", labelHolder: "carol" });
+    expect(releaseOffer(legacy, "carol", userPermissions())).toMatchObject({ enabled: true });
+    expect(releaseOffer(legacy, "bob", userPermissions())).toMatchObject({ enabled: false });
+    expect(releaseOffer(legacy, "bob", userPermissions({ guarded: false }))).toMatchObject({
+      enabled: true,
+    });
+  });
+
+  it("is disabled while the identity is unknown", () => {
+    expect(releaseOffer(member("m", active("alice")), null, null)).toMatchObject({
+      enabled: false,
     });
   });
 });
@@ -248,6 +337,7 @@ describe("formatReleased", () => {
     leaseReleased: true,
     labelRemoved: true,
     power: { kind: "stopped" },
+    forced: false,
   };
 
   it("says who held it and what happened to its VM", () => {
@@ -269,5 +359,19 @@ describe("formatReleased", () => {
     ).toBe(
       "released devpool-1 (it had no holder), VM already stopped; there was no Lease or label to remove",
     );
+  });
+});
+
+describe("deniedActions", () => {
+  it("names each denied pool action with the cluster's reason", () => {
+    expect(deniedActions(userPermissions()).map((d) => d.action)).toEqual([
+      "Assign…",
+      "Delete…",
+      "Force release",
+    ]);
+    expect(deniedActions(userPermissions())[1].reason).toBe(
+      "RBAC does not let you delete virtualmachines.kubevirt.io",
+    );
+    expect(deniedActions(adminPermissions())).toEqual([]);
   });
 });

@@ -5,6 +5,7 @@
  */
 import type { Claimed } from "../bindings/Claimed";
 import type { MemberView } from "../bindings/MemberView";
+import type { Permissions } from "../bindings/Permissions";
 import type { PoolView } from "../bindings/PoolView";
 import type { PowerAction } from "../bindings/PowerAction";
 import type { Released } from "../bindings/Released";
@@ -97,8 +98,88 @@ export function canUnassign(member: MemberView): boolean {
   return member.holder !== null && member.holder !== "" && member.state !== "free";
 }
 
-/** What a pool's "Assign…" button says when hovered, and whether it is usable. */
-export function assignAvailability(pool: PoolView): { enabled: boolean; title: string } {
+/** The release a member row offers the current identity, and whether it may use it. */
+export type ReleaseOffer =
+  { kind: "none" } | { kind: "release" | "force"; enabled: boolean; reason: string | null };
+
+/**
+ * What releasing `member` means for `username` with `perms` (null: not known yet), following
+ * the claim rules the backend (and the cluster's guard) apply: a holder releases their own
+ * claim; someone else's active claim takes an administrator's force release; a conflict is an
+ * administrator's to resolve; with the guard, a label-only member is released only by the
+ * person it names or an administrator. The backend judges every attempt anyway.
+ */
+export function releaseOffer(
+  member: MemberView,
+  username: string | null,
+  perms: Permissions | null,
+): ReleaseOffer {
+  if (!canUnassign(member)) {
+    return { kind: "none" };
+  }
+  const holder = member.holder ?? "";
+  if (username === null) {
+    return {
+      kind: "release",
+      enabled: false,
+      reason:
+        "Your identity is unknown (the cluster did not say who you are), so nothing can be released as you.",
+    };
+  }
+  const admin = perms?.admin ?? false;
+  if (member.state === "conflict") {
+    return admin
+      ? { kind: "release", enabled: true, reason: null }
+      : {
+          kind: "release",
+          enabled: false,
+          reason: `The label names ${member.labelHolder ?? "someone"} but the Lease is held by ${holder}: an administrator (corral-vdi:admins) resolves this conflict.`,
+        };
+  }
+  const lease = member.lease;
+  if (lease !== null && lease.active && lease.holder !== username) {
+    const until = lease.expiresAt ?? "(no expiry)";
+    if (perms?.forceRelease.allowed) {
+      return { kind: "force", enabled: true, reason: null };
+    }
+    return {
+      kind: "force",
+      enabled: false,
+      reason: `Claimed by ${holder} until ${until}; only ${holder} can release it${
+        perms?.forceRelease.reason ? ` (${perms.forceRelease.reason})` : ""
+      }.`,
+    };
+  }
+  if (
+    member.state === "assignedLegacy" &&
+    perms?.guarded === true &&
+    !admin &&
+    member.labelHolder !== username
+  ) {
+    return {
+      kind: "release",
+      enabled: false,
+      reason: `Assigned to ${holder} by label; with the cluster's guard only ${holder} or an administrator may release it.`,
+    };
+  }
+  return { kind: "release", enabled: true, reason: null };
+}
+
+/**
+ * What a pool's "Assign…" button says when hovered, and whether it is usable: not when the
+ * identity may not assign desktops to others (`perms`, null while unknown), nor when no member
+ * is free.
+ */
+export function assignAvailability(
+  pool: PoolView,
+  perms: Permissions | null,
+): { enabled: boolean; title: string } {
+  if (perms !== null && !perms.assign.allowed) {
+    return {
+      enabled: false,
+      title: `You may not assign desktops in ${pool.namespace}: ${perms.assign.reason ?? "not allowed"}`,
+    };
+  }
   if (pool.counts.free > 0) {
     const n = pool.counts.free;
     return {
@@ -165,9 +246,31 @@ export function formatReleased(released: Released): string {
     released.previousHolder === null || released.previousHolder === ""
       ? "it had no holder"
       : `was ${released.previousHolder}`;
-  let text = `released ${released.member} (${was}), VM ${describePower(released.power)}`;
+  const verb = released.forced ? "force-released" : "released";
+  let text = `${verb} ${released.member} (${was}), VM ${describePower(released.power)}`;
+  if (released.forced) {
+    text += "; an Event on the VM records it";
+  }
   if (!released.leaseReleased && !released.labelRemoved) {
     text += "; there was no Lease or label to remove";
   }
   return text;
+}
+
+/**
+ * The pool-level actions `perms` denies (Assign…, Delete…, Force release), each with the
+ * cluster's reason; "New pool…" and "Get a desktop" say theirs where they are.
+ */
+export function deniedActions(perms: Permissions): { action: string; reason: string }[] {
+  const out: { action: string; reason: string }[] = [];
+  for (const [action, verdict] of [
+    ["Assign…", perms.assign],
+    ["Delete…", perms.deletePool],
+    ["Force release", perms.forceRelease],
+  ] as const) {
+    if (!verdict.allowed) {
+      out.push({ action, reason: verdict.reason ?? "not allowed" });
+    }
+  }
+  return out;
 }

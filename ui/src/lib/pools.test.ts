@@ -513,6 +513,7 @@ describe("formatPoolDeleted", () => {
     members: ["devpool-1", "devpool-2", "devpool-3"],
     leases: ["corral-vdi-devpool-1", "corral-vdi-devpool-3"],
     clones: [],
+    unlabelled: [],
     forced: [],
   };
 

@@ -21,6 +21,7 @@ describe("stateTone", () => {
       assignedLegacy: "grey",
       assigned: "blue",
       assignedLeaseExpired: "amber",
+      conflict: "red",
     };
     for (const [state, tone] of Object.entries(expected)) {
       expect(stateTone(state as MemberState)).toBe(tone);

@@ -5,7 +5,10 @@ import type { Scope } from "../bindings/Scope";
 /** Colour families used by badges; each maps to a CSS class `tone-<tone>`. */
 export type Tone = "green" | "blue" | "amber" | "grey" | "red";
 
-/** Badge colour of a claim state: green free, blue assigned, amber stuck/expired/stale, grey legacy. */
+/**
+ * Badge colour of a claim state: green free, blue assigned, amber stuck/expired/stale, grey
+ * legacy, red conflict.
+ */
 export function stateTone(state: MemberState): Tone {
   switch (state) {
     case "free":
@@ -18,6 +21,8 @@ export function stateTone(state: MemberState): Tone {
       return "amber";
     case "assignedLegacy":
       return "grey";
+    case "conflict":
+      return "red";
   }
 }
 
