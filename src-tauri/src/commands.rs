@@ -17,6 +17,8 @@ use crate::{AppState, CREATE_PROGRESS_EVENT, POOLS_EVENT};
 /// An open session: dropping it stops the feed and its forwarding.
 pub struct Session {
     client: kube::Client,
+    /// A client for KubeVirt's streams (no automatic retries).
+    streams: kube::Client,
     /// Who acts, from the cluster; `None` when the cluster could not say (actions refused).
     actor: Option<Actor>,
     clock: ServerClock,
@@ -96,6 +98,7 @@ pub async fn open_session(
         guard = ?guard.as_ref().map(|g| g.state),
         "session opened"
     );
+    let streams = vdi_core::stream::stream_client(conn.config.clone()).map_err(|e| e.view())?;
     let feed = PoolFeed::spawn(conn.client.clone(), scope.clone(), clock);
     let mut rx = feed.subscribe();
     let forward = tauri::async_runtime::spawn(async move {
@@ -112,6 +115,7 @@ pub async fn open_session(
     let identity = actor.as_ref().map(|a| a.identity().clone());
     *state.session.lock().map_err(|_| poisoned())? = Some(Session {
         client: conn.client.clone(),
+        streams,
         actor,
         clock,
         guard: guard.clone(),
@@ -132,6 +136,13 @@ fn current(state: &State<'_, AppState>) -> Result<(kube::Client, ServerClock), E
     let guard = state.session.lock().map_err(|_| poisoned())?;
     let session = guard.as_ref().ok_or_else(not_connected)?;
     Ok((session.client.clone(), session.clock))
+}
+
+/// The open session's client for streams.
+pub fn stream_client(state: &State<'_, AppState>) -> Result<kube::Client, ErrorView> {
+    let guard = state.session.lock().map_err(|_| poisoned())?;
+    let session = guard.as_ref().ok_or_else(not_connected)?;
+    Ok(session.streams.clone())
 }
 
 fn not_connected() -> ErrorView {

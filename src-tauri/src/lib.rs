@@ -2,6 +2,7 @@
 //! forwarded to the window as `pools-snapshot` events. No cluster logic lives here.
 
 mod commands;
+mod connect;
 mod logging;
 
 use std::sync::Mutex;
@@ -22,6 +23,8 @@ pub struct AppState {
     pub session: Mutex<Option<commands::Session>>,
     /// The log file the app writes (shown in the app).
     pub log_file: std::path::PathBuf,
+    /// Every stream, forward and helper process the app started; all end when it exits.
+    pub supervisor: vdi_core::session::Supervisor,
 }
 
 /// Builds and runs the app until its window closes.
@@ -35,7 +38,10 @@ pub fn run() {
                 source: KubeconfigSource::default(),
                 session: Mutex::new(None),
                 log_file,
+                supervisor: vdi_core::session::Supervisor::new(),
             });
+            connect::forward_session_changes(app.handle());
+            stop_on_signals(app.handle());
             Ok(())
         })
         .invoke_handler(tauri::generate_handler![
@@ -50,10 +56,53 @@ pub fn run() {
             commands::validate_new_pool,
             commands::create_pool,
             commands::delete_pool,
+            connect::member_paths,
+            connect::open_console,
+            connect::open_viewer,
+            connect::open_rdp,
+            connect::save_rdp_file,
+            connect::open_ssh,
+            connect::list_sessions,
+            connect::stop_session,
+            connect::clear_ended_sessions,
         ])
-        .run(tauri::generate_context!())
+        .build(tauri::generate_context!())
         .unwrap_or_else(|err| {
             eprintln!("Corral VDI Console could not start: {err}");
             std::process::exit(1);
+        })
+        .run(|app, event| {
+            if let tauri::RunEvent::Exit = event {
+                // Every session ends with the app: streams closed, ports freed, helpers killed.
+                app.state::<AppState>().supervisor.stop_all();
+                tracing::info!("Corral VDI Console exiting");
+            }
         });
+}
+
+/// SIGTERM and SIGINT end the app like closing its window, so its sessions end too.
+fn stop_on_signals(app: &tauri::AppHandle) {
+    let app = app.clone();
+    tauri::async_runtime::spawn(async move {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut term), Ok(mut int)) =
+                (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+            else {
+                return;
+            };
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+        tracing::info!("signal received: closing");
+        app.state::<AppState>().supervisor.stop_all();
+        app.exit(0);
+    });
 }

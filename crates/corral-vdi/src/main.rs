@@ -4,6 +4,7 @@
 //! defaults to the context's. Who acts is always the identity the cluster reports for the
 //! credentials (SelfSubjectReview), never a name typed on the command line.
 
+mod connect_cmd;
 mod guard_cmd;
 mod pool_cmd;
 
@@ -97,6 +98,17 @@ enum Command {
     /// rules for everyone, kubectl users included.
     #[command(subcommand)]
     Guard(guard_cmd::GuardCommand),
+    /// Print every path that reaches a member (VNC, RDP, SSH), available or why not, and the
+    /// command that opens it.
+    Connect(connect_cmd::MemberArgs),
+    /// Open a member's VNC console in the platform's viewer (or only forward it).
+    Vnc(connect_cmd::VncArgs),
+    /// Forward local ports on 127.0.0.1 to a member's guest ports.
+    PortForward(connect_cmd::PortForwardArgs),
+    /// Open RDP to a member (guest port 3389) with FreeRDP, or write an .rdp file.
+    Rdp(connect_cmd::RdpArgs),
+    /// SSH to a member (guest port 22) through a forward.
+    Ssh(connect_cmd::SshArgs),
 }
 
 #[derive(Subcommand)]
@@ -215,7 +227,28 @@ fn namespace_or(given: Option<String>, default: &str) -> String {
     given.unwrap_or_else(|| default.to_owned())
 }
 
-async fn run(cli: Cli) -> vdi_core::Result<()> {
+/// The global flags as arguments, for a command line this CLI runs itself.
+fn global_args(global: &Global) -> Vec<String> {
+    let mut args = Vec::new();
+    if let Some(path) = &global.kubeconfig {
+        args.extend(["--kubeconfig".to_owned(), path.display().to_string()]);
+    }
+    if let Some(context) = &global.context {
+        args.extend(["--context".to_owned(), context.clone()]);
+    }
+    if let Some(user) = &global.as_user {
+        args.extend(["--as".to_owned(), user.clone()]);
+    }
+    for group in &global.as_groups {
+        args.extend(["--as-group".to_owned(), group.clone()]);
+    }
+    args
+}
+
+async fn run(cli: Cli) -> vdi_core::Result<ExitCode> {
+    let relaunch = connect_cmd::Relaunch {
+        global: global_args(&cli.global),
+    };
     let source = KubeconfigSource {
         path: cli.global.kubeconfig,
         impersonate: cli.global.as_user.map(|user| Impersonation {
@@ -308,8 +341,13 @@ async fn run(cli: Cli) -> vdi_core::Result<()> {
             println!("power: {}", power_text(&released.power));
         }
         Command::Guard(command) => guard_cmd::run(&source, context, command).await?,
+        Command::Connect(args) => connect_cmd::connect(&source, context, args).await?,
+        Command::Vnc(args) => connect_cmd::vnc(&source, context, args).await?,
+        Command::PortForward(args) => connect_cmd::port_forward(&source, context, args).await?,
+        Command::Rdp(args) => connect_cmd::rdp(&source, context, args).await?,
+        Command::Ssh(args) => return connect_cmd::ssh(&source, context, args, relaunch).await,
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
 #[tokio::main]
@@ -317,7 +355,7 @@ async fn main() -> ExitCode {
     init_logging();
     let cli = Cli::parse();
     match run(cli).await {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err}");
             if let Some(fix) = err.suggestion() {

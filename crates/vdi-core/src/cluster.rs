@@ -121,9 +121,11 @@ impl KubeconfigSource {
                 (!imp.groups.is_empty()).then(|| imp.groups.clone());
         }
         let default_namespace = config.default_namespace.clone();
-        let client = Client::try_from(config).map_err(|e| Error::kube("build a client", e))?;
+        let client =
+            Client::try_from(config.clone()).map_err(|e| Error::kube("build a client", e))?;
         Ok(Connection {
             client,
+            config,
             context: context.map(str::to_owned),
             default_namespace,
         })
@@ -135,6 +137,9 @@ impl KubeconfigSource {
 pub struct Connection {
     /// The kube-rs client.
     pub client: Client,
+    /// The configuration it was built from (for a second client, e.g. one without automatic
+    /// retries for streams: [`crate::stream::stream_client`]).
+    pub config: kube::Config,
     /// The context asked for (`None`: the current context).
     pub context: Option<String>,
     /// The context's namespace, or `default`.

@@ -65,6 +65,10 @@ pub enum Error {
         /// The fix.
         suggestion: String,
     },
+    /// virt-api (or the API server in front of it) refused to open a stream (VNC, port
+    /// forward, USB redirection), before the upgrade.
+    #[error("{0}")]
+    Stream(Box<crate::stream::StreamRefusal>),
     /// A pool create that finished for some members only; says exactly which members exist and
     /// what (if anything) was left behind.
     #[error("{0}")]
@@ -121,6 +125,7 @@ impl Error {
             Error::Config(_) => ErrorKind::Config,
             Error::Kube { source, .. } => kube_kind(source),
             Error::Rejected { kind, .. } => *kind,
+            Error::Stream(refusal) => refusal.kind(),
             Error::PoolIncomplete(failure) => failure.kind(),
         }
     }
@@ -133,6 +138,7 @@ impl Error {
             }
             Error::Partial { suggestion, .. } => Some(suggestion.clone()),
             Error::Rejected { suggestion, .. } => Some(suggestion.clone()),
+            Error::Stream(refusal) => Some(refusal.suggestion.clone()),
             Error::PoolIncomplete(failure) => Some(failure.suggestion()),
             Error::Config(_) => Some(
                 "check KUBECONFIG or --kubeconfig, and the context name (kubectl config get-contexts)"
@@ -161,8 +167,9 @@ impl Error {
 
     /// Whether trying again unchanged may work.
     pub fn retryable(&self) -> bool {
-        if matches!(self, Error::Rejected { .. }) {
-            // A refusal stands until someone changes the cluster: retrying alone never helps.
+        if matches!(self, Error::Rejected { .. } | Error::Stream(_)) {
+            // A refusal stands until someone changes the cluster: retrying alone never helps
+            // (and a stream's 503 means someone is viewing, not "try again").
             return false;
         }
         matches!(

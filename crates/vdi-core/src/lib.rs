@@ -5,6 +5,7 @@
 
 pub mod claim;
 pub mod cluster;
+pub mod connect;
 pub mod error;
 pub mod golden;
 pub mod guard;
@@ -13,7 +14,9 @@ pub mod labels;
 pub mod model;
 pub mod pool;
 pub mod resources;
+pub mod session;
 pub mod state;
+pub mod stream;
 pub mod validate;
 pub mod watch;
 

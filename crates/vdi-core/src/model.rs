@@ -257,6 +257,9 @@ pub enum ErrorKind {
     Timeout,
     /// A claim rule said no (no free member; another holder).
     Refused,
+    /// Someone else is using it right now (a VNC console being viewed): the caller may offer
+    /// to take over.
+    Busy,
     /// Part of an operation succeeded; the message says what state was left.
     Partial,
     /// Anything else.

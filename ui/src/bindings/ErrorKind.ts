@@ -3,4 +3,4 @@
 /**
  * Kinds of failure, so that callers can react without parsing text.
  */
-export type ErrorKind = "invalid" | "config" | "unreachable" | "unauthorized" | "forbidden" | "notFound" | "conflict" | "timeout" | "refused" | "partial" | "other";
+export type ErrorKind = "invalid" | "config" | "unreachable" | "unauthorized" | "forbidden" | "notFound" | "conflict" | "timeout" | "refused" | "busy" | "partial" | "other";
