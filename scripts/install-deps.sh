@@ -21,6 +21,7 @@ APT_PACKAGES=(
   libwebkit2gtk-4.1-dev libusb-1.0-0-dev
   xvfb xauth webkit2gtk-driver imagemagick
   usbredirect freerdp2-x11 tigervnc-viewer virt-viewer
+  tigervnc-standalone-server x11-utils x11-xserver-utils freerdp2-shadow-x11 openssh-server openssh-client
 )
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

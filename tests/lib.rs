@@ -23,6 +23,14 @@ pub struct Shared {
     pub kubeconfig: PathBuf,
     /// Its API server URL.
     pub server: String,
+    /// The private key that logs in to guest port 22 of every running VMI (the sandbox's sshd,
+    /// reached through the `portforward` subresource); see [`sandbox::Sandbox::ssh_client_key`].
+    pub ssh_client_key: PathBuf,
+    /// The user that key logs in as (the user running the tests); see
+    /// [`sandbox::Sandbox::ssh_user`].
+    pub ssh_user: String,
+    /// The sshd's host public key, to pin it; see [`sandbox::Sandbox::ssh_host_public_key`].
+    pub ssh_host_public_key: PathBuf,
 }
 
 static SANDBOX: OnceLock<Shared> = OnceLock::new();
@@ -67,6 +75,9 @@ pub fn start(configure: impl FnOnce(&mut Options)) -> Result<Shared> {
                         let _ = tx.send(Ok(Shared {
                             kubeconfig: sb.kubeconfig.clone(),
                             server: sb.server.clone(),
+                            ssh_client_key: sb.ssh_client_key.clone(),
+                            ssh_user: sb.ssh_user.clone(),
+                            ssh_host_public_key: sb.ssh_host_public_key.clone(),
                         }));
                         std::future::pending::<()>().await;
                         drop(sb);

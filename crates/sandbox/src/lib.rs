@@ -3,7 +3,10 @@
 //! KubeVirt controllers and virt-api subresources that Corral VDI depends on.
 //!
 //! What is emulated, and how faithfully, is listed in [`emulator`]. The emulator never claims
-//! to be KubeVirt: there is no guest OS, no GPU and no USB device behind it.
+//! to be KubeVirt: there is no guest OS, no GPU and no USB device behind it. What answers a
+//! running VMI's streams are real servers on 127.0.0.1: an Xvnc display per VMI (started on
+//! first use), an RDP server shadowing it, and one sshd per sandbox ([`ssh`]) whose client key
+//! and login are [`Sandbox::ssh_client_key`] and [`Sandbox::ssh_user`].
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -17,11 +20,13 @@ pub mod bootstrap;
 pub mod emulator;
 pub mod kubeconfig;
 pub mod pki;
+mod process;
+pub mod ssh;
 
 use std::fs;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -138,15 +143,22 @@ pub struct Sandbox {
     pub kubeconfig: PathBuf,
     /// The API server's URL, `https://127.0.0.1:<port>`.
     pub server: String,
+    /// The private key (OpenSSH format, ed25519, mode 0600) that logs in to guest port 22 of
+    /// every running VMI, i.e. the sandbox's sshd reached through the `portforward`
+    /// subresource: `<dir>/ssh/id_ed25519` (its public key next to it, `.pub`).
+    pub ssh_client_key: PathBuf,
+    /// The user name that key logs in as: the user running the sandbox (`root` when root).
+    pub ssh_user: String,
+    /// The sshd's host public key (`ssh-ed25519 …`), to pin it in a `known_hosts` file.
+    pub ssh_host_public_key: PathBuf,
     etcd: Child,
     apiserver: Child,
+    sshd: ssh::SshServer,
     emulator: JoinHandle<()>,
+    guests: Option<Arc<emulator::guests::Guests>>,
 }
 
-/// A free TCP port on 127.0.0.1 (the listener is closed before the port is used).
-fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
+use process::free_port;
 
 fn spawn(program: &Path, args: &[String], log: &Path) -> Result<Child> {
     let log_file = fs::File::create(log).with_context(|| format!("create {}", log.display()))?;
@@ -156,39 +168,22 @@ fn spawn(program: &Path, args: &[String], log: &Path) -> Result<Child> {
         .stdout(log_file.try_clone()?)
         .stderr(log_file)
         .kill_on_drop(true);
-    die_with_parent(&mut cmd);
+    process::die_with_parent(&mut cmd);
     cmd.spawn()
         .with_context(|| format!("start {}", program.display()))
 }
 
-/// Asks Linux to kill the child when the thread that spawned it exits, so that a crashed test
-/// or `sandbox serve` never leaves an API server behind.
-#[allow(unsafe_code)]
-fn die_with_parent(cmd: &mut Command) {
-    // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and touches no memory of ours.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
-fn log_tail(path: &Path) -> String {
-    let text = fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<_> = text.lines().rev().take(25).collect();
-    lines.into_iter().rev().collect::<Vec<_>>().join("\n")
-}
+use process::log_tail;
 
 impl Sandbox {
     /// Starts etcd, kube-apiserver and the emulator, installs the CRDs, RBAC and (if asked) the
     /// demo data, and returns once the API server serves and the emulated virt-api is
     /// reachable through it. Builds the server binaries first if the cache lacks them.
     ///
+    /// Also starts the sandbox's sshd (guest port 22 of every running VMI; see [`ssh`]).
+    ///
     /// Errors: a process failed to start (the error carries its log's tail), or it was not
-    /// ready within 90 seconds.
+    /// ready within 90 seconds; `sshd` is missing (install `openssh-server`).
     pub async fn start(options: Options) -> Result<Self> {
         let binaries = tokio::task::spawn_blocking(binaries::ensure).await??;
         let dir = options.dir.clone();
@@ -280,12 +275,14 @@ impl Sandbox {
                 .await
                 .context("install the Corral VDI guard")?;
         }
-        let emulator = if options.emulate {
-            let emulator = emulator::start(admin.clone(), &pki).await?;
+        let sshd = ssh::SshServer::start(&dir.join("ssh"), &options.name).await?;
+        let (emulator, guests) = if options.emulate {
+            let emulator =
+                emulator::start(admin.clone(), &pki, dir.join("guests"), Some(sshd.port)).await?;
             bootstrap::register_virt_api(&admin, &pki, emulator.port).await?;
-            emulator.task
+            (emulator.task, Some(emulator.guests))
         } else {
-            tokio::spawn(async {})
+            (tokio::spawn(async {}), None)
         };
         if options.seed {
             bootstrap::seed(&admin).await?;
@@ -300,9 +297,14 @@ impl Sandbox {
             dir,
             kubeconfig,
             server,
+            ssh_client_key: sshd.client_key.clone(),
+            ssh_user: sshd.user.clone(),
+            ssh_host_public_key: sshd.host_public_key.clone(),
             etcd,
             apiserver,
+            sshd,
             emulator,
+            guests,
         })
     }
 
@@ -314,6 +316,10 @@ impl Sandbox {
     /// Stops every process and removes the instance's directory.
     pub async fn stop(mut self) -> Result<()> {
         self.emulator.abort();
+        if let Some(guests) = self.guests.take() {
+            guests.shutdown().await;
+        }
+        self.sshd.stop().await;
         let _ = self.apiserver.kill().await;
         let _ = self.etcd.kill().await;
         fs::remove_dir_all(&self.dir).with_context(|| format!("remove {}", self.dir.display()))
@@ -323,6 +329,9 @@ impl Sandbox {
 impl Drop for Sandbox {
     fn drop(&mut self) {
         self.emulator.abort();
+        if let Some(guests) = &self.guests {
+            guests.kill_now();
+        }
     }
 }
 

@@ -174,6 +174,11 @@ async fn serve(name: &str) -> Result<()> {
     let sandbox = Sandbox::start(Options::named(name)).await?;
     fs::write(ready_file(name), sandbox.kubeconfig.display().to_string())?;
     tracing::info!(server = %sandbox.server, kubeconfig = %sandbox.kubeconfig.display(), "sandbox ready");
+    tracing::info!(
+        key = %sandbox.ssh_client_key.display(),
+        user = %sandbox.ssh_user,
+        "guest port 22 of every running VMI: ssh with this key as this user (through portforward)"
+    );
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         _ = term.recv() => {}

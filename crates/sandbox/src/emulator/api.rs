@@ -17,7 +17,11 @@
 //! A VM annotated `sandbox.corral.dev/refuse-start: <reason>` gets a 409 with that reason on
 //! start, as KubeVirt answers for states it cannot start from (e.g. manual recovery required).
 //!
-//! VNC, console, port-forward and usbredir are not emulated (there is no guest).
+//! The streaming subresources of VMIs (`vnc`, `vnc/screenshot`, `portforward/{port}[/tcp|udp]`,
+//! `usbredir`) are served by [`super::streams`] with virt-api's refusals and websocket
+//! behaviour, in front of real guest-side servers ([`super::guests`]: Xvnc, sshd, an RDP
+//! server; there is no guest OS). `console` is listed in discovery, as KubeVirt lists it, but
+//! not served; `usbredir` is served but not listed, as in KubeVirt.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -41,15 +45,20 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use super::guests::Guests;
+use super::streams::{self, vmi_path};
 use super::types::{VirtualMachine, VirtualMachineInstance, run_strategy};
 use crate::pki::Pki;
 
 /// API group served.
 pub const GROUP: &str = "subresources.kubevirt.io";
 
+/// What every handler gets: the admin client (for reads, SubjectAccessReviews and VMI
+/// annotations) and the guests' servers.
 #[derive(Clone)]
-struct AppState {
-    client: Client,
+pub(super) struct AppState {
+    pub(super) client: Client,
+    pub(super) guests: Arc<Guests>,
 }
 
 /// Binds 127.0.0.1 on a free port and serves until the task is aborted. Returns the port and
@@ -57,6 +66,7 @@ struct AppState {
 pub async fn bind(
     client: Client,
     pki: &Pki,
+    guests: Arc<Guests>,
 ) -> Result<(u16, impl std::future::Future<Output = ()> + Send + 'static)> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = rustls::RootCertStore::empty();
@@ -74,7 +84,7 @@ pub async fn bind(
     let acceptor = TlsAcceptor::from(Arc::new(config));
     let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
     let port = listener.local_addr()?.port();
-    let app = router(client);
+    let app = router(AppState { client, guests });
     let serve = async move {
         loop {
             let Ok((tcp, _)) = listener.accept().await else {
@@ -88,7 +98,7 @@ pub async fn bind(
                 };
                 let service = TowerToHyperService::new(app);
                 let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(tls), service)
+                    .serve_connection_with_upgrades(TokioIo::new(tls), service)
                     .await;
             });
         }
@@ -96,7 +106,7 @@ pub async fn bind(
     Ok((port, serve))
 }
 
-fn router(client: Client) -> Router {
+fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(|| async { "ok" }))
@@ -107,7 +117,15 @@ fn router(client: Client) -> Router {
             &format!("/apis/{GROUP}/v1/namespaces/{{ns}}/virtualmachines/{{name}}/{{action}}"),
             put(vm_action),
         )
-        .with_state(AppState { client })
+        .route(&vmi_path("vnc"), get(streams::vnc))
+        .route(&vmi_path("vnc/screenshot"), get(streams::screenshot))
+        .route(&vmi_path("portforward/{port}"), get(streams::portforward))
+        .route(
+            &vmi_path("portforward/{port}/{protocol}"),
+            get(streams::portforward_protocol),
+        )
+        .route(&vmi_path("usbredir"), get(streams::usbredir))
+        .with_state(state)
 }
 
 fn group_json() -> Value {
@@ -136,13 +154,21 @@ async fn resources() -> axum::Json<Value> {
     axum::Json(json!({ "kind": "APIResourceList", "apiVersion": "v1",
         "groupVersion": format!("{GROUP}/v1"),
         "resources": [vm("start"), vm("stop"), vm("restart"),
-                      vmi("vnc"), vmi("console"), vmi("portforward"), vmi("usbredir")] }))
+                      vmi("vnc"), vmi("vnc/screenshot"), vmi("console"), vmi("portforward")] }))
 }
 
-/// A Kubernetes `Status` error response.
-fn status(code: StatusCode, reason: &str, message: String) -> Response {
-    let body = json!({ "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+/// A Kubernetes `Status` error response (`application/json`), with `details` when given.
+pub(super) fn status(
+    code: StatusCode,
+    reason: &str,
+    message: String,
+    details: Option<Value>,
+) -> Response {
+    let mut body = json!({ "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
         "message": message, "reason": reason, "code": code.as_u16() });
+    if let Some(details) = details {
+        body["details"] = details;
+    }
     (code, axum::Json(body)).into_response()
 }
 
@@ -151,24 +177,59 @@ fn conflict(name: &str, why: &str) -> Response {
         StatusCode::CONFLICT,
         "Conflict",
         format!("Operation cannot be fulfilled on virtualmachine.kubevirt.io \"{name}\": {why}"),
+        None,
     )
 }
 
-fn internal(err: impl std::fmt::Display) -> Response {
+/// apimachinery's `NewInternalError`: 500, reason `InternalError`, message `Internal error
+/// occurred: <err>`, the error as the one cause.
+pub(super) fn internal(err: impl std::fmt::Display) -> Response {
     status(
         StatusCode::INTERNAL_SERVER_ERROR,
         "InternalError",
         format!("Internal error occurred: {err}"),
+        Some(json!({ "causes": [{ "message": err.to_string() }] })),
     )
 }
 
-/// Asks the API server whether the front-proxied user may `update` the subresource.
-async fn allowed(
+fn remote_user(headers: &HeaderMap) -> &str {
+    headers
+        .get("X-Remote-User")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("system:anonymous")
+}
+
+/// The 403 for a refused SubjectAccessReview, worded as the API server words its own.
+pub(super) fn forbidden(
+    headers: &HeaderMap,
+    ns: &str,
+    name: &str,
+    verb: &str,
+    resource: &str,
+    subresource: &str,
+) -> Response {
+    let user = remote_user(headers);
+    status(
+        StatusCode::FORBIDDEN,
+        "Forbidden",
+        format!(
+            "{resource}.{GROUP} \"{name}\" is forbidden: User \"{user}\" cannot {verb} resource \"{resource}/{subresource}\" in API group \"{GROUP}\" in the namespace \"{ns}\""
+        ),
+        None,
+    )
+}
+
+/// Asks the API server whether the front-proxied user (`X-Remote-User`, `X-Remote-Group`) may
+/// `verb` the `resource/subresource` of group `subresources.kubevirt.io` named `name` in `ns`,
+/// as virt-api's authorizer does (KubeVirt `pkg/virt-api/rest/authorizer.go`).
+pub(super) async fn allowed(
     client: &Client,
     headers: &HeaderMap,
     ns: &str,
     name: &str,
-    action: &str,
+    verb: &str,
+    resource: &str,
+    subresource: &str,
 ) -> Result<bool, kube::Error> {
     let user = headers
         .get("X-Remote-User")
@@ -186,10 +247,11 @@ async fn allowed(
             groups: Some(groups),
             resource_attributes: Some(ResourceAttributes {
                 namespace: Some(ns.to_owned()),
-                verb: Some("update".into()),
+                verb: Some(verb.to_owned()),
                 group: Some(GROUP.into()),
-                resource: Some("virtualmachines".into()),
-                subresource: Some(action.to_owned()),
+                version: Some("v1".into()),
+                resource: Some(resource.to_owned()),
+                subresource: Some(subresource.to_owned()),
                 name: Some(name.to_owned()),
                 ..Default::default()
             }),
@@ -213,22 +275,23 @@ async fn vm_action(
             StatusCode::NOT_FOUND,
             "NotFound",
             format!("the server could not find the requested resource (virtualmachines/{action})"),
+            None,
         );
     }
-    match allowed(&state.client, &headers, &ns, &name, &action).await {
+    match allowed(
+        &state.client,
+        &headers,
+        &ns,
+        &name,
+        "update",
+        "virtualmachines",
+        &action,
+    )
+    .await
+    {
         Ok(true) => {}
         Ok(false) => {
-            let user = headers
-                .get("X-Remote-User")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("system:anonymous");
-            return status(
-                StatusCode::FORBIDDEN,
-                "Forbidden",
-                format!(
-                    "virtualmachines.{GROUP} \"{name}\" is forbidden: User \"{user}\" cannot update resource \"virtualmachines/{action}\" in API group \"{GROUP}\" in the namespace \"{ns}\""
-                ),
-            );
+            return forbidden(&headers, &ns, &name, "update", "virtualmachines", &action);
         }
         Err(e) => return internal(e),
     }
@@ -246,6 +309,7 @@ async fn vm_action(
                 StatusCode::NOT_FOUND,
                 "NotFound",
                 format!("virtualmachines.kubevirt.io \"{name}\" not found"),
+                None,
             );
         }
         Err(e) => return internal(e),

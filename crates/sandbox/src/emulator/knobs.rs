@@ -9,9 +9,20 @@
 //! | `stallClones` | comma-separated clone target names that never leave their phase; `name:Phase` stalls once the clone reaches `Phase` (e.g. `pool-2:RestoreInProgress`), a bare name in its first phase | empty |
 //! | `failClones` | comma-separated clone target names that go `Failed` | empty |
 //!
-//! A VM annotated `sandbox.corral.dev/unschedulable: "true"` never gets scheduled and shows
-//! `ErrorUnschedulable`, as a VM that asks for more than any node has does on KubeVirt. A VM
-//! annotated `sandbox.corral.dev/refuse-start: <reason>` has its start refused with a 409.
+//! VM annotations shape one VM:
+//!
+//! | annotation | effect |
+//! |---|---|
+//! | `sandbox.corral.dev/unschedulable: "true"` | the VMI is never scheduled; the VM shows `ErrorUnschedulable`, as one that asks for more than any node has does on KubeVirt |
+//! | `sandbox.corral.dev/refuse-start: <reason>` | start is refused with a 409 carrying the reason |
+//! | `sandbox.corral.dev/snapshot-disabled: "<volume>[,<volume>]"` | those volumes report snapshots disabled |
+//! | `sandbox.corral.dev/paused: "true"` | the running VMI reports the condition `Paused` (phase stays `Running`), the VM `printableStatus: Paused`; portforward answers 409 `VMI is paused`, vnc and usbredir still connect |
+//! | `sandbox.corral.dev/guest-ports: "22,3389"` | the guest TCP ports that answer (default 22 and 3389); any other is closed (portforward 500 `dialing VM: …`); 5900 is always closed |
+//! | `sandbox.corral.dev/force-status: "<subresource>=<code>[,…]"` | the stream subresource (`vnc`, `screenshot`, `portforward`, `usbredir`) answers that code (404, 409, 500, 503 or 504) with a message like virt-api's, before anything else but authorization |
+//!
+//! The emulator writes VMI annotations for tests and debugging: [`USBREDIR_ATTACHED_ANNOTATION`]
+//! and, once a VMI's display runs, [`XVNC_DISPLAY_ANNOTATION`], [`XVNC_PID_ANNOTATION`],
+//! [`XVNC_RFB_PORT_ANNOTATION`] and [`RDP_PORT_ANNOTATION`].
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -27,6 +38,54 @@ pub const REFUSE_START_ANNOTATION: &str = "sandbox.corral.dev/refuse-start";
 pub const UNSCHEDULABLE_ANNOTATION: &str = "sandbox.corral.dev/unschedulable";
 /// VM annotation listing (comma-separated) volumes whose snapshots are disabled.
 pub const SNAPSHOT_DISABLED_ANNOTATION: &str = "sandbox.corral.dev/snapshot-disabled";
+/// VM annotation (`"true"`) that makes its running VMI report the condition `Paused`.
+pub const PAUSED_ANNOTATION: &str = "sandbox.corral.dev/paused";
+/// VM annotation listing (comma-separated) the guest TCP ports that answer; absent: 22 and 3389.
+pub const GUEST_PORTS_ANNOTATION: &str = "sandbox.corral.dev/guest-ports";
+/// VM annotation forcing answers of the stream subresources: `"vnc=503,portforward=500"`.
+pub const FORCE_STATUS_ANNOTATION: &str = "sandbox.corral.dev/force-status";
+/// VMI annotation: how many usbredir streams are attached now (`"0"` to `"4"`).
+pub const USBREDIR_ATTACHED_ANNOTATION: &str = "sandbox.corral.dev/usbredir-attached";
+/// VMI annotation: the X display number of the VMI's Xvnc (`":3"`), once started.
+pub const XVNC_DISPLAY_ANNOTATION: &str = "sandbox.corral.dev/xvnc-display";
+/// VMI annotation: the pid of the VMI's Xvnc, once started.
+pub const XVNC_PID_ANNOTATION: &str = "sandbox.corral.dev/xvnc-pid";
+/// VMI annotation: the RFB port of the VMI's Xvnc on 127.0.0.1, once started.
+pub const XVNC_RFB_PORT_ANNOTATION: &str = "sandbox.corral.dev/xvnc-rfbport";
+/// VMI annotation: the port on 127.0.0.1 of the RDP server behind the VMI's guest port 3389,
+/// once started.
+pub const RDP_PORT_ANNOTATION: &str = "sandbox.corral.dev/rdp-port";
+/// Guest ports open when a VM has no [`GUEST_PORTS_ANNOTATION`]: SSH and RDP.
+pub const DEFAULT_GUEST_PORTS: &[u16] = &[22, 3389];
+/// Codes [`FORCE_STATUS_ANNOTATION`] may force.
+pub const FORCIBLE_CODES: &[u16] = &[404, 409, 500, 503, 504];
+
+/// The open guest ports of a VM with these annotations: the comma-separated ports of
+/// [`GUEST_PORTS_ANNOTATION`] (entries that are not port numbers are ignored; an empty value
+/// opens none), else [`DEFAULT_GUEST_PORTS`].
+pub fn guest_ports(annotations: &BTreeMap<String, String>) -> Vec<u16> {
+    match annotations.get(GUEST_PORTS_ANNOTATION) {
+        Some(list) => list
+            .split(',')
+            .filter_map(|p| p.trim().parse::<u16>().ok())
+            .collect(),
+        None => DEFAULT_GUEST_PORTS.to_vec(),
+    }
+}
+
+/// The code [`FORCE_STATUS_ANNOTATION`] forces for `subresource` (`vnc`, `screenshot`,
+/// `portforward` or `usbredir`), if any; entries with other codes than [`FORCIBLE_CODES`] are
+/// ignored.
+pub fn forced_status(annotations: &BTreeMap<String, String>, subresource: &str) -> Option<u16> {
+    annotations
+        .get(FORCE_STATUS_ANNOTATION)?
+        .split(',')
+        .filter_map(|entry| entry.split_once('='))
+        .filter(|(sub, _)| sub.trim() == subresource)
+        .filter_map(|(_, code)| code.trim().parse::<u16>().ok())
+        .find(|code| FORCIBLE_CODES.contains(code))
+}
+
 /// StorageClass name the emulator reports for every volume.
 pub const STORAGE_CLASS: &str = "sandbox-local";
 

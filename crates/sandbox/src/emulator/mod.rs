@@ -6,15 +6,24 @@
 //! | VM controller | run strategy → VMI → `status.printableStatus` (Stopped, Starting, Running, Stopping, ErrorUnschedulable), `volumeSnapshotStatuses` | [`vm`] |
 //! | clone controller | VirtualMachineClone phases → target VM | [`clone`] |
 //! | virt-api | `subresources.kubevirt.io/v1` start/stop/restart behind the aggregator, with RBAC | [`api`] |
+//! | virt-api streams | VMI `vnc`, `vnc/screenshot`, `portforward/{port}[/tcp\|udp]`, `usbredir`: virt-api's refusals (Status bodies before the upgrade), websockets with `plain.kubevirt.io`, VNC session take-over, four usbredir slots | [`streams`] |
+//! | guests | real servers behind the streams: an `Xvnc` per running VMI (lazily), an RDP server shadowing it, the sandbox's `sshd` on guest port 22, an emulated usbredir server | [`guests`], [`crate::ssh`] |
 //!
-//! Not emulated: guests, disks, VNC/console/port-forward/usbredir streams, live migration, GPUs.
-//! Timings and injected failures are set through [`knobs`].
+//! There is no guest OS, disk, console, live migration or GPU: the "guest" of a running VMI is
+//! its X display, the sandbox's sshd and an echo service on other open ports.
+//! Timings, injected failures and per-VM behaviour (paused, open guest ports, forced answers)
+//! are set through [`knobs`].
 
 pub mod api;
 pub mod clone;
+pub mod guests;
 pub mod knobs;
+pub mod streams;
 pub mod types;
 pub mod vm;
+
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Result;
 use kube::Client;
@@ -28,13 +37,24 @@ pub struct Emulator {
     pub port: u16,
     /// The task running the controllers and the server; abort it to stop them.
     pub task: JoinHandle<()>,
+    /// The guests' servers (stop them with [`guests::Guests::shutdown`]).
+    pub guests: Arc<guests::Guests>,
 }
 
-/// Starts the controllers and the virt-api server with the admin client.
-pub async fn start(admin: Client, pki: &Pki) -> Result<Emulator> {
-    let (port, serve) = api::bind(admin.clone(), pki).await?;
+/// Starts the controllers and the virt-api server with the admin client. Guest working files
+/// (Xvnc and RDP logs, RDP certificates) go under `guest_dir`; guest port 22 reaches the sshd
+/// on `ssh_port` (closed when `None`).
+pub async fn start(
+    admin: Client,
+    pki: &Pki,
+    guest_dir: PathBuf,
+    ssh_port: Option<u16>,
+) -> Result<Emulator> {
+    let guests = guests::Guests::new(admin.clone(), guest_dir, ssh_port);
+    let (port, serve) = api::bind(admin.clone(), pki, guests.clone()).await?;
+    let reaper = guests.clone().run_reaper();
     let task = tokio::spawn(async move {
-        futures::join!(serve, vm::run(admin.clone()), clone::run(admin));
+        futures::join!(serve, vm::run(admin.clone()), clone::run(admin), reaper);
     });
-    Ok(Emulator { port, task })
+    Ok(Emulator { port, task, guests })
 }

@@ -4,7 +4,11 @@
 //! Starting, Running, Stopping, ErrorUnschedulable). `Manual` VMs act on
 //! `status.stateChangeRequests` written by the start/stop subresources.
 //!
-//! There is no guest: "Running" means only that the emulated VMI says so.
+//! A running VMI reports `status.interfaces` (address 127.0.0.1, where the guest-side servers
+//! of [`super::guests`] listen) and, for a VM annotated `sandbox.corral.dev/paused: "true"`,
+//! the condition `Paused` with phase `Running` (the VM then shows `Paused`).
+//!
+//! There is no guest OS: "Running" means only that the emulated VMI says so.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +22,9 @@ use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use super::knobs::{Knobs, SNAPSHOT_DISABLED_ANNOTATION, STORAGE_CLASS, UNSCHEDULABLE_ANNOTATION};
+use super::knobs::{
+    Knobs, PAUSED_ANNOTATION, SNAPSHOT_DISABLED_ANNOTATION, STORAGE_CLASS, UNSCHEDULABLE_ANNOTATION,
+};
 use super::types::{VirtualMachine, VirtualMachineInstance, VmiSpec, run_strategy};
 use crate::bootstrap::{MANAGER, NODE};
 
@@ -207,7 +213,15 @@ async fn reconcile_vm(vm: Arc<VirtualMachine>, ctx: Arc<Ctx>) -> Result<Action, 
                 .get(UNSCHEDULABLE_ANNOTATION)
                 .is_some_and(|v| v == "true");
             if phase == "Running" {
-                vm_status("Running", true, true, &vm)
+                let want = running_vmi_status(&vm, &vmi);
+                let current = vmi.status.clone().unwrap_or_default();
+                if ["conditions", "interfaces"]
+                    .iter()
+                    .any(|k| current.get(k) != want.get(k))
+                {
+                    set_vmi_status(&vmis, &name, want).await?;
+                }
+                vm_status(printable_running(&vm), true, true, &vm)
             } else if unschedulable {
                 set_vmi_status(
                     &vmis,
@@ -221,14 +235,8 @@ async fn reconcile_vm(vm: Arc<VirtualMachine>, ctx: Arc<Ctx>) -> Result<Action, 
             } else {
                 let elapsed = since(vmi.creation_timestamp().map(|t| t.0));
                 if elapsed >= knobs.start {
-                    set_vmi_status(
-                        &vmis,
-                        &name,
-                        json!({ "phase": "Running", "nodeName": NODE, "conditions": [
-                            { "type": "Ready", "status": "True" }] }),
-                    )
-                    .await?;
-                    vm_status("Running", true, true, &vm)
+                    set_vmi_status(&vmis, &name, running_vmi_status(&vm, &vmi)).await?;
+                    vm_status(printable_running(&vm), true, true, &vm)
                 } else {
                     requeue = Some(knobs.start - elapsed);
                     vm_status("Starting", true, false, &vm)
@@ -287,6 +295,86 @@ async fn reconcile_vm(vm: Arc<VirtualMachine>, ctx: Arc<Ctx>) -> Result<Action, 
         .await?;
     }
     Ok(requeue.map_or_else(Action::await_change, Action::requeue))
+}
+
+fn paused(vm: &VirtualMachine) -> bool {
+    vm.annotations()
+        .get(PAUSED_ANNOTATION)
+        .is_some_and(|v| v == "true")
+}
+
+/// What a running VM shows: `Paused` while its VMI is paused (KubeVirt's printable status for a
+/// VMI with the `Paused` condition), else `Running`.
+fn printable_running(vm: &VirtualMachine) -> &'static str {
+    if paused(vm) { "Paused" } else { "Running" }
+}
+
+/// The status of a running VMI: phase `Running` on the sandbox's node, the `Ready` condition,
+/// the `Paused` condition (reason `PausedByUser`, as `virtctl pause` leaves it) when the VM is
+/// annotated paused, and `status.interfaces` with the guest's address. There is no guest
+/// network: every interface reports 127.0.0.1, where the guest-side servers listen.
+///
+/// Interfaces follow KubeVirt's defaulting: the spec's `domain.devices.interfaces`; with none
+/// and no `networks`, one pod interface `default` unless `autoattachPodInterface: false`.
+fn running_vmi_status(vm: &VirtualMachine, vmi: &VirtualMachineInstance) -> Value {
+    let spec = &vmi.spec.fields;
+    let declared: Vec<Value> = spec
+        .get("domain")
+        .and_then(|d| d.pointer("/devices/interfaces"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let networks = spec
+        .get("networks")
+        .and_then(Value::as_array)
+        .is_some_and(|n| !n.is_empty());
+    let autoattach = spec
+        .get("domain")
+        .and_then(|d| d.pointer("/devices/autoattachPodInterface"))
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+    let interfaces: Vec<Value> = if declared.is_empty() && !networks && autoattach {
+        vec![json!({ "name": "default" })]
+    } else {
+        declared
+    };
+    let interfaces: Vec<Value> = interfaces
+        .iter()
+        .enumerate()
+        .map(|(i, iface)| {
+            let name = iface
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("default");
+            let mac = iface
+                .get("macAddress")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .unwrap_or_else(|| local_mac(&format!("{}/{name}", vmi.name_any())));
+            json!({ "name": name, "interfaceName": format!("eth{i}"), "mac": mac,
+                    "ipAddress": "127.0.0.1", "ipAddresses": ["127.0.0.1"],
+                    "infoSource": "domain" })
+        })
+        .collect();
+    let mut conditions = vec![json!({ "type": "Ready", "status": "True" })];
+    if paused(vm) {
+        conditions.push(
+            json!({ "type": "Paused", "status": "True", "reason": "PausedByUser",
+            "message": "VMI was paused by user (sandbox.corral.dev/paused)" }),
+        );
+    }
+    json!({ "phase": "Running", "nodeName": NODE, "conditions": conditions,
+            "interfaces": interfaces })
+}
+
+/// A locally administered unicast MAC derived from `seed`.
+fn local_mac(seed: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(seed.as_bytes());
+    format!(
+        "02:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        digest[0], digest[1], digest[2], digest[3], digest[4]
+    )
 }
 
 async fn create_vmi(
