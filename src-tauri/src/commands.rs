@@ -155,7 +155,7 @@ fn not_connected() -> ErrorView {
 }
 
 /// The open session's actor (who acts, from the cluster), and whether the guard is enforced.
-fn actor(state: &State<'_, AppState>) -> Result<(Actor, bool), ErrorView> {
+pub fn actor(state: &State<'_, AppState>) -> Result<(Actor, bool), ErrorView> {
     let guard = state.session.lock().map_err(|_| poisoned())?;
     let session = guard.as_ref().ok_or_else(not_connected)?;
     let actor = session.actor.clone().ok_or_else(|| ErrorView {

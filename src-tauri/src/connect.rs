@@ -138,7 +138,10 @@ pub async fn save_rdp_file(
     let path = dir.join(format!("{member}.rdp"));
     if let Err(e) = std::fs::write(&path, connect::rdp_file(started.local.port())) {
         state.supervisor.stop(started.id);
-        return Err(config_error(format!("cannot write {}: {e}", path.display())));
+        return Err(config_error(format!(
+            "cannot write {}: {e}",
+            path.display()
+        )));
     }
     Ok(RdpFileSaved {
         session: session(&state, started.id)?,

@@ -4,6 +4,7 @@
 mod commands;
 mod connect;
 mod logging;
+mod usb;
 
 use std::sync::Mutex;
 
@@ -41,6 +42,7 @@ pub fn run() {
                 supervisor: vdi_core::session::Supervisor::new(),
             });
             connect::forward_session_changes(app.handle());
+            usb::follow_devices(app.handle());
             stop_on_signals(app.handle());
             Ok(())
         })
@@ -65,6 +67,8 @@ pub fn run() {
             connect::list_sessions,
             connect::stop_session,
             connect::clear_ended_sessions,
+            usb::usb_devices,
+            usb::usb_redirect,
         ])
         .build(tauri::generate_context!())
         .unwrap_or_else(|err| {
@@ -87,9 +91,10 @@ fn stop_on_signals(app: &tauri::AppHandle) {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
-            let (Ok(mut term), Ok(mut int)) =
-                (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-            else {
+            let (Ok(mut term), Ok(mut int)) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) else {
                 return;
             };
             tokio::select! {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::Args;
 use vdi_core::cluster::KubeconfigSource;
 use vdi_core::connect::{self, Launch, PathKind, RDP_PORT, SSH_PORT};
-use vdi_core::session::{SessionKind, Supervisor, Target};
+use vdi_core::session::{About, SessionKind, Supervisor, Target};
 use vdi_core::stream::{self, Subresource};
 
 /// The member and its namespace, shared by the connect commands.
@@ -257,12 +257,13 @@ pub async fn port_forward(
         .await?;
         let id = supervisor.start_bridge(
             ws,
-            tokio::io::stdin(),
-            tokio::io::stdout(),
-            &ns,
-            member,
-            SessionKind::Forward,
-            format!("port {remote}"),
+            (tokio::io::stdin(), tokio::io::stdout()),
+            About {
+                namespace: ns.clone(),
+                member: member.clone(),
+                kind: SessionKind::Forward,
+                target: format!("port {remote}"),
+            },
         );
         let mut changes = supervisor.subscribe();
         while supervisor
@@ -287,10 +288,7 @@ pub async fn port_forward(
                 local,
             )
             .await?;
-        println!(
-            "Forwarding from {} -> {member}:{remote}",
-            started.local
-        );
+        println!("Forwarding from {} -> {member}:{remote}", started.local);
         sessions.push(started.id);
     }
     let _ = tokio::signal::ctrl_c().await;
@@ -417,7 +415,10 @@ pub async fn ssh(
         .map_err(|e| vdi_core::Error::Config(format!("run ssh: {e}")))?;
     tokio::time::sleep(Duration::from_millis(10)).await;
     Ok(std::process::ExitCode::from(
-        status.code().and_then(|c| u8::try_from(c).ok()).unwrap_or(1),
+        status
+            .code()
+            .and_then(|c| u8::try_from(c).ok())
+            .unwrap_or(1),
     ))
 }
 

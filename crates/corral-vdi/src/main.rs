@@ -7,6 +7,7 @@
 mod connect_cmd;
 mod guard_cmd;
 mod pool_cmd;
+mod usb_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -109,6 +110,9 @@ enum Command {
     Rdp(connect_cmd::RdpArgs),
     /// SSH to a member (guest port 22) through a forward.
     Ssh(connect_cmd::SshArgs),
+    /// Local USB devices, and redirecting one into your desktop.
+    #[command(subcommand)]
+    Usb(usb_cmd::UsbCommand),
 }
 
 #[derive(Subcommand)]
@@ -346,6 +350,7 @@ async fn run(cli: Cli) -> vdi_core::Result<ExitCode> {
         Command::PortForward(args) => connect_cmd::port_forward(&source, context, args).await?,
         Command::Rdp(args) => connect_cmd::rdp(&source, context, args).await?,
         Command::Ssh(args) => return connect_cmd::ssh(&source, context, args, relaunch).await,
+        Command::Usb(command) => usb_cmd::run(&source, context, command).await?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -168,10 +168,7 @@ pub async fn paths(client: &Client, namespace: &str, member: &str) -> Result<Mem
         .is_some_and(|i| !i.is_empty());
 
     let vnc = if !allowed[0].allowed {
-        unavailable(
-            PathKind::Vnc,
-            allowed[0].reason.clone().unwrap_or_default(),
-        )
+        unavailable(PathKind::Vnc, allowed[0].reason.clone().unwrap_or_default())
     } else if !graphics {
         unavailable(
             PathKind::Vnc,
@@ -387,9 +384,18 @@ mod tests {
 
     #[test]
     fn every_helper_has_a_hint() {
-        for program in ["remote-viewer", "vncviewer", "xfreerdp", "ssh", "usbredirect"] {
+        for program in [
+            "remote-viewer",
+            "vncviewer",
+            "xfreerdp",
+            "ssh",
+            "usbredirect",
+        ] {
             let hint = install_hint(program);
-            assert!(hint.contains("apt install") && hint.contains("dnf install"), "{program}: {hint}");
+            assert!(
+                hint.contains("apt install") && hint.contains("dnf install"),
+                "{program}: {hint}"
+            );
         }
     }
 }

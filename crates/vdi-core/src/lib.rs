@@ -17,6 +17,7 @@ pub mod resources;
 pub mod session;
 pub mod state;
 pub mod stream;
+pub mod usb;
 pub mod validate;
 pub mod watch;
 

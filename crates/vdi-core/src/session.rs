@@ -176,6 +176,19 @@ impl Target {
     }
 }
 
+/// What a session is about: the member it reaches, and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct About {
+    /// Namespace of the member.
+    pub namespace: String,
+    /// The member.
+    pub member: String,
+    /// What the session is for.
+    pub kind: SessionKind,
+    /// What it reaches on the member (`port 22`, …).
+    pub target: String,
+}
+
 /// A forward that was started: its session and where it listens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Started {
@@ -292,21 +305,13 @@ impl Supervisor {
 
     /// Starts a session that bridges one already-opened stream to a reader and a writer
     /// (e.g. stdin/stdout for `port-forward --stdio`), and ends with it.
-    pub fn start_bridge<R, W>(
-        &self,
-        ws: VmiStream,
-        rd: R,
-        wr: W,
-        namespace: &str,
-        member: &str,
-        kind: SessionKind,
-        target: String,
-    ) -> u32
+    pub fn start_bridge<R, W>(&self, ws: VmiStream, local: (R, W), about: About) -> u32
     where
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
     {
-        let id = self.register(namespace, member, kind, target, None);
+        let (rd, wr) = local;
+        let id = self.register(&about.namespace, &about.member, about.kind, about.target, None);
         let (counters, _) = self.shared(id);
         let this = self.clone();
         let task = tokio::spawn(async move {
@@ -383,7 +388,14 @@ impl Supervisor {
                 .join(" / ");
             let reason = match status {
                 Ok(s) if s.success() => format!("{name} exited"),
-                Ok(s) => format!("{name} exited ({s}){}", if tail.is_empty() { String::new() } else { format!(": {tail}") }),
+                Ok(s) => format!(
+                    "{name} exited ({s}){}",
+                    if tail.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {tail}")
+                    }
+                ),
                 Err(e) => format!("{name} could not be waited for: {e}"),
             };
             this.end(id, &reason);
@@ -492,13 +504,13 @@ impl Supervisor {
 
     fn shared(&self, id: u32) -> (Arc<Counters>, Arc<Mutex<Option<String>>>) {
         let sessions = self.inner.sessions.lock();
-        match sessions.ok().and_then(|s| {
-            s.get(&id)
-                .map(|e| (e.counters.clone(), e.last_error.clone()))
-        }) {
-            Some(shared) => shared,
-            None => (Arc::default(), Arc::default()),
-        }
+        sessions
+            .ok()
+            .and_then(|s| {
+                s.get(&id)
+                    .map(|e| (e.counters.clone(), e.last_error.clone()))
+            })
+            .unwrap_or_default()
     }
 
     fn add_task(&self, id: u32, task: JoinHandle<()>) {
@@ -652,7 +664,13 @@ impl Supervisor {
             .local_addr()
             .map_err(|e| Error::Config(format!("console listener address: {e}")))?;
         let token = secret()?;
-        let id = self.register(namespace, member, SessionKind::Console, "vnc".into(), Some(local));
+        let id = self.register(
+            namespace,
+            member,
+            SessionKind::Console,
+            "vnc".into(),
+            Some(local),
+        );
         let (counters, last_error) = self.shared(id);
         let (ns, name, path) = (namespace.to_owned(), member.to_owned(), format!("/{token}"));
         let task = tokio::spawn(async move {
@@ -663,30 +681,22 @@ impl Supervisor {
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                     continue;
                 };
-                let path = path.clone();
-                let check = move |request: &tokio_tungstenite::tungstenite::handshake::server::Request,
-                                  response| {
-                    let origin = request
-                        .headers()
-                        .get(http::header::ORIGIN)
-                        .and_then(|o| o.to_str().ok());
-                    let origin_ok = origin.is_none_or(|o| CONSOLE_ORIGINS.contains(&o));
-                    if request.uri().path() == path && origin_ok {
-                        Ok(response)
-                    } else {
-                        let mut refusal = tokio_tungstenite::tungstenite::handshake::server::ErrorResponse::new(None);
-                        *refusal.status_mut() = http::StatusCode::FORBIDDEN;
-                        Err(refusal)
-                    }
-                };
+                let check = ConsoleGate { path: path.clone() };
                 let Ok(local_ws) = tokio_tungstenite::accept_hdr_async(tcp, check).await else {
                     continue;
                 };
                 let vmi_ws = match first.take() {
                     Some(ws) => Ok(ws),
                     None => {
-                        stream::open(&client, &ns, &name, Subresource::Vnc { preserve_session: true })
-                            .await
+                        stream::open(
+                            &client,
+                            &ns,
+                            &name,
+                            Subresource::Vnc {
+                                preserve_session: true,
+                            },
+                        )
+                        .await
                     }
                 };
                 match vmi_ws {
@@ -710,6 +720,37 @@ impl Supervisor {
             id,
             url: format!("ws://{local}/{token}"),
         })
+    }
+}
+
+/// Lets only the app's own pages open a console websocket: the secret path, and an origin of
+/// [`CONSOLE_ORIGINS`] (or none: a native client on this machine).
+struct ConsoleGate {
+    path: String,
+}
+
+impl tokio_tungstenite::tungstenite::handshake::server::Callback for ConsoleGate {
+    fn on_request(
+        self,
+        request: &tokio_tungstenite::tungstenite::handshake::server::Request,
+        response: tokio_tungstenite::tungstenite::handshake::server::Response,
+    ) -> std::result::Result<
+        tokio_tungstenite::tungstenite::handshake::server::Response,
+        tokio_tungstenite::tungstenite::handshake::server::ErrorResponse,
+    > {
+        let origin = request
+            .headers()
+            .get(http::header::ORIGIN)
+            .and_then(|o| o.to_str().ok());
+        let origin_ok = origin.is_none_or(|o| CONSOLE_ORIGINS.contains(&o));
+        if request.uri().path() == self.path && origin_ok {
+            Ok(response)
+        } else {
+            let mut refusal =
+                tokio_tungstenite::tungstenite::handshake::server::ErrorResponse::new(None);
+            *refusal.status_mut() = http::StatusCode::FORBIDDEN;
+            Err(refusal)
+        }
     }
 }
 
@@ -759,4 +800,109 @@ where
         () = up => {}
     }
     counters.open.fetch_sub(1, Ordering::Relaxed);
+}
+
+impl Supervisor {
+    /// Redirects a local USB device into `member` as KubeVirt's own client does: a listener on
+    /// 127.0.0.1, `usbredirect --device <vid:pid> --to 127.0.0.1:PORT` (`program`), and its one
+    /// connection bridged to the VMI's `usbredir` stream. The session (kind `usb`) ends when
+    /// the device goes (usbredirect exits), the desktop goes (the stream ends), or it is
+    /// stopped (Detach). Call [`crate::usb::check_redirect`] first.
+    ///
+    /// Errors: usbredirect exits before connecting — `NotFound` "device … is not present" when
+    /// it says "Failed to open device" (it exits with status 0 then), else its message; the
+    /// stream's refusal (409 no clientPassthrough, 503 four devices already); nothing left
+    /// running in either case.
+    pub async fn start_usb(
+        &self,
+        client: Client,
+        namespace: &str,
+        member: &str,
+        device: &crate::usb::UsbDevice,
+        program: &std::path::Path,
+    ) -> Result<u32> {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .await
+            .map_err(|e| Error::Config(format!("listen for usbredirect on 127.0.0.1: {e}")))?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| Error::Config(format!("usbredirect listener address: {e}")))?;
+        let id = self.register(
+            namespace,
+            member,
+            SessionKind::Usb,
+            format!("usb {} ({})", device.id, device.describe()),
+            Some(local),
+        );
+        let args = vec![
+            "--device".to_owned(),
+            device.id.clone(),
+            "--to".to_owned(),
+            local.to_string(),
+        ];
+        if let Err(e) = self.attach_helper(id, &program.display().to_string(), &args, None) {
+            self.end(id, "usbredirect could not start");
+            return Err(e);
+        }
+        let mut changes = self.subscribe();
+        let ended = async {
+            loop {
+                if let Some(SessionState::Ended { reason }) = self.get(id).map(|s| s.state) {
+                    return reason;
+                }
+                if changes.changed().await.is_err() {
+                    return "the supervisor stopped".to_owned();
+                }
+            }
+        };
+        let accepted = tokio::select! {
+            accepted = tokio::time::timeout(std::time::Duration::from_secs(15), listener.accept()) => accepted,
+            reason = ended => {
+                let not_present = reason.contains("Failed to open device");
+                return Err(if not_present {
+                    Error::rejected(
+                        crate::model::ErrorKind::NotFound,
+                        format!("device {} is not present (usbredirect: Failed to open device)", device.id),
+                        "plug it in (and check that you may open it: corral-vdi usb list), then try again",
+                    )
+                } else {
+                    Error::Config(format!("usbredirect ended before connecting: {reason}"))
+                });
+            }
+        };
+        let tcp = match accepted {
+            Ok(Ok((tcp, _))) => tcp,
+            Ok(Err(e)) => {
+                self.end(id, "usbredirect could not connect");
+                return Err(Error::Config(format!(
+                    "accept usbredirect's connection: {e}"
+                )));
+            }
+            Err(_) => {
+                self.end(id, "usbredirect did not connect");
+                return Err(Error::Config(format!(
+                    "usbredirect did not connect to {local} within 15 s"
+                )));
+            }
+        };
+        let ws = match stream::open(&client, namespace, member, Subresource::UsbRedir).await {
+            Ok(ws) => ws,
+            Err(e) => {
+                self.end(id, "the desktop refused the device");
+                return Err(e);
+            }
+        };
+        let (counters, _) = self.shared(id);
+        let this = self.clone();
+        let task = tokio::spawn(async move {
+            let (rd, wr) = tcp.into_split();
+            bridge(ws, rd, wr, &counters).await;
+            this.end(
+                id,
+                "the redirection ended (the device was unplugged or the desktop stopped)",
+            );
+        });
+        self.add_task(id, task);
+        Ok(id)
+    }
 }

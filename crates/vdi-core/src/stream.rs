@@ -68,7 +68,8 @@ impl Subresource {
 
     /// The request path for VMI `vmi` in `namespace`.
     pub fn path(&self, namespace: &str, vmi: &str) -> String {
-        let base = format!("{SUBRESOURCES_API}/namespaces/{namespace}/virtualmachineinstances/{vmi}");
+        let base =
+            format!("{SUBRESOURCES_API}/namespaces/{namespace}/virtualmachineinstances/{vmi}");
         match self {
             Subresource::Vnc { preserve_session } => {
                 format!("{base}/vnc?preserveSession={preserve_session}")
@@ -274,19 +275,25 @@ pub async fn open(
     validate::namespace(namespace)?;
     validate::member_name(member)?;
     let key = tokio_tungstenite::tungstenite::handshake::client::generate_key();
-    let request = Request::get(subresource.path(namespace, member))
-        .header(CONNECTION, "Upgrade")
-        .header(UPGRADE, "websocket")
-        .header(SEC_WEBSOCKET_VERSION, "13")
-        .header(SEC_WEBSOCKET_KEY, key.as_str())
-        .header(SEC_WEBSOCKET_PROTOCOL, PLAIN_PROTOCOL)
-        .body(kube::client::Body::empty())
-        .map_err(|e| Error::Config(format!("build the {} request: {e}", subresource.name())))?;
+    let request = || {
+        Request::get(subresource.path(namespace, member))
+            .header(CONNECTION, "Upgrade")
+            .header(UPGRADE, "websocket")
+            .header(SEC_WEBSOCKET_VERSION, "13")
+            .header(SEC_WEBSOCKET_KEY, key.as_str())
+            .header(SEC_WEBSOCKET_PROTOCOL, PLAIN_PROTOCOL)
+            .body(kube::client::Body::empty())
+            .map_err(|e| Error::Config(format!("build the {} request: {e}", subresource.name())))
+    };
     let action = format!("open {} on {member}", subresource.name());
-    let response = client
-        .send(request)
-        .await
-        .map_err(|e| Error::kube(action.clone(), e))?;
+    // After relaying a refusal, the API server's proxy closes the connection without saying
+    // so; a pooled connection may then be dead. A request that never went out is sent once
+    // more on a fresh connection (this is not a retry of an answer: nothing reached virt-api).
+    let response = match client.send(request()?).await {
+        Err(e) if never_sent(&e) => client.send(request()?).await,
+        other => other,
+    }
+    .map_err(|e| Error::kube(action.clone(), e))?;
     let status = response.status();
     if status != StatusCode::SWITCHING_PROTOCOLS {
         let body = response
@@ -321,6 +328,11 @@ pub async fn open(
     Ok(WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Client, None).await)
 }
 
+/// Whether a request failed before it was sent (a pooled connection the server had closed).
+fn never_sent(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::HyperError(e) if e.to_string().contains("SendRequest"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -336,26 +348,80 @@ mod tests {
         };
         let pf = Subresource::PortForward { port: 3389 };
         let cases = [
-            (vnc, 404, "virtualmachineinstance.kubevirt.io \"devpool-1\" not found", "devpool-1 is not running — start it"),
-            (vnc, 404, "the server could not find the requested resource", "subresource API is not available"),
-            (vnc, 400, "VMI is not running", "devpool-1 is not running — start it"),
-            (vnc, 400, "No graphics devices are present.", "has no graphics device"),
-            (pf, 400, "no network interfaces are present", "has no network interface"),
+            (
+                vnc,
+                404,
+                "virtualmachineinstance.kubevirt.io \"devpool-1\" not found",
+                "devpool-1 is not running — start it",
+            ),
+            (
+                vnc,
+                404,
+                "the server could not find the requested resource",
+                "subresource API is not available",
+            ),
+            (
+                vnc,
+                400,
+                "VMI is not running",
+                "devpool-1 is not running — start it",
+            ),
+            (
+                vnc,
+                400,
+                "No graphics devices are present.",
+                "has no graphics device",
+            ),
+            (
+                pf,
+                400,
+                "no network interfaces are present",
+                "has no network interface",
+            ),
             (pf, 409, "VMI is paused", "devpool-1 is paused"),
-            (Subresource::UsbRedir, 409, "Not configured with USB Redirection", "not configured for USB redirection"),
-            (pf, 500, "dialing VM: dial tcp 10.0.0.1:3389: connect: connection refused", "nothing answers on port 3389 in devpool-1"),
-            (vnc, 503, "Active VNC connection. Request denied.", "someone is viewing devpool-1's console"),
-            (Subresource::UsbRedir, 503, "", "four USB devices are already redirected"),
+            (
+                Subresource::UsbRedir,
+                409,
+                "Not configured with USB Redirection",
+                "not configured for USB redirection",
+            ),
+            (
+                pf,
+                500,
+                "dialing VM: dial tcp 10.0.0.1:3389: connect: connection refused",
+                "nothing answers on port 3389 in devpool-1",
+            ),
+            (
+                vnc,
+                503,
+                "Active VNC connection. Request denied.",
+                "someone is viewing devpool-1's console",
+            ),
+            (
+                Subresource::UsbRedir,
+                503,
+                "",
+                "four USB devices are already redirected",
+            ),
             (pf, 503, "virt-handler is not ready", "virt-handler refused"),
             (pf, 504, "timeout", "did not answer in time"),
-            (pf, 403, "forbidden", "you may not open portforward on devpool-1"),
+            (
+                pf,
+                403,
+                "forbidden",
+                "you may not open portforward on devpool-1",
+            ),
         ];
         let mut seen = std::collections::HashSet::new();
         for (sub, status, msg, needle) in cases {
             let r = explain(sub, status, msg);
             assert!(r.message.contains(needle), "{status} {msg}: {}", r.message);
             assert!(!r.suggestion.is_empty());
-            assert!(seen.insert(r.message.clone()), "{} is not distinct", r.message);
+            assert!(
+                seen.insert(r.message.clone()),
+                "{} is not distinct",
+                r.message
+            );
         }
         assert!(explain(vnc, 503, "Active VNC connection. Request denied.").busy);
         assert!(!explain(pf, 503, "x").busy);
@@ -374,6 +440,10 @@ mod tests {
             .path("ns", "m-1")
             .ends_with("/vnc?preserveSession=true")
         );
-        assert!(Subresource::UsbRedir.path("ns", "m-1").ends_with("/usbredir"));
+        assert!(
+            Subresource::UsbRedir
+                .path("ns", "m-1")
+                .ends_with("/usbredir")
+        );
     }
 }
