@@ -3,16 +3,21 @@
 //! test so that tests in one binary never see each other's objects.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::client::ClientBuilder;
 use sandbox::{Options, Sandbox};
+use serde_json::Value;
 use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 use vdi_core::cluster::{Impersonation, KubeconfigSource};
 use vdi_core::identity::Actor;
 
@@ -268,4 +273,133 @@ pub async fn pool_vms(client: &Client, ns: &str, pool: &str, size: usize) -> kub
         api.create(&PostParams::default(), &vm).await?;
     }
     Ok(())
+}
+
+// --- Connect: running desktops, stream clients, an RFB client ---
+
+/// The VirtualMachines of `ns`, untyped.
+pub fn vms(client: &Client, ns: &str) -> Api<DynamicObject> {
+    sandbox::bootstrap::dynamic(
+        client,
+        "kubevirt.io",
+        "v1",
+        "VirtualMachine",
+        "virtualmachines",
+        ns,
+    )
+}
+
+/// A running desktop `name` in `ns` (the golden spec, started), after `tweak`; waits for
+/// Running.
+pub async fn running_vm(ns: &str, name: &str, tweak: impl FnOnce(&mut Value)) {
+    let admin = client_as("admin").await;
+    let mut object = json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+        "metadata": { "name": name, "namespace": ns, "annotations": {} },
+        "spec": sandbox::bootstrap::golden_spec("Always", name),
+    });
+    tweak(&mut object);
+    let vm: DynamicObject = serde_json::from_value(object).unwrap();
+    vms(&admin, ns)
+        .create(&PostParams::default(), &vm)
+        .await
+        .unwrap();
+    wait_power(ns, name, "Running").await;
+}
+
+/// Waits (20 s at most) until VM `name` in `ns` has printableStatus `want`.
+pub async fn wait_power(ns: &str, name: &str, want: &str) {
+    let api = vms(&client_as("admin").await, ns);
+    eventually(
+        &format!("{name} {want}"),
+        Duration::from_secs(20),
+        || async {
+            let vm = api.get(name).await.ok()?;
+            (vm.data.pointer("/status/printableStatus") == Some(&json!(want))).then_some(())
+        },
+    )
+    .await;
+}
+
+/// Sets (or, with `None`, removes) annotation `key` of VM `name` in `ns`, as admin.
+pub async fn annotate(ns: &str, name: &str, key: &str, value: Option<&str>) {
+    vms(&client_as("admin").await, ns)
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "annotations": { key: value } } })),
+        )
+        .await
+        .unwrap();
+}
+
+/// A client for streams acting as `user` (no automatic retries), counting the requests to
+/// KubeVirt's subresources whose path contains `/vnc`, `/portforward` or `/usbredir`.
+pub async fn counting_stream_client(user: &str, counter: Arc<AtomicUsize>) -> Client {
+    let kubeconfig = kube::config::Kubeconfig::read_from(&sandbox().kubeconfig).unwrap();
+    let options = kube::config::KubeConfigOptions {
+        context: Some(user.into()),
+        ..Default::default()
+    };
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .unwrap();
+    config.default_retry = false;
+    let layer = tower::ServiceBuilder::new().map_request(
+        move |request: http::Request<kube::client::Body>| {
+            let path = request.uri().path();
+            if path.contains("/vnc") || path.contains("/portforward") || path.contains("/usbredir")
+            {
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+            request
+        },
+    );
+    ClientBuilder::try_from(config)
+        .unwrap()
+        .with_layer(&layer)
+        .build()
+}
+
+/// A client for streams acting as `user` (no automatic retries).
+pub async fn streams_as(user: &str) -> Client {
+    counting_stream_client(user, Arc::default()).await
+}
+
+/// The RFB handshake as a client (RFB 3.8, security None, shared); returns the framebuffer
+/// size from ServerInit.
+pub async fn rfb_handshake(tcp: &mut TcpStream) -> (u16, u16) {
+    let mut version = [0u8; 12];
+    tcp.read_exact(&mut version).await.unwrap();
+    assert_eq!(&version, b"RFB 003.008\n");
+    tcp.write_all(b"RFB 003.008\n").await.unwrap();
+    let count = tcp.read_u8().await.unwrap();
+    let mut types = vec![0u8; usize::from(count)];
+    tcp.read_exact(&mut types).await.unwrap();
+    assert!(types.contains(&1), "security type None: {types:?}");
+    tcp.write_all(&[1]).await.unwrap();
+    assert_eq!(tcp.read_u32().await.unwrap(), 0, "SecurityResult OK");
+    tcp.write_all(&[1]).await.unwrap();
+    let mut init = [0u8; 24];
+    tcp.read_exact(&mut init).await.unwrap();
+    let name_len = u32::from_be_bytes([init[20], init[21], init[22], init[23]]);
+    let mut name = vec![0u8; name_len as usize];
+    tcp.read_exact(&mut name).await.unwrap();
+    (
+        u16::from_be_bytes([init[0], init[1]]),
+        u16::from_be_bytes([init[2], init[3]]),
+    )
+}
+
+/// Asks for the whole screen and reads the FramebufferUpdate header; returns its rectangle
+/// count.
+pub async fn rfb_update(tcp: &mut TcpStream, width: u16, height: u16) -> u16 {
+    let mut request = vec![3u8, 0, 0, 0, 0, 0];
+    request.extend_from_slice(&width.to_be_bytes());
+    request.extend_from_slice(&height.to_be_bytes());
+    tcp.write_all(&request).await.unwrap();
+    let kind = tcp.read_u8().await.unwrap();
+    assert_eq!(kind, 0, "a FramebufferUpdate");
+    tcp.read_u8().await.unwrap();
+    tcp.read_u16().await.unwrap()
 }

@@ -1,14 +1,16 @@
-import { useCallback, useEffect, useRef, useState, type ReactNode } from "react";
+import { Suspense, lazy, useCallback, useEffect, useRef, useState, type ReactNode } from "react";
 import { appInfo, listContexts, onPoolsSnapshot, openSession } from "./api";
 import type { AppInfo } from "./bindings/AppInfo";
 import type { ContextInfo } from "./bindings/ContextInfo";
 import type { ErrorView } from "./bindings/ErrorView";
+import type { MemberView } from "./bindings/MemberView";
 import type { PoolsSnapshot } from "./bindings/PoolsSnapshot";
 import type { Scope } from "./bindings/Scope";
 import type { SessionInfo } from "./bindings/SessionInfo";
 import { ActionNotice } from "./components/ActionNotice";
 import { AssignDialog } from "./components/AssignDialog";
 import { Banner } from "./components/Banner";
+import { ConnectDialog } from "./components/ConnectDialog";
 import { DeniedNote } from "./components/DeniedNote";
 import { DeletePoolDialog } from "./components/DeletePoolDialog";
 import { EmptyState } from "./components/EmptyState";
@@ -19,6 +21,7 @@ import { MyDesktops } from "./components/MyDesktops";
 import { NewPoolDialog } from "./components/NewPoolDialog";
 import { PoolSection } from "./components/PoolSection";
 import { ReleaseDialog } from "./components/ReleaseDialog";
+import { SessionsView } from "./components/SessionsView";
 import { LoadingPools, Placeholder } from "./components/StatePanels";
 import { feedIndicator } from "./lib/feed";
 import {
@@ -28,9 +31,17 @@ import {
   sameScope,
   scopeNamespace,
 } from "./lib/presentation";
+import { sessionCounts } from "./lib/sessions";
 import { estimateClockOffset, formatLocalDateTime } from "./lib/time";
 import { dialogActionKey, useClaimActions } from "./useClaimActions";
+import { useConsole } from "./useConsole";
 import { usePermissions } from "./usePermissions";
+import { useSessions } from "./useSessions";
+
+// noVNC is most of the bundle: load it when a console first opens.
+const ConsoleView = lazy(() =>
+  import("./components/ConsoleView").then((m) => ({ default: m.ConsoleView })),
+);
 
 type ContextsState =
   | { kind: "loading" }
@@ -58,6 +69,11 @@ export function App() {
   const [clockOffsetMs, setClockOffsetMs] = useState(0);
   const actions = useClaimActions();
   const { closeDialog } = actions;
+  /** The member whose Connect dialog is open. */
+  const [connectMember, setConnectMember] = useState<MemberView | null>(null);
+  const [sessionsOpen, setSessionsOpen] = useState(false);
+  const consoleView = useConsole();
+  const sessions = useSessions();
 
   // Bookkeeping read only in callbacks, never while rendering.
   /** Incremented per open_session call, so that a late answer to an older call is ignored. */
@@ -68,6 +84,9 @@ export function App() {
   const latestSnapshotRef = useRef<PoolsSnapshot | null>(null);
   const lastAttemptRef = useRef<Attempt | null>(null);
   const allNamespacesRef = useRef(false);
+  /** The Connect… button that led to the console, to focus again when the console closes. */
+  const connectOpenerRef = useRef<HTMLElement | null>(null);
+  const consoleWasOpenRef = useRef(false);
 
   const applySnapshot = useCallback((next: PoolsSnapshot) => {
     setSnapshot(next);
@@ -94,6 +113,7 @@ export function App() {
       lastAttemptRef.current = { context, scope };
       // A dialog about the previous session's pools would act on the new one.
       closeDialog();
+      setConnectMember(null);
       expectedScopeRef.current = scope;
       latestSnapshotRef.current = null;
       setSnapshot(null);
@@ -194,6 +214,43 @@ export function App() {
       unlisten?.();
     };
   }, [handleSnapshot, loadContextsAndConnect]);
+
+  const openConnect = useCallback((member: MemberView) => {
+    connectOpenerRef.current =
+      document.activeElement instanceof HTMLElement ? document.activeElement : null;
+    setConnectMember(member);
+  }, []);
+
+  const closeConnect = useCallback(() => {
+    setConnectMember(null);
+  }, []);
+
+  const { open: openConsole } = consoleView;
+  const openConsoleFromDialog = useCallback(
+    (target: { namespace: string; member: string }) => {
+      setConnectMember(null);
+      openConsole(target);
+    },
+    [openConsole],
+  );
+
+  // When the console closes, focus goes back to the Connect… button that led there.
+  const consoleOpen = consoleView.state !== null;
+  useEffect(() => {
+    if (consoleWasOpenRef.current && !consoleOpen) {
+      const opener = connectOpenerRef.current;
+      if (
+        opener !== null &&
+        opener.isConnected &&
+        !(opener instanceof HTMLButtonElement && opener.disabled)
+      ) {
+        opener.focus();
+      } else {
+        document.getElementById(FOCUS_FALLBACK_ID)?.focus();
+      }
+    }
+    consoleWasOpenRef.current = consoleOpen;
+  }, [consoleOpen]);
 
   const contexts = contextsState.kind === "loaded" ? contextsState.contexts : [];
   const canConnect = contextsState.kind === "loaded" && !waitingForContext;
@@ -347,6 +404,7 @@ export function App() {
         running={actions.running}
         onClaim={actions.claim}
         onRelease={actions.openRelease}
+        onConnect={openConnect}
         claimDenied={claimDenied}
       />
     ) : null;
@@ -465,6 +523,34 @@ export function App() {
     }
   }
 
+  if (dialog === null && connectMember !== null) {
+    dialog = (
+      <ConnectDialog
+        key={`${connectMember.namespace}/${connectMember.name}`}
+        member={connectMember}
+        username={username}
+        onOpenConsole={openConsoleFromDialog}
+        onClose={closeConnect}
+      />
+    );
+  }
+  if (dialog === null && sessionsOpen) {
+    dialog = (
+      <SessionsView
+        sessions={sessions.sessions}
+        stopping={sessions.stopping}
+        clearing={sessions.clearing}
+        error={sessions.error}
+        onStop={sessions.stop}
+        onClearEnded={sessions.clearEnded}
+        onDismissError={sessions.dismissError}
+        onClose={() => {
+          setSessionsOpen(false);
+        }}
+      />
+    );
+  }
+
   let content: ReactNode;
   if (backendError) {
     content = (
@@ -544,6 +630,7 @@ export function App() {
             onAssign={actions.openAssign}
             onDelete={actions.openDeletePool}
             onUnassign={actions.openRelease}
+            onConnect={openConnect}
             username={username}
             permissions={permissions.get(pool.namespace) ?? null}
           />
@@ -554,7 +641,7 @@ export function App() {
 
   return (
     <>
-      <div className="app" inert={openDialog !== null}>
+      <div className="app" inert={dialog !== null || consoleOpen}>
         <Header
           contexts={contexts}
           contextsLoading={contextsState.kind === "loading"}
@@ -571,6 +658,10 @@ export function App() {
           identity={identity}
           guard={session?.guard ?? null}
           feed={feed}
+          sessionCounts={sessionCounts(sessions.sessions)}
+          onOpenSessions={() => {
+            setSessionsOpen(true);
+          }}
         />
         <main id={FOCUS_FALLBACK_ID} className="app-main" aria-label="Pools" tabIndex={-1}>
           {banners}
@@ -581,7 +672,24 @@ export function App() {
         </main>
         <Footer info={info} />
       </div>
-      {dialog}
+      {consoleView.state !== null ? (
+        <Suspense
+          fallback={
+            <div className="console-view console-loading" role="status">
+              Loading the console…
+            </div>
+          }
+        >
+          <ConsoleView
+            state={consoleView.state}
+            sessions={sessions.sessions}
+            onTakeOver={consoleView.takeOver}
+            onReconnect={consoleView.reconnect}
+            onClose={consoleView.close}
+          />
+        </Suspense>
+      ) : null}
+      {consoleOpen ? null : dialog}
     </>
   );
 }

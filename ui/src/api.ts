@@ -6,18 +6,23 @@ import { invoke } from "@tauri-apps/api/core";
 import { listen, type UnlistenFn } from "@tauri-apps/api/event";
 import type { AppInfo } from "./bindings/AppInfo";
 import type { Claimed } from "./bindings/Claimed";
+import type { ConsoleEndpoint } from "./bindings/ConsoleEndpoint";
 import type { Contexts } from "./bindings/Contexts";
 import type { CreateProgress } from "./bindings/CreateProgress";
 import type { ErrorView } from "./bindings/ErrorView";
 import type { GoldenCandidate } from "./bindings/GoldenCandidate";
+import type { MemberPaths } from "./bindings/MemberPaths";
 import type { NewPool } from "./bindings/NewPool";
 import type { PoolCreated } from "./bindings/PoolCreated";
 import type { PoolDeleted } from "./bindings/PoolDeleted";
 import type { Permissions } from "./bindings/Permissions";
 import type { PoolsSnapshot } from "./bindings/PoolsSnapshot";
+import type { RdpFileSaved } from "./bindings/RdpFileSaved";
 import type { Released } from "./bindings/Released";
 import type { Scope } from "./bindings/Scope";
 import type { SessionInfo } from "./bindings/SessionInfo";
+import type { SessionView } from "./bindings/SessionView";
+import type { SshOpened } from "./bindings/SshOpened";
 import { toErrorView } from "./lib/errors";
 
 export type Result<T> = { ok: true; value: T } | { ok: false; error: ErrorView };
@@ -116,6 +121,83 @@ export function deletePool(
   return call<PoolDeleted>("delete_pool", { namespace, name, force });
 }
 
+/**
+ * Which paths reach `member` (VNC, RDP, SSH, in that order), each available or with the reason
+ * it is not (not running, paused, no permission for the subresource, port closed).
+ */
+export function memberPaths(namespace: string, member: string): Promise<Result<MemberPaths>> {
+  return call<MemberPaths>("member_paths", { namespace, member });
+}
+
+/**
+ * Opens `member`'s console for the in-app viewer: resolves to a websocket on 127.0.0.1 (with a
+ * per-session secret path) that relays the VMI's raw RFB bytes, for noVNC. Each call starts a
+ * new session. Without `takeOver`, someone else viewing the console fails it with kind "busy";
+ * with `takeOver`, the other viewer is disconnected.
+ */
+export function openConsole(
+  namespace: string,
+  member: string,
+  takeOver: boolean,
+): Promise<Result<ConsoleEndpoint>> {
+  return call<ConsoleEndpoint>("open_console", { namespace, member, takeOver });
+}
+
+/**
+ * Opens `member`'s console in the platform's viewer (remote-viewer, else TigerVNC) through a
+ * forward on 127.0.0.1. Someone else viewing fails it with kind "busy" unless `takeOver`.
+ */
+export function openViewer(
+  namespace: string,
+  member: string,
+  takeOver: boolean,
+): Promise<Result<SessionView>> {
+  return call<SessionView>("open_viewer", { namespace, member, takeOver });
+}
+
+/**
+ * Opens RDP to `member` with FreeRDP through a forward to the guest's port 3389. A missing
+ * client fails with a suggestion naming the packages that provide it.
+ */
+export function openRdp(namespace: string, member: string): Promise<Result<SessionView>> {
+  return call<SessionView>("open_rdp", { namespace, member });
+}
+
+/**
+ * Starts a forward to `member`'s port 3389 and writes an `.rdp` file pointing at it (into the
+ * downloads folder), for another RDP client. The forward lasts until its session is stopped.
+ */
+export function saveRdpFile(namespace: string, member: string): Promise<Result<RdpFileSaved>> {
+  return call<RdpFileSaved>("save_rdp_file", { namespace, member });
+}
+
+/**
+ * Starts a forward to `member`'s port 22 for `user`; resolves to the `ssh` command line to copy
+ * and whether a terminal was found and started with it.
+ */
+export function openSsh(
+  namespace: string,
+  member: string,
+  user: string,
+): Promise<Result<SshOpened>> {
+  return call<SshOpened>("open_ssh", { namespace, member, user });
+}
+
+/** Every session (console, viewers, forwards, helpers), oldest first. */
+export function listSessions(): Promise<Result<SessionView[]>> {
+  return call<SessionView[]>("list_sessions");
+}
+
+/** Stops session `id` (its streams, listener and helper); resolves to whether it was running. */
+export function stopSession(id: number): Promise<Result<boolean>> {
+  return call<boolean>("stop_session", { id });
+}
+
+/** Removes the ended sessions from the list. */
+export function clearEndedSessions(): Promise<Result<null>> {
+  return call<null>("clear_ended_sessions");
+}
+
 /** Runs `listen`, turning its failure into an ErrorView. */
 async function subscribe(start: () => Promise<UnlistenFn>): Promise<Result<UnlistenFn>> {
   try {
@@ -142,6 +224,20 @@ export function onCreateProgress(
 ): Promise<Result<UnlistenFn>> {
   return subscribe(() =>
     listen<CreateProgress>("pool-create-progress", (event) => {
+      handler(event.payload);
+    }),
+  );
+}
+
+/**
+ * Subscribes to the session list: the handler gets the whole list on every change (a session
+ * started, ended, counted bytes, …). Resolves to the function that unsubscribes.
+ */
+export function onSessionsChanged(
+  handler: (sessions: SessionView[]) => void,
+): Promise<Result<UnlistenFn>> {
+  return subscribe(() =>
+    listen<SessionView[]>("sessions-changed", (event) => {
       handler(event.payload);
     }),
   );

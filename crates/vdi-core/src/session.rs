@@ -87,8 +87,10 @@ pub struct SessionView {
     /// When it started.
     pub started_at: Timestamp,
     /// Bytes from the member to this machine.
+    #[ts(type = "number")]
     pub bytes_in: u64,
     /// Bytes from this machine to the member.
+    #[ts(type = "number")]
     pub bytes_out: u64,
     /// Streams open now.
     pub connections: u32,
@@ -198,7 +200,24 @@ pub struct Started {
     pub local: SocketAddr,
 }
 
+/// A handle the supervisor's own tasks keep, so that they never keep it alive: when the last
+/// [`Supervisor`] is dropped, its sessions end.
+#[derive(Clone)]
+struct WeakSupervisor(std::sync::Weak<Inner>);
+
+impl WeakSupervisor {
+    fn end(&self, id: u32, reason: &str) {
+        if let Some(inner) = self.0.upgrade() {
+            Supervisor { inner }.end(id, reason);
+        }
+    }
+}
+
 impl Supervisor {
+    fn downgrade(&self) -> WeakSupervisor {
+        WeakSupervisor(Arc::downgrade(&self.inner))
+    }
+
     /// An empty supervisor.
     pub fn new() -> Self {
         Supervisor {
@@ -311,9 +330,15 @@ impl Supervisor {
         W: AsyncWrite + Unpin + Send + 'static,
     {
         let (rd, wr) = local;
-        let id = self.register(&about.namespace, &about.member, about.kind, about.target, None);
+        let id = self.register(
+            &about.namespace,
+            &about.member,
+            about.kind,
+            about.target,
+            None,
+        );
         let (counters, _) = self.shared(id);
-        let this = self.clone();
+        let this = self.downgrade();
         let task = tokio::spawn(async move {
             bridge(ws, rd, wr, &counters).await;
             this.end(id, "the stream ended");
@@ -369,7 +394,7 @@ impl Supervisor {
             });
         }
         let stderr = child.stderr.take();
-        let this = self.clone();
+        let this = self.downgrade();
         let name = program.to_owned();
         let watcher = tokio::spawn(async move {
             let mut errors = String::new();
@@ -528,8 +553,11 @@ impl Supervisor {
 const CHUNK: usize = 32 * 1024;
 
 /// Copies bytes between a KubeVirt stream and a local reader/writer until either side ends
-/// (as virtctl does: the first direction to finish ends the connection). Binary frames carry
-/// the bytes; text frames are ignored; pings are answered with pongs.
+/// (as virtctl does: the first direction to finish ends the connection; what the local side
+/// sent before it ended is delivered first). Binary frames carry the bytes; text frames are
+/// ignored; pings are answered with pongs. A local read is never cancelled midway (stdin's
+/// blocking read would lose its bytes): reads feed a bounded queue the websocket writer
+/// drains, which is also where pongs go.
 pub async fn bridge<R, W>(ws: VmiStream, mut rd: R, mut wr: W, counters: &Counters)
 where
     R: AsyncRead + Unpin,
@@ -538,20 +566,38 @@ where
     counters.open.fetch_add(1, Ordering::Relaxed);
     counters.total.fetch_add(1, Ordering::Relaxed);
     let (mut sink, mut frames) = ws.split();
+    let (data_tx, mut data_rx) = mpsc::channel::<bytes::Bytes>(4);
     let (pongs, mut pending_pongs) = mpsc::channel::<bytes::Bytes>(4);
-    let upstream = async {
+    let reader = async move {
         let mut buf = vec![0u8; CHUNK];
         loop {
+            match rd.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if data_tx
+                        .send(bytes::Bytes::copy_from_slice(&buf[..n]))
+                        .await
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+            }
+        }
+    };
+    let writer = async {
+        loop {
             tokio::select! {
-                read = rd.read(&mut buf) => match read {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        let frame = Message::Binary(bytes::Bytes::copy_from_slice(&buf[..n]));
-                        if sink.send(frame).await.is_err() {
+                biased;
+                data = data_rx.recv() => match data {
+                    Some(data) => {
+                        let n = data.len() as u64;
+                        if sink.send(Message::Binary(data)).await.is_err() {
                             break;
                         }
-                        counters.bytes_out.fetch_add(n as u64, Ordering::Relaxed);
+                        counters.bytes_out.fetch_add(n, Ordering::Relaxed);
                     }
+                    None => break,
                 },
                 Some(payload) = pending_pongs.recv() => {
                     if sink.send(Message::Pong(payload)).await.is_err() {
@@ -562,11 +608,15 @@ where
         }
         let _ = sink.close().await;
     };
+    let upstream = async {
+        tokio::join!(reader, writer);
+    };
     let downstream = async {
         while let Some(frame) = frames.next().await {
             match frame {
                 Ok(Message::Binary(data)) => {
-                    if wr.write_all(&data).await.is_err() {
+                    // Flushed at once: a writer such as stdout buffers until a newline.
+                    if wr.write_all(&data).await.is_err() || wr.flush().await.is_err() {
                         break;
                     }
                     counters
@@ -742,7 +792,9 @@ impl tokio_tungstenite::tungstenite::handshake::server::Callback for ConsoleGate
             .headers()
             .get(http::header::ORIGIN)
             .and_then(|o| o.to_str().ok());
-        let origin_ok = origin.is_none_or(|o| CONSOLE_ORIGINS.contains(&o));
+        // A debug build also serves its pages from Vite's dev server (`tauri dev`).
+        let dev = cfg!(debug_assertions) && origin == Some("http://localhost:1420");
+        let origin_ok = dev || origin.is_none_or(|o| CONSOLE_ORIGINS.contains(&o));
         if request.uri().path() == self.path && origin_ok {
             Ok(response)
         } else {
@@ -893,7 +945,7 @@ impl Supervisor {
             }
         };
         let (counters, _) = self.shared(id);
-        let this = self.clone();
+        let this = self.downgrade();
         let task = tokio::spawn(async move {
             let (rd, wr) = tcp.into_split();
             bridge(ws, rd, wr, &counters).await;

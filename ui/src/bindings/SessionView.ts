@@ -45,11 +45,11 @@ startedAt: string,
 /**
  * Bytes from the member to this machine.
  */
-bytesIn: bigint, 
+bytesIn: number, 
 /**
  * Bytes from this machine to the member.
  */
-bytesOut: bigint, 
+bytesOut: number, 
 /**
  * Streams open now.
  */

@@ -3,6 +3,7 @@ import type { ContextInfo } from "../bindings/ContextInfo";
 import type { GuardStatus } from "../bindings/GuardStatus";
 import type { Identity } from "../bindings/Identity";
 import type { FeedIndicator } from "../lib/feed";
+import { sessionsButtonLabel, sessionsButtonText, type SessionCounts } from "../lib/sessions";
 
 type HeaderProps = {
   contexts: ContextInfo[];
@@ -20,6 +21,9 @@ type HeaderProps = {
   /** Whether the cluster enforces the claim rules itself; null when unknown. */
   guard: GuardStatus | null;
   feed: FeedIndicator;
+  /** Active and ended sessions, for the Sessions button. */
+  sessionCounts: SessionCounts;
+  onOpenSessions: () => void;
 };
 
 const CURRENT_CONTEXT_VALUE = "";
@@ -39,6 +43,8 @@ export function Header(props: HeaderProps) {
     identity,
     guard,
     feed,
+    sessionCounts,
+    onOpenSessions,
   } = props;
   const contextId = useId();
   const namespaceId = useId();
@@ -176,6 +182,20 @@ export function Header(props: HeaderProps) {
           </span>
         )}
         {guard ? <GuardBadge guard={guard} /> : null}
+        <button
+          type="button"
+          className={
+            sessionCounts.active > 0
+              ? "btn btn-small sessions-button has-active"
+              : "btn btn-small sessions-button"
+          }
+          data-testid="sessions-button"
+          aria-label={sessionsButtonLabel(sessionCounts)}
+          title="Consoles, viewers and forwards the app started"
+          onClick={onOpenSessions}
+        >
+          {sessionsButtonText(sessionCounts)}
+        </button>
       </div>
     </header>
   );

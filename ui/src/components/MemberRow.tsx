@@ -1,6 +1,7 @@
 import type { MemberView } from "../bindings/MemberView";
 import type { Permissions } from "../bindings/Permissions";
 import { releaseOffer } from "../lib/claims";
+import { offersConnect } from "../lib/connect";
 import { ClaimedAtCell, HolderCell, LeaseCell, PowerBadge, StateBadge } from "./MemberCells";
 import { Working } from "./Working";
 
@@ -9,6 +10,8 @@ type MemberRowProps = {
   clockOffsetMs: number;
   /** Opens the release confirmation for this member (`force`: someone else's active claim). */
   onUnassign: (member: MemberView, force: boolean) => void;
+  /** Opens the Connect dialog for this member. */
+  onConnect: (member: MemberView) => void;
   /** A release of this member is running. */
   releasing: boolean;
   /** Who you are (from the cluster); null when unknown. */
@@ -21,6 +24,7 @@ export function MemberRow({
   member,
   clockOffsetMs,
   onUnassign,
+  onConnect,
   releasing,
   username,
   permissions,
@@ -49,6 +53,7 @@ export function MemberRow({
         <PowerBadge power={member.power} />
       </td>
       <td className="cell-actions">
+        {offersConnect(member) ? <ConnectButton member={member} onConnect={onConnect} /> : null}
         {offer.kind === "none" ? null : (
           <button
             type="button"
@@ -79,5 +84,29 @@ export function MemberRow({
         )}
       </td>
     </tr>
+  );
+}
+
+/** "Connect…" on a running member: opens the Connect dialog. */
+export function ConnectButton({
+  member,
+  onConnect,
+}: {
+  member: MemberView;
+  onConnect: (member: MemberView) => void;
+}) {
+  return (
+    <button
+      type="button"
+      className="btn btn-small"
+      data-testid={`connect-${member.name}`}
+      aria-label={`Connect to ${member.name}…`}
+      title={`Open ${member.name}'s console, RDP or SSH`}
+      onClick={() => {
+        onConnect(member);
+      }}
+    >
+      Connect…
+    </button>
   );
 }

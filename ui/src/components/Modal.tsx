@@ -47,6 +47,8 @@ type ModalProps = {
   testId?: string;
   /** For dialogs with tables (pool create progress). */
   wide?: boolean;
+  /** Extra class names for the dialog box (a size of its own). */
+  className?: string;
   children: ReactNode;
 };
 
@@ -63,6 +65,7 @@ export function Modal({
   describedBy,
   testId,
   wide = false,
+  className,
   children,
 }: ModalProps) {
   const dialogRef = useRef<HTMLDivElement>(null);
@@ -146,7 +149,9 @@ export function Modal({
     <div className="modal-backdrop">
       <div
         ref={dialogRef}
-        className={wide ? "modal modal-wide" : "modal"}
+        className={["modal", wide ? "modal-wide" : null, className ?? null]
+          .filter((c) => c !== null)
+          .join(" ")}
         role={role}
         aria-modal="true"
         aria-labelledby={titleId}

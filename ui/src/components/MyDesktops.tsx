@@ -11,8 +11,10 @@ import {
   myDesktops,
   type PoolChoice,
 } from "../lib/claims";
+import { offersConnect } from "../lib/connect";
 import { describeScope } from "../lib/presentation";
 import { LeaseCell, PowerBadge, StateBadge } from "./MemberCells";
+import { ConnectButton } from "./MemberRow";
 import { Working } from "./Working";
 
 type MyDesktopsProps = {
@@ -25,6 +27,8 @@ type MyDesktopsProps = {
   running: ReadonlySet<string>;
   onClaim: (choice: PoolChoice) => void;
   onRelease: (member: MemberView, force: boolean) => void;
+  /** Opens the Connect dialog for a member. */
+  onConnect: (member: MemberView) => void;
   /** Why you may not claim here (RBAC), or null. */
   claimDenied: string | null;
 };
@@ -38,6 +42,7 @@ export function MyDesktops({
   running,
   onClaim,
   onRelease,
+  onConnect,
   claimDenied,
 }: MyDesktopsProps) {
   const headingId = useId();
@@ -178,6 +183,9 @@ export function MyDesktops({
                       <LeaseCell lease={member.lease} clockOffsetMs={clockOffsetMs} />
                     </td>
                     <td className="cell-actions">
+                      {offersConnect(member) ? (
+                        <ConnectButton member={member} onConnect={onConnect} />
+                      ) : null}
                       <button
                         type="button"
                         className="btn btn-small"

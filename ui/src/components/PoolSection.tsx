@@ -15,6 +15,7 @@ type PoolSectionProps = {
   onAssign: (pool: PoolView) => void;
   onDelete: (pool: PoolView) => void;
   onUnassign: (member: MemberView, force: boolean) => void;
+  onConnect: (member: MemberView) => void;
   /** Who you are (from the cluster); null when unknown. */
   username: string | null;
   /** What you may do in the pool's namespace; null until known. */
@@ -28,6 +29,7 @@ export function PoolSection({
   onAssign,
   onDelete,
   onUnassign,
+  onConnect,
   username,
   permissions,
 }: PoolSectionProps) {
@@ -130,6 +132,7 @@ export function PoolSection({
                   member={m}
                   clockOffsetMs={clockOffsetMs}
                   onUnassign={onUnassign}
+                  onConnect={onConnect}
                   releasing={running.has(actionKeys.release(m.namespace, m.name))}
                   username={username}
                   permissions={permissions}

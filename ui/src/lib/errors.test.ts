@@ -47,6 +47,16 @@ describe("toErrorView", () => {
     expect(toErrorView({ kind: "partial", message: "half done" }).kind).toBe("partial");
   });
 
+  it("keeps the kind busy (someone else is viewing a console)", () => {
+    const busy = {
+      kind: "busy",
+      message: "someone is viewing devpool-1's console",
+      suggestion: "take over to disconnect them",
+      retryable: true,
+    };
+    expect(toErrorView(busy)).toEqual(busy);
+  });
+
   it("treats an unknown kind as other", () => {
     expect(toErrorView({ kind: "weird", message: "m" }).kind).toBe("other");
   });
@@ -76,6 +86,11 @@ describe("errorSeverity", () => {
   it("shows refusals and partial results as warnings", () => {
     expect(errorSeverity("refused")).toBe("warning");
     expect(errorSeverity("partial")).toBe("warning");
+  });
+
+  it("shows a console in use as a warning", () => {
+    expect(errorTitle("busy")).toBe("In use");
+    expect(errorSeverity("busy")).toBe("warning");
   });
 
   it("shows other failures as errors", () => {

@@ -11,6 +11,7 @@ const ERROR_KINDS: readonly ErrorKind[] = [
   "conflict",
   "timeout",
   "refused",
+  "busy",
   "partial",
   "other",
 ];
@@ -97,6 +98,8 @@ export function errorTitle(kind: ErrorKind): string {
       return "Timed out";
     case "refused":
       return "Refused";
+    case "busy":
+      return "In use";
     case "partial":
       return "Partly done";
     case "other":
@@ -105,12 +108,14 @@ export function errorTitle(kind: ErrorKind): string {
 }
 
 /**
- * How loudly to show an error: a refusal (a claim rule said no, nothing changed) and a partial
- * result (a state the rules allow was left) are warnings; everything else is an error.
+ * How loudly to show an error: a refusal (a claim rule said no, nothing changed), a busy
+ * console (someone else is viewing it) and a partial result (a state the rules allow was left)
+ * are warnings; everything else is an error.
  */
 export function errorSeverity(kind: ErrorKind): "error" | "warning" {
   switch (kind) {
     case "refused":
+    case "busy":
     case "partial":
       return "warning";
     case "invalid":

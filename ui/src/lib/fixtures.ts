@@ -1,6 +1,8 @@
 /** Test fixtures shared by the unit tests: views shaped like the backend's. */
 import type { MemberView } from "../bindings/MemberView";
+import type { MemberPaths } from "../bindings/MemberPaths";
 import type { Permissions } from "../bindings/Permissions";
+import type { SessionView } from "../bindings/SessionView";
 
 /** A free, stopped member of `corral-vms`, with `overrides` applied. */
 export function member(name: string, overrides: Partial<MemberView> = {}): MemberView {
@@ -47,5 +49,42 @@ export function adminPermissions(): Permissions {
     createPool: yes,
     deletePool: yes,
     forceRelease: yes,
+  };
+}
+
+/** An active console session of `corral-vms/devpool-1`, with `overrides` applied. */
+export function session(id: number, overrides: Partial<SessionView> = {}): SessionView {
+  return {
+    id,
+    namespace: "corral-vms",
+    member: "devpool-1",
+    kind: "console",
+    target: "vnc",
+    localAddress: "127.0.0.1:40123",
+    helper: null,
+    helperPid: null,
+    startedAt: "2026-12-01T09:30:00Z",
+    bytesIn: 0,
+    bytesOut: 0,
+    connections: 1,
+    connectionsTotal: 1,
+    lastError: null,
+    state: { kind: "active" },
+    ...overrides,
+  };
+}
+
+/** The paths of a running `devpool-1` whose VNC works and whose RDP and SSH ports are closed. */
+export function memberPaths(overrides: Partial<MemberPaths> = {}): MemberPaths {
+  return {
+    namespace: "corral-vms",
+    member: "devpool-1",
+    phase: "Running",
+    paths: [
+      { kind: "vnc", available: true, reason: null },
+      { kind: "rdp", available: false, reason: "nothing answers on port 3389" },
+      { kind: "ssh", available: false, reason: "nothing answers on port 22" },
+    ],
+    ...overrides,
   };
 }

@@ -3,10 +3,12 @@ import {
   estimateClockOffset,
   formatCoarseDuration,
   formatCountdown,
+  formatDateTimeWithZone,
   formatDuration,
   formatElapsed,
   formatLocalDateTime,
   formatLocalTime,
+  formatUtcOffset,
   parseIso,
 } from "./time";
 
@@ -140,5 +142,39 @@ describe("formatElapsed", () => {
 
   it("treats negative input as its absolute value", () => {
     expect(formatElapsed(-1_500)).toBe("1.5s");
+  });
+});
+
+describe("formatUtcOffset", () => {
+  it("gives the offset in hours and minutes", () => {
+    expect(formatUtcOffset(0)).toBe("UTC");
+    expect(formatUtcOffset(60)).toBe("UTC+01:00");
+    expect(formatUtcOffset(-330)).toBe("UTC-05:30");
+    expect(formatUtcOffset(345)).toBe("UTC+05:45");
+  });
+});
+
+describe("formatDateTimeWithZone", () => {
+  it("gives the wall-clock time at the offset, with the offset", () => {
+    expect(formatDateTimeWithZone("2026-12-01T09:30:05Z", 0)).toBe("2026-12-01 09:30:05 UTC");
+    expect(formatDateTimeWithZone("2026-12-01T09:30:05Z", 60)).toBe(
+      "2026-12-01 10:30:05 UTC+01:00",
+    );
+    expect(formatDateTimeWithZone("2026-12-01T02:00:00Z", -300)).toBe(
+      "2026-11-30 21:00:00 UTC-05:00",
+    );
+  });
+
+  it("uses the local zone by default", () => {
+    const iso = "2026-07-01T12:00:00Z";
+    const text = formatDateTimeWithZone(iso);
+    const local = formatLocalDateTime(iso);
+    expect(text).not.toBeNull();
+    expect(text?.startsWith(`${local ?? ""} UTC`)).toBe(true);
+  });
+
+  it("is null for a missing or invalid time", () => {
+    expect(formatDateTimeWithZone(null)).toBeNull();
+    expect(formatDateTimeWithZone("soon", 0)).toBeNull();
   });
 });

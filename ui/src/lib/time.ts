@@ -115,3 +115,34 @@ export function estimateClockOffset(
   const server = parseIso(serverIso);
   return server === null ? 0 : server - receivedAtMs;
 }
+
+/** A UTC offset in minutes east of Greenwich as "UTC", "UTC+01:00", "UTC-05:30". */
+export function formatUtcOffset(offsetMinutes: number): string {
+  if (offsetMinutes === 0) return "UTC";
+  const sign = offsetMinutes > 0 ? "+" : "-";
+  const abs = Math.abs(Math.round(offsetMinutes));
+  return `UTC${sign}${pad2(Math.floor(abs / 60))}:${pad2(abs % 60)}`;
+}
+
+/**
+ * "YYYY-MM-DD HH:MM:SS UTC+01:00": the wall-clock time at `offsetMinutes` east of UTC, with the
+ * offset, so that a time read off the screen is never ambiguous. Without `offsetMinutes`, the
+ * local zone's offset at that instant (daylight saving included). Null when not a valid time.
+ */
+export function formatDateTimeWithZone(
+  iso: string | null | undefined,
+  offsetMinutes?: number,
+): string | null {
+  const ms = parseIso(iso);
+  if (ms === null) {
+    return null;
+  }
+  // Date's offset is minutes *west* of UTC.
+  const offset = offsetMinutes ?? -new Date(ms).getTimezoneOffset();
+  const d = new Date(ms + offset * MINUTE);
+  return (
+    `${d.getUTCFullYear()}-${pad2(d.getUTCMonth() + 1)}-${pad2(d.getUTCDate())} ` +
+    `${pad2(d.getUTCHours())}:${pad2(d.getUTCMinutes())}:${pad2(d.getUTCSeconds())} ` +
+    formatUtcOffset(offset)
+  );
+}

@@ -500,54 +500,70 @@ pub(super) async fn usbredir(
 }
 
 /// Bridges a websocket to a guest byte stream until either side ends or `stop` resolves;
-/// then drops both (no close frame). With `keepalive`, pings every [`PING_INTERVAL`] and
-/// drops the stream after [`PONG_TIMEOUT`] without a pong (virt-api's portforward).
+/// then drops both (no close frame). The two directions run concurrently, as virt-api's two
+/// copy goroutines do, so a guest that writes while it is being written to never stalls.
+/// With `keepalive`, pings every [`PING_INTERVAL`] and drops the stream after
+/// [`PONG_TIMEOUT`] without a pong (virt-api's portforward).
 async fn bridge(
-    mut socket: WebSocket,
+    socket: WebSocket,
     io: Box<dyn GuestIo>,
     stop: impl Future<Output = ()>,
     keepalive: bool,
 ) {
     let (mut read, mut write) = tokio::io::split(io);
-    let mut buf = vec![0u8; 32 * 1024];
-    let mut ping = tokio::time::interval(PING_INTERVAL);
-    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last_pong = tokio::time::Instant::now();
-    let mut stop = std::pin::pin!(stop);
-    loop {
-        tokio::select! {
-            () = &mut stop => break,
-            message = socket.next() => match message {
-                Some(Ok(Message::Binary(bytes))) => {
+    let (mut sink, mut frames) = socket.split();
+    let started = tokio::time::Instant::now();
+    // Milliseconds after `started` of the last pong.
+    let last_pong = std::sync::atomic::AtomicU64::new(0);
+    let to_guest = async {
+        while let Some(message) = frames.next().await {
+            match message {
+                Ok(Message::Binary(bytes)) => {
                     if write.write_all(&bytes).await.is_err() {
                         break;
                     }
                 }
-                Some(Ok(Message::Pong(_))) => last_pong = tokio::time::Instant::now(),
-                Some(Ok(Message::Text(_) | Message::Ping(_))) => {}
-                Some(Ok(Message::Close(_)) | Err(_)) | None => {
-                    // Let tungstenite send the close reply it queued, as gorilla answers one.
-                    let _ = tokio::time::timeout(Duration::from_millis(200), socket.flush()).await;
-                    break;
+                Ok(Message::Pong(_)) => {
+                    let now = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    last_pong.store(now, std::sync::atomic::Ordering::Relaxed);
                 }
-            },
-            read = read.read(&mut buf) => match read {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if socket.send(Message::Binary(Bytes::copy_from_slice(&buf[..n]))).await.is_err() {
+                Ok(Message::Text(_) | Message::Ping(_)) => {}
+                Ok(Message::Close(_)) | Err(_) => break,
+            }
+        }
+    };
+    let from_guest = async {
+        let mut buf = vec![0u8; 32 * 1024];
+        let mut ping = tokio::time::interval(PING_INTERVAL);
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                read = read.read(&mut buf) => match read {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if sink.send(Message::Binary(Bytes::copy_from_slice(&buf[..n]))).await.is_err() {
+                            break;
+                        }
+                    }
+                },
+                _ = ping.tick(), if keepalive => {
+                    let since = started.elapsed().saturating_sub(Duration::from_millis(
+                        last_pong.load(std::sync::atomic::Ordering::Relaxed),
+                    ));
+                    if since > PONG_TIMEOUT {
+                        break;
+                    }
+                    if sink.send(Message::Ping(Bytes::from_static(b"keep alive"))).await.is_err() {
                         break;
                     }
                 }
-            },
-            _ = ping.tick(), if keepalive => {
-                if last_pong.elapsed() > PONG_TIMEOUT {
-                    break;
-                }
-                if socket.send(Message::Ping(Bytes::from_static(b"keep alive"))).await.is_err() {
-                    break;
-                }
             }
         }
+    };
+    tokio::select! {
+        () = stop => {}
+        () = to_guest => {}
+        () = from_guest => {}
     }
 }
 

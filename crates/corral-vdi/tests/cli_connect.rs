@@ -1,0 +1,268 @@
+//! `corral-vdi connect | vnc | ssh | rdp` against the sandbox, no virtctl: the paths printed,
+//! refusals with exit 1, SSH through our forward to a real sshd, VNC's proxy speaking RFB
+//! again and again while respecting a viewer, and an .rdp file pointing at a forward that
+//! speaks RDP.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use corral_tests::{
+    namespace, rfb_handshake, rfb_update, running_vm, sandbox, streams_as, wait_power,
+};
+use kube::api::{Patch, PatchParams};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use vdi_core::model::ErrorKind;
+use vdi_core::session::Supervisor;
+
+fn cli() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_corral-vdi"));
+    command
+        .env("KUBECONFIG", &sandbox().kubeconfig)
+        .env_remove("RUST_LOG");
+    command
+}
+
+fn free(port: u16) -> bool {
+    std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+}
+
+/// Sends SIGINT (Ctrl-C) to `child` and expects a clean exit.
+fn interrupt(child: &mut std::process::Child) {
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "Ctrl-C ends it cleanly: {status}");
+}
+
+#[tokio::test]
+async fn connect_prints_each_path_and_a_stopped_desktop_is_refused_plainly() {
+    let ns = namespace("cliconn").await;
+    running_vm(&ns, "desk-1", |vm| {
+        vm["metadata"]["annotations"]["sandbox.corral.dev/guest-ports"] = json!("22");
+    })
+    .await;
+    let out = cli()
+        .args(["connect", "desk-1", "-n", &ns])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.starts_with(&format!("desk-1 (ns/{ns}, VMI Running)")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("VNC  available    corral-vdi vnc desk-1 -n {ns}")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("RDP  unavailable  nothing answers on port 3389 in desk-1"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("SSH  available    corral-vdi ssh desk-1 -n {ns}")),
+        "{stdout}"
+    );
+
+    corral_tests::vms(&corral_tests::client_as("admin").await, &ns)
+        .patch(
+            "desk-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "runStrategy": "Halted" } })),
+        )
+        .await
+        .unwrap();
+    wait_power(&ns, "desk-1", "Stopped").await;
+    let out = cli()
+        .args(["vnc", "desk-1", "--proxy-only", "-n", &ns])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(out.stdout.is_empty(), "no port printed, nothing listens");
+    assert!(
+        stderr.contains("error: desk-1 is not running — start it") && stderr.contains("hint:"),
+        "{stderr}"
+    );
+    // Bad input: refused before any request.
+    for (args, needle) in [
+        (vec!["connect", "desk-1/x"], "is not a valid member name"),
+        (vec!["port-forward", "desk-1", "70000"], "is not a port"),
+        (
+            vec!["port-forward", "desk-1", "--stdio", "22", "23"],
+            "exactly one port",
+        ),
+    ] {
+        let out = cli().args(&args).args(["-n", &ns]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
+
+#[tokio::test]
+async fn ssh_runs_a_command_through_our_forward() {
+    let ns = namespace("clissh").await;
+    running_vm(&ns, "shell-1", |_| {}).await;
+    let shared = sandbox();
+    let key = shared.ssh_client_key.display().to_string();
+    let out = cli()
+        .args([
+            "ssh",
+            "shell-1",
+            "-n",
+            &ns,
+            "-l",
+            &shared.ssh_user,
+            "--",
+            "-i",
+            &key,
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "LogLevel=ERROR",
+            "echo",
+            "hello-through-corral",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "hello-through-corral"
+    );
+}
+
+#[tokio::test]
+async fn vnc_proxy_only_speaks_rfb_over_and_over_and_respects_a_viewer() {
+    let ns = namespace("clivnc").await;
+    running_vm(&ns, "view-1", |_| {}).await;
+    let mut proxy = cli()
+        .args(["vnc", "view-1", "--proxy-only", "-n", &ns])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(proxy.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port: u16 = serde_json::from_str::<Value>(&line).unwrap()["port"]
+        .as_u64()
+        .unwrap()
+        .try_into()
+        .unwrap();
+    let local = SocketAddr::from(([127, 0, 0, 1], port));
+
+    let mut viewer = TcpStream::connect(local).await.unwrap();
+    let (w, h) = rfb_handshake(&mut viewer).await;
+    assert_eq!((w, h), (1024, 768));
+    assert!(
+        rfb_update(&mut viewer, w, h).await >= 1,
+        "a framebuffer update"
+    );
+    drop(viewer);
+    for cycle in 0..20 {
+        // virt-api lets the next viewer in once the old stream is gone.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut viewer = TcpStream::connect(local).await.unwrap();
+        let size = rfb_handshake(&mut viewer).await;
+        assert_eq!(size, (1024, 768), "cycle {cycle}");
+    }
+
+    // Someone views through the proxy (preserveSession): another viewer is refused with the
+    // reason, and taking over disconnects the first.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut first = TcpStream::connect(local).await.unwrap();
+    rfb_handshake(&mut first).await;
+    let supervisor = Supervisor::new();
+    let alice = streams_as("alice").await;
+    let err = supervisor
+        .start_console(alice.clone(), &ns, "view-1", true)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Busy, "{err}");
+    assert!(
+        err.to_string()
+            .contains("someone is viewing view-1's console"),
+        "{err}"
+    );
+    let endpoint = supervisor
+        .start_console(alice, &ns, "view-1", false)
+        .await
+        .unwrap();
+    assert!(endpoint.url.starts_with("ws://127.0.0.1:"));
+    let mut rest = Vec::new();
+    let kicked = tokio::time::timeout(Duration::from_secs(10), first.read_to_end(&mut rest)).await;
+    assert!(
+        kicked.is_ok(),
+        "the first viewer is disconnected by the take-over"
+    );
+
+    interrupt(&mut proxy);
+    assert!(
+        free(port),
+        "the proxy's port is free after Ctrl-C (its process is gone)"
+    );
+}
+
+#[tokio::test]
+async fn an_rdp_file_points_at_a_forward_that_speaks_rdp() {
+    let ns = namespace("clirdp").await;
+    running_vm(&ns, "win-1", |_| {}).await;
+    let file = std::env::temp_dir().join(format!("corral-test-{}.rdp", std::process::id()));
+    let mut rdp = cli()
+        .args(["rdp", "win-1", "-n", &ns, "--rdp-file"])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(rdp.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let port: u16 = text
+        .lines()
+        .next()
+        .and_then(|l| l.trim().rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap();
+    assert!(line.contains(&format!("127.0.0.1:{port}")), "{line}");
+    // An RDP X.224 Connection Request gets a Connection Confirm through the forward.
+    let mut tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let request = [
+        0x03, 0x00, 0x00, 0x13, 0x0e, 0xe0, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x08, 0x00,
+        0x03, 0x00, 0x00, 0x00,
+    ];
+    tcp.write_all(&request).await.unwrap();
+    let mut answer = [0u8; 11];
+    tokio::time::timeout(Duration::from_secs(10), tcp.read_exact(&mut answer))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer[0], 0x03, "TPKT");
+    assert_eq!(answer[5] & 0xf0, 0xd0, "X.224 Connection Confirm");
+    interrupt(&mut rdp);
+    assert!(free(port));
+    let _ = std::fs::remove_file(file);
+}

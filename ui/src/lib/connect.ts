@@ -1,0 +1,147 @@
+/**
+ * Pure helpers for Connect: which members offer it, the question before connecting to someone
+ * else's desktop, the paths (VNC, RDP, SSH) as the dialog shows them, and the wording of what
+ * the backend started. The backend judges every path and every connection.
+ */
+import type { ConnectPath } from "../bindings/ConnectPath";
+import type { MemberPaths } from "../bindings/MemberPaths";
+import type { MemberView } from "../bindings/MemberView";
+import type { PathKind } from "../bindings/PathKind";
+import type { RdpFileSaved } from "../bindings/RdpFileSaved";
+import type { SessionView } from "../bindings/SessionView";
+import type { SshOpened } from "../bindings/SshOpened";
+
+/**
+ * Whether a member gets Connect…: its VM is running (KubeVirt's printableStatus "Running").
+ * Whether each path really works is the backend's to say once the dialog asks.
+ */
+export function offersConnect(member: MemberView): boolean {
+  return member.power === "Running";
+}
+
+/**
+ * Whose desktop a member is, if it is someone else's: its holder when that is not `username`,
+ * else (in a conflict) whom its assigned-to label names when that is not `username`. Null when
+ * nobody else holds it. With the identity unknown, any holder is someone else.
+ */
+export function otherHolder(member: MemberView, username: string | null): string | null {
+  const others = [member.holder, member.state === "conflict" ? member.labelHolder : null].filter(
+    (h): h is string => h !== null && h !== "" && h !== username,
+  );
+  return others.length > 0 ? others[0] : null;
+}
+
+/**
+ * What to ask before connecting to someone else's desktop ("devpool-1 is alice's desktop.
+ * Connect anyway?"), or null when it is free or yours.
+ */
+export function holderQuestion(member: MemberView, username: string | null): string | null {
+  const holder = otherHolder(member, username);
+  return holder === null ? null : `${member.name} is ${holder}'s desktop. Connect anyway?`;
+}
+
+/**
+ * The SSH user name to start with: the identity's name up to its first "@"
+ * ("alice@example.com" → "alice"); empty when the identity is unknown.
+ */
+export function defaultSshUser(username: string | null): string {
+  if (username === null) return "";
+  const at = username.indexOf("@");
+  return (at < 0 ? username : username.slice(0, at)).trim();
+}
+
+/** Why an SSH user name cannot be used, or null when it can. */
+export function sshUserProblem(user: string): string | null {
+  if (user.trim() === "") return "Enter the user name to log in as.";
+  if (/\s/.test(user.trim())) return "A user name has no spaces.";
+  // eslint-disable-next-line no-control-regex -- control characters are what is refused
+  if (/[\u0000-\u001f\u007f]/.test(user)) return "A user name has no control characters.";
+  return null;
+}
+
+/** The paths in the order the dialog lists them. */
+export const PATH_KINDS: readonly PathKind[] = ["vnc", "rdp", "ssh"];
+
+/** A path's name. */
+export function pathTitle(kind: PathKind): string {
+  switch (kind) {
+    case "vnc":
+      return "VNC console";
+    case "rdp":
+      return "Remote Desktop (RDP)";
+    case "ssh":
+      return "SSH";
+  }
+}
+
+/** What a path gives, in one line. */
+export function pathSummary(kind: PathKind): string {
+  switch (kind) {
+    case "vnc":
+      return "The VM's screen, keyboard and mouse, from KubeVirt's VNC console.";
+    case "rdp":
+      return "The guest's RDP server (port 3389), through a forward on this machine.";
+    case "ssh":
+      return "A shell on the guest's SSH server (port 22), through a forward on this machine.";
+  }
+}
+
+/**
+ * The path of `kind` in the backend's answer; one it did not report counts as unavailable,
+ * saying so.
+ */
+export function pathFor(paths: MemberPaths, kind: PathKind): ConnectPath {
+  return (
+    paths.paths.find((p) => p.kind === kind) ?? {
+      kind,
+      available: false,
+      reason: "the app did not report this path",
+    }
+  );
+}
+
+/** "Available", or "Not available: <reason>". */
+export function pathAvailability(path: ConnectPath): string {
+  if (path.available) return "Available";
+  const reason = path.reason?.trim();
+  return reason ? `Not available: ${reason}` : "Not available";
+}
+
+/** The VMI's phase in words: "VMI phase: Running" or "No running VMI". */
+export function describePhase(paths: MemberPaths): string {
+  return paths.phase === null ? "No running VMI" : `VMI phase: ${paths.phase}`;
+}
+
+/** What someone viewing a console means: "Someone is viewing devpool-1's console". */
+export function busyConsoleText(member: string): string {
+  return `Someone is viewing ${member}'s console`;
+}
+
+function where(session: SessionView): string {
+  return session.localAddress === null ? "" : ` through ${session.localAddress}`;
+}
+
+/**
+ * What a started viewer or RDP client is: "remote-viewer started (pid 4242) through
+ * 127.0.0.1:40123: session 3, listed in Sessions."
+ */
+export function describeStarted(session: SessionView): string {
+  const helper = session.helper ?? "The client";
+  const pid = session.helperPid === null ? "" : ` (pid ${session.helperPid})`;
+  return `${helper} started${pid}${where(session)}: session ${session.id}, listed in Sessions.`;
+}
+
+/** Where the .rdp file is and what it points at. */
+export function describeRdpSaved(saved: RdpFileSaved): string {
+  return (
+    `Saved ${saved.path}. It points at ${saved.session.localAddress ?? "a local forward"}, ` +
+    `which stays open (session ${saved.session.id}) until you stop it in Sessions.`
+  );
+}
+
+/** Whether ssh runs in a terminal, or what to do with the command line. */
+export function describeSshOpened(opened: SshOpened): string {
+  return opened.terminal
+    ? `A terminal was opened with this command (session ${opened.session.id}).`
+    : `No terminal was found: run this command in yours (session ${opened.session.id}).`;
+}
