@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use corral_tests::{client_as, sandbox};
+use corral_tests::{client_as, sandbox, target_dir};
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use kube::api::{Api, DeleteParams, PostParams};
@@ -34,15 +34,6 @@ impl Drop for Guard {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// `target/<profile>/`, where cargo put this test binary's parent directory.
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent()
-        .and_then(|deps| deps.parent())
-        .unwrap()
-        .to_path_buf()
 }
 
 fn free_port() -> u16 {

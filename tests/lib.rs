@@ -403,3 +403,71 @@ pub async fn rfb_update(tcp: &mut TcpStream, width: u16, height: u16) -> u16 {
     tcp.read_u8().await.unwrap();
     tcp.read_u16().await.unwrap()
 }
+
+// --- USB ---
+
+/// `target/<profile>/`, where cargo put the test binary's parent directory and the workspace's
+/// binaries.
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    exe.parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// The built `corral-vdi` CLI (`make test` builds the workspace, with every feature, first).
+pub fn cli_binary() -> PathBuf {
+    let path = target_dir().join("corral-vdi");
+    assert!(
+        path.exists(),
+        "{} is missing: build the workspace first (cargo build --workspace --all-features)",
+        path.display()
+    );
+    path
+}
+
+/// A directory holding only the stand-in `usbredirect` (no USB bus here), to put first on
+/// PATH; see stand-ins/usbredirect.rs.
+pub fn stand_in_usbredirect_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("corral-stand-in-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let target = dir.join("usbredirect");
+    if !target.exists() {
+        std::fs::copy(target_dir().join("usbredirect"), &target)
+            .expect("the stand-in usbredirect (cargo build -p corral-tests)");
+    }
+    dir
+}
+
+/// The recorded USB devices of tests/fixtures/usb-devices.json (for `CORRAL_USB_FIXTURE`).
+pub fn usb_fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/usb-devices.json")
+}
+
+/// A stopped pool member `<pool>-<i>` made from the golden spec (so it has a graphics device,
+/// a network interface and, unless `passthrough` is false, USB client passthrough).
+pub async fn desktop_member(ns: &str, pool: &str, name: &str, passthrough: bool) {
+    let admin = client_as("admin").await;
+    let mut spec = sandbox::bootstrap::golden_spec("Halted", name);
+    if !passthrough {
+        if let Some(devices) = spec
+            .pointer_mut("/template/spec/domain/devices")
+            .and_then(Value::as_object_mut)
+        {
+            devices.remove("clientPassthrough");
+        }
+    }
+    let object = json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+        "metadata": { "name": name, "namespace": ns,
+                      "labels": { vdi_core::labels::POOL_LABEL: pool } },
+        "spec": spec,
+    });
+    let vm: DynamicObject = serde_json::from_value(object).unwrap();
+    vms(&admin, ns)
+        .create(&PostParams::default(), &vm)
+        .await
+        .unwrap();
+    wait_power(ns, name, "Stopped").await;
+}

@@ -411,16 +411,14 @@ impl Supervisor {
                 .rev()
                 .collect::<Vec<_>>()
                 .join(" / ");
+            let said = if tail.is_empty() {
+                String::new()
+            } else {
+                format!(": {tail}")
+            };
             let reason = match status {
-                Ok(s) if s.success() => format!("{name} exited"),
-                Ok(s) => format!(
-                    "{name} exited ({s}){}",
-                    if tail.is_empty() {
-                        String::new()
-                    } else {
-                        format!(": {tail}")
-                    }
-                ),
+                Ok(s) if s.success() => format!("{name} exited{said}"),
+                Ok(s) => format!("{name} exited ({s}){said}"),
                 Err(e) => format!("{name} could not be waited for: {e}"),
             };
             this.end(id, &reason);
@@ -918,7 +916,11 @@ impl Supervisor {
                         "plug it in (and check that you may open it: corral-vdi usb list), then try again",
                     )
                 } else {
-                    Error::Config(format!("usbredirect ended before connecting: {reason}"))
+                    Error::rejected(
+                        crate::model::ErrorKind::Other,
+                        format!("usbredirect ended before connecting: {reason}"),
+                        "check the device with `corral-vdi usb list`, then try again",
+                    )
                 });
             }
         };

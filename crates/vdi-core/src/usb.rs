@@ -217,6 +217,10 @@ pub struct DeviceFacts {
     pub hid_report_descriptors: Vec<Vec<u8>>,
     /// Whether some HID interface's report descriptor could not be read.
     pub hid_unreadable: bool,
+    /// In a recorded list only: whether the recorded user could open the device node (absent:
+    /// yes). A live list asks the node itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_writable: Option<bool>,
 }
 
 /// Whether a HID report descriptor declares usage page `page`: a Usage Page item (global,
@@ -593,6 +597,7 @@ fn read_facts<T: rusb::UsbContext>(
         serial: sysfs_string(&dir, "serial"),
         hid_report_descriptors,
         hid_unreadable,
+        node_writable: None,
     }
 }
 
@@ -634,7 +639,10 @@ pub fn current() -> UsbList {
                 serde_json::from_slice::<Vec<DeviceFacts>>(&bytes).map_err(|e| e.to_string())
             }) {
             Ok(facts) => UsbList {
-                devices: facts.iter().map(|f| device_view(f, true)).collect(),
+                devices: facts
+                    .iter()
+                    .map(|f| device_view(f, f.node_writable.unwrap_or(true)))
+                    .collect(),
                 problem: None,
                 source: "recording".into(),
                 notice: SECURITY_NOTICE.into(),
