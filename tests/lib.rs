@@ -450,13 +450,12 @@ pub fn usb_fixture() -> PathBuf {
 pub async fn desktop_member(ns: &str, pool: &str, name: &str, passthrough: bool) {
     let admin = client_as("admin").await;
     let mut spec = sandbox::bootstrap::golden_spec("Halted", name);
-    if !passthrough {
-        if let Some(devices) = spec
+    if !passthrough
+        && let Some(devices) = spec
             .pointer_mut("/template/spec/domain/devices")
             .and_then(Value::as_object_mut)
-        {
-            devices.remove("clientPassthrough");
-        }
+    {
+        devices.remove("clientPassthrough");
     }
     let object = json!({
         "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",

@@ -374,7 +374,7 @@ async fn four_devices_attach_the_fifth_is_refused_and_detaching_frees_a_slot() {
         "{stderr}"
     );
     // Detach one (Ctrl-C): a slot frees and the fifth attaches.
-    let mut first = children.remove(0);
+    let first = children.remove(0);
     let _ = Command::new("kill")
         .args(["-INT", &first.id().to_string()])
         .status();
