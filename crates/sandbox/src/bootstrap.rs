@@ -9,14 +9,17 @@
 //!   change VMs (makes "label patch refused" testable);
 //! - `admin`: `system:masters`.
 //!
-//! Nobody but `admin` may list namespaces or read other namespaces.
+//! Nobody but `admin` may list namespaces or read other namespaces. The ClusterRole
+//! [`CAPACITY_READER`] (read nodes, launcher pods, VMIs, the KubeVirt CR and VMs cluster-wide:
+//! what GPU and host-device capacity needs) exists but is bound to nobody; tests bind it
+//! ([`grant_capacity_reader`]).
 
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use data_encoding::BASE64;
 use k8s_openapi::api::core::v1::{Namespace, Node, Service};
-use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -189,6 +192,16 @@ pub async fn install(admin: &Client) -> Result<()> {
                 "metadata": { "name": NODE, "labels": { "kubernetes.io/hostname": NODE, "kubevirt.io/schedulable": "true" } } }),
     )
     .await?;
+    // Ready, so without the not-ready taint the API server's TaintNodesByCondition admission
+    // put on it (the node lifecycle controller that lifts it does not run here).
+    nodes
+        .patch(
+            NODE,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "taints": null } })),
+        )
+        .await
+        .context("lift the node's not-ready taint")?;
     let capacity = json!({ "cpu": "16", "memory": "64Gi", "pods": "110" });
     nodes
         .patch_status(
@@ -273,7 +286,42 @@ async fn install_rbac(admin: &Client) -> Result<()> {
             "rules": [read_vms, lease_rule] }),
     )
     .await?;
+    apply(
+        &roles,
+        CAPACITY_READER,
+        json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": { "name": CAPACITY_READER },
+            "rules": [
+                { "apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"] },
+                { "apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"] },
+                { "apiGroups": ["kubevirt.io"],
+                  "resources": ["virtualmachineinstances", "virtualmachines", "kubevirts"],
+                  "verbs": ["list", "watch"] },
+            ] }),
+    )
+    .await?;
     grant_users(admin, DEMO_NAMESPACE).await
+}
+
+/// The ClusterRole that lets a user read what GPU and host-device capacity needs, cluster-wide:
+/// nodes, pods (for the virt-launcher pods), VMIs, VMs and the KubeVirt CR.
+pub const CAPACITY_READER: &str = "corral-vdi:capacity-reader";
+
+/// Binds [`CAPACITY_READER`] to `user` cluster-wide (ClusterRoleBinding
+/// `corral-vdi:capacity-reader:<user>`).
+pub async fn grant_capacity_reader(admin: &Client, user: &str) -> Result<()> {
+    let bindings: Api<ClusterRoleBinding> = Api::all(admin.clone());
+    let name = format!("{CAPACITY_READER}:{user}");
+    apply(
+        &bindings,
+        &name,
+        json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": { "name": name },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": CAPACITY_READER },
+            "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user }] }),
+    )
+    .await?;
+    Ok(())
 }
 
 /// Gives `alice`, `bob` and `carol` in `namespace` the roles they have in `corral-vms`, so

@@ -17,6 +17,7 @@
 
 pub mod binaries;
 pub mod bootstrap;
+pub mod devices;
 pub mod emulator;
 pub mod kubeconfig;
 pub mod pki;

@@ -229,8 +229,17 @@ fn conflict_error(member: &MemberView) -> Error {
 ///    a conflict, not overwritten), then starts the VM through the start subresource unless
 ///    it runs. An uncontended claim makes four requests before the start.
 ///
+/// Before a Lease is written for a member that would have to be started and asks for GPUs or
+/// host devices, the member's devices are checked against the cluster's free ones
+/// ([`crate::capacity`]; one read of the cluster per claim, none for members without
+/// devices): when no schedulable node can hold them all now, that member is not claimed (a
+/// member that runs already may still be). A member the assignee already holds is resumed
+/// without the check. The check is not a reservation.
+///
 /// Errors: [`Error::Invalid`] for a bad namespace, pool name, user or Lease duration, or a
-/// pool with no members; [`Error::Refused`] "pool has no free members" with the counts;
+/// pool with no members; [`Error::Refused`] "pool has no free members" with the counts, or
+/// "no node has a free <resource> for <member>: <node> 0 of 4 free, …" when no claimable
+/// member can be started now for want of devices (nothing written);
 /// [`Error::Rejected`] (`Conflict`) for a member in conflict; [`Error::Partial`] when the label
 /// or the start failed after the Lease was won — the Lease is kept so nobody else gets a
 /// half-configured desktop, and the holder can retry (a start failure leaves the label on).
@@ -309,6 +318,10 @@ pub async fn assign(
         pool,
         assignee,
     };
+    let mut devices = StartCheck {
+        client,
+        devices: None,
+    };
 
     if !options.another {
         let holds = |m: &&MemberView| {
@@ -339,6 +352,9 @@ pub async fn assign(
         };
         if let Some(m) = members.iter().find(labelled_for) {
             let vm = vm_named(&m.name).ok_or_else(|| Error::Config("member vanished".into()))?;
+            if let Some(refusal) = devices.refusal(vm).await? {
+                return Err(refusal);
+            }
             let now = clock.now();
             let old = lease_named(&m.name);
             let lease = lease_object(&claim, &m.name, now, lease_seconds, old);
@@ -372,6 +388,7 @@ pub async fn assign(
     }
 
     let candidates = spread(members.iter().filter(|m| m.claimable).collect(), assignee);
+    let mut no_room = None;
     let mut lost = 0;
     let mut expired_skipped = 0;
     // Whether the guard stops this actor from taking over others' stale Leases; asked once,
@@ -402,6 +419,11 @@ pub async fn assign(
                 expired_skipped += 1;
                 continue;
             }
+        }
+        if let Some(refusal) = devices.refusal(vm).await? {
+            // Another member may run already (no start needed); else this is the answer.
+            no_room.get_or_insert(refusal);
+            continue;
         }
         let now = clock.now();
         let attempt = match (m.state, old) {
@@ -437,6 +459,9 @@ pub async fn assign(
             }
         }
     }
+    if let Some(refusal) = no_room {
+        return Err(refusal);
+    }
     Err(no_free_members(
         pool,
         namespace,
@@ -444,6 +469,56 @@ pub async fn assign(
         lost,
         expired_skipped,
     ))
+}
+
+/// The capacity check of a claim (SPEC "GPU and host-device capacity admission": assign
+/// applies the same check to the member it would start, and refuses before writing the
+/// Lease). A member that asks for no device, or that runs already, passes without a request
+/// (decided from the VM already listed); otherwise the cluster's devices are read once per
+/// claim ([`crate::capacity::read_devices`]) and the member passes if one schedulable node can
+/// hold all of its devices now. A member still stopping is judged without the devices it
+/// holds itself. An identity that may not read nodes and launcher pods is not refused: the
+/// check is skipped (logged) and the scheduler decides, as it always has the last word.
+struct StartCheck<'a> {
+    client: &'a Client,
+    /// `None` until read; `Some(None)` when RBAC hides the devices from this identity.
+    devices: Option<Option<crate::capacity::ClusterDevices>>,
+}
+
+impl StartCheck<'_> {
+    /// The refusal for starting `vm` now, or `None` when it may be claimed.
+    ///
+    /// Errors: a read of the cluster's devices that fails for another reason than RBAC.
+    async fn refusal(&mut self, vm: &VirtualMachine) -> Result<Option<Error>> {
+        use crate::capacity::{Demand, plan, read_devices, start_refusal};
+        let power = vm.printable_status();
+        if matches!(
+            power,
+            "Running" | "Paused" | "Starting" | "Provisioning" | "Migrating"
+        ) {
+            return Ok(None);
+        }
+        let mut demand = Demand::of_vm(vm);
+        if !demand.asks_for_devices() {
+            return Ok(None);
+        }
+        demand.ignore_own = matches!(power, "Stopping" | "Terminating");
+        if self.devices.is_none() {
+            self.devices = Some(match read_devices(self.client).await {
+                Ok(devices) => Some(devices),
+                Err(e) if e.kind() == ErrorKind::Forbidden => {
+                    tracing::warn!(member = %vm.name_any(), error = %e, "capacity check skipped: the cluster's devices are not readable by this identity");
+                    None
+                }
+                Err(e) => return Err(e),
+            });
+        }
+        let Some(Some(devices)) = &self.devices else {
+            return Ok(None);
+        };
+        let planned = plan(devices, &demand, 1);
+        Ok((!planned.fits_one).then(|| start_refusal(&planned, &vm.name_any())))
+    }
 }
 
 /// Checks an assign's input without a request (what [`assign`] does first): the namespace,

@@ -10,8 +10,11 @@ import {
   parseWholeNumber,
   poolExists,
 } from "../lib/pools";
+import { planBlocker } from "../lib/capacity";
+import { usePoolCapacity } from "../useCapacity";
 import { useCreatePool, useGoldenCandidates, usePoolValidation } from "../useNewPool";
 import { ActionError } from "./ActionNotice";
+import { CapacityPreview } from "./CapacityPreview";
 import { CreateProgressView } from "./CreateProgressView";
 import { PowerBadge } from "./MemberCells";
 import { Modal } from "./Modal";
@@ -49,6 +52,7 @@ export function NewPoolDialog({ namespace, pools, onClose }: NewPoolDialogProps)
   const checkId = useId();
   const blockerId = useId();
   const introId = useId();
+  const capacityId = useId();
 
   const [goldenName, setGoldenName] = useState<string | null>(null);
   const [allowRunning, setAllowRunning] = useState(false);
@@ -79,6 +83,14 @@ export function NewPoolDialog({ namespace, pools, onClose }: NewPoolDialogProps)
         };
   // Once sent, the input is the backend's to judge: no more live checks.
   const validation = usePoolValidation(create.kind === "idle" ? request : null);
+  // The capacity preview follows the golden VM and size, and every pools snapshot (members
+  // that start or stop take or free devices).
+  const capacity = usePoolCapacity(
+    create.kind === "idle" && chosen !== null && sizeValue !== null && sizeValue >= 1
+      ? { namespace, golden: chosen, size: sizeValue }
+      : null,
+    pools,
+  );
 
   const running = create.kind === "running";
   if (create.kind !== "idle") {
@@ -109,6 +121,9 @@ export function NewPoolDialog({ namespace, pools, onClose }: NewPoolDialogProps)
       numberProblem,
       invalid: validation.kind === "invalid",
     });
+    if (blocker === null && capacity.kind === "ready") {
+      blocker = planBlocker(capacity.plan);
+    }
   }
 
   // What to say under the fields: a number that is no number, else the backend's verdict on the
@@ -326,6 +341,8 @@ export function NewPoolDialog({ namespace, pools, onClose }: NewPoolDialogProps)
             </p>
           ) : null}
         </div>
+
+        <CapacityPreview state={capacity} id={capacityId} />
 
         {blocker !== null ? (
           <p id={blockerId} className="form-hint" data-testid="create-blocked">

@@ -13,7 +13,7 @@
 //!
 //! | annotation | effect |
 //! |---|---|
-//! | `sandbox.corral.dev/unschedulable: "true"` | the VMI is never scheduled; the VM shows `ErrorUnschedulable`, as one that asks for more than any node has does on KubeVirt |
+//! | `sandbox.corral.dev/unschedulable: "true"` | the VMI is never scheduled; the VM shows `ErrorUnschedulable`, as one that asks for more than any node has does on KubeVirt (a VM asking for devices no node has free gets there by itself, see [`super::scheduler`]) |
 //! | `sandbox.corral.dev/refuse-start: <reason>` | start is refused with a 409 carrying the reason |
 //! | `sandbox.corral.dev/snapshot-disabled: "<volume>[,<volume>]"` | those volumes report snapshots disabled |
 //! | `sandbox.corral.dev/paused: "true"` | the running VMI reports the condition `Paused` (phase stays `Running`), the VM `printableStatus: Paused`; portforward answers 409 `VMI is paused`, vnc and usbredir still connect |

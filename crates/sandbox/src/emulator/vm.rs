@@ -8,6 +8,12 @@
 //! of [`super::guests`] listen) and, for a VM annotated `sandbox.corral.dev/paused: "true"`,
 //! the condition `Paused` with phase `Running` (the VM then shows `Paused`).
 //!
+//! A VMI that asks for GPUs or host devices (`gpus[]`, `hostDevices[]`) is placed by
+//! [`super::scheduler`] on a node with the free devices, through a virt-launcher pod, and
+//! reports that node as `status.nodeName`; without a node that fits it stays
+//! `ErrorUnschedulable` until one does. Stopping frees its devices. Every other VMI runs on the
+//! sandbox's one node without a pod.
+//!
 //! There is no guest OS: "Running" means only that the emulated VMI says so.
 
 use std::sync::Arc;
@@ -25,6 +31,7 @@ use serde_json::{Value, json};
 use super::knobs::{
     Knobs, PAUSED_ANNOTATION, SNAPSHOT_DISABLED_ANNOTATION, STORAGE_CLASS, UNSCHEDULABLE_ANNOTATION,
 };
+use super::scheduler::{Placement, Scheduler, device_requests};
 use super::types::{VirtualMachine, VirtualMachineInstance, VmiSpec, run_strategy};
 use crate::bootstrap::{MANAGER, NODE};
 
@@ -38,12 +45,14 @@ pub struct ReconcileError(#[from] kube::Error);
 
 struct Ctx {
     client: Client,
+    scheduler: Arc<Scheduler>,
 }
 
 /// Runs the VM and VMI controllers until the task is aborted.
 pub async fn run(client: Client) {
     let ctx = Arc::new(Ctx {
         client: client.clone(),
+        scheduler: Scheduler::new(client.clone()),
     });
     let vms: Api<VirtualMachine> = Api::all(client.clone());
     let vmis: Api<VirtualMachineInstance> = Api::all(client.clone());
@@ -90,6 +99,9 @@ async fn reconcile_vmi(
             .await?
             .is_some_and(|vm| vm.uid().as_deref() == Some(owner.uid.as_str()));
         if !alive {
+            if !device_requests(&vmi.spec.fields).is_empty() {
+                ctx.scheduler.release(&ns, &vmi.name_any(), None).await?;
+            }
             let vmis: Api<VirtualMachineInstance> = Api::namespaced(ctx.client.clone(), &ns);
             ignore_not_found(vmis.delete(&vmi.name_any(), &DeleteParams::default()).await)?;
         }
@@ -161,12 +173,20 @@ async fn reconcile_vm(vm: Arc<VirtualMachine>, ctx: Arc<Ctx>) -> Result<Action, 
     let name = vm.name_any();
     let vms: Api<VirtualMachine> = Api::namespaced(ctx.client.clone(), &ns);
     let vmis: Api<VirtualMachineInstance> = Api::namespaced(ctx.client.clone(), &ns);
+    let spec = &vm.spec.fields;
+    let with_devices = spec
+        .get("template")
+        .and_then(|t| t.get("spec"))
+        .and_then(Value::as_object)
+        .is_some_and(|s| !device_requests(s).is_empty());
     if vm.meta().deletion_timestamp.is_some() {
+        if with_devices {
+            ctx.scheduler.release(&ns, &name, None).await?;
+        }
         ignore_not_found(vmis.delete(&name, &DeleteParams::default()).await)?;
         return Ok(Action::await_change());
     }
     let knobs = Knobs::read(&ctx.client).await;
-    let spec = &vm.spec.fields;
     let status = vm.status.clone().unwrap_or_else(|| json!({}));
     let vmi = vmis.get_opt(&name).await?;
 
@@ -212,8 +232,17 @@ async fn reconcile_vm(vm: Arc<VirtualMachine>, ctx: Arc<Ctx>) -> Result<Action, 
                 .annotations()
                 .get(UNSCHEDULABLE_ANNOTATION)
                 .is_some_and(|v| v == "true");
+            let placed_on = vmi
+                .status
+                .as_ref()
+                .and_then(|s| s.get("nodeName"))
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+                .map(str::to_owned);
+            let requests = device_requests(&vmi.spec.fields);
             if phase == "Running" {
-                let want = running_vmi_status(&vm, &vmi);
+                let node = placed_on.as_deref().unwrap_or(NODE);
+                let want = running_vmi_status(&vm, &vmi, node);
                 let current = vmi.status.clone().unwrap_or_default();
                 if ["conditions", "interfaces"]
                     .iter()
@@ -233,13 +262,56 @@ async fn reconcile_vm(vm: Arc<VirtualMachine>, ctx: Arc<Ctx>) -> Result<Action, 
                 .await?;
                 vm_status("ErrorUnschedulable", true, false, &vm)
             } else {
-                let elapsed = since(vmi.creation_timestamp().map(|t| t.0));
-                if elapsed >= knobs.start {
-                    set_vmi_status(&vmis, &name, running_vmi_status(&vm, &vmi)).await?;
-                    vm_status(printable_running(&vm), true, true, &vm)
-                } else {
-                    requeue = Some(knobs.start - elapsed);
-                    vm_status("Starting", true, false, &vm)
+                let placement = match (&placed_on, requests.is_empty()) {
+                    (Some(node), _) => Placement::Placed {
+                        node: node.clone(),
+                        pod: String::new(),
+                    },
+                    (None, true) => Placement::Placed {
+                        node: NODE.to_owned(),
+                        pod: String::new(),
+                    },
+                    (None, false) => {
+                        let placement = ctx.scheduler.place(&vmi, &requests).await?;
+                        let status = match &placement {
+                            Placement::Placed { node, .. } => json!({
+                                "phase": "Scheduled", "nodeName": node,
+                                "conditions": [{ "type": "PodScheduled", "status": "True" }] }),
+                            Placement::Unschedulable(message) => json!({
+                                "phase": "Scheduling", "conditions": [{
+                                    "type": "PodScheduled", "status": "False",
+                                    "reason": "Unschedulable", "message": message }] }),
+                            Placement::NotPermitted(message) => json!({
+                                "phase": "Pending", "conditions": [{
+                                    "type": "Synchronized", "status": "False",
+                                    "reason": "FailedCreate", "message": message }] }),
+                        };
+                        set_vmi_status(&vmis, &name, status).await?;
+                        placement
+                    }
+                };
+                match placement {
+                    Placement::Placed { node, .. } => {
+                        let elapsed = since(vmi.creation_timestamp().map(|t| t.0));
+                        if elapsed >= knobs.start {
+                            set_vmi_status(&vmis, &name, running_vmi_status(&vm, &vmi, &node))
+                                .await?;
+                            vm_status(printable_running(&vm), true, true, &vm)
+                        } else {
+                            requeue = Some(knobs.start - elapsed);
+                            vm_status("Starting", true, false, &vm)
+                        }
+                    }
+                    Placement::Unschedulable(_) => {
+                        // Tried again, as a pending launcher pod would be scheduled once a
+                        // device frees.
+                        requeue = Some(Duration::from_secs(1));
+                        vm_status("ErrorUnschedulable", true, false, &vm)
+                    }
+                    Placement::NotPermitted(_) => {
+                        requeue = Some(Duration::from_secs(2));
+                        vm_status("Starting", true, false, &vm)
+                    }
                 }
             }
         }
@@ -258,6 +330,9 @@ async fn reconcile_vm(vm: Arc<VirtualMachine>, ctx: Arc<Ctx>) -> Result<Action, 
                     vm_status("Stopping", true, false, &vm)
                 }
                 Some(t) if since(Some(t)) >= knobs.stop => {
+                    if !device_requests(&vmi.spec.fields).is_empty() {
+                        ctx.scheduler.release(&ns, &name, None).await?;
+                    }
                     ignore_not_found(vmis.delete(&name, &DeleteParams::default()).await)?;
                     vm_status("Stopped", false, false, &vm)
                 }
@@ -267,7 +342,13 @@ async fn reconcile_vm(vm: Arc<VirtualMachine>, ctx: Arc<Ctx>) -> Result<Action, 
                 }
             }
         }
-        (false, None) => vm_status("Stopped", false, false, &vm),
+        (false, None) => {
+            if with_devices && status.get("printableStatus") != Some(&json!("Stopped")) {
+                // A VMI deleted by someone else leaves its launcher pod behind.
+                ctx.scheduler.release(&ns, &name, None).await?;
+            }
+            vm_status("Stopped", false, false, &vm)
+        }
     };
 
     let mut patch = new_status;
@@ -309,14 +390,14 @@ fn printable_running(vm: &VirtualMachine) -> &'static str {
     if paused(vm) { "Paused" } else { "Running" }
 }
 
-/// The status of a running VMI: phase `Running` on the sandbox's node, the `Ready` condition,
+/// The status of a running VMI: phase `Running` on `node`, the `Ready` condition,
 /// the `Paused` condition (reason `PausedByUser`, as `virtctl pause` leaves it) when the VM is
 /// annotated paused, and `status.interfaces` with the guest's address. There is no guest
 /// network: every interface reports 127.0.0.1, where the guest-side servers listen.
 ///
 /// Interfaces follow KubeVirt's defaulting: the spec's `domain.devices.interfaces`; with none
 /// and no `networks`, one pod interface `default` unless `autoattachPodInterface: false`.
-fn running_vmi_status(vm: &VirtualMachine, vmi: &VirtualMachineInstance) -> Value {
+fn running_vmi_status(vm: &VirtualMachine, vmi: &VirtualMachineInstance, node: &str) -> Value {
     let spec = &vmi.spec.fields;
     let declared: Vec<Value> = spec
         .get("domain")
@@ -363,7 +444,7 @@ fn running_vmi_status(vm: &VirtualMachine, vmi: &VirtualMachineInstance) -> Valu
             "message": "VMI was paused by user (sandbox.corral.dev/paused)" }),
         );
     }
-    json!({ "phase": "Running", "nodeName": NODE, "conditions": conditions,
+    json!({ "phase": "Running", "nodeName": node, "conditions": conditions,
             "interfaces": interfaces })
 }
 

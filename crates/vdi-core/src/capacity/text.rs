@@ -1,0 +1,600 @@
+//! How a capacity plan reads: the per-node table, the verdict, and the refusals of pool create
+//! and of a start, each one sentence naming the objects and the fix.
+
+use std::fmt::Write as _;
+
+use crate::error::Error;
+use crate::model::{CapacityPlan, ClusterCapacity, DeviceNeed, ErrorKind, NodePlan};
+
+/// What every capacity answer says about itself (SPEC: "Admission is a check, not a
+/// reservation: say so").
+pub const NOT_A_RESERVATION: &str = "admission is a check, not a reservation: nothing is held \
+     for the pool, and devices free now may be taken by other VMs before its members start";
+
+/// Nodes named in a one-line refusal, at most; the rest are counted.
+const NODES_IN_A_SENTENCE: usize = 8;
+
+/// `1 nvidia.com/T4`, or `1 nvidia.com/T4 and 2 intel.com/nic`.
+pub fn needs_text(needs: &[DeviceNeed]) -> String {
+    let parts: Vec<String> = needs
+        .iter()
+        .map(|n| format!("{} {}", n.per_vm, n.resource))
+        .collect();
+    match parts.split_last() {
+        None => "no device".to_owned(),
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+fn aligned(rows: &[Vec<String>]) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|cell| cell.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        let _ = writeln!(out, "  {}", line.join("  ").trim_end());
+    }
+    out
+}
+
+/// Above this many nodes, those that report none of the resources are counted, not listed.
+const NODES_IN_A_TABLE: usize = 20;
+
+/// The per-node table of a plan, one row per node and resource (columns NODE, RESOURCE, CLASS,
+/// ALLOCATABLE, HELD, FREE, NEEDED — what the whole request needs — and FITS — whole VMs the
+/// node can hold, `-` where the VM may not be scheduled), then one line per excluded node with
+/// its reason. In a cluster of more than 20 nodes, nodes that report none of the resources and
+/// hold none are summed up in one line. Lines are indented by two spaces and end with a
+/// newline; empty without devices.
+pub fn plan_table(plan: &CapacityPlan) -> String {
+    if plan.needs.is_empty() {
+        return String::new();
+    }
+    let bare = |n: &&NodePlan| {
+        n.rows
+            .iter()
+            .all(|r| r.capacity.is_none() && r.allocatable == 0 && r.held == 0)
+    };
+    let (shown, hidden): (Vec<&NodePlan>, Vec<&NodePlan>) = if plan.nodes.len() > NODES_IN_A_TABLE {
+        plan.nodes.iter().partition(|n| !bare(n))
+    } else {
+        (plan.nodes.iter().collect(), Vec::new())
+    };
+    let mut rows = vec![
+        [
+            "NODE",
+            "RESOURCE",
+            "CLASS",
+            "ALLOCATABLE",
+            "HELD",
+            "FREE",
+            "NEEDED",
+            "FITS",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    ];
+    for node in &shown {
+        for row in &node.rows {
+            rows.push(vec![
+                node.node.clone(),
+                row.resource.clone(),
+                row.class.label().to_owned(),
+                row.allocatable.to_string(),
+                row.held.to_string(),
+                row.free.to_string(),
+                row.needed.to_string(),
+                if node.excluded.is_some() {
+                    "-".to_owned()
+                } else {
+                    node.fits.to_string()
+                },
+            ]);
+        }
+    }
+    let mut out = aligned(&rows);
+    if !hidden.is_empty() {
+        let names: Vec<&str> = plan.needs.iter().map(|n| n.resource.as_str()).collect();
+        let _ = writeln!(
+            out,
+            "  and {} more node{} without {}",
+            hidden.len(),
+            if hidden.len() == 1 { "" } else { "s" },
+            names.join(" or ")
+        );
+    }
+    for node in &shown {
+        if let Some(why) = &node.excluded {
+            let _ = writeln!(out, "  {}: not schedulable for this VM: {why}", node.node);
+        }
+    }
+    out
+}
+
+/// Where the plan puts the VMs: `node-a 3, node-b 1`.
+fn fits_list(nodes: &[NodePlan]) -> String {
+    let mut fitting: Vec<&NodePlan> = nodes.iter().filter(|n| n.fits > 0).collect();
+    fitting.sort_by(|a, b| b.fits.cmp(&a.fits).then_with(|| a.node.cmp(&b.node)));
+    let shown: Vec<String> = fitting
+        .iter()
+        .take(NODES_IN_A_SENTENCE)
+        .map(|n| format!("{} {}", n.node, n.fits))
+        .collect();
+    let mut text = shown.join(", ");
+    if fitting.len() > NODES_IN_A_SENTENCE {
+        let _ = write!(
+            text,
+            " and {} more nodes",
+            fitting.len() - NODES_IN_A_SENTENCE
+        );
+    }
+    text
+}
+
+/// Whether the request fits, in one sentence: `all 3 fit (room for 3 such VMs now)`, `fits 3
+/// of the 4 you ask for`, or why none can start.
+pub fn verdict(plan: &CapacityPlan) -> String {
+    if plan.needs.is_empty() {
+        return format!(
+            "VM \"{}\" asks for no GPU or host device: nothing to admit",
+            plan.vm
+        );
+    }
+    if !plan.not_permitted.is_empty() {
+        return format!(
+            "none can start: the KubeVirt CR does not permit {}",
+            plan.not_permitted.join(", ")
+        );
+    }
+    let room = if plan.placeable == 0 {
+        "no node has room for one now".to_owned()
+    } else {
+        format!(
+            "room for {} such VM{} now: {}",
+            plan.placeable,
+            if plan.placeable == 1 { "" } else { "s" },
+            fits_list(&plan.nodes)
+        )
+    };
+    if plan.admitted {
+        format!("fits: all {} you ask for can be placed ({room})", plan.size)
+    } else {
+        format!(
+            "does not fit: fits {} of the {} you ask for ({room})",
+            plan.fits, plan.size
+        )
+    }
+}
+
+/// The sentence for resources the KubeVirt CR does not permit.
+fn not_permitted_text(plan: &CapacityPlan, who: &str) -> String {
+    let asked: Vec<String> = plan
+        .needs
+        .iter()
+        .filter(|n| plan.not_permitted.contains(&n.resource))
+        .map(|n| format!("{} ({})", n.resource, n.entries.join(", ")))
+        .collect();
+    format!(
+        "{who} asks for {}, which the KubeVirt CR does not permit (its \
+         spec.configuration.permittedHostDevices has no pciHostDevices, mediatedDevices or usb \
+         entry with that resourceName), so KubeVirt would refuse to start it",
+        asked.join(" and ")
+    )
+}
+
+const PERMIT_FIX: &str = "ask a cluster administrator to permit the device in the KubeVirt CR \
+     (kubectl get kubevirt -A finds it; add the resource to \
+     spec.configuration.permittedHostDevices), or use a VM without it";
+
+/// The refusal of a pool create whose plan is not admitted ([`Error::Rejected`], kind
+/// `Refused`): one sentence naming the pool, what each VM needs and the room there is, then
+/// the per-node table (and notes) on the following lines; the fix ends with
+/// [`NOT_A_RESERVATION`].
+pub fn pool_refusal(plan: &CapacityPlan, pool: &str) -> Error {
+    let golden = format!("golden VM \"{}\"", plan.vm);
+    let (mut message, fix) = if !plan.not_permitted.is_empty() {
+        (
+            format!(
+                "pool \"{pool}\" cannot be created: {}; nothing was created",
+                not_permitted_text(plan, &golden)
+                    .replace("refuse to start it", "refuse to start every member")
+            ),
+            PERMIT_FIX.to_owned(),
+        )
+    } else {
+        let room = if plan.placeable == 0 {
+            "no schedulable node has room for one".to_owned()
+        } else {
+            format!(
+                "the schedulable nodes have room for {} now ({})",
+                plan.placeable,
+                fits_list(&plan.nodes)
+            )
+        };
+        let smaller = if plan.placeable > 0 {
+            format!(
+                "make the pool smaller (--size {} fits now), ",
+                plan.placeable
+            )
+        } else {
+            String::new()
+        };
+        (
+            format!(
+                "pool \"{pool}\" cannot be placed: each of its {} VMs needs {} (cloned from \
+                 {golden}), every VM needs all of its devices on one node, and {room}; nothing \
+                 was created",
+                plan.size,
+                needs_text(&plan.needs)
+            ),
+            format!(
+                "{smaller}free devices (corral-vdi capacity shows who holds them), or add nodes \
+                 with the device; {NOT_A_RESERVATION}"
+            ),
+        )
+    };
+    message.push('\n');
+    message.push_str(plan_table(plan).trim_end());
+    for note in &plan.notes {
+        let _ = write!(message, "\n  note: {note}");
+    }
+    Error::rejected(ErrorKind::Refused, message, fix)
+}
+
+/// `node-a 0 of 4 free`, for one resource; `node-a nvidia.com/A 1 of 4 free and
+/// intel.com/B 0 of 2 free` for several.
+fn node_free_text(node: &NodePlan, several: bool) -> String {
+    let parts: Vec<String> = node
+        .rows
+        .iter()
+        .map(|r| {
+            if several {
+                format!("{} {} of {} free", r.resource, r.free, r.allocatable)
+            } else {
+                format!("{} of {} free", r.free, r.allocatable)
+            }
+        })
+        .collect();
+    let mut text = format!("{} {}", node.node, parts.join(" and "));
+    if let Some(why) = &node.excluded {
+        let _ = write!(text, " (not schedulable: {why})");
+    }
+    text
+}
+
+/// The refusal of a start ([`Error::Refused`]): no schedulable node can hold `member` with all
+/// of its devices now, e.g. `no node has a free nvidia.com/T4 for pool-2: node-a 0 of 4 free,
+/// node-b 0 of 0 free`. Nodes that report the resource are named (most allocatable first, at
+/// most eight); the others are counted.
+pub fn start_refusal(plan: &CapacityPlan, member: &str) -> Error {
+    if !plan.not_permitted.is_empty() {
+        return Error::Refused {
+            message: format!("{}; nothing was claimed", not_permitted_text(plan, member)),
+            suggestion: Some(PERMIT_FIX.to_owned()),
+        };
+    }
+    let several = plan.needs.len() > 1;
+    let mut reporting: Vec<&NodePlan> = plan
+        .nodes
+        .iter()
+        .filter(|n| {
+            n.rows
+                .iter()
+                .any(|r| r.allocatable > 0 || r.capacity.is_some())
+        })
+        .collect();
+    reporting.sort_by(|a, b| {
+        let total = |n: &NodePlan| n.rows.iter().map(|r| u64::from(r.allocatable)).sum::<u64>();
+        total(b).cmp(&total(a)).then_with(|| a.node.cmp(&b.node))
+    });
+    let mut listed: Vec<String> = reporting
+        .iter()
+        .take(NODES_IN_A_SENTENCE)
+        .map(|n| node_free_text(n, several))
+        .collect();
+    let others = plan.nodes.len() - listed.len();
+    if others > 0 {
+        listed.push(format!(
+            "{others} other node{} {}",
+            if others == 1 { "" } else { "s" },
+            if reporting.len() > NODES_IN_A_SENTENCE {
+                "not listed"
+            } else if others == 1 {
+                "has none"
+            } else {
+                "have none"
+            }
+        ));
+    }
+    let head = if several {
+        format!(
+            "no node has room for all of {member}'s devices at once ({})",
+            needs_text(&plan.needs)
+        )
+    } else {
+        let need = &plan.needs[0];
+        if need.per_vm == 1 {
+            format!("no node has a free {} for {member}", need.resource)
+        } else {
+            format!(
+                "no node has {} free {} for {member} (all on one node)",
+                need.per_vm, need.resource
+            )
+        }
+    };
+    Error::Refused {
+        message: format!("{head}: {}; nothing was claimed", listed.join(", ")),
+        suggestion: Some(
+            "try again once a device is free (corral-vdi capacity shows who holds them), or ask \
+             a cluster administrator for more nodes with the device; the check is not a \
+             reservation: a start may still wait if someone else takes the device first"
+                .to_string(),
+        ),
+    }
+}
+
+/// The cluster view as a table: one row per node and device resource (NODE, RESOURCE, CLASS,
+/// ALLOCATABLE, HELD, FREE, HELD-BY), nodes without devices on one line each, then notes.
+pub fn cluster_table(view: &ClusterCapacity) -> String {
+    let mut rows = vec![
+        [
+            "NODE",
+            "RESOURCE",
+            "CLASS",
+            "ALLOCATABLE",
+            "HELD",
+            "FREE",
+            "HELD-BY",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    ];
+    let mut bare = Vec::new();
+    for node in &view.nodes {
+        let mut flags = Vec::new();
+        if node.cordoned {
+            flags.push("cordoned".to_owned());
+        }
+        if !node.kubevirt_schedulable {
+            flags.push("not kubevirt.io/schedulable".to_owned());
+        }
+        flags.extend(node.taints.iter().map(|t| format!("taint {t}")));
+        let name = if flags.is_empty() {
+            node.node.clone()
+        } else {
+            format!("{} ({})", node.node, flags.join(", "))
+        };
+        if node.resources.is_empty() {
+            bare.push(name);
+            continue;
+        }
+        for resource in &node.resources {
+            let holders: Vec<String> = resource
+                .holders
+                .iter()
+                .map(|h| {
+                    let mut who = format!("{}/{}", h.namespace, h.vm);
+                    if let Some(pool) = &h.pool {
+                        let _ = write!(who, " (pool {pool})");
+                    }
+                    if h.count > 1 {
+                        let _ = write!(who, " ×{}", h.count);
+                    }
+                    if h.migration_target {
+                        who.push_str(" [migration target]");
+                    }
+                    if h.pod.is_none() {
+                        who.push_str(" [from its VMI]");
+                    }
+                    who
+                })
+                .collect();
+            rows.push(vec![
+                name.clone(),
+                resource.resource.clone(),
+                resource.class.label().to_owned(),
+                resource.allocatable.to_string(),
+                resource.held.to_string(),
+                resource.free.to_string(),
+                if holders.is_empty() {
+                    "-".to_owned()
+                } else {
+                    holders.join(", ")
+                },
+            ]);
+        }
+    }
+    let mut out = if rows.len() > 1 {
+        aligned(&rows)
+    } else {
+        "  no node reports a device resource\n".to_owned()
+    };
+    if !bare.is_empty() {
+        let _ = writeln!(out, "  without devices: {}", bare.join(", "));
+    }
+    for note in &view.notes {
+        let _ = writeln!(out, "  note: {note}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{DeviceClass, NodeDeviceRow};
+
+    fn need(resource: &str, per_vm: u32) -> DeviceNeed {
+        DeviceNeed {
+            resource: resource.into(),
+            per_vm,
+            class: DeviceClass::PciPassthrough,
+            entries: vec!["gpus/gpu0".into()],
+        }
+    }
+
+    fn node(name: &str, allocatable: u32, held: u32, fits: u32, size: u32) -> NodePlan {
+        NodePlan {
+            node: name.into(),
+            excluded: None,
+            rows: vec![NodeDeviceRow {
+                resource: "nvidia.com/T4".into(),
+                class: DeviceClass::PciPassthrough,
+                capacity: Some(allocatable + if allocatable > 0 { 2 } else { 0 }),
+                allocatable,
+                held,
+                free: allocatable - held,
+                per_vm: 1,
+                needed: size,
+            }],
+            fits,
+            planned: 0,
+        }
+    }
+
+    fn issue_plan(size: u32) -> CapacityPlan {
+        let mut c = node("node-c", 0, 0, 0, size);
+        c.rows[0].capacity = None;
+        let mut d = node("node-d", 2, 0, 0, size);
+        d.excluded = Some("cordoned (spec.unschedulable)".into());
+        CapacityPlan {
+            namespace: "ns".into(),
+            vm: "gold".into(),
+            size,
+            needs: vec![need("nvidia.com/T4", 1)],
+            nodes: vec![
+                node("node-a", 4, 1, 3, size),
+                node("node-b", 0, 0, 0, size),
+                c,
+                d,
+            ],
+            placeable: 3,
+            fits: 3.min(size),
+            fits_one: true,
+            admitted: size <= 3,
+            not_permitted: vec![],
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn the_table_has_a_row_per_node_and_resource() {
+        let table = plan_table(&issue_plan(4));
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(
+            lines[0].starts_with(
+                "  NODE    RESOURCE       CLASS            ALLOCATABLE  HELD  FREE  NEEDED  FITS"
+            ),
+            "{table}"
+        );
+        assert!(
+            lines[1].contains(
+                "node-a  nvidia.com/T4  PCI passthrough  4            1     3     4       3"
+            ),
+            "{table}"
+        );
+        assert!(lines[4].ends_with("-"), "{table}");
+        assert_eq!(
+            lines[5],
+            "  node-d: not schedulable for this VM: cordoned (spec.unschedulable)"
+        );
+    }
+
+    #[test]
+    fn big_clusters_sum_up_the_nodes_without_the_device() {
+        let mut plan = issue_plan(4);
+        for i in 0..30 {
+            let mut bare = node(&format!("plain-{i:02}"), 0, 0, 0, 4);
+            bare.rows[0].capacity = None;
+            plan.nodes.push(bare);
+        }
+        let table = plan_table(&plan);
+        assert!(!table.contains("plain-"), "{table}");
+        assert!(!table.contains("node-c "), "{table}");
+        assert!(
+            table.contains("node-b "),
+            "it reports the resource (0): {table}"
+        );
+        assert!(
+            table.contains("  and 31 more nodes without nvidia.com/T4\n"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn refusals_name_the_room_and_the_fix() {
+        let err = pool_refusal(&issue_plan(4), "gpupool");
+        let text = err.to_string();
+        assert!(
+            text.starts_with(
+                "pool \"gpupool\" cannot be placed: each of its 4 VMs needs 1 nvidia.com/T4 \
+                 (cloned from golden VM \"gold\"), every VM needs all of its devices on one \
+                 node, and the schedulable nodes have room for 3 now (node-a 3); nothing was \
+                 created\n  NODE"
+            ),
+            "{text}"
+        );
+        assert_eq!(err.kind(), ErrorKind::Refused);
+        let fix = err.suggestion().unwrap();
+        assert!(
+            fix.starts_with("make the pool smaller (--size 3 fits now)"),
+            "{fix}"
+        );
+        assert!(fix.contains(NOT_A_RESERVATION));
+
+        let mut full = issue_plan(1);
+        full.nodes[0].rows[0].held = 4;
+        full.nodes[0].rows[0].free = 0;
+        full.nodes[0].fits = 0;
+        full.placeable = 0;
+        let err = start_refusal(&full, "gpupool-2");
+        assert_eq!(
+            err.to_string(),
+            "no node has a free nvidia.com/T4 for gpupool-2: node-a 0 of 4 free, node-d 2 of 2 \
+             free (not schedulable: cordoned (spec.unschedulable)), node-b 0 of 0 free, 1 other \
+             node has none; nothing was claimed"
+        );
+        assert_eq!(err.kind(), ErrorKind::Refused);
+
+        let mut forbidden = issue_plan(2);
+        forbidden.needs[0].class = DeviceClass::NotPermitted;
+        forbidden.not_permitted = vec!["nvidia.com/T4".into()];
+        let text = pool_refusal(&forbidden, "gpupool").to_string();
+        assert!(
+            text.starts_with(
+                "pool \"gpupool\" cannot be created: golden VM \"gold\" asks for nvidia.com/T4 \
+                 (gpus/gpu0), which the KubeVirt CR does not permit"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("refuse to start every member"), "{text}");
+    }
+
+    #[test]
+    fn the_verdict_says_how_many_of_how_many() {
+        assert_eq!(
+            verdict(&issue_plan(4)),
+            "does not fit: fits 3 of the 4 you ask for (room for 3 such VMs now: node-a 3)"
+        );
+        assert_eq!(
+            verdict(&issue_plan(3)),
+            "fits: all 3 you ask for can be placed (room for 3 such VMs now: node-a 3)"
+        );
+        assert_eq!(
+            needs_text(&[need("a.com/x", 1), need("b.com/y", 2)]),
+            "1 a.com/x and 2 b.com/y"
+        );
+    }
+}

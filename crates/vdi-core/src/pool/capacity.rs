@@ -1,0 +1,44 @@
+//! Pool create, SPEC step 4: capacity admission for GPUs and host devices, after the golden
+//! VM's checks and before any clone (arithmetic and rules in [`crate::capacity`]).
+//!
+//! A golden VM that asks for no device passes without a request. Otherwise the cluster's
+//! devices are read once and the pool is admitted only if all of its members can be placed
+//! now, each with all of its devices on one schedulable node, and every device is permitted
+//! by the KubeVirt CR. Admission is a check, not a reservation.
+
+use kube::Client;
+
+use super::CreatePool;
+use crate::capacity::{Demand, plan, plan_without_devices, pool_refusal, read_devices};
+use crate::error::Result;
+use crate::model::CapacityPlan;
+use crate::resources::VirtualMachine;
+
+/// Admits a pool of `request.size` clones of `golden`, or refuses it.
+///
+/// Errors: [`crate::Error::Rejected`] `Refused` ([`pool_refusal`]: the sentence, then the
+/// per-node table) when a device is not permitted or the members do not all fit; those of
+/// [`read_devices`] (`Forbidden` when RBAC hides the nodes or what holds their devices).
+pub(super) async fn admit(
+    client: &Client,
+    golden: &VirtualMachine,
+    request: &CreatePool,
+) -> Result<CapacityPlan> {
+    let demand = Demand::of_vm(golden);
+    if !demand.asks_for_devices() {
+        return Ok(plan_without_devices(&demand, request.size));
+    }
+    let devices = read_devices(client).await?;
+    let planned = plan(&devices, &demand, request.size);
+    if !planned.admitted {
+        return Err(pool_refusal(&planned, &request.name));
+    }
+    tracing::info!(
+        namespace = %request.namespace,
+        pool = %request.name,
+        size = request.size,
+        placeable = planned.placeable,
+        "capacity admitted (a check, not a reservation)"
+    );
+    Ok(planned)
+}

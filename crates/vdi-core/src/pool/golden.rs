@@ -1,0 +1,333 @@
+//! Pool create, SPEC step 2 and the golden VM's checks: it is read from the pool's namespace
+//! only, refused if it is an assigned pool member (or an unassigned one, unless asked for), and
+//! refused if KubeVirt would fail or stall its clones late ([`golden_problems`]).
+
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use kube::{Client, ResourceExt};
+use serde_json::Value;
+
+use super::CreatePool;
+use crate::error::{Error, Result};
+use crate::labels::{POOL_LABEL, lease_name};
+use crate::model::ErrorKind;
+use crate::resources::VirtualMachine;
+use crate::state::member_view;
+
+/// Reads the golden VM and runs every check on it; returns it for the steps that follow.
+///
+/// Errors: [`Error::Rejected`] `NotFound` (not in the namespace) or `Invalid` (a pool member,
+/// or [`golden_problems`], all of them in one sentence); [`Error::Kube`] when a read fails.
+pub(super) async fn check_golden(
+    client: &Client,
+    vms: &Api<VirtualMachine>,
+    request: &CreatePool,
+) -> Result<VirtualMachine> {
+    let ns = &request.namespace;
+    let golden = golden_vm(vms, ns, &request.golden).await?;
+    check_golden_membership(client, &golden, ns, request.options.allow_member).await?;
+    let problems = golden_problems(&golden, ns, request.options.allow_running);
+    if !problems.is_empty() {
+        let causes: Vec<&str> = problems.iter().map(|p| p.cause.as_str()).collect();
+        let fixes: Vec<&str> = problems.iter().map(|p| p.fix.as_str()).collect();
+        return Err(Error::rejected(
+            ErrorKind::Invalid,
+            causes.join("; also, "),
+            fixes.join("; "),
+        ));
+    }
+    Ok(golden)
+}
+
+/// Something about a golden VM that would make KubeVirt fail its clones late (or make them
+/// unsafe), found before anything is created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GoldenProblem {
+    /// The cause, naming the VM and the field or volume.
+    pub cause: String,
+    /// The fix.
+    pub fix: String,
+}
+
+/// What is wrong with `vm` as a golden VM in `namespace`, in the order KubeVirt would trip on
+/// it; empty when it may be cloned.
+///
+/// Rules (KubeVirt's clone controller, `pkg/storage/clone`; REFERENCE "VirtualMachineClone"):
+/// - a persistent TPM (`spec.template.spec.domain.devices.tpm.persistent: true`) or EFI
+///   (`...domain.firmware.bootloader.efi.persistent: true`) needs backend storage, which the
+///   clone controller refuses: each clone would go `Failed`;
+/// - every `dataVolume` / `persistentVolumeClaim` volume must appear in
+///   `status.volumeSnapshotStatuses` with `enabled: true`; otherwise each clone would stay
+///   pending for ever (event `VMVolumeSnapshotsInvalid`);
+/// - `status.printableStatus` must be `Stopped` unless `allow_running`: a snapshot of a running
+///   VM's disk is only crash-consistent.
+pub fn golden_problems(
+    vm: &VirtualMachine,
+    namespace: &str,
+    allow_running: bool,
+) -> Vec<GoldenProblem> {
+    let name = vm.name_any();
+    let mut problems = Vec::new();
+    let template = vm.spec.template.clone().unwrap_or(Value::Null);
+    let domain = template
+        .pointer("/spec/domain")
+        .cloned()
+        .unwrap_or(Value::Null);
+    if domain.pointer("/devices/tpm/persistent") == Some(&Value::Bool(true)) {
+        problems.push(GoldenProblem {
+            cause: format!(
+                "golden VM \"{name}\" has a persistent TPM (spec.template.spec.domain.devices.tpm.\
+                 persistent: true); KubeVirt cannot clone a VM whose TPM state lives in backend \
+                 storage, so every clone would fail"
+            ),
+            fix: "clone from a golden VM without a persistent TPM (drop `persistent: true` from \
+                  its TPM device, or build a golden VM without one)"
+                .into(),
+        });
+    }
+    if domain.pointer("/firmware/bootloader/efi/persistent") == Some(&Value::Bool(true)) {
+        problems.push(GoldenProblem {
+            cause: format!(
+                "golden VM \"{name}\" has persistent EFI variables (spec.template.spec.domain.\
+                 firmware.bootloader.efi.persistent: true); KubeVirt cannot clone a VM whose EFI \
+                 state lives in backend storage, so every clone would fail"
+            ),
+            fix: "clone from a golden VM without persistent EFI (drop `persistent: true` from its \
+                  EFI bootloader, or build a golden VM without it)"
+                .into(),
+        });
+    }
+
+    let statuses: Vec<Value> = vm
+        .status
+        .as_ref()
+        .and_then(|s| s.other.get("volumeSnapshotStatuses"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let volumes = template
+        .pointer("/spec/volumes")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for volume in &volumes {
+        if volume.get("dataVolume").is_none() && volume.get("persistentVolumeClaim").is_none() {
+            continue;
+        }
+        let volume_name = volume.get("name").and_then(Value::as_str).unwrap_or("");
+        let status = statuses
+            .iter()
+            .find(|s| s.get("name").and_then(Value::as_str) == Some(volume_name));
+        match status {
+            None => problems.push(GoldenProblem {
+                cause: format!(
+                    "golden VM \"{name}\": KubeVirt reports no snapshot support for volume \
+                     \"{volume_name}\" (status.volumeSnapshotStatuses has no entry for it), so \
+                     every clone would stay pending"
+                ),
+                fix: format!(
+                    "wait until KubeVirt has reconciled the VM and reports the volume \
+                     (kubectl get vm {name} -n {namespace} -o jsonpath='{{.status.volumeSnapshotStatuses}}'), \
+                     then try again"
+                ),
+            }),
+            Some(status) if status.get("enabled") != Some(&Value::Bool(true)) => {
+                let reason = status
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .filter(|r| !r.is_empty())
+                    .unwrap_or("no reason given");
+                problems.push(GoldenProblem {
+                    cause: format!(
+                        "golden VM \"{name}\": volume \"{volume_name}\" does not support snapshots \
+                         ({reason}), so every clone would stay pending"
+                    ),
+                    fix: "give the volume's StorageClass a VolumeSnapshotClass (kubectl get \
+                          volumesnapshotclass), or move the disk to a StorageClass that has one"
+                        .into(),
+                });
+            }
+            Some(_) => {}
+        }
+    }
+
+    let power = vm.printable_status();
+    if power != "Stopped" && !allow_running {
+        problems.push(GoldenProblem {
+            cause: format!(
+                "golden VM \"{name}\" is {power}, not Stopped: a clone of a VM that is not stopped \
+                 gets a disk that is only crash-consistent"
+            ),
+            fix: format!(
+                "stop it first (virtctl stop {name} -n {namespace}) and wait for Stopped, or pass \
+                 --allow-running to clone it as it is"
+            ),
+        });
+    }
+    problems
+}
+
+/// Refuses a golden VM that is itself a pool member: an assigned one always (its disk is a
+/// user's), an unassigned one unless `allow_member`.
+async fn check_golden_membership(
+    client: &Client,
+    golden: &VirtualMachine,
+    namespace: &str,
+    allow_member: bool,
+) -> Result<()> {
+    let Some(pool) = golden.labels().get(POOL_LABEL) else {
+        return Ok(());
+    };
+    let name = golden.name_any();
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let lease = leases
+        .get_opt(&lease_name(&name))
+        .await
+        .map_err(|e| Error::kube(format!("read Lease {}", lease_name(&name)), e))?;
+    let view = member_view(golden, lease.as_ref(), Timestamp::now());
+    if !view.claimable {
+        return Err(Error::rejected(
+            ErrorKind::Invalid,
+            format!(
+                "golden VM \"{name}\" is a member of pool \"{pool}\" and is {} ({}): cloning it \
+                 would copy a user's desktop into a pool anyone can claim",
+                view.state_label,
+                view.holder.as_deref().unwrap_or("holder unknown")
+            ),
+            "clone from a golden VM built for the purpose (kubectl get vm -n <namespace> lists \
+             them; the New pool dialog offers only VMs that are no pool member)",
+        ));
+    }
+    if !allow_member {
+        return Err(Error::rejected(
+            ErrorKind::Invalid,
+            format!(
+                "golden VM \"{name}\" is a member of pool \"{pool}\": pool members are desktops, \
+                 not golden images"
+            ),
+            "clone from a golden VM built for the purpose; to clone this unassigned member \
+             anyway, pass --from-member",
+        ));
+    }
+    Ok(())
+}
+
+/// Reads the golden VM from `namespace` only (SPEC step 2: no search of other namespaces).
+///
+/// Errors: [`Error::Rejected`] (`NotFound`) with a hint to pass `-n`; [`Error::Kube`] when the
+/// read fails.
+pub(crate) async fn golden_vm(
+    vms: &Api<VirtualMachine>,
+    namespace: &str,
+    golden: &str,
+) -> Result<VirtualMachine> {
+    match vms.get_opt(golden).await {
+        Ok(Some(vm)) => Ok(vm),
+        Ok(None) => Err(Error::rejected(
+            ErrorKind::NotFound,
+            format!("golden VM \"{golden}\" not found in namespace \"{namespace}\""),
+            format!(
+                "pool create looks for the golden VM only in the pool's namespace: pass -n with \
+                 the namespace where \"{golden}\" lives (kubectl get vm -A | grep {golden})"
+            ),
+        )),
+        Err(e) => Err(Error::kube(
+            format!("read golden VM \"{golden}\" in namespace \"{namespace}\""),
+            e,
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::resources::{VirtualMachineSpec, VirtualMachineStatus};
+
+    fn golden(template: Value, printable: &str, snapshots: Value) -> VirtualMachine {
+        let mut vm = VirtualMachine::new(
+            "gold",
+            VirtualMachineSpec {
+                run_strategy: Some("Halted".into()),
+                template: Some(template),
+                ..Default::default()
+            },
+        );
+        vm.status = Some(VirtualMachineStatus {
+            printable_status: Some(printable.into()),
+            other: BTreeMap::from([("volumeSnapshotStatuses".to_owned(), snapshots)]),
+            ..Default::default()
+        });
+        vm
+    }
+
+    fn template(domain: Value) -> Value {
+        json!({ "spec": { "domain": domain, "volumes": [
+            { "name": "rootdisk", "dataVolume": { "name": "gold-root" } },
+            { "name": "cloudinit", "cloudInitNoCloud": { "userData": "#cloud-config" } },
+        ] } })
+    }
+
+    #[test]
+    fn a_stopped_snapshottable_golden_vm_passes() {
+        let ok = json!([{ "name": "rootdisk", "enabled": true },
+                        { "name": "cloudinit", "enabled": false, "reason": "not supported" }]);
+        let vm = golden(template(json!({})), "Stopped", ok);
+        assert!(golden_problems(&vm, "ns", false).is_empty());
+    }
+
+    #[test]
+    fn golden_vms_kubevirt_cannot_clone_are_refused() {
+        let ok = json!([{ "name": "rootdisk", "enabled": true }]);
+        let tpm = golden(
+            template(json!({ "devices": { "tpm": { "persistent": true } } })),
+            "Stopped",
+            ok.clone(),
+        );
+        let problems = golden_problems(&tpm, "ns", false);
+        assert_eq!(problems.len(), 1);
+        assert!(problems[0].cause.contains("persistent TPM"), "{problems:?}");
+        let efi = golden(
+            template(json!({ "firmware": { "bootloader": { "efi": { "persistent": true } } } })),
+            "Stopped",
+            ok.clone(),
+        );
+        assert!(
+            golden_problems(&efi, "ns", false)[0]
+                .cause
+                .contains("persistent EFI")
+        );
+
+        let disabled =
+            json!([{ "name": "rootdisk", "enabled": false, "reason": "No VolumeSnapshotClass" }]);
+        let vm = golden(template(json!({})), "Stopped", disabled);
+        let problems = golden_problems(&vm, "ns", false);
+        assert!(
+            problems[0].cause.contains(
+                "volume \"rootdisk\" does not support snapshots (No VolumeSnapshotClass)"
+            ),
+            "{problems:?}"
+        );
+        assert!(problems[0].fix.contains("VolumeSnapshotClass"));
+
+        let unknown = golden(template(json!({})), "Stopped", json!([]));
+        assert!(
+            golden_problems(&unknown, "ns", false)[0]
+                .cause
+                .contains("no snapshot support")
+        );
+
+        let running = golden(template(json!({})), "Running", ok);
+        let problems = golden_problems(&running, "ns", false);
+        assert!(
+            problems[0].cause.contains("is Running, not Stopped"),
+            "{problems:?}"
+        );
+        assert!(problems[0].fix.contains("--allow-running"));
+        assert!(golden_problems(&running, "ns", true).is_empty());
+    }
+}

@@ -1,0 +1,316 @@
+//! Pool create and delete (SPEC "Pool create", "GPU and host-device capacity admission",
+//! "Pool list / delete", "Bad input and faults").
+//!
+//! **Create** follows the SPEC's steps in order, one file per step, and refuses everything it
+//! can before it changes anything:
+//! 1. input (pool name, size, namespace, timeout) is checked without a single request
+//!    ([`validate_create`], in `validate.rs`);
+//! 2. the namespace must exist; the VirtualMachineClone API version is chosen by discovery
+//!    (`clone.kubevirt.io`: `v1beta1`, else `v1alpha1`; `clone.rs`); the golden VM is looked
+//!    up in the target namespace only, and refused if it is an assigned pool member, or if
+//!    KubeVirt would fail its clones late: a PVC/DataVolume volume without snapshot support, a
+//!    persistent TPM or EFI, or a VM that is not stopped (unless
+//!    [`CreateOptions::allow_running`]) ([`golden_problems`], in `golden.rs`);
+//! 3. refused if the pool exists, a member name is taken, a clone object already targets a
+//!    member (another create in progress, or debris of an aborted one), or a claim Lease of a
+//!    member is left over (`free.rs`);
+//! 4. capacity admission (`capacity.rs`, arithmetic in [`crate::capacity`]): when the golden VM
+//!    asks for GPUs or host devices, the cluster must be able to place all `size` members now,
+//!    each with all of its devices on one schedulable node; otherwise the create is refused
+//!    with a per-node table of free versus needed. A golden VM without devices skips this step
+//!    without a request. **Admission is a check, not a reservation**: nothing is held for the
+//!    pool, and devices free now may be taken by other VMs before its members start (assign
+//!    checks again for the member it starts);
+//! 5. then one `VirtualMachineClone` per member, all in flight at once (API requests bounded by
+//!    [`CreateOptions::api_concurrency`]), each waited for with its own timeout while its
+//!    phase and condition message are reported ([`CreateProgress`]; `clone.rs`);
+//! 6. each new VM gets the pool label (a merge patch of that label alone); KubeVirt creates
+//!    clone targets with `runStrategy: Halted`, and the clone's label filters keep the golden
+//!    VM's `corral.dev/vdi-*` labels and annotations off the members, so they start stopped
+//!    and unassigned;
+//! 7. finished clone objects are removed; a clone that fails or stalls is deleted (so it cannot
+//!    produce an unlabelled VM later), as is a VM it produced that could not be labelled; the
+//!    error says exactly which members exist ([`PoolCreateFailure`], `failure.rs`).
+//!
+//! **Races.** Clone objects have names derived from their member (`corral-vdi-clone-<member>`)
+//! and creating one is first-writer-wins. The first member's clone is created alone, as a lock:
+//! of two creates of the same pool, the one that loses gets `AlreadyExists` and stops at once,
+//! having created nothing. The winner then checks again that the pool is free (a create that
+//! finished and removed its clones in the meantime is caught there), before the other clones
+//! start. Clone objects carry the labels `corral.dev/vdi-pool`, `corral.dev/vdi-member` and
+//! `corral.dev/vdi-create-run=<run id>`; cleanup deletes only objects of its own run.
+//!
+//! **Cancel.** [`CreateOptions::cancel`] stops a running create (Ctrl-C in the CLI): members
+//! still waiting are treated like failed ones (their clone objects deleted, a VM they produced
+//! removed), and the error lists the members that exist.
+//!
+//! **Delete** (`delete.rs`) removes the members, their `corral-vdi-<member>` Leases and
+//! leftover clone objects, refusing while any member is assigned (label or active Lease) unless
+//! forced. Run twice, the second run finds nothing to delete and succeeds.
+
+mod capacity;
+mod clone;
+mod delete;
+mod failure;
+mod free;
+mod golden;
+mod validate;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use kube::api::Api;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+pub use clone::{CloneApi, choose_clone_version, clone_name, discover_clone_api, format_duration};
+pub use delete::{DeletePool, delete_pool};
+pub(crate) use golden::golden_vm;
+pub use golden::{GoldenProblem, golden_problems};
+pub use validate::{member_name, member_names, validate_create};
+
+use crate::error::Result;
+use crate::model::{CreateProgress, PoolCreated};
+use crate::resources::VirtualMachine;
+#[cfg(doc)]
+use crate::{error::Error, model::PoolCreateFailure};
+
+/// Largest pool [`create_pool`] accepts, in members. A sanity bound against typos (a pool of
+/// 5000 is almost certainly meant to be 50), not a cluster limit.
+pub const MAX_POOL_SIZE: u32 = 500;
+/// Longest a VM name (and so `<pool>-<N>`) may be, in characters: a DNS-1123 label, because
+/// KubeVirt names the VMI and its pod after the VM.
+pub const MAX_MEMBER_NAME: usize = 63;
+/// How long each member's clone is waited for by default (SPEC: 2 minutes).
+pub const DEFAULT_CLONE_TIMEOUT: Duration = Duration::from_secs(120);
+/// How many API requests a pool create has in flight at once by default.
+pub const DEFAULT_API_CONCURRENCY: usize = 8;
+/// API group of KubeVirt's VirtualMachineClone.
+pub const CLONE_GROUP: &str = "clone.kubevirt.io";
+/// Kind of KubeVirt's clone object.
+pub const CLONE_KIND: &str = "VirtualMachineClone";
+/// The VirtualMachineClone versions Corral VDI speaks, most preferred first: `v1beta1`
+/// (stored from KubeVirt 1.5), else `v1alpha1` (REFERENCE "VirtualMachineClone").
+pub const CLONE_VERSIONS: [&str; 2] = ["v1beta1", "v1alpha1"];
+/// Label on the clone objects of one create run: `corral.dev/vdi-create-run=<run id>`.
+pub const RUN_LABEL: &str = "corral.dev/vdi-create-run";
+/// Prefix of a member's clone object name: `corral-vdi-clone-<member>`.
+pub const CLONE_PREFIX: &str = "corral-vdi-clone-";
+/// Label and annotation filters of every clone: copy everything from the golden VM except
+/// Corral's own keys (pool, assignment, claimed-at), so members start unassigned. KubeVirt's
+/// filter rules: `*` only at the end, `!` only at the start.
+pub const CLONE_FILTERS: [&str; 2] = ["*", "!corral.dev/vdi-*"];
+/// Field manager of the patches pool create makes.
+pub const FIELD_MANAGER: &str = "corral-vdi";
+
+/// How a pool create behaves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateOptions {
+    /// How long each member's clone may take to produce its VM (default 2 minutes). Each member
+    /// is timed from the creation of its clone object.
+    pub timeout: Duration,
+    /// Clone a golden VM that is not stopped. Its disk is then only crash-consistent (as after
+    /// a power cut), so this must be asked for.
+    pub allow_running: bool,
+    /// Clone a golden VM that is itself an unassigned pool member. Never allowed for an
+    /// assigned member: that would copy a user's disk into a pool anyone can claim.
+    pub allow_member: bool,
+    /// API requests in flight at once (default 8). Clones run in parallel on the cluster
+    /// regardless; this bounds only the load on the API server.
+    pub api_concurrency: usize,
+    /// Clone objects in flight at once; `None` (the default) starts every member's clone at
+    /// once, so a pool of N takes about as long as one clone. Set it to spare the storage
+    /// backend many simultaneous snapshots.
+    pub clone_concurrency: Option<usize>,
+    /// Lets another task stop the create (Ctrl-C, a Cancel button): members still waiting
+    /// stop, their clone objects are deleted, and the result says which members exist.
+    pub cancel: Option<CancelHandle>,
+}
+
+/// Stops a running pool create from elsewhere; cloning the handle shares it.
+#[derive(Debug, Clone)]
+pub struct CancelHandle(Arc<watch::Sender<bool>>);
+
+impl CancelHandle {
+    /// A handle nobody has cancelled yet.
+    pub fn new() -> Self {
+        CancelHandle(Arc::new(watch::Sender::new(false)))
+    }
+
+    /// Asks the create to stop; idempotent.
+    pub fn cancel(&self) {
+        self.0.send_replace(true);
+    }
+
+    /// Whether [`CancelHandle::cancel`] was called.
+    pub fn is_cancelled(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Completes once the create is cancelled.
+    async fn cancelled(&self) {
+        let mut rx = self.0.subscribe();
+        // The sender lives in `self`, so waiting cannot fail.
+        let _ = rx.wait_for(|c| *c).await;
+    }
+}
+
+impl Default for CancelHandle {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PartialEq for CancelHandle {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for CancelHandle {}
+
+/// Completes when `cancel` fires; never, without one.
+pub(super) async fn cancelled(cancel: Option<&CancelHandle>) {
+    match cancel {
+        Some(handle) => handle.cancelled().await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Default for CreateOptions {
+    fn default() -> Self {
+        CreateOptions {
+            timeout: DEFAULT_CLONE_TIMEOUT,
+            allow_running: false,
+            allow_member: false,
+            api_concurrency: DEFAULT_API_CONCURRENCY,
+            clone_concurrency: None,
+            cancel: None,
+        }
+    }
+}
+
+/// What to create: `pool create <name> --from <golden> --size N -n <namespace>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreatePool {
+    /// Namespace of the golden VM and of the pool.
+    pub namespace: String,
+    /// Pool name: a DNS-1123 label; members are `<name>-1` … `<name>-<size>`.
+    pub name: String,
+    /// The golden VM to clone, in `namespace`.
+    pub golden: String,
+    /// Number of members, 1 ..= [`MAX_POOL_SIZE`].
+    pub size: u32,
+    /// How to go about it.
+    pub options: CreateOptions,
+}
+
+/// Creates a pool: clones `request.size` members of the golden VM, labels them, and reports
+/// each member's progress to `progress` as it happens (see the module documentation for the
+/// steps, and [`CreateProgress`] for the events).
+///
+/// `progress` is called from the calling task, one event at a time; an mpsc sender fits
+/// (`|e| { let _ = tx.send(e); }`).
+///
+/// Errors:
+/// - [`Error::Invalid`]: bad input, refused before any request ([`validate_create`]);
+/// - [`Error::Rejected`], nothing created: the namespace or golden VM does not exist
+///   (`NotFound`), the golden VM cannot be cloned safely (`Invalid`, see [`golden_problems`]),
+///   the pool or a member name or a claim Lease exists, a clone object targets a member, or
+///   another create of the same pool got there first (`Conflict`; the message says
+///   "already exists"); no VirtualMachineClone API (`NotFound`); the golden VM asks for a
+///   device the KubeVirt CR does not permit, or the schedulable nodes cannot hold all members
+///   with their devices (`Refused`, the message ending in the per-node table; see
+///   [`crate::capacity`]); the capacity cannot be judged because RBAC forbids reading nodes
+///   or what holds their devices (`Forbidden`);
+/// - [`Error::Kube`]: a request failed before anything was created (403, unreachable);
+/// - [`Error::PoolIncomplete`]: some members failed, timed out or were cancelled
+///   ([`CreateOptions::cancel`]); it lists the members that exist (labelled), each failure with
+///   its clone's phase and condition message, and anything left behind that could not be
+///   removed.
+pub async fn create_pool<P>(
+    client: &Client,
+    request: &CreatePool,
+    progress: P,
+) -> Result<PoolCreated>
+where
+    P: Fn(CreateProgress) + Send + Sync,
+{
+    // 1. Input, without a request.
+    let members = validate_create(request)?;
+    let started = Instant::now();
+    let ns = &request.namespace;
+
+    // 2. The namespace, the clone API, the golden VM.
+    validate::check_namespace(client, ns).await?;
+    let clone_api = discover_clone_api(client).await?;
+    let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), ns);
+    let golden = golden::check_golden(client, &vms, request).await?;
+
+    // 3. The pool's names are free.
+    let scope = free::Namespaced {
+        namespace: ns.clone(),
+        pool: request.name.clone(),
+        members,
+        vms,
+        clones: Api::namespaced_with(client.clone(), ns, &clone_api.resource),
+        leases: Api::namespaced(client.clone(), ns),
+    };
+    scope.check_free(None).await?;
+
+    // 4. Capacity admission for GPUs and host devices: a check, not a reservation.
+    capacity::admit(client, &golden, request).await?;
+
+    // 5–7. The clones, the labels, the cleanup.
+    clone::clone_members(client, request, scope, clone_api, started, progress).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::ServerClock;
+    use crate::model::ErrorKind;
+
+    fn request(name: &str, size: u32) -> CreatePool {
+        CreatePool {
+            namespace: "corral-vms".into(),
+            name: name.into(),
+            golden: "golden-desktop".into(),
+            size,
+            options: CreateOptions::default(),
+        }
+    }
+
+    /// The desktop app runs pool create in a Tauri command, which needs a `Send` future.
+    #[allow(dead_code)]
+    fn create_and_delete_futures_are_send(
+        client: &Client,
+        create: &CreatePool,
+        delete: &DeletePool,
+    ) {
+        fn send<T: Send>(_: &T) {}
+        send(&create_pool(client, create, |_| {}));
+        send(&delete_pool(client, delete, &ServerClock::default()));
+    }
+
+    #[tokio::test]
+    async fn bad_input_is_refused_before_any_request() {
+        // A client for a server that does not exist: any request would fail as Unreachable.
+        let config = kube::Config::new("https://127.0.0.1:9".parse().unwrap());
+        let client = Client::try_from(config).unwrap();
+        let err = create_pool(&client, &request("Bad", 2), |_| {})
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Invalid, "{err}");
+        let delete = DeletePool {
+            namespace: "corral-vms".into(),
+            name: "Bad".into(),
+            force: false,
+        };
+        let err = delete_pool(&client, &delete, &ServerClock::default())
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Invalid, "{err}");
+    }
+}

@@ -1,0 +1,134 @@
+//! Pool create, SPEC steps 1–2: the input, checked without a request ([`validate_create`]),
+//! and the namespace, which must exist (one request).
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
+use kube::api::Api;
+
+use super::{CreatePool, MAX_MEMBER_NAME, MAX_POOL_SIZE};
+use crate::error::{Error, Result, is_status};
+use crate::model::ErrorKind;
+use crate::validate;
+
+/// Name of the member `index` (1-based) of `pool`: `<pool>-<index>`.
+pub fn member_name(pool: &str, index: u32) -> String {
+    format!("{pool}-{index}")
+}
+
+/// The members of a pool of `size`: `<pool>-1` … `<pool>-<size>`.
+pub fn member_names(pool: &str, size: u32) -> Vec<String> {
+    (1..=size).map(|i| member_name(pool, i)).collect()
+}
+
+/// Checks a create request without contacting the cluster and returns the member names.
+///
+/// Errors ([`Error::Invalid`], each naming the value and the fix): the pool name is not a
+/// DNS-1123 label; the size is 0 or above [`MAX_POOL_SIZE`]; `<name>-<size>` is longer than
+/// 63 characters; the namespace or golden VM name is not a valid name; the timeout is outside
+/// 1 s ..= 24 h ([`validate::clone_timeout`]).
+pub fn validate_create(request: &CreatePool) -> Result<Vec<String>> {
+    let name = &request.name;
+    validate::pool_name(name)?;
+    if request.size == 0 || request.size > MAX_POOL_SIZE {
+        return Err(Error::invalid(
+            format!(
+                "pool size {} is out of range: a pool has 1 to {MAX_POOL_SIZE} members",
+                request.size
+            ),
+            format!("pass --size between 1 and {MAX_POOL_SIZE}"),
+        ));
+    }
+    let last = member_name(name, request.size);
+    if last.len() > MAX_MEMBER_NAME {
+        return Err(Error::invalid(
+            format!(
+                "member name \"{last}\" would be {} characters long; VM names may have at most \
+                 {MAX_MEMBER_NAME}",
+                last.len()
+            ),
+            format!(
+                "shorten the pool name to at most {} characters",
+                MAX_MEMBER_NAME - (last.len() - name.len())
+            ),
+        ));
+    }
+    validate::namespace(&request.namespace)?;
+    validate::vm_name(&request.golden)?;
+    validate::clone_timeout(request.options.timeout)?;
+    Ok(member_names(name, request.size))
+}
+
+/// Refuses a namespace that does not exist. A user who may not read namespaces (403) gets no
+/// verdict here; the golden VM lookup then speaks for the namespace.
+pub(super) async fn check_namespace(client: &Client, namespace: &str) -> Result<()> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    match api.get_opt(namespace).await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err(Error::rejected(
+            ErrorKind::NotFound,
+            format!("namespace \"{namespace}\" does not exist"),
+            "pass -n with the namespace where the golden VM lives (kubectl get vm -A lists them)",
+        )),
+        Err(e) if is_status(&e, 403) => Ok(()),
+        Err(e) => Err(Error::kube(format!("read namespace \"{namespace}\""), e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::super::{CreateOptions, clone_name};
+    use super::*;
+
+    fn request(name: &str, size: u32) -> CreatePool {
+        CreatePool {
+            namespace: "corral-vms".into(),
+            name: name.into(),
+            golden: "golden-desktop".into(),
+            size,
+            options: CreateOptions::default(),
+        }
+    }
+
+    #[test]
+    fn members_and_clones_are_named_after_the_pool() {
+        assert_eq!(member_names("dev", 3), ["dev-1", "dev-2", "dev-3"]);
+        assert_eq!(clone_name("dev-2"), "corral-vdi-clone-dev-2");
+    }
+
+    #[test]
+    fn validation_names_the_value_and_the_fix() {
+        assert_eq!(validate_create(&request("devpool", 3)).unwrap().len(), 3);
+        for (name, size, needle) in [
+            ("Dev_Pool", 3, "not a valid pool name"),
+            ("-dev", 3, "not a valid pool name"),
+            ("devpool", 0, "out of range"),
+            ("devpool", MAX_POOL_SIZE + 1, "out of range"),
+        ] {
+            let err = validate_create(&request(name, size)).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Invalid);
+            assert!(err.to_string().contains(needle), "{name}/{size}: {err}");
+            assert!(err.suggestion().is_some());
+        }
+        // 61 characters + "-1" fits; + "-10" does not.
+        let long = "a".repeat(61);
+        assert!(validate_create(&request(&long, 9)).is_ok());
+        let err = validate_create(&request(&long, 10)).unwrap_err();
+        assert!(err.to_string().contains("64 characters"), "{err}");
+        assert!(err.suggestion().unwrap().contains("at most 60"), "{err:?}");
+        assert!(validate_create(&request("devpool", MAX_POOL_SIZE)).is_ok());
+
+        let mut bad_ns = request("devpool", 1);
+        bad_ns.namespace = "Bad NS".into();
+        assert!(
+            validate_create(&bad_ns)
+                .unwrap_err()
+                .to_string()
+                .contains("namespace")
+        );
+        let mut zero = request("devpool", 1);
+        zero.options.timeout = Duration::ZERO;
+        assert!(validate_create(&zero).is_err());
+    }
+}
