@@ -98,7 +98,7 @@ async fn open(
         .unwrap_or_else(|| conn.default_namespace.clone());
     vdi_core::validate::namespace(&namespace)?;
     vdi_core::validate::member_name(&args.member)?;
-    let client = stream::stream_client(conn.config)?;
+    let client = conn.streams;
     Ok(Reach {
         client,
         ns: namespace,

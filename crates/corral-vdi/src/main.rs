@@ -4,6 +4,7 @@
 //! defaults to the context's. Who acts is always the identity the cluster reports for the
 //! credentials (SelfSubjectReview), never a name typed on the command line.
 
+mod capacity_cmd;
 mod connect_cmd;
 mod guard_cmd;
 mod pool_cmd;
@@ -113,6 +114,9 @@ enum Command {
     /// Local USB devices, and redirecting one into your desktop.
     #[command(subcommand)]
     Usb(usb_cmd::UsbCommand),
+    /// GPUs and host devices: every node's devices and who holds them, or with --from whether
+    /// a pool of --size clones of a golden VM fits now. Creates nothing.
+    Capacity(capacity_cmd::CapacityArgs),
 }
 
 #[derive(Subcommand)]
@@ -351,6 +355,7 @@ async fn run(cli: Cli) -> vdi_core::Result<ExitCode> {
         Command::Rdp(args) => connect_cmd::rdp(&source, context, args).await?,
         Command::Ssh(args) => return connect_cmd::ssh(&source, context, args, relaunch).await,
         Command::Usb(command) => usb_cmd::run(&source, context, command).await?,
+        Command::Capacity(args) => return capacity_cmd::run(&source, context, args).await,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -134,7 +134,7 @@ async fn redir(
         .clone()
         .unwrap_or_else(|| conn.default_namespace.clone());
     vdi_core::validate::namespace(&ns)?;
-    let streams = vdi_core::stream::stream_client(conn.config.clone())?;
+    let streams = conn.streams.clone();
     let actor = Actor::connect(conn.client).await?;
     actor.confirm_user(args.user.as_deref())?;
     let (device, program) = usb::check_redirect(&actor, &ns, &args.member, &spec).await?;
@@ -149,7 +149,7 @@ async fn redir(
     }
     let supervisor = Supervisor::new();
     let id = supervisor
-        .start_usb(streams, &ns, &args.member, &device, &program)
+        .start_usb(streams, &ns, &args.member, &device, &spec, &program)
         .await?;
     println!("attached {described} to {} (Ctrl-C detaches)", args.member);
     let mut changes = supervisor.subscribe();

@@ -53,7 +53,10 @@ pub struct Pki {
     pub front_proxy_client: CertKey,
 }
 
-fn ca(name: &str) -> Result<CertifiedIssuer<'static, KeyPair>> {
+/// Common name of the cluster's CA, which signs the users' client certificates.
+const CLUSTER_CA: &str = "corral-sandbox-ca";
+
+fn ca_params(name: &str) -> Result<CertificateParams> {
     let mut params = CertificateParams::new(Vec::<String>::new())?;
     params.distinguished_name.push(DnType::CommonName, name);
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -62,17 +65,61 @@ fn ca(name: &str) -> Result<CertifiedIssuer<'static, KeyPair>> {
         KeyUsagePurpose::CrlSign,
         KeyUsagePurpose::DigitalSignature,
     ];
-    Ok(CertifiedIssuer::self_signed(params, KeyPair::generate()?)?)
+    Ok(params)
+}
+
+fn ca(name: &str) -> Result<CertifiedIssuer<'static, KeyPair>> {
+    Ok(CertifiedIssuer::self_signed(
+        ca_params(name)?,
+        KeyPair::generate()?,
+    )?)
+}
+
+/// A client certificate for `user` (with `groups`) signed by the cluster CA of the instance
+/// whose PKI is in `pki_dir`, valid from a minute ago for `lifetime`: what an exec credential
+/// plugin of a real cluster's identity provider hands out. Returns the certificate and key
+/// (PEM) and its expiry.
+///
+/// Errors: the instance's CA key cannot be read.
+pub fn issue_client_cert(
+    pki_dir: &Path,
+    user: &str,
+    groups: &[&str],
+    lifetime: std::time::Duration,
+) -> Result<(CertKey, jiff::Timestamp)> {
+    let key_pem = fs::read_to_string(pki_dir.join("ca.key"))
+        .with_context(|| format!("read the sandbox's CA key in {}", pki_dir.display()))?;
+    let issuer = rcgen::Issuer::new(ca_params(CLUSTER_CA)?, KeyPair::from_pem(&key_pem)?);
+    let now = time::OffsetDateTime::now_utc();
+    let not_after = now + lifetime;
+    let cert = leaf_with(&issuer, user, groups, &[], false, |params| {
+        params.not_before = now - time::Duration::minutes(1);
+        params.not_after = not_after;
+    })?;
+    let expiry = jiff::Timestamp::from_second(not_after.unix_timestamp())?;
+    Ok((cert, expiry))
 }
 
 fn leaf(
-    issuer: &CertifiedIssuer<'static, KeyPair>,
+    issuer: &rcgen::Issuer<'_, KeyPair>,
     common_name: &str,
     organizations: &[&str],
     dns: &[&str],
     server: bool,
 ) -> Result<CertKey> {
+    leaf_with(issuer, common_name, organizations, dns, server, |_| {})
+}
+
+fn leaf_with(
+    issuer: &rcgen::Issuer<'_, KeyPair>,
+    common_name: &str,
+    organizations: &[&str],
+    dns: &[&str],
+    server: bool,
+    adjust: impl FnOnce(&mut CertificateParams),
+) -> Result<CertKey> {
     let mut params = CertificateParams::new(dns.iter().map(|d| d.to_string()).collect::<Vec<_>>())?;
+    adjust(&mut params);
     params
         .distinguished_name
         .push(DnType::CommonName, common_name);
@@ -130,7 +177,7 @@ impl Pki {
     pub fn generate(dir: &Path, users: &[(&str, &[&str])]) -> Result<(Self, Vec<UserCert>)> {
         let pki_dir = dir.join("pki");
         fs::create_dir_all(&pki_dir).with_context(|| format!("create {}", pki_dir.display()))?;
-        let cluster_ca = ca("corral-sandbox-ca")?;
+        let cluster_ca = ca(CLUSTER_CA)?;
         let front_ca = ca("corral-sandbox-front-proxy-ca")?;
         let apiserver = leaf(
             &cluster_ca,
@@ -172,6 +219,8 @@ impl Pki {
             front_proxy_client,
         };
         pki.write("ca.crt", &pki.ca_pem)?;
+        // Kept so that tests can play an identity provider (issue_client_cert).
+        pki.write("ca.key", &cluster_ca.key().serialize_pem())?;
         pki.write("front-proxy-ca.crt", &pki.front_proxy_ca_pem)?;
         pki.write("apiserver.crt", &pki.apiserver.cert_pem)?;
         pki.write("apiserver.key", &pki.apiserver.key_pem)?;

@@ -5,8 +5,9 @@
 use std::path::PathBuf;
 
 use jiff::{SignedDuration, Timestamp};
+use kube::Client;
+use kube::Config;
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
 
 use crate::error::{Error, Result};
 use crate::model::{ContextInfo, Contexts};
@@ -33,19 +34,62 @@ pub struct KubeconfigSource {
 }
 
 impl KubeconfigSource {
-    /// Reads and merges the kubeconfig (the `KUBECONFIG` list is merged by kubectl's rules).
+    /// Reads and merges the kubeconfig like kubectl: `--kubeconfig` alone if given; else the
+    /// `KUBECONFIG` list, skipping empty entries and files that do not exist, merged with the
+    /// first file winning for a name set twice; else `~/.kube/config`. Relative paths (files,
+    /// and exec commands with a path separator) are taken from each file's folder; an exec
+    /// command found only on your login shell's PATH (a desktop launch has a minimal one) is
+    /// given its full path.
     ///
-    /// Errors: [`Error::Config`] naming the file when it is missing or malformed.
+    /// Errors: [`Error::Config`] naming the file when it is missing or malformed, or the list
+    /// when none of its files exists.
     pub fn read(&self) -> Result<Kubeconfig> {
-        match &self.path {
-            Some(path) => Kubeconfig::read_from(path).map_err(|e| {
+        let read = |path: &std::path::Path| {
+            Kubeconfig::read_from(path).map_err(|e| {
                 Error::Config(format!(
                     "cannot read the kubeconfig {}: {e}",
                     path.display()
                 ))
-            }),
-            None => Kubeconfig::read().map_err(|e| Error::Config(e.to_string())),
-        }
+            })
+        };
+        let mut config = match &self.path {
+            Some(path) => read(path)?,
+            None => match std::env::var_os("KUBECONFIG") {
+                Some(list) if std::env::split_paths(&list).any(|p| !p.as_os_str().is_empty()) => {
+                    let named: Vec<PathBuf> = std::env::split_paths(&list)
+                        .filter(|p| !p.as_os_str().is_empty())
+                        .collect();
+                    let present: Vec<&PathBuf> = named.iter().filter(|p| p.exists()).collect();
+                    if present.is_empty() {
+                        return Err(Error::Config(format!(
+                            "none of the files KUBECONFIG names exists ({})",
+                            named
+                                .iter()
+                                .map(|p| p.display().to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )));
+                    }
+                    let mut merged = Kubeconfig::default();
+                    for path in present {
+                        merged = merged
+                            .merge(read(path)?)
+                            .map_err(|e| Error::Config(format!("merge {}: {e}", path.display())))?;
+                    }
+                    merged
+                }
+                _ => {
+                    let default = self.paths().into_iter().next().ok_or_else(|| {
+                        Error::Config(
+                            "no kubeconfig: HOME is not set and KUBECONFIG is empty".into(),
+                        )
+                    })?;
+                    read(&default)?
+                }
+            },
+        };
+        resolve_exec_commands(&mut config);
+        Ok(config)
     }
 
     /// The files that make up the kubeconfig, for display.
@@ -109,6 +153,20 @@ impl KubeconfigSource {
                 known.join(", ")
             )));
         }
+        let user = kubeconfig
+            .contexts
+            .iter()
+            .find(|c| Some(c.name.as_str()) == context.or(kubeconfig.current_context.as_deref()))
+            .and_then(|c| c.context.as_ref())
+            .and_then(|c| c.user.clone());
+        if let Some(named) = kubeconfig
+            .auth_infos
+            .iter()
+            .find(|a| Some(&a.name) == user.as_ref())
+            && let Some(exec) = named.auth_info.as_ref().and_then(|a| a.exec.as_ref())
+        {
+            check_exec_command(&named.name, exec)?;
+        }
         let mut config = Config::from_custom_kubeconfig(kubeconfig, &options)
             .await
             .map_err(|e| match context {
@@ -121,10 +179,11 @@ impl KubeconfigSource {
                 (!imp.groups.is_empty()).then(|| imp.groups.clone());
         }
         let default_namespace = config.default_namespace.clone();
-        let client =
-            Client::try_from(config.clone()).map_err(|e| Error::kube("build a client", e))?;
+        let clients = crate::credentials::clients(config.clone()).await?;
         Ok(Connection {
-            client,
+            client: clients.main,
+            streams: clients.streams,
+            credentials: clients.state,
             config,
             context: context.map(str::to_owned),
             default_namespace,
@@ -132,13 +191,105 @@ impl KubeconfigSource {
     }
 }
 
+/// Your login shell's PATH (`$SHELL -l -i -c`), asked once: a desktop launch gets a minimal
+/// PATH, while exec plugins (cloud CLIs) are usually installed where only the shell's startup
+/// files put them. `None` when there is no shell or it does not answer within 3 s.
+fn login_shell_path() -> Option<&'static str> {
+    static PATH: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let shell = std::env::var_os("SHELL").unwrap_or_else(|| "/bin/sh".into());
+        let mut child = std::process::Command::new(&shell)
+            .args([
+                "-l",
+                "-i",
+                "-c",
+                "printf '\\n__CORRAL_PATH__%s\\n' \"$PATH\"",
+            ])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .ok()?;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        while child.try_wait().ok()?.is_none() {
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let mut out = String::new();
+        std::io::Read::read_to_string(child.stdout.as_mut()?, &mut out).ok()?;
+        out.lines()
+            .find_map(|l| l.strip_prefix("__CORRAL_PATH__"))
+            .map(str::to_owned)
+    })
+    .as_deref()
+}
+
+/// Gives a bare exec command found only on the login shell's PATH its full path.
+fn resolve_exec_commands(config: &mut Kubeconfig) {
+    for named in &mut config.auth_infos {
+        let Some(exec) = named.auth_info.as_mut().and_then(|a| a.exec.as_mut()) else {
+            continue;
+        };
+        let Some(command) = exec.command.clone() else {
+            continue;
+        };
+        if command.contains(std::path::MAIN_SEPARATOR) || which::which(&command).is_ok() {
+            continue;
+        }
+        let cwd = std::env::current_dir().unwrap_or_default();
+        if let Some(path) = login_shell_path()
+            && let Ok(found) = which::which_in(&command, Some(path), cwd)
+        {
+            tracing::info!(%command, found = %found.display(), "exec plugin found on the login shell's PATH");
+            exec.command = Some(found.display().to_string());
+        }
+    }
+}
+
+/// Refuses an exec plugin that cannot be run, saying which command, where it was looked for
+/// and the fix (the kubeconfig's `installHint` when it has one) — never a bare "os error 2".
+fn check_exec_command(user: &str, exec: &kube::config::ExecConfig) -> Result<()> {
+    let Some(command) = &exec.command else {
+        return Err(Error::Config(format!(
+            "the kubeconfig's user \"{user}\" has an exec plugin without a command"
+        )));
+    };
+    let found = if command.contains(std::path::MAIN_SEPARATOR) {
+        std::path::Path::new(command).is_file()
+    } else {
+        which::which(command).is_ok()
+    };
+    if found {
+        return Ok(());
+    }
+    let here = std::env::var("PATH").unwrap_or_default();
+    let shell = login_shell_path().unwrap_or("(no login shell answered)");
+    let hint = exec
+        .install_hint
+        .as_deref()
+        .map(|h| format!(" {}", h.trim()))
+        .unwrap_or_default();
+    Err(Error::Config(format!(
+        "the kubeconfig's user \"{user}\" gets its credentials by running `{command}`, which was \
+         not found: not on PATH ({here}) nor on your login shell's PATH ({shell}); install it or \
+         give its full path in the kubeconfig.{hint}"
+    )))
+}
+
 /// A client bound to one kubeconfig context.
 #[derive(Clone)]
 pub struct Connection {
     /// The kube-rs client.
     pub client: Client,
-    /// The configuration it was built from (for a second client, e.g. one without automatic
-    /// retries for streams: [`crate::stream::stream_client`]).
+    /// A client for KubeVirt's streams: the same credentials, no automatic retries.
+    pub streams: Client,
+    /// Where the credentials stand (renewed before they expire when an exec plugin issues
+    /// them; [`crate::credentials`]).
+    pub credentials: tokio::sync::watch::Receiver<crate::credentials::CredentialState>,
+    /// The configuration it was built from.
     pub config: kube::Config,
     /// The context asked for (`None`: the current context).
     pub context: Option<String>,

@@ -3,9 +3,11 @@
 //! This crate is the only code that talks to the cluster; the CLI and the desktop app are thin
 //! adapters over it, so they can never disagree about what the cluster says.
 
+pub mod capacity;
 pub mod claim;
 pub mod cluster;
 pub mod connect;
+pub mod credentials;
 pub mod error;
 pub mod golden;
 pub mod guard;
