@@ -11,7 +11,7 @@ export PATH := $(CORRAL_CACHE_DIR)/tools/bin:$(PATH)
 APP := $(CARGO_TARGET_DIR)/debug/corral-vdi-console
 SANDBOX := $(CARGO_TARGET_DIR)/debug/sandbox
 
-.PHONY: help deps ui app demo sandbox-up sandbox-down lint bindings test bench package
+.PHONY: help deps ui app demo sandbox-up sandbox-down lint bindings test test-install bench package
 
 help:
 	@echo "make demo   - open the app against a fresh local sandbox cluster"
@@ -49,6 +49,7 @@ demo: app sandbox-up
 	else echo "no display: running under Xvfb"; KUBECONFIG=$$kc xvfb-run -a -s "-screen 0 1280x820x24" $(APP); fi
 
 lint: ui
+	scripts/check-tauri-versions.sh
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets --all-features -- -D warnings
 	cd ui && npm run --silent lint && npm run --silent format:check && npm run --silent typecheck
@@ -61,11 +62,20 @@ bindings:
 
 test: lint app bindings
 	cd ui && npm run --silent test
-	cargo test --workspace --all-features
+	scripts/test-rust.sh
+	$(MAKE) test-install
+
+# The installers, tried as a user would (scripts/test-install.sh): needs root or sudo.
+test-install: package
+	scripts/test-install.sh
 
 bench: deps
 	cargo bench -p corral-tests --bench list_scale
+	cargo bench -p corral-tests --bench claims
 	cargo bench -p corral-tests --bench pool_create
+	cargo bench -p corral-tests --bench capacity
+	cargo bench -p corral-tests --bench connect
 
+# Linux installers (.deb, .rpm) in dist/, with the app and the CLI; prints them and their sizes.
 package: ui
-	cd ui && npx tauri build --config ../src-tauri/tauri.conf.json --bundles deb,rpm
+	scripts/package.sh

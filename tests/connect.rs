@@ -57,7 +57,13 @@ async fn each_refusal_is_explained_once_and_leaves_nothing_behind() {
     };
     let rdp = Subresource::PortForward { port: 3389 };
     // (VM, subresource, knob annotation, kind, what the message says)
-    type Case<'a> = (&'a str, Subresource, Option<(&'a str, &'a str)>, ErrorKind, &'a str);
+    type Case<'a> = (
+        &'a str,
+        Subresource,
+        Option<(&'a str, &'a str)>,
+        ErrorKind,
+        &'a str,
+    );
     let cases: Vec<Case> = vec![
         (
             "off-1",

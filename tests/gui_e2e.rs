@@ -131,6 +131,13 @@ async fn exists(client: &Client, css: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// The app to drive: `$CORRAL_APP` (the installed one, in the install test), else the build's.
+fn app_binary() -> PathBuf {
+    std::env::var_os("CORRAL_APP")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("corral-vdi-console"))
+}
+
 /// GUI tests take turns: each runs its own Xvfb, tauri-driver and app.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -147,8 +154,13 @@ struct Gui {
 impl Gui {
     /// Starts the built app against the test binary's sandbox (current context `admin`).
     async fn launch() -> Gui {
+        Self::launch_with(&[]).await
+    }
+
+    /// Like [`Gui::launch`], with more environment for the app.
+    async fn launch_with(env: &[(&str, String)]) -> Gui {
         let turn = ONE_AT_A_TIME.lock().await;
-        let app = target_dir().join("corral-vdi-console");
+        let app = app_binary();
         assert!(
             app.exists(),
             "{} is missing: build the app first (make app)",
@@ -171,6 +183,7 @@ impl Gui {
                 .env("KUBECONFIG", &kubeconfig)
                 .env("XDG_DATA_HOME", &data_home)
                 .env("WEBKIT_DISABLE_COMPOSITING_MODE", "1")
+                .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
                 .stdout(Stdio::null())
                 .spawn()
                 .unwrap_or_else(|e| panic!("start {driver} (cargo install tauri-driver): {e}")),
@@ -266,7 +279,12 @@ fn tempdir() -> PathBuf {
 
 /// Waits until the element matching `css` contains `needle`; returns its text.
 async fn wait_text(client: &Client, css: &str, needle: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    wait_text_within(client, css, needle, Duration::from_secs(20)).await
+}
+
+/// Like [`wait_text`], waiting at most `within`.
+async fn wait_text_within(client: &Client, css: &str, needle: &str, within: Duration) -> String {
+    let deadline = Instant::now() + within;
     loop {
         if exists(client, css).await {
             let text = text_of(client, css).await;
@@ -532,4 +550,650 @@ async fn alice_sees_administrator_actions_disabled_with_the_reason_and_admin_doe
     assert!(!is_disabled(client, "[data-testid='get-desktop-submit']").await);
     gui.screenshot("e2e-alice-permissions.png");
     gui.close().await;
+}
+
+/// Runs `script` (a function body) in the page and returns its value.
+async fn js(client: &Client, script: &str) -> serde_json::Value {
+    client
+        .execute(script, vec![])
+        .await
+        .unwrap_or_else(|e| panic!("script failed: {e}"))
+}
+
+/// alice's running desktop from pool `pool` (golden spec members) in `corral-vms`, claimed
+/// through the app's "Get a desktop"; returns its name.
+async fn alices_running_desktop(client: &Client, pool: &str) -> String {
+    for i in 1..=2 {
+        corral_tests::desktop_member("corral-vms", pool, &format!("{pool}-{i}"), true).await;
+    }
+    choose(client, "[data-testid='context-select']", "alice").await;
+    wait_text(client, "[data-testid='identity-badge']", "alice").await;
+    wait_text(
+        client,
+        &format!("[data-testid='pool-corral-vms-{pool}']"),
+        "2 free",
+    )
+    .await;
+    choose(
+        client,
+        "[data-testid='get-desktop-pool']",
+        &format!("corral-vms/{pool}"),
+    )
+    .await;
+    click(client, "[data-testid='get-desktop-submit']").await;
+    let mine = wait_text(client, "[data-testid='my-desktops']", &format!("{pool}-")).await;
+    let member = [format!("{pool}-1"), format!("{pool}-2")]
+        .into_iter()
+        .find(|m| mine.contains(m.as_str()))
+        .expect("alice's desktop is listed");
+    corral_tests::wait_power("corral-vms", &member, "Running").await;
+    member
+}
+
+/// How many distinct colours a grid of the console's canvas shows (a blank screen shows one).
+async fn canvas_colours(client: &Client) -> u64 {
+    js(
+        client,
+        r#"const c = document.querySelector("[data-testid='console-screen'] canvas");
+           if (!c || c.width === 0) return 0;
+           const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+           const seen = new Set();
+           for (let y = 0; y < c.height; y += 16)
+             for (let x = 0; x < c.width; x += 16) {
+               const i = (y * c.width + x) * 4;
+               seen.add(d[i] + "," + d[i + 1] + "," + d[i + 2]);
+             }
+           return seen.size;"#,
+    )
+    .await
+    .as_u64()
+    .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn alice_opens_her_desktops_console_in_the_app_and_stops_it_in_sessions() {
+    let gui = Gui::launch().await;
+    let client = &gui.client;
+    text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
+    let member = alices_running_desktop(client, "cons").await;
+
+    let began = Instant::now();
+    click(client, &format!("[data-testid='connect-{member}']")).await;
+    wait_attr(client, "[data-testid='path-vnc']", "data-available", "true").await;
+    click(client, "[data-testid='open-console']").await;
+    wait_attr(
+        client,
+        "[data-testid='console-status']",
+        "data-state",
+        "connected",
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let colours = loop {
+        let n = canvas_colours(client).await;
+        if n > 1 {
+            break n;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the console's canvas stays blank"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    eprintln!(
+        "console showed the desktop ({colours} colours) {:?} after Connect",
+        began.elapsed()
+    );
+    let status = text_of(client, "[data-testid='console-status']").await;
+    assert!(status.contains("1024×768"), "{status}");
+    gui.screenshot("e2e-console.png");
+
+    // Closing the console ends its session; an SSH forward from the same dialog stays
+    // until it is stopped in Sessions, which frees its port.
+    click(client, "[data-testid='console-close']").await;
+    click(client, &format!("[data-testid='connect-{member}']")).await;
+    wait_attr(client, "[data-testid='path-ssh']", "data-available", "true").await;
+    click(client, "[data-testid='open-ssh']").await;
+    let line = wait_text(client, "[data-testid='ssh-command']", "ssh -p ").await;
+    let port: u16 = line
+        .split_whitespace()
+        .nth(2)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("a port in {line:?}"));
+    assert!(
+        std::net::TcpListener::bind(("127.0.0.1", port)).is_err(),
+        "the forward listens on {port}"
+    );
+    click(client, "[data-testid='connect-close']").await;
+    click(client, "[data-testid='sessions-button']").await;
+    let view = wait_text(client, "[data-testid='sessions-view']", "port 22").await;
+    assert!(view.contains(&member) && view.contains("vnc"), "{view}");
+    let rows = js(
+        client,
+        r#"return [...document.querySelectorAll("[data-testid^='session-']")]
+                  .filter(e => /^session-[0-9]+$/.test(e.dataset.testid))
+                  .map(e => [e.dataset.testid.slice(8), e.dataset.state, e.textContent]);"#,
+    )
+    .await;
+    let rows = rows.as_array().cloned().unwrap_or_default();
+    let state_of = |needle: &str| {
+        rows.iter()
+            .find(|r| r[2].as_str().is_some_and(|t| t.contains(needle)))
+            .map(|r| {
+                (
+                    r[0].as_str().unwrap().to_owned(),
+                    r[1].as_str().unwrap().to_owned(),
+                )
+            })
+            .unwrap_or_else(|| panic!("a session with {needle} in {rows:?}"))
+    };
+    let (_, console_state) = state_of("vnc");
+    assert_eq!(
+        console_state, "ended",
+        "closing the console ended its session"
+    );
+    let (ssh_id, ssh_state) = state_of("port 22");
+    assert_eq!(ssh_state, "active");
+    click(client, &format!("[data-testid='stop-session-{ssh_id}']")).await;
+    wait_attr(
+        client,
+        &format!("[data-testid='session-{ssh_id}']"),
+        "data-state",
+        "ended",
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::net::TcpListener::bind(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "port {port} is still taken after Stop"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    gui.screenshot("e2e-sessions.png");
+    gui.close().await;
+}
+
+/// Asks the window titled `title` on `display` to close, as a window manager does
+/// (a WM_PROTOCOLS ClientMessage with WM_DELETE_WINDOW).
+fn close_window(display: &str, title: &str) {
+    use x11rb::connection::Connection;
+    use x11rb::protocol::xproto::{AtomEnum, ClientMessageEvent, ConnectionExt, EventMask, Window};
+    let (conn, screen) = x11rb::connect(Some(display)).expect("connect to the X display");
+    let root = conn.setup().roots[screen].root;
+    let atom = |name: &str| {
+        conn.intern_atom(false, name.as_bytes())
+            .unwrap()
+            .reply()
+            .unwrap()
+            .atom
+    };
+    let (protocols, delete) = (atom("WM_PROTOCOLS"), atom("WM_DELETE_WINDOW"));
+    let mut stack: Vec<Window> = vec![root];
+    let mut found = None;
+    while let Some(window) = stack.pop() {
+        let name = conn
+            .get_property(false, window, AtomEnum::WM_NAME, AtomEnum::ANY, 0, 256)
+            .ok()
+            .and_then(|c| c.reply().ok())
+            .map(|r| String::from_utf8_lossy(&r.value).into_owned())
+            .unwrap_or_default();
+        if name == title {
+            found = Some(window);
+            break;
+        }
+        if let Ok(tree) = conn.query_tree(window).unwrap().reply() {
+            stack.extend(tree.children);
+        }
+    }
+    let window = found.unwrap_or_else(|| panic!("no window titled {title:?} on {display}"));
+    let event = ClientMessageEvent::new(32, window, protocols, [delete, 0, 0, 0, 0]);
+    conn.send_event(false, window, EventMask::NO_EVENT, event)
+        .unwrap();
+    conn.flush().unwrap();
+}
+
+/// Process ids of the running processes named `name` (zombies excluded).
+fn processes(name: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == name)
+                && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .is_ok_and(|s| s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z')))
+        })
+        .collect()
+}
+
+/// Opens the native viewer and an SSH forward on `member` through the Connect dialog; returns
+/// the forward's local port.
+async fn open_viewer_and_ssh(client: &Client, member: &str) -> u16 {
+    click(client, &format!("[data-testid='connect-{member}']")).await;
+    wait_attr(client, "[data-testid='path-vnc']", "data-available", "true").await;
+    click(client, "[data-testid='open-viewer']").await;
+    wait_text(client, "[data-testid='path-result-vnc']", "").await;
+    wait_attr(client, "[data-testid='path-ssh']", "data-available", "true").await;
+    click(client, "[data-testid='open-ssh']").await;
+    let line = wait_text(client, "[data-testid='ssh-command']", "ssh -p ").await;
+    click(client, "[data-testid='connect-close']").await;
+    line.split_whitespace()
+        .nth(2)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("a port in {line:?}"))
+}
+
+async fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn port_free(port: u16) -> bool {
+    std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+}
+
+#[tokio::test]
+async fn helpers_stop_one_by_one_and_all_end_with_the_app() {
+    let gui = Gui::launch().await;
+    let client = &gui.client;
+    text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
+    let member = alices_running_desktop(client, "exitp").await;
+    let viewers_before = processes("remote-viewer");
+
+    // One by one: stopping the viewer's session ends remote-viewer; the forward stays.
+    let ssh_port = open_viewer_and_ssh(client, &member).await;
+    wait_until("remote-viewer started", || {
+        processes("remote-viewer").len() > viewers_before.len()
+    })
+    .await;
+    click(client, "[data-testid='sessions-button']").await;
+    let id = js(
+        client,
+        r#"const row = [...document.querySelectorAll("[data-testid^='session-']")]
+             .find(e => /^session-[0-9]+$/.test(e.dataset.testid)
+                        && e.dataset.state === "active" && e.textContent.includes("remote-viewer"));
+           return row ? row.dataset.testid.slice(8) : null;"#,
+    )
+    .await;
+    let id = id
+        .as_str()
+        .expect("the viewer's session is listed")
+        .to_owned();
+    click(client, &format!("[data-testid='stop-session-{id}']")).await;
+    wait_until("remote-viewer gone after Stop", || {
+        processes("remote-viewer").len() == viewers_before.len()
+    })
+    .await;
+    assert!(!port_free(ssh_port), "the SSH forward still listens");
+    click(client, "[data-testid='sessions-close']").await;
+
+    // The window closed (as a window manager closes it): every session ends with the app.
+    let ssh_port_2 = open_viewer_and_ssh(client, &member).await;
+    wait_until("a second remote-viewer", || {
+        processes("remote-viewer").len() > viewers_before.len()
+    })
+    .await;
+    let app = processes("corral-vdi-cons");
+    assert_eq!(app.len(), 1, "one app runs: {app:?}");
+    close_window(&gui.display, "Corral VDI Console");
+    wait_until("the app gone after its window closed", || {
+        processes("corral-vdi-cons").is_empty()
+    })
+    .await;
+    wait_until("helpers gone with the app", || {
+        processes("remote-viewer").len() == viewers_before.len()
+    })
+    .await;
+    wait_until("forwards' ports freed", || {
+        port_free(ssh_port) && port_free(ssh_port_2)
+    })
+    .await;
+    drop(gui);
+
+    // SIGTERM: the same.
+    let gui = Gui::launch().await;
+    let client = &gui.client;
+    text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
+    choose(client, "[data-testid='context-select']", "alice").await;
+    wait_text(client, "[data-testid='identity-badge']", "alice").await;
+    wait_text(client, "[data-testid='my-desktops']", &member).await;
+    let ssh_port_3 = open_viewer_and_ssh(client, &member).await;
+    wait_until("a third remote-viewer", || {
+        processes("remote-viewer").len() > viewers_before.len()
+    })
+    .await;
+    let app = processes("corral-vdi-cons");
+    assert_eq!(app.len(), 1, "{app:?}");
+    let _ = Command::new("kill")
+        .args(["-TERM", &app[0].to_string()])
+        .status();
+    wait_until("the app gone after SIGTERM", || {
+        processes("corral-vdi-cons").is_empty()
+    })
+    .await;
+    wait_until("helpers gone after SIGTERM", || {
+        processes("remote-viewer").len() == viewers_before.len()
+    })
+    .await;
+    wait_until("the forward's port freed", || port_free(ssh_port_3)).await;
+    drop(gui);
+}
+
+#[tokio::test]
+async fn alice_redirects_a_recorded_security_key_into_her_desktop_and_detaches_it() {
+    // The app reads a recorded device list (usb-fixture build) and runs the stand-in
+    // usbredirect: this machine has no USB bus.
+    let path = format!(
+        "{}:{}",
+        corral_tests::stand_in_usbredirect_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let gui = Gui::launch_with(&[
+        (
+            "CORRAL_USB_FIXTURE",
+            corral_tests::usb_fixture().display().to_string(),
+        ),
+        ("CORRAL_STAND_IN_DEVICES", "1050:0407,1-7,1-9".to_owned()),
+        ("PATH", path),
+    ])
+    .await;
+    let client = &gui.client;
+    text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
+    let member = alices_running_desktop(client, "usbp").await;
+
+    click(client, "[data-testid='usb-button']").await;
+    let row = wait_text(client, "[data-testid='usb-device-1050-0407']", "YubiKey").await;
+    assert!(
+        exists(
+            client,
+            "[data-testid='usb-device-1050-0407'] [data-testid='usb-mark-securityKey']"
+        )
+        .await,
+        "{row}"
+    );
+    let stick = text_of(client, "[data-testid='usb-access-0781-5567']").await;
+    assert!(
+        stick.contains("/dev/bus/usb/002/002") && stick.contains("uaccess"),
+        "{stick}"
+    );
+    click(client, "[data-testid='usb-redirect-1050-0407']").await;
+    click(client, &format!("[data-testid='usb-target-{member}']")).await;
+    let notice = wait_text(client, "[data-testid='usb-notice']", "Live migration").await;
+    assert!(notice.contains("full control"), "{notice}");
+    gui.screenshot("e2e-usb-confirm.png");
+    click(client, "[data-testid='usb-attach']").await;
+    let attached = wait_text(client, "[data-testid='usb-attached-1050-0407']", &member).await;
+    eprintln!("{attached}");
+    let shown = js(
+        client,
+        r#"return document.querySelectorAll("[data-testid='usb-attached-1050-0407']").length;"#,
+    )
+    .await;
+    assert_eq!(
+        shown, 1,
+        "only the YubiKey at 1-7 is attached, not its twin at 1-9"
+    );
+    let vmis = sandbox::bootstrap::dynamic(
+        &client_as("admin").await,
+        "kubevirt.io",
+        "v1",
+        "VirtualMachineInstance",
+        "virtualmachineinstances",
+        "corral-vms",
+    );
+    let count = |vmi: kube::api::DynamicObject| {
+        vmi.metadata
+            .annotations
+            .and_then(|a| a.get("sandbox.corral.dev/usbredir-attached").cloned())
+            .unwrap_or_default()
+    };
+    wait_until_async("the device attached to the VMI", || async {
+        count(vmis.get(&member).await.unwrap()) == "1"
+    })
+    .await;
+    gui.screenshot("e2e-usb-attached.png");
+    click(client, "[data-testid='usb-detach-1050-0407']").await;
+    wait_until_async("the device detached from the VMI", || async {
+        count(vmis.get(&member).await.unwrap()) == "0"
+    })
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while exists(client, "[data-testid='usb-attached-1050-0407']").await {
+        assert!(Instant::now() < deadline, "still shown as attached");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    gui.close().await;
+}
+
+async fn wait_until_async<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_installed_app_and_cli_show_the_pools() {
+    // scripts/test-install.sh runs this with CORRAL_APP and CORRAL_CLI naming the installed
+    // binaries; otherwise it checks the build's own the same way.
+    let gui = Gui::launch().await;
+    let client = &gui.client;
+    let pool = wait_text(client, "[data-testid='pool-corral-vms-legacy']", "legacy-2").await;
+    assert!(pool.contains("alice"), "{pool}");
+    let shot = gui.screenshot("e2e-installed.png");
+    let colours = Command::new("convert")
+        .arg(&shot)
+        .args(["-format", "%k", "info:"])
+        .output()
+        .expect("ImageMagick's convert");
+    let colours: u32 = String::from_utf8_lossy(&colours.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    assert!(
+        colours > 50,
+        "the window is not one flat colour ({colours} colours)"
+    );
+    let cli = std::env::var_os("CORRAL_CLI")
+        .map(PathBuf::from)
+        .unwrap_or_else(corral_tests::cli_binary);
+    let out = Command::new(&cli)
+        .args(["pool", "list", "-n", "corral-vms"])
+        .env("KUBECONFIG", &sandbox().kubeconfig)
+        .output()
+        .expect("run the CLI");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("legacy (ns/corral-vms"),
+        "{}: {stdout}{}",
+        cli.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    gui.close().await;
+}
+
+/// Sets the `gpus[]` of a VM object's template: one entry per resource.
+fn gpus(vm: &mut serde_json::Value, resources: &[&str]) {
+    let entries: Vec<serde_json::Value> = resources
+        .iter()
+        .enumerate()
+        .map(|(i, r)| serde_json::json!({ "name": format!("gpu{i}"), "deviceName": r }))
+        .collect();
+    vm["spec"]["template"]["spec"]["domain"]["devices"]["gpus"] = serde_json::json!(entries);
+}
+
+#[tokio::test]
+async fn the_new_pool_dialog_refuses_a_pool_the_gpus_cannot_hold_and_capacity_follows_live() {
+    use sandbox::devices::{DeviceNode, PermitKind};
+    const GPU: &str = "nvidia.com/GUI_A10";
+    corral_tests::permit_device(PermitKind::Pci, GPU, false).await;
+    corral_tests::add_node(DeviceNode::new("gui-gpu-a").devices(GPU, 6, 4)).await;
+    corral_tests::add_node(DeviceNode::new("gui-gpu-b").devices(GPU, 0, 0)).await;
+    corral_tests::golden_vm("corral-vms", "golden-gpu", "Halted", |vm| gpus(vm, &[GPU])).await;
+
+    let gui = Gui::launch().await;
+    let client = &gui.client;
+    text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
+
+    // New pool: five members need five GPUs, one node has four free.
+    click(client, "[data-testid='new-pool']").await;
+    wait_text(client, "[data-testid='golden-select']", "golden-gpu").await;
+    choose(client, "[data-testid='golden-select']", "golden-gpu").await;
+    type_into(client, "[data-testid='pool-name']", "gpupool").await;
+    // Select all (Control+A), then type over it, as a user would.
+    let size = "[data-testid='pool-size']";
+    type_into(client, size, "\u{e009}a\u{e009}5").await;
+    let verdict = wait_text(client, "[data-testid='capacity-verdict']", "Fits 4 of").await;
+    assert_eq!(verdict, "Fits 4 of the 5 you ask for.");
+    let table = text_of(client, "[data-testid='capacity-table']").await;
+    assert!(table.contains("gui-gpu-a"), "{table}");
+    assert!(table.contains("gui-gpu-b"), "{table}");
+    assert!(is_disabled(client, "[data-testid='create-submit']").await);
+    let blocked = text_of(client, "[data-testid='create-blocked']").await;
+    assert!(blocked.contains("hold 4 of the 5 members"), "{blocked}");
+    gui.screenshot("e2e-capacity-refused.png");
+
+    // Four fit: Create is enabled again.
+    type_into(client, size, "\u{e009}a\u{e009}4").await;
+    wait_text(client, "[data-testid='capacity-verdict']", "Fits all 4").await;
+    wait_attr(
+        client,
+        "[data-testid='capacity-preview']",
+        "data-admitted",
+        "true",
+    )
+    .await;
+    assert!(!is_disabled(client, "[data-testid='create-submit']").await);
+    client
+        .find(Locator::Css("[data-testid='new-pool-dialog']"))
+        .await
+        .unwrap()
+        .send_keys("\u{e00c}")
+        .await
+        .unwrap();
+
+    // The Capacity view: node a hands out 4 of its 6; a VM that starts takes one, live.
+    click(client, "[data-testid='capacity-button']").await;
+    let row = "[data-testid='cluster-capacity-row'][data-node='gui-gpu-a']";
+    let text = wait_text(client, row, GPU).await;
+    assert!(text.contains("4 of 6"), "{text}");
+    assert_eq!(
+        text_of(
+            client,
+            &format!("{row} [data-testid='cluster-capacity-free']")
+        )
+        .await,
+        "4"
+    );
+    corral_tests::running_vm("corral-vms", "gpu-user", |vm| gpus(vm, &[GPU])).await;
+    wait_text(
+        client,
+        &format!("{row} [data-testid='cluster-capacity-holders']"),
+        "corral-vms/gpu-user",
+    )
+    .await;
+    assert_eq!(
+        text_of(
+            client,
+            &format!("{row} [data-testid='cluster-capacity-free']")
+        )
+        .await,
+        "3"
+    );
+    gui.screenshot("e2e-capacity-view.png");
+    let vms: Api<VirtualMachine> = Api::namespaced(client_as("admin").await, "corral-vms");
+    for name in ["gpu-user", "golden-gpu"] {
+        vms.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    gui.close().await;
+}
+
+#[tokio::test]
+async fn a_credential_plugin_that_starts_failing_shows_one_banner_while_the_pools_stay() {
+    use k8s_openapi::api::rbac::v1::RoleBinding;
+    // User gina reads the pools of corral-vms; her kubeconfig runs the test plugin, which
+    // issues 30-second client certificates signed by the sandbox's CA.
+    let bindings: Api<RoleBinding> = Api::namespaced(client_as("admin").await, "corral-vms");
+    let binding = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "desktop-gina" },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "corral-vdi:desktop-user" },
+        "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "gina" }]
+    }))
+    .unwrap();
+    let _ = bindings.create(&PostParams::default(), &binding).await;
+    let dir = tempdir();
+    let plugin = dir.join("gina-login");
+    std::fs::copy(target_dir().join("corral-test-cert-plugin"), &plugin)
+        .expect("the test plugin (cargo build -p corral-tests)");
+    let (log, fail) = (dir.join("runs.log"), dir.join("fail"));
+    let sandbox_config = kube::config::Kubeconfig::read_from(&sandbox().kubeconfig).unwrap();
+    let cluster = sandbox_config.clusters[0].clone();
+    let pki = sandbox().kubeconfig.parent().unwrap().join("pki");
+    let config = serde_json::json!({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{ "name": cluster.name, "cluster": serde_json::to_value(cluster.cluster).unwrap() }],
+        "users": [{ "name": "gina", "user": { "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": plugin, "interactiveMode": "Never",
+            "args": ["--pki", pki, "--user", "gina", "--seconds", "30", "--log", log, "--fail-if", fail],
+        } } }],
+        "contexts": [{ "name": "gina", "context": { "cluster": cluster.name, "user": "gina" } }],
+        "current-context": "gina",
+    });
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, serde_yaml::to_string(&config).unwrap()).unwrap();
+
+    let gui = Gui::launch_with(&[("KUBECONFIG", kubeconfig.display().to_string())]).await;
+    let client = &gui.client;
+    wait_text(client, "[data-testid='pool-corral-vms-legacy']", "legacy-1").await;
+    // The plugin is renewed at 24 s of the certificate's 30: make that run fail.
+    std::fs::write(&fail, "").unwrap();
+    let banner = wait_text_within(
+        client,
+        "[data-testid='banner']",
+        "credential plugin failed",
+        Duration::from_secs(45),
+    )
+    .await;
+    assert!(
+        banner.contains("the refresh token was revoked"),
+        "the plugin's stderr: {banner}"
+    );
+    gui.screenshot("e2e-credentials-failing.png");
+    // Retries follow the backoff (5 s, 10 s, …): after two of them there is still one banner.
+    let before = std::fs::read_to_string(&log).unwrap().lines().count();
+    tokio::time::sleep(Duration::from_secs(16)).await;
+    let tries = std::fs::read_to_string(&log).unwrap().lines().count() - before;
+    assert!((1..=3).contains(&tries), "{tries} plugin runs in 16 s");
+    let banners = js(
+        client,
+        "return [...document.querySelectorAll(\"[data-testid='banner']\")]\
+         .filter(b => b.textContent.includes('credential plugin failed')).length",
+    )
+    .await;
+    assert_eq!(banners, serde_json::json!(1));
+    // The plugin works again: the banner goes.
+    std::fs::remove_file(&fail).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while text_of(client, "body")
+        .await
+        .contains("credential plugin failed")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the banner stayed after the plugin recovered"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    gui.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }

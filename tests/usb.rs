@@ -164,38 +164,19 @@ fn the_list_marks_devices_and_names_what_you_cannot_open() {
 #[tokio::test]
 async fn every_refusal_comes_before_anything_starts() {
     let (ns, member) = alices_desktop("usbref", true).await;
+    // Hers (by label, as the Go CLI assigns) but stopped.
     let (ns2, stopped) = {
         let ns2 = namespace("usbstop").await;
         desktop_member(&ns2, "usbstop", "usbstop-1", true).await;
-        let out = cli("alice", "")
-            .args(["assign", "usbstop", "alice", "-n", &ns2])
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        wait_power(&ns2, "usbstop-1", "Running").await;
-        let out = cli("admin", "")
-            .args(["--as", "alice", "unassign", "usbstop-1", "-n", &ns2])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", text(&out).1);
-        // Claimed again but stopped: hers, not running.
-        let out = cli("admin", "")
-            .args(["assign", "usbstop", "alice", "-n", &ns2])
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        let admin = corral_tests::client_as("admin").await;
-        corral_tests::vms(&admin, &ns2)
+        corral_tests::vms(&corral_tests::client_as("admin").await, &ns2)
             .patch(
                 "usbstop-1",
                 &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(
-                    serde_json::json!({ "spec": { "runStrategy": "Halted" } }),
-                ),
+                &kube::api::Patch::Merge(serde_json::json!({ "metadata": { "labels": {
+                    vdi_core::labels::ASSIGNED_TO_LABEL: "alice" } } })),
             )
             .await
             .unwrap();
-        wait_power(&ns2, "usbstop-1", "Stopped").await;
         (ns2, "usbstop-1".to_owned())
     };
     let (ns3, no_passthrough) = alices_desktop("usbnocp", false).await;
@@ -355,15 +336,15 @@ async fn the_real_usbredirect_failing_to_open_a_device_is_said_plainly() {
 #[tokio::test]
 async fn four_devices_attach_the_fifth_is_refused_and_detaching_frees_a_slot() {
     let (ns, member) = alices_desktop("usbfour", true).await;
-    let present = "1050:0407,076b:3031,046d:c31c,1-7,1-3";
+    let present = "1050:0407,076b:3031,046d:c31c,20a0:42b2,1-9";
     let mut children = Vec::new();
-    for device in [YUBIKEY, "076b:3031", "046d:c31c", "1-3"] {
+    for device in [YUBIKEY, "076b:3031", "046d:c31c", "20a0:42b2"] {
         children.push(redirect("alice", &ns, &member, device, present));
     }
     wait_attached(&ns, &member, 4).await;
     let out = cli("alice", present)
         .args([
-            "usb", "redir", &member, "--device", "1-7", "--yes", "-n", &ns,
+            "usb", "redir", &member, "--device", "1-9", "--yes", "-n", &ns,
         ])
         .output()
         .unwrap();
@@ -381,7 +362,7 @@ async fn four_devices_attach_the_fifth_is_refused_and_detaching_frees_a_slot() {
     let out = first.wait_with_output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("detached 1050:0407"));
     wait_attached(&ns, &member, 3).await;
-    children.push(redirect("alice", &ns, &member, "1-7", present));
+    children.push(redirect("alice", &ns, &member, "1-9", present));
     wait_attached(&ns, &member, 4).await;
 
     // Killing the CLI outright leaves no usbredirect behind (it dies with its parent).

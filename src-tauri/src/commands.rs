@@ -12,7 +12,7 @@ use vdi_core::model::{PoolCreated, PoolDeleted};
 use vdi_core::pool::{self, CreatePool, DeletePool};
 use vdi_core::watch::PoolFeed;
 
-use crate::{AppState, CREATE_PROGRESS_EVENT, POOLS_EVENT};
+use crate::{AppState, CREATE_PROGRESS_EVENT, CREDENTIALS_EVENT, POOLS_EVENT};
 
 /// An open session: dropping it stops the feed and its forwarding.
 pub struct Session {
@@ -25,11 +25,14 @@ pub struct Session {
     guard: Option<GuardStatus>,
     _feed: PoolFeed,
     forward: tauri::async_runtime::JoinHandle<()>,
+    /// Forwards where the credentials stand ([`CREDENTIALS_EVENT`]).
+    credentials: tauri::async_runtime::JoinHandle<()>,
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
         self.forward.abort();
+        self.credentials.abort();
     }
 }
 
@@ -66,6 +69,8 @@ pub async fn open_session(
 ) -> Result<SessionInfo, ErrorView> {
     // Stop the old feed first, so no stale snapshot arrives after the new one.
     drop(state.session.lock().map_err(|_| poisoned())?.take());
+    // The Capacity view watched the old cluster: the window starts it again if it is open.
+    drop(state.capacity.lock().map_err(|_| poisoned())?.take());
     scope.validate().map_err(|e| e.view())?;
     let conn = state
         .source
@@ -98,7 +103,20 @@ pub async fn open_session(
         guard = ?guard.as_ref().map(|g| g.state),
         "session opened"
     );
-    let streams = vdi_core::stream::stream_client(conn.config.clone()).map_err(|e| e.view())?;
+    let streams = conn.streams.clone();
+    let mut credential_rx = conn.credentials.clone();
+    let credential_app = app.clone();
+    let credentials = tauri::async_runtime::spawn(async move {
+        loop {
+            let state = credential_rx.borrow_and_update().clone();
+            if let Err(e) = credential_app.emit(CREDENTIALS_EVENT, &state) {
+                tracing::warn!(error = %e, "could not send the credential state to the window");
+            }
+            if credential_rx.changed().await.is_err() {
+                return;
+            }
+        }
+    });
     let feed = PoolFeed::spawn(conn.client.clone(), scope.clone(), clock);
     let mut rx = feed.subscribe();
     let forward = tauri::async_runtime::spawn(async move {
@@ -121,6 +139,7 @@ pub async fn open_session(
         guard: guard.clone(),
         _feed: feed,
         forward,
+        credentials,
     });
     Ok(SessionInfo {
         context,
@@ -131,8 +150,8 @@ pub async fn open_session(
     })
 }
 
-/// The open session's client and clock.
-fn current(state: &State<'_, AppState>) -> Result<(kube::Client, ServerClock), ErrorView> {
+/// The open session's client and clock; an error naming the fix when none is open.
+pub fn current(state: &State<'_, AppState>) -> Result<(kube::Client, ServerClock), ErrorView> {
     let guard = state.session.lock().map_err(|_| poisoned())?;
     let session = guard.as_ref().ok_or_else(not_connected)?;
     Ok((session.client.clone(), session.clock))
@@ -289,7 +308,8 @@ pub async fn delete_pool(
         .map_err(|e| e.view())
 }
 
-fn poisoned() -> ErrorView {
+/// The error for a lock a panicking command left poisoned.
+pub fn poisoned() -> ErrorView {
     ErrorView {
         kind: vdi_core::model::ErrorKind::Other,
         message: "internal error: the session lock was poisoned".into(),

@@ -1,6 +1,7 @@
 //! The desktop shell: Tauri commands as thin adapters over vdi-core, and the live pools feed
 //! forwarded to the window as `pools-snapshot` events. No cluster logic lives here.
 
+mod capacity;
 mod commands;
 mod connect;
 mod logging;
@@ -13,6 +14,9 @@ use vdi_core::cluster::KubeconfigSource;
 
 /// Event carrying a whole [`vdi_core::model::PoolsSnapshot`] on every change.
 pub const POOLS_EVENT: &str = "pools-snapshot";
+/// Event carrying the open session's [`vdi_core::credentials::CredentialState`] on every
+/// change (an exec plugin's credentials renewed, or the plugin failing).
+pub const CREDENTIALS_EVENT: &str = "credentials-state";
 /// Event carrying one [`vdi_core::model::CreateProgress`] step of a running pool create.
 pub const CREATE_PROGRESS_EVENT: &str = "pool-create-progress";
 
@@ -26,7 +30,72 @@ pub struct AppState {
     pub log_file: std::path::PathBuf,
     /// Every stream, forward and helper process the app started; all end when it exits.
     pub supervisor: vdi_core::session::Supervisor,
+    /// Whether the window's page has finished loading once.
+    pub page_loaded: std::sync::atomic::AtomicBool,
+    /// The live Capacity view, while it is open.
+    pub capacity: Mutex<Option<capacity::CapacityWatch>>,
 }
+
+/// What the app changed in its environment before the window system started, for the log.
+static DISPLAY_NOTES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Sets up the display before anything else runs (call it first in `main`, while the process
+/// has one thread): on Linux, WebKitGTK's DMA-BUF renderer is turned off unless the user chose
+/// (`WEBKIT_DISABLE_DMABUF_RENDERER=1`: without it some GPU drivers and virtual machines show a
+/// blank window), and a dead Wayland socket falls back to X11 when there is an X display, or
+/// ends the app with the reason and the fix.
+#[allow(unsafe_code)]
+pub fn prepare_display() {
+    #[cfg(target_os = "linux")]
+    {
+        let mut notes = Vec::new();
+        if std::env::var_os("WEBKIT_DISABLE_DMABUF_RENDERER").is_none() {
+            // SAFETY: called first in main, before any other thread exists.
+            unsafe { std::env::set_var("WEBKIT_DISABLE_DMABUF_RENDERER", "1") };
+            notes.push(
+                "set WEBKIT_DISABLE_DMABUF_RENDERER=1 (blank windows on some GPUs otherwise)"
+                    .to_owned(),
+            );
+        }
+        if let Some(wayland) = std::env::var_os("WAYLAND_DISPLAY") {
+            let socket = std::path::Path::new(&wayland);
+            let path = if socket.is_absolute() {
+                socket.to_path_buf()
+            } else {
+                std::env::var_os("XDG_RUNTIME_DIR")
+                    .map(std::path::PathBuf::from)
+                    .unwrap_or_default()
+                    .join(socket)
+            };
+            if !path.exists() {
+                if std::env::var_os("DISPLAY").is_some() {
+                    // SAFETY: as above, still single-threaded.
+                    unsafe {
+                        std::env::remove_var("WAYLAND_DISPLAY");
+                        std::env::set_var("GDK_BACKEND", "x11");
+                    }
+                    notes.push(format!(
+                        "the Wayland socket {} does not exist: using X11 (DISPLAY) instead",
+                        path.display()
+                    ));
+                } else {
+                    eprintln!(
+                        "Corral VDI Console cannot open a window: WAYLAND_DISPLAY names {}, which                          does not exist, and there is no X display (DISPLAY).
+fix: start it from                          your desktop session, or set WAYLAND_DISPLAY or DISPLAY to a running one",
+                        path.display()
+                    );
+                    std::process::exit(1);
+                }
+            }
+        }
+        if let Ok(mut all) = DISPLAY_NOTES.lock() {
+            all.extend(notes);
+        }
+    }
+}
+
+/// How long the page may take to load before the log says what to try.
+const BLANK_WINDOW_HINT_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Builds and runs the app until its window closes.
 pub fn run() {
@@ -35,16 +104,32 @@ pub fn run() {
             let log_dir = app.path().app_log_dir()?;
             let log_file = logging::init(&log_dir)?;
             tracing::info!(log = %log_file.display(), version = env!("CARGO_PKG_VERSION"), "Corral VDI Console starting");
+            for note in DISPLAY_NOTES.lock().map(|n| n.clone()).unwrap_or_default() {
+                tracing::info!(note, "display");
+            }
+            hint_if_blank(app.handle());
             app.manage(AppState {
                 source: KubeconfigSource::default(),
                 session: Mutex::new(None),
                 log_file,
                 supervisor: vdi_core::session::Supervisor::new(),
+                page_loaded: std::sync::atomic::AtomicBool::new(false),
+                capacity: Mutex::new(None),
             });
             connect::forward_session_changes(app.handle());
             usb::follow_devices(app.handle());
             stop_on_signals(app.handle());
             Ok(())
+        })
+        .on_page_load(|webview, payload| {
+            if payload.event() == tauri::webview::PageLoadEvent::Finished {
+                webview
+                    .app_handle()
+                    .state::<AppState>()
+                    .page_loaded
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                tracing::info!(url = %payload.url(), "page loaded");
+            }
         })
         .invoke_handler(tauri::generate_handler![
             commands::app_info,
@@ -69,6 +154,9 @@ pub fn run() {
             connect::clear_ended_sessions,
             usb::usb_devices,
             usb::usb_redirect,
+            capacity::capacity_preview,
+            capacity::watch_capacity,
+            capacity::unwatch_capacity,
         ])
         .build(tauri::generate_context!())
         .unwrap_or_else(|err| {
@@ -82,6 +170,26 @@ pub fn run() {
                 tracing::info!("Corral VDI Console exiting");
             }
         });
+}
+
+/// Logs which variables to try if the page has not loaded after a while (a blank window).
+fn hint_if_blank(app: &tauri::AppHandle) {
+    let app = app.clone();
+    tauri::async_runtime::spawn(async move {
+        tokio::time::sleep(BLANK_WINDOW_HINT_AFTER).await;
+        let loaded = app
+            .state::<AppState>()
+            .page_loaded
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if !loaded {
+            tracing::warn!(
+                after_seconds = BLANK_WINDOW_HINT_AFTER.as_secs(),
+                "the window's page has not finished loading: if it stays blank, start the app \
+                 with WEBKIT_DISABLE_COMPOSITING_MODE=1, or GDK_BACKEND=x11 (on Wayland); \
+                 WEBKIT_DISABLE_DMABUF_RENDERER=1 is already set unless you set it"
+            );
+        }
+    });
 }
 
 /// SIGTERM and SIGINT end the app like closing its window, so its sessions end too.

@@ -3,5 +3,6 @@
 #![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
 
 fn main() {
+    corral_vdi_console::prepare_display();
     corral_vdi_console::run();
 }

@@ -33,10 +33,17 @@ pub fn follow_devices(app: &AppHandle) {
     });
 }
 
-/// The local USB devices now.
+/// The local USB devices now (read off the main thread: libusb and sysfs block).
 #[tauri::command]
-pub fn usb_devices() -> UsbList {
-    usb::current()
+pub async fn usb_devices() -> Result<UsbList, ErrorView> {
+    tauri::async_runtime::spawn_blocking(usb::current)
+        .await
+        .map_err(|e| ErrorView {
+            kind: vdi_core::model::ErrorKind::Other,
+            message: format!("reading the USB devices failed: {e}"),
+            suggestion: None,
+            retryable: true,
+        })
 }
 
 /// Redirects `device` (`vid:pid` or `bus-address`) into `member`, after the checks of
@@ -58,7 +65,7 @@ pub async fn usb_redirect(
         .map_err(|e| e.view())?;
     let supervisor = app.state::<AppState>().supervisor.clone();
     let id = supervisor
-        .start_usb(streams, &namespace, &member, &found, &program)
+        .start_usb(streams, &namespace, &member, &found, &spec, &program)
         .await
         .map_err(|e| e.view())?;
     supervisor.get(id).ok_or_else(|| ErrorView {

@@ -1,5 +1,6 @@
 import { Suspense, lazy, useCallback, useEffect, useRef, useState, type ReactNode } from "react";
-import { appInfo, listContexts, onPoolsSnapshot, openSession } from "./api";
+import { appInfo, listContexts, onCredentialState, onPoolsSnapshot, openSession } from "./api";
+import type { CredentialState } from "./bindings/CredentialState";
 import type { AppInfo } from "./bindings/AppInfo";
 import type { ContextInfo } from "./bindings/ContextInfo";
 import type { ErrorView } from "./bindings/ErrorView";
@@ -10,6 +11,7 @@ import type { SessionInfo } from "./bindings/SessionInfo";
 import { ActionNotice } from "./components/ActionNotice";
 import { AssignDialog } from "./components/AssignDialog";
 import { Banner } from "./components/Banner";
+import { CapacityView } from "./components/CapacityView";
 import { ConnectDialog } from "./components/ConnectDialog";
 import { DeniedNote } from "./components/DeniedNote";
 import { DeletePoolDialog } from "./components/DeletePoolDialog";
@@ -22,7 +24,9 @@ import { NewPoolDialog } from "./components/NewPoolDialog";
 import { PoolSection } from "./components/PoolSection";
 import { ReleaseDialog } from "./components/ReleaseDialog";
 import { SessionsView } from "./components/SessionsView";
+import { UsbView } from "./components/UsbView";
 import { LoadingPools, Placeholder } from "./components/StatePanels";
+import { credentialBanner } from "./lib/credentials";
 import { feedIndicator } from "./lib/feed";
 import {
   FALLBACK_NAMESPACE,
@@ -33,10 +37,12 @@ import {
 } from "./lib/presentation";
 import { sessionCounts } from "./lib/sessions";
 import { estimateClockOffset, formatLocalDateTime } from "./lib/time";
+import { attachedCount } from "./lib/usb";
 import { dialogActionKey, useClaimActions } from "./useClaimActions";
 import { useConsole } from "./useConsole";
 import { usePermissions } from "./usePermissions";
 import { useSessions } from "./useSessions";
+import { useUsb } from "./useUsb";
 
 // noVNC is most of the bundle: load it when a console first opens.
 const ConsoleView = lazy(() =>
@@ -67,6 +73,7 @@ export function App() {
   const [sessionError, setSessionError] = useState<ErrorView | null>(null);
   const [snapshot, setSnapshot] = useState<PoolsSnapshot | null>(null);
   const [clockOffsetMs, setClockOffsetMs] = useState(0);
+  const [credentials, setCredentials] = useState<CredentialState | null>(null);
   const actions = useClaimActions();
   const { closeDialog } = actions;
   /** The member whose Connect dialog is open. */
@@ -74,6 +81,9 @@ export function App() {
   const [sessionsOpen, setSessionsOpen] = useState(false);
   const consoleView = useConsole();
   const sessions = useSessions();
+  const usb = useUsb();
+  const [usbOpen, setUsbOpen] = useState(false);
+  const [capacityOpen, setCapacityOpen] = useState(false);
 
   // Bookkeeping read only in callbacks, never while rendering.
   /** Incremented per open_session call, so that a late answer to an older call is ignored. */
@@ -119,6 +129,7 @@ export function App() {
       setSnapshot(null);
       setSession(null);
       setSessionError(null);
+      setCredentials(null);
       void openSession(context, scope).then((result) => {
         if (request !== requestRef.current) {
           return;
@@ -186,6 +197,7 @@ export function App() {
   useEffect(() => {
     let disposed = false;
     let unlisten: (() => void) | null = null;
+    let unlistenCredentials: (() => void) | null = null;
     const isStale = () => disposed;
     void (async () => {
       const subscription = await onPoolsSnapshot((next) => {
@@ -202,6 +214,16 @@ export function App() {
         return;
       }
       unlisten = subscription.value;
+      const credentialSubscription = await onCredentialState((next) => {
+        if (!isStale()) setCredentials(next);
+      });
+      if (credentialSubscription.ok) {
+        if (isStale()) {
+          credentialSubscription.value();
+          return;
+        }
+        unlistenCredentials = credentialSubscription.value;
+      }
       void appInfo().then((result) => {
         if (!isStale() && result.ok) {
           setInfo(result.value);
@@ -212,6 +234,7 @@ export function App() {
     return () => {
       disposed = true;
       unlisten?.();
+      unlistenCredentials?.();
     };
   }, [handleSnapshot, loadContextsAndConnect]);
 
@@ -220,6 +243,13 @@ export function App() {
       document.activeElement instanceof HTMLElement ? document.activeElement : null;
     setConnectMember(member);
   }, []);
+
+  /** Closing the USB devices view drops a confirmation it showed. */
+  const { cancel: cancelUsbConfirm } = usb;
+  const closeUsb = useCallback(() => {
+    cancelUsbConfirm();
+    setUsbOpen(false);
+  }, [cancelUsbConfirm]);
 
   const closeConnect = useCallback(() => {
     setConnectMember(null);
@@ -318,8 +348,17 @@ export function App() {
     judgedAt: snapshot?.judgedAt ?? null,
   });
 
+  const credentialTrouble = credentialBanner(credentials);
   const banners = (
     <div className="banners">
+      {credentialTrouble ? (
+        <Banner
+          severity="warning"
+          source="Kubeconfig"
+          error={credentialTrouble.error}
+          note={credentialTrouble.note}
+        />
+      ) : null}
       {backendError ? (
         <Banner
           severity="error"
@@ -551,6 +590,32 @@ export function App() {
     );
   }
 
+  if (dialog === null && usbOpen) {
+    // Desktops come from the pools on screen, and only while the session is connected.
+    const connected = backendError === null && session !== null && snapshot !== null;
+    dialog = (
+      <UsbView
+        usb={usb}
+        sessions={sessions.sessions}
+        pools={connected ? snapshot.pools : null}
+        identity={identity}
+        scope={connected ? snapshot.scope : null}
+        onClose={closeUsb}
+      />
+    );
+  }
+
+  if (dialog === null && capacityOpen && session !== null) {
+    dialog = (
+      <CapacityView
+        session={session}
+        onClose={() => {
+          setCapacityOpen(false);
+        }}
+      />
+    );
+  }
+
   let content: ReactNode;
   if (backendError) {
     content = (
@@ -662,6 +727,18 @@ export function App() {
           onOpenSessions={() => {
             setSessionsOpen(true);
           }}
+          usbCount={usb.list?.devices.length ?? null}
+          usbAttached={usb.list === null ? 0 : attachedCount(usb.list.devices, sessions.sessions)}
+          onOpenUsb={() => {
+            setUsbOpen(true);
+          }}
+          onOpenCapacity={
+            session === null
+              ? null
+              : () => {
+                  setCapacityOpen(true);
+                }
+          }
         />
         <main id={FOCUS_FALLBACK_ID} className="app-main" aria-label="Pools" tabIndex={-1}>
           {banners}

@@ -5,9 +5,12 @@
 import { invoke } from "@tauri-apps/api/core";
 import { listen, type UnlistenFn } from "@tauri-apps/api/event";
 import type { AppInfo } from "./bindings/AppInfo";
+import type { CapacityPlan } from "./bindings/CapacityPlan";
+import type { CapacitySnapshot } from "./bindings/CapacitySnapshot";
 import type { Claimed } from "./bindings/Claimed";
 import type { ConsoleEndpoint } from "./bindings/ConsoleEndpoint";
 import type { Contexts } from "./bindings/Contexts";
+import type { CredentialState } from "./bindings/CredentialState";
 import type { CreateProgress } from "./bindings/CreateProgress";
 import type { ErrorView } from "./bindings/ErrorView";
 import type { GoldenCandidate } from "./bindings/GoldenCandidate";
@@ -23,6 +26,7 @@ import type { Scope } from "./bindings/Scope";
 import type { SessionInfo } from "./bindings/SessionInfo";
 import type { SessionView } from "./bindings/SessionView";
 import type { SshOpened } from "./bindings/SshOpened";
+import type { UsbList } from "./bindings/UsbList";
 import { toErrorView } from "./lib/errors";
 
 export type Result<T> = { ok: true; value: T } | { ok: false; error: ErrorView };
@@ -198,6 +202,30 @@ export function clearEndedSessions(): Promise<Result<null>> {
   return call<null>("clear_ended_sessions");
 }
 
+/**
+ * The USB devices plugged into this machine now, each with its marks (smartcard, security key)
+ * and whether this user may open it; `problem` says why the list is empty when it is not simply
+ * "nothing plugged in". Later changes come as `usb-devices` events (see onUsbDevices).
+ */
+export function usbDevices(): Promise<Result<UsbList>> {
+  return call<UsbList>("usb_devices");
+}
+
+/**
+ * Redirects the local USB `device` (its id "vvvv:pppp", or its bus-address "B-A") into `member`,
+ * which must be a running desktop assigned to the identity the cluster reports. Resolves to the
+ * new session (kind "usb"), which lasts until it is stopped (Detach), the device is unplugged or
+ * the desktop stops. Refusals (someone else's desktop, not running, no clientPassthrough, device
+ * missing or not writable, usbredirect missing) name the object and the fix.
+ */
+export function usbRedirect(
+  namespace: string,
+  member: string,
+  device: string,
+): Promise<Result<SessionView>> {
+  return call<SessionView>("usb_redirect", { namespace, member, device });
+}
+
 /** Runs `listen`, turning its failure into an ErrorView. */
 async function subscribe(start: () => Promise<UnlistenFn>): Promise<Result<UnlistenFn>> {
   try {
@@ -238,6 +266,68 @@ export function onSessionsChanged(
 ): Promise<Result<UnlistenFn>> {
   return subscribe(() =>
     listen<SessionView[]>("sessions-changed", (event) => {
+      handler(event.payload);
+    }),
+  );
+}
+
+/**
+ * Subscribes to the local USB devices: the handler gets the whole list on every plug and unplug.
+ * Resolves to the function that unsubscribes.
+ */
+export function onUsbDevices(handler: (list: UsbList) => void): Promise<Result<UnlistenFn>> {
+  return subscribe(() =>
+    listen<UsbList>("usb-devices", (event) => {
+      handler(event.payload);
+    }),
+  );
+}
+
+/**
+ * Whether a pool of `size` cloned from `golden` in `namespace` fits the cluster's GPUs and host
+ * devices now, node by node. Creates nothing; a golden VM without devices is admitted at once.
+ */
+export function capacityPreview(
+  namespace: string,
+  golden: string,
+  size: number,
+): Promise<Result<CapacityPlan>> {
+  return call<CapacityPlan>("capacity_preview", { namespace, golden, size });
+}
+
+/**
+ * Starts the live Capacity view on the open session's cluster: a `capacity-snapshot` event now
+ * and on every change, until unwatchCapacity.
+ */
+export function watchCapacity(): Promise<Result<null>> {
+  return call<null>("watch_capacity");
+}
+
+/** Stops the live Capacity view's watches. */
+export function unwatchCapacity(): Promise<Result<null>> {
+  return call<null>("unwatch_capacity");
+}
+
+/** Subscribes to the live Capacity view. Resolves to the function that unsubscribes. */
+export function onCapacitySnapshot(
+  handler: (snapshot: CapacitySnapshot) => void,
+): Promise<Result<UnlistenFn>> {
+  return subscribe(() =>
+    listen<CapacitySnapshot>("capacity-snapshot", (event) => {
+      handler(event.payload);
+    }),
+  );
+}
+
+/**
+ * Subscribes to where the open session's credentials stand: renewed by their exec plugin
+ * before they expire, or the plugin failing (with its stderr and when it is tried again).
+ */
+export function onCredentialState(
+  handler: (state: CredentialState) => void,
+): Promise<Result<UnlistenFn>> {
+  return subscribe(() =>
+    listen<CredentialState>("credentials-state", (event) => {
       handler(event.payload);
     }),
   );

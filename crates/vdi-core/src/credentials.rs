@@ -36,7 +36,11 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
 /// Where the credentials of a connection stand.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
-#[serde(rename_all = "camelCase", tag = "kind")]
+#[serde(
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase",
+    tag = "kind"
+)]
 #[ts(export)]
 pub enum CredentialState {
     /// Credentials that do not expire (a certificate file, a token, or a plugin's answer
@@ -57,6 +61,7 @@ pub enum CredentialState {
         /// When the credentials in use expire.
         expires_at: Option<Timestamp>,
         /// Seconds until the next try.
+        #[ts(type = "number")]
         retry_in_seconds: u64,
         /// How many times the plugin has run.
         runs: u32,

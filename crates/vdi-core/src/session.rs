@@ -857,7 +857,8 @@ impl Supervisor {
     /// 127.0.0.1, `usbredirect --device <vid:pid> --to 127.0.0.1:PORT` (`program`), and its one
     /// connection bridged to the VMI's `usbredir` stream. The session (kind `usb`) ends when
     /// the device goes (usbredirect exits), the desktop goes (the stream ends), or it is
-    /// stopped (Detach). Call [`crate::usb::check_redirect`] first.
+    /// stopped (Detach). `spec` is how the device was named (passed to usbredirect as it is).
+    /// Call [`crate::usb::check_redirect`] first.
     ///
     /// Errors: usbredirect exits before connecting — `NotFound` "device … is not present" when
     /// it says "Failed to open device" (it exits with status 0 then), else its message; the
@@ -869,8 +870,24 @@ impl Supervisor {
         namespace: &str,
         member: &str,
         device: &crate::usb::UsbDevice,
+        spec: &crate::usb::DeviceSpec,
         program: &std::path::Path,
     ) -> Result<u32> {
+        let at = format!(" at {} ", device.bus_address);
+        if let Some(holder) = self.list().into_iter().find(|s| {
+            s.kind == SessionKind::Usb && s.state == SessionState::Active && s.target.contains(&at)
+        }) {
+            return Err(Error::rejected(
+                crate::model::ErrorKind::Busy,
+                format!(
+                    "{} ({}) is already attached to {}",
+                    device.id,
+                    device.describe(),
+                    holder.member
+                ),
+                "detach it first (Sessions, or Ctrl-C in the command that attached it)",
+            ));
+        }
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .await
             .map_err(|e| Error::Config(format!("listen for usbredirect on 127.0.0.1: {e}")))?;
@@ -881,12 +898,19 @@ impl Supervisor {
             namespace,
             member,
             SessionKind::Usb,
-            format!("usb {} ({})", device.id, device.describe()),
+            format!(
+                "usb {} at {} ({})",
+                device.id,
+                device.bus_address,
+                device.describe()
+            ),
             Some(local),
         );
+        // As the user named it: vendor:product, or bus-address when two of a kind are plugged
+        // in (usbredirect takes both).
         let args = vec![
             "--device".to_owned(),
-            device.id.clone(),
+            spec.argument(),
             "--to".to_owned(),
             local.to_string(),
         ];
@@ -912,7 +936,10 @@ impl Supervisor {
                 return Err(if not_present {
                     Error::rejected(
                         crate::model::ErrorKind::NotFound,
-                        format!("device {} is not present (usbredirect: Failed to open device)", device.id),
+                        format!(
+                            "device {} is not present (usbredirect: Failed to open device)",
+                            spec.argument()
+                        ),
                         "plug it in (and check that you may open it: corral-vdi usb list), then try again",
                     )
                 } else {

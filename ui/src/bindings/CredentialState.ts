@@ -7,7 +7,7 @@ export type CredentialState = { "kind": "lasting" } | { "kind": "renewing",
 /**
  * When the current credentials expire.
  */
-expires_at: string, 
+expiresAt: string, 
 /**
  * How many times the plugin has run.
  */
@@ -19,11 +19,11 @@ message: string,
 /**
  * When the credentials in use expire.
  */
-expires_at: string | null, 
+expiresAt: string | null, 
 /**
  * Seconds until the next try.
  */
-retry_in_seconds: bigint, 
+retryInSeconds: number, 
 /**
  * How many times the plugin has run.
  */

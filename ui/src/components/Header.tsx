@@ -4,6 +4,7 @@ import type { GuardStatus } from "../bindings/GuardStatus";
 import type { Identity } from "../bindings/Identity";
 import type { FeedIndicator } from "../lib/feed";
 import { sessionsButtonLabel, sessionsButtonText, type SessionCounts } from "../lib/sessions";
+import { usbButtonLabel, usbButtonText } from "../lib/usb";
 
 type HeaderProps = {
   contexts: ContextInfo[];
@@ -24,6 +25,13 @@ type HeaderProps = {
   /** Active and ended sessions, for the Sessions button. */
   sessionCounts: SessionCounts;
   onOpenSessions: () => void;
+  /** Local USB devices plugged in; null until the list is known. */
+  usbCount: number | null;
+  /** How many of them are attached to a desktop. */
+  usbAttached: number;
+  onOpenUsb: () => void;
+  /** Opens the Capacity view; null when not connected to a cluster. */
+  onOpenCapacity: (() => void) | null;
 };
 
 const CURRENT_CONTEXT_VALUE = "";
@@ -45,6 +53,10 @@ export function Header(props: HeaderProps) {
     feed,
     sessionCounts,
     onOpenSessions,
+    usbCount,
+    usbAttached,
+    onOpenUsb,
+    onOpenCapacity,
   } = props;
   const contextId = useId();
   const namespaceId = useId();
@@ -195,6 +207,32 @@ export function Header(props: HeaderProps) {
           onClick={onOpenSessions}
         >
           {sessionsButtonText(sessionCounts)}
+        </button>
+        <button
+          type="button"
+          className={
+            usbAttached > 0 ? "btn btn-small usb-button has-attached" : "btn btn-small usb-button"
+          }
+          data-testid="usb-button"
+          aria-label={usbButtonLabel(usbCount, usbAttached)}
+          title="USB devices plugged into this machine, to redirect into your desktop"
+          onClick={onOpenUsb}
+        >
+          {usbButtonText(usbCount)}
+        </button>
+        <button
+          type="button"
+          className="btn btn-small"
+          data-testid="capacity-button"
+          title={
+            onOpenCapacity === null
+              ? "Connect to a cluster to see its GPUs and host devices"
+              : "GPUs and host devices: allocatable, held and free per node"
+          }
+          disabled={onOpenCapacity === null}
+          onClick={onOpenCapacity ?? undefined}
+        >
+          Capacity
         </button>
       </div>
     </header>

@@ -2,7 +2,10 @@
 import type { MemberView } from "../bindings/MemberView";
 import type { MemberPaths } from "../bindings/MemberPaths";
 import type { Permissions } from "../bindings/Permissions";
+import type { PoolView } from "../bindings/PoolView";
 import type { SessionView } from "../bindings/SessionView";
+import type { UsbDevice } from "../bindings/UsbDevice";
+import type { UsbList } from "../bindings/UsbList";
 
 /** A free, stopped member of `corral-vms`, with `overrides` applied. */
 export function member(name: string, overrides: Partial<MemberView> = {}): MemberView {
@@ -87,4 +90,119 @@ export function memberPaths(overrides: Partial<MemberPaths> = {}): MemberPaths {
     ],
     ...overrides,
   };
+}
+
+/** A pool of `corral-vms` with `members`, counted as the backend counts them. */
+export function pool(name: string, members: MemberView[], namespace = "corral-vms"): PoolView {
+  const free = members.filter((m) => m.claimable).length;
+  return {
+    namespace,
+    name,
+    members,
+    counts: { free, taken: members.length - free, total: members.length },
+  };
+}
+
+/** The backend's security notice (vdi-core `usb::SECURITY_NOTICE`). */
+export const USB_NOTICE =
+  "While it is attached, the device leaves this machine: nothing here can use it. Live migration of the desktop's VM is blocked. The guest gets full control of the device (a security key or smartcard then answers to whoever controls the desktop).";
+
+/** A writable USB device on bus 1, with `overrides` applied; `id` and `busAddress` follow. */
+function usbDevice(
+  vendorId: number,
+  productId: number,
+  bus: number,
+  address: number,
+  overrides: Partial<UsbDevice>,
+): UsbDevice {
+  const hex = (n: number) => n.toString(16).padStart(4, "0");
+  const node = `/dev/bus/usb/${String(bus).padStart(3, "0")}/${String(address).padStart(3, "0")}`;
+  return {
+    vendorId,
+    productId,
+    id: `${hex(vendorId)}:${hex(productId)}`,
+    bus,
+    address,
+    busAddress: `${bus}-${address}`,
+    manufacturer: null,
+    product: null,
+    serial: null,
+    deviceClass: 0,
+    interfaceClasses: [],
+    speed: "full",
+    marks: [],
+    access: { writable: true, node, fix: null },
+    ...overrides,
+  };
+}
+
+/**
+ * Recorded devices as the backend describes them (the same ones as
+ * tests/fixtures/usb-devices.json): a YubiKey (OTP+FIDO+CCID), a CCID smartcard reader, a
+ * keyboard, and a mass-storage stick this user may not open.
+ */
+export const usbDevices = {
+  yubiKey: usbDevice(0x1050, 0x0407, 1, 7, {
+    manufacturer: "Yubico",
+    product: "YubiKey OTP+FIDO+CCID",
+    interfaceClasses: [3, 3, 11],
+    marks: ["smartcard", "securityKey"],
+  }),
+  ccidReader: usbDevice(0x076b, 0x3031, 1, 3, {
+    manufacturer: "OMNIKEY",
+    product: "Smart Card Reader USB",
+    interfaceClasses: [11],
+    marks: ["smartcard"],
+  }),
+  keyboard: usbDevice(0x046d, 0xc31c, 1, 4, {
+    manufacturer: "Logitech",
+    product: "USB Keyboard",
+    interfaceClasses: [3, 3],
+    speed: "low",
+  }),
+  massStorage: usbDevice(0x0781, 0x5567, 2, 2, {
+    manufacturer: "SanDisk",
+    product: "Cruzer Blade",
+    serial: "4C530001",
+    interfaceClasses: [8],
+    speed: "high",
+    access: {
+      writable: false,
+      node: "/dev/bus/usb/002/002",
+      fix: 'add the line SUBSYSTEM=="usb", ATTRS{idVendor}=="0781", ATTRS{idProduct}=="5567", TAG+="uaccess" to /etc/udev/rules.d/70-corral-usb.rules, then run `sudo udevadm control --reload && sudo udevadm trigger` and plug the device in again',
+    },
+  }),
+} satisfies Record<string, UsbDevice>;
+
+/** A device list of the recorded devices (sorted by bus and address), with `overrides`. */
+export function usbList(overrides: Partial<UsbList> = {}): UsbList {
+  const { yubiKey, ccidReader, keyboard, massStorage } = usbDevices;
+  return {
+    devices: [ccidReader, keyboard, yubiKey, massStorage],
+    problem: null,
+    source: "recording",
+    notice: USB_NOTICE,
+    ...overrides,
+  };
+}
+
+/** An active USB session redirecting `device` into `member`, with `overrides` applied. */
+export function usbSession(
+  id: number,
+  device: UsbDevice,
+  member: string,
+  overrides: Partial<SessionView> = {},
+): SessionView {
+  const name =
+    device.manufacturer !== null && device.product !== null
+      ? `${device.manufacturer} ${device.product}`
+      : `USB device ${device.id}`;
+  return session(id, {
+    member,
+    kind: "usb",
+    target: `usb ${device.id} at ${device.busAddress} (${name})`,
+    helper: "usbredirect",
+    helperPid: 5151,
+    ...overrides,
+  });
 }
