@@ -135,15 +135,19 @@ pub struct Released {
 }
 
 /// An order of the candidates that differs per identity, so that many claimants spread over
-/// the free members instead of all fighting for the first one.
+/// the free members instead of all fighting for the first one: each identity gets its own
+/// permutation (members sorted by a hash of identity and member name). A rotation would not
+/// do: claimants whose starting points collide, or who lose a race, would all move on to the
+/// same next member. Deterministic, so a retry by the same person tries the same order; which
+/// member wins is still decided only by the API server (create of the Lease, or replace with
+/// the resourceVersion precondition).
 fn spread<'a>(mut candidates: Vec<&'a MemberView>, identity: &str) -> Vec<&'a MemberView> {
-    if candidates.is_empty() {
-        return candidates;
-    }
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    identity.hash(&mut hasher);
-    let start = (hasher.finish() % candidates.len() as u64) as usize;
-    candidates.rotate_left(start);
+    candidates.sort_by_cached_key(|m| {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        identity.hash(&mut hasher);
+        m.name.hash(&mut hasher);
+        hasher.finish()
+    });
     candidates
 }
 
