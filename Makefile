@@ -69,12 +69,14 @@ test: lint app bindings
 test-install: package
 	scripts/test-install.sh
 
-bench: deps
+bench: deps ui
 	cargo bench -p corral-tests --bench list_scale
 	cargo bench -p corral-tests --bench claims
 	cargo bench -p corral-tests --bench pool_create
 	cargo bench -p corral-tests --bench capacity
 	cargo bench -p corral-tests --bench connect
+	cargo build --release -p corral-vdi-console -p corral-blank-app
+	cargo bench -p corral-tests --bench startup
 
 # Linux installers (.deb, .rpm) in dist/, with the app and the CLI; prints them and their sizes.
 package: ui

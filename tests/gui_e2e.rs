@@ -5,103 +5,15 @@
 //! `WebKitWebDriver`; `make test` provides all of them. Runs only with the `gui` feature.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use corral_tests::gui::{Guard, free_port, tauri_driver, webdriver, xvfb};
 use corral_tests::{client_as, sandbox, target_dir};
-use fantoccini::{Client, ClientBuilder, Locator};
-use hyper_util::client::legacy::connect::HttpConnector;
+use fantoccini::{Client, Locator};
 use kube::api::{Api, DeleteParams, PostParams};
 use vdi_core::labels::POOL_LABEL;
 use vdi_core::resources::{VirtualMachine, VirtualMachineSpec};
-
-/// Kills a child process when dropped (SIGTERM first: tauri-driver must stop its
-/// WebKitWebDriver, which a SIGKILL would leave holding its port).
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Starts Xvfb on the first free display number from 90; returns it and its guard.
-fn xvfb() -> (String, Guard) {
-    for n in 90..140 {
-        if std::path::Path::new(&format!("/tmp/.X11-unix/X{n}")).exists() {
-            continue;
-        }
-        let display = format!(":{n}");
-        let child = Command::new("Xvfb")
-            .args([
-                display.as_str(),
-                "-screen",
-                "0",
-                "1440x900x24",
-                "-nolisten",
-                "tcp",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start Xvfb (apt-get install xvfb)");
-        let guard = Guard(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if std::path::Path::new(&format!("/tmp/.X11-unix/X{n}")).exists() {
-                return (display, guard);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("Xvfb {display} did not start");
-    }
-    panic!("no free X display between :90 and :139");
-}
-
-async fn connect(port: u16, app: &std::path::Path) -> Client {
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "tauri:options".into(),
-        serde_json::json!({ "application": app }),
-    );
-    caps.insert("browserName".into(), serde_json::json!("wry"));
-    let url = format!("http://127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        // tauri-driver speaks plain HTTP on loopback: no TLS stack needed.
-        let attempt = ClientBuilder::new(HttpConnector::new())
-            .capabilities(caps.clone())
-            .connect(&url)
-            .await;
-        match attempt {
-            Ok(client) => return client,
-            Err(e) if Instant::now() < deadline => {
-                eprintln!("waiting for tauri-driver: {e}");
-                tokio::time::sleep(Duration::from_millis(300)).await;
-            }
-            Err(e) => panic!("could not start a WebDriver session: {e}"),
-        }
-    }
-}
 
 /// The text content of the first element matching `css`, once it exists (WebKitWebDriver's
 /// "visible text" leaves out inline-block badges, so read the DOM's textContent instead).
@@ -170,25 +82,14 @@ impl Gui {
         let (display, xvfb) = xvfb();
         let data_home = tempdir();
         let (port, native_port) = (free_port(), free_port());
-        let driver = std::env::var("TAURI_DRIVER").unwrap_or_else(|_| "tauri-driver".into());
-        let driver = Guard(
-            Command::new(&driver)
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--native-port",
-                    &native_port.to_string(),
-                ])
-                .env("DISPLAY", &display)
-                .env("KUBECONFIG", &kubeconfig)
-                .env("XDG_DATA_HOME", &data_home)
-                .env("WEBKIT_DISABLE_COMPOSITING_MODE", "1")
-                .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-                .stdout(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("start {driver} (cargo install tauri-driver): {e}")),
-        );
-        let client = connect(port, &app).await;
+        let mut envs: Vec<(&str, String)> = vec![
+            ("KUBECONFIG", kubeconfig.display().to_string()),
+            ("XDG_DATA_HOME", data_home.display().to_string()),
+            ("WEBKIT_DISABLE_COMPOSITING_MODE", "1".into()),
+        ];
+        envs.extend(env.iter().cloned());
+        let driver = tauri_driver(port, native_port, &display, &envs);
+        let client = webdriver(port, &app).await;
         Gui {
             client,
             display,

@@ -2,6 +2,8 @@
 //! first use in a thread of its own (so it outlives each test's runtime), and a namespace per
 //! test so that tests in one binary never see each other's objects.
 
+pub mod gui;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::OnceLock;

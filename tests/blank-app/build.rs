@@ -1,0 +1,5 @@
+//! Build script: Tauri code generation.
+
+fn main() {
+    tauri_build::build();
+}
