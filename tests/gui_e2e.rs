@@ -961,6 +961,11 @@ async fn the_new_pool_dialog_refuses_a_pool_the_gpus_cannot_hold_and_capacity_fo
     assert!(is_disabled(client, "[data-testid='create-submit']").await);
     let blocked = text_of(client, "[data-testid='create-blocked']").await;
     assert!(blocked.contains("hold 4 of the 5 members"), "{blocked}");
+    // The member preview does not contradict the disabled Create.
+    assert_eq!(
+        text_of(client, "[data-testid='new-pool-preview']").await,
+        "Would create gpupool-1 … gpupool-5"
+    );
     gui.screenshot("e2e-capacity-refused.png");
 
     // Four fit: Create is enabled again.
@@ -974,6 +979,10 @@ async fn the_new_pool_dialog_refuses_a_pool_the_gpus_cannot_hold_and_capacity_fo
     )
     .await;
     assert!(!is_disabled(client, "[data-testid='create-submit']").await);
+    assert_eq!(
+        text_of(client, "[data-testid='new-pool-preview']").await,
+        "Will create gpupool-1 … gpupool-4"
+    );
     client
         .find(Locator::Css("[data-testid='new-pool-dialog']"))
         .await

@@ -326,8 +326,11 @@ export function NewPoolDialog({ namespace, pools, onClose }: NewPoolDialogProps)
         </div>
         <div id={checkId} className="form-check" aria-live="polite">
           {verdict === null ? null : verdict.ok ? (
-            <p className="form-preview" data-testid="new-pool-preview">
-              {describeMembersToCreate(verdict.members)}
+            <p
+              className={blocker === null && !nameTaken ? "form-preview" : "form-hint"}
+              data-testid="new-pool-preview"
+            >
+              {describeMembersToCreate(verdict.members, blocker === null && !nameTaken)}
             </p>
           ) : (
             <p className="form-invalid" data-testid="new-pool-invalid">

@@ -179,6 +179,7 @@ describe("describeMembersToCreate", () => {
     expect(describeMembersToCreate(["p-1", "p-2"])).toBe("Will create p-1 and p-2");
     expect(describeMembersToCreate(["p-1"])).toBe("Will create p-1");
     expect(describeMembersToCreate([])).toBe("Will create no member");
+    expect(describeMembersToCreate(["p-1", "p-2", "p-3"], false)).toBe("Would create p-1 … p-3");
   });
 });
 

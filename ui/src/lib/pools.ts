@@ -115,20 +115,25 @@ export function poolExists(pools: readonly PoolView[], namespace: string, name: 
   return pools.some((p) => p.namespace === namespace && p.name === name);
 }
 
-/** "Will create devpool-1 … devpool-3": the members a valid request would make. */
-export function describeMembersToCreate(members: readonly string[]): string {
+/**
+ * "Will create devpool-1 … devpool-3": the members a valid request would make; "Would create …"
+ * when something else still stops the create (`willCreate` false), so the line never
+ * contradicts a disabled Create.
+ */
+export function describeMembersToCreate(members: readonly string[], willCreate = true): string {
+  const verb = willCreate ? "Will create" : "Would create";
   if (members.length === 0) {
-    return "Will create no member";
+    return `${verb} no member`;
   }
   const first = members[0];
   const last = members[members.length - 1];
   if (members.length === 1) {
-    return `Will create ${first}`;
+    return `${verb} ${first}`;
   }
   if (members.length === 2) {
-    return `Will create ${first} and ${last}`;
+    return `${verb} ${first} and ${last}`;
   }
-  return `Will create ${first} … ${last}`;
+  return `${verb} ${first} … ${last}`;
 }
 
 // ---------- Create progress ----------
