@@ -1107,3 +1107,69 @@ async fn a_credential_plugin_that_starts_failing_shows_one_banner_while_the_pool
     gui.close().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn the_theme_switch_turns_the_console_dark_and_is_remembered() {
+    let gui = Gui::launch().await;
+    let client = &gui.client;
+    text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
+    let background = "return getComputedStyle(document.documentElement).backgroundColor";
+    // Xvfb's WebKit reports no dark preference: the system theme is light.
+    assert_eq!(
+        js(client, background).await,
+        serde_json::json!("rgb(244, 245, 247)")
+    );
+    choose(client, "[data-testid='theme-select']", "dark").await;
+    assert_eq!(
+        js(client, background).await,
+        serde_json::json!("rgb(21, 24, 29)")
+    );
+    gui.screenshot("e2e-dark.png");
+    click(client, "[data-testid='capacity-button']").await;
+    element(
+        client,
+        "[data-testid='capacity-empty'], [data-testid='cluster-capacity-table']",
+    )
+    .await;
+    gui.screenshot("e2e-dark-capacity.png");
+    click(client, "[data-testid='capacity-close']").await;
+    // Remembered across a reload of the page.
+    js(
+        client,
+        "window.beforeReload = true; location.reload(); return null",
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        // A script may fail while the page is between documents: try again.
+        let ready = client
+            .execute(
+                "return window.beforeReload === undefined && \
+                 document.querySelector(\"[data-testid='pool-corral-vms-legacy']\") !== null",
+                vec![],
+            )
+            .await;
+        if matches!(ready, Ok(serde_json::Value::Bool(true))) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the reloaded page never showed the pools"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        js(client, background).await,
+        serde_json::json!("rgb(21, 24, 29)")
+    );
+    assert_eq!(
+        js(client, "return document.documentElement.dataset.theme").await,
+        serde_json::json!("dark")
+    );
+    choose(client, "[data-testid='theme-select']", "system").await;
+    assert_eq!(
+        js(client, background).await,
+        serde_json::json!("rgb(244, 245, 247)")
+    );
+    gui.close().await;
+}

@@ -1,9 +1,10 @@
-import { useId, type KeyboardEvent } from "react";
+import { useId, useState, type KeyboardEvent } from "react";
 import type { ContextInfo } from "../bindings/ContextInfo";
 import type { GuardStatus } from "../bindings/GuardStatus";
 import type { Identity } from "../bindings/Identity";
 import type { FeedIndicator } from "../lib/feed";
 import { sessionsButtonLabel, sessionsButtonText, type SessionCounts } from "../lib/sessions";
+import { applyTheme, parseTheme, storedTheme, type ThemeChoice } from "../lib/theme";
 import { usbButtonLabel, usbButtonText } from "../lib/usb";
 
 type HeaderProps = {
@@ -234,8 +235,32 @@ export function Header(props: HeaderProps) {
         >
           Capacity
         </button>
+        <ThemeSwitch />
       </div>
     </header>
+  );
+}
+
+/** Light, dark, or the system's choice; applied at once and remembered. */
+function ThemeSwitch() {
+  const [choice, setChoice] = useState<ThemeChoice>(() => storedTheme(window.localStorage));
+  return (
+    <select
+      className="theme-select"
+      data-testid="theme-select"
+      aria-label="Theme"
+      title="Theme: the system's, light or dark"
+      value={choice}
+      onChange={(e) => {
+        const next = parseTheme(e.target.value);
+        setChoice(next);
+        applyTheme(next, document.documentElement, window.localStorage);
+      }}
+    >
+      <option value="system">System theme</option>
+      <option value="light">Light</option>
+      <option value="dark">Dark</option>
+    </select>
   );
 }
 
