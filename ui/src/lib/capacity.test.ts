@@ -155,6 +155,9 @@ describe("the Capacity view", () => {
     expect(capacityEmptyText({ nodes: [node("n1"), node("n2")], permitted: [], notes: [] })).toBe(
       "None of the 2 nodes reports a GPU or host device.",
     );
+    expect(capacityEmptyText({ nodes: [node("n1")], permitted: [], notes: [] })).toBe(
+      "The cluster's one node reports no GPU or host device.",
+    );
     expect(capacityEmptyText({ nodes: [], permitted: [], notes: [] })).toBe(
       "The cluster reports no nodes.",
     );

@@ -117,7 +117,9 @@ export function resourceTotals(view: ClusterCapacity): ResourceTotal[] {
 export function capacityEmptyText(view: ClusterCapacity): string | null {
   if (view.nodes.length === 0) return "The cluster reports no nodes.";
   if (view.nodes.every((n) => n.resources.length === 0)) {
-    return `None of the ${view.nodes.length} nodes reports a GPU or host device.`;
+    return view.nodes.length === 1
+      ? "The cluster's one node reports no GPU or host device."
+      : `None of the ${view.nodes.length} nodes reports a GPU or host device.`;
   }
   return null;
 }
