@@ -129,11 +129,48 @@ enum PoolCommand {
         /// List pools in all namespaces (needs RBAC to list VirtualMachines cluster-wide).
         #[arg(short = 'A', long)]
         all_namespaces: bool,
+        /// After the list, keep watching and print it again on every change (like kubectl's
+        /// --watch), until Ctrl-C; a failing watch is said once and retried.
+        #[arg(short = 'w', long)]
+        watch: bool,
     },
     /// Create a pool: clone N members of a golden VM, label them, leave them stopped.
     Create(pool_cmd::CreateArgs),
     /// Delete a pool: its members, their Leases and leftover clone objects.
     Delete(pool_cmd::DeleteArgs),
+}
+
+/// `pool list --watch`: the live view of the app (watches, not polling), printed whole on
+/// every change with the API server's time; a failure is printed once per distinct error while
+/// the watches retry. Returns on Ctrl-C.
+async fn watch_pools(client: kube::Client, scope: Scope, clock: ServerClock) {
+    let feed = vdi_core::watch::PoolFeed::spawn(client, scope.clone(), clock);
+    let mut rx = feed.subscribe();
+    let mut last_error = None;
+    loop {
+        let snapshot = rx.borrow_and_update().clone();
+        match &snapshot.status {
+            vdi_core::model::FeedStatus::Syncing => {}
+            vdi_core::model::FeedStatus::Live => {
+                last_error = None;
+                println!("--- {} (live)", snapshot.judged_at);
+                print_pools(&snapshot.pools, &scope);
+            }
+            vdi_core::model::FeedStatus::Failing { error } => {
+                if last_error.as_ref() != Some(error) {
+                    eprintln!("watch failing (retrying): {}", error.message);
+                    if let Some(fix) = &error.suggestion {
+                        eprintln!("fix: {fix}");
+                    }
+                    last_error = Some(error.clone());
+                }
+            }
+        }
+        tokio::select! {
+            changed = rx.changed() => if changed.is_err() { return },
+            _ = tokio::signal::ctrl_c() => return,
+        }
+    }
 }
 
 fn init_logging() {
@@ -275,6 +312,7 @@ async fn run(cli: Cli) -> vdi_core::Result<ExitCode> {
         Command::Pool(PoolCommand::List {
             namespace,
             all_namespaces,
+            watch,
         }) => {
             let conn = source.connect(context).await?;
             let scope = if all_namespaces {
@@ -284,8 +322,12 @@ async fn run(cli: Cli) -> vdi_core::Result<ExitCode> {
             };
             scope.validate()?;
             let clock = ServerClock::measure(&conn.client).await?;
-            let pools = list_pools(&conn.client, &scope, &clock).await?;
-            print_pools(&pools, &scope);
+            if watch {
+                watch_pools(conn.client.clone(), scope, clock).await;
+            } else {
+                let pools = list_pools(&conn.client, &scope, &clock).await?;
+                print_pools(&pools, &scope);
+            }
         }
         Command::Assign {
             pool,

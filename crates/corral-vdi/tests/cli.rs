@@ -129,3 +129,64 @@ async fn assign_and_unassign_print_the_walkthrough_lines() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).starts_with("released devpool-1 (was alice)"));
 }
+
+#[tokio::test]
+async fn pool_list_watch_prints_again_on_every_change_until_interrupted() {
+    use std::io::{BufRead, BufReader};
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+
+    let ns = corral_tests::namespace("cli-watch").await;
+    let admin = corral_tests::client_as("admin").await;
+    corral_tests::pool_vms(&admin, &ns, "wp", 2).await.unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_corral-vdi"))
+        .args(["pool", "list", "--watch", "-n", &ns])
+        .env("KUBECONFIG", &sandbox().kubeconfig)
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap_or_default()).is_err() {
+                return;
+            }
+        }
+    });
+    let wait_for = |needle: &str| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut seen = Vec::new();
+        while Instant::now() < deadline {
+            if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
+                if line.contains(needle) {
+                    return line;
+                }
+                seen.push(line);
+            }
+        }
+        panic!("never printed {needle:?}; printed:\n{}", seen.join("\n"));
+    };
+    wait_for("wp (ns/");
+    // A claim made elsewhere shows up without asking again.
+    let out = corral(&["assign", "wp", "alice", "-n", &ns]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let row = wait_for("alice");
+    assert!(row.trim_start().starts_with("wp-"), "{row}");
+    // Ctrl-C ends it cleanly.
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "{status}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "still running after SIGINT");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
