@@ -1,11 +1,11 @@
 import { StrictMode } from "react";
 import { createRoot } from "react-dom/client";
 import { App } from "./App";
-import { applyTheme, storedTheme } from "./lib/theme";
+import { followTheme } from "./lib/theme";
 import "./styles.css";
 
 // Before the first paint, so a dark choice never flashes light.
-applyTheme(storedTheme(window.localStorage), document.documentElement, window.localStorage);
+followTheme();
 
 const root = document.getElementById("root");
 if (!root) {

@@ -1,4 +1,5 @@
 import type { CapacityPlan } from "../bindings/CapacityPlan";
+import type { DeviceClass } from "../bindings/DeviceClass";
 import { deviceClassLabel, needsText, planVerdict } from "../lib/capacity";
 import type { PreviewState } from "../useCapacity";
 import { ActionError } from "./ActionNotice";
@@ -77,6 +78,16 @@ export function CapacityPreview({ state, id }: CapacityPreviewProps) {
   );
 }
 
+/** A device resource's name and how KubeVirt hands it out: "nvidia.com/A10 (PCI passthrough)". */
+export function ResourceName({ resource, kind }: { resource: string; kind: DeviceClass }) {
+  return (
+    <>
+      <span className="mono">{resource}</span>{" "}
+      <span className="muted">({deviceClassLabel(kind)})</span>
+    </>
+  );
+}
+
 function PlanTable({ plan }: { plan: CapacityPlan }) {
   // With one resource, its name is in the line above: the table keeps to the numbers.
   const many = plan.needs.length > 1;
@@ -124,8 +135,7 @@ function PlanTable({ plan }: { plan: CapacityPlan }) {
                 ) : null}
                 {many ? (
                   <td>
-                    <span className="mono">{row.resource}</span>{" "}
-                    <span className="muted">({deviceClassLabel(row.class)})</span>
+                    <ResourceName resource={row.resource} kind={row.class} />
                   </td>
                 ) : null}
                 <td className="num">{row.allocatable}</td>

@@ -1,14 +1,9 @@
 import { useId, useRef } from "react";
 import type { ClusterCapacity } from "../bindings/ClusterCapacity";
-import {
-  capacityEmptyText,
-  deviceClassLabel,
-  holdersText,
-  nodeCondition,
-  resourceTotals,
-} from "../lib/capacity";
+import { capacityEmptyText, holdersText, nodeCondition, resourceTotals } from "../lib/capacity";
 import { useClusterCapacity } from "../useCapacity";
 import { ActionError } from "./ActionNotice";
+import { ResourceName } from "./CapacityPreview";
 import { Modal } from "./Modal";
 import { Working } from "./Working";
 
@@ -110,8 +105,7 @@ function CapacityTables({ view }: { view: ClusterCapacity }) {
           <ul className="capacity-totals" data-testid="capacity-totals">
             {totals.map((t) => (
               <li key={t.resource}>
-                <span className="mono">{t.resource}</span>{" "}
-                <span className="muted">({deviceClassLabel(t.kind)})</span>: {t.free} free of{" "}
+                <ResourceName resource={t.resource} kind={t.kind} />: {t.free} free of{" "}
                 {t.allocatable} on {t.nodes} node{t.nodes === 1 ? "" : "s"}
               </li>
             ))}
@@ -156,8 +150,7 @@ function CapacityTables({ view }: { view: ClusterCapacity }) {
                           </th>
                         ) : null}
                         <td>
-                          <span className="mono">{r.resource}</span>{" "}
-                          <span className="muted">({deviceClassLabel(r.class)})</span>
+                          <ResourceName resource={r.resource} kind={r.class} />
                         </td>
                         <td className="num">
                           {r.allocatable}

@@ -4,7 +4,13 @@ import type { GuardStatus } from "../bindings/GuardStatus";
 import type { Identity } from "../bindings/Identity";
 import type { FeedIndicator } from "../lib/feed";
 import { sessionsButtonLabel, sessionsButtonText, type SessionCounts } from "../lib/sessions";
-import { applyTheme, parseTheme, storedTheme, type ThemeChoice } from "../lib/theme";
+import {
+  applyTheme,
+  parseTheme,
+  storedTheme,
+  systemPrefersDark,
+  type ThemeChoice,
+} from "../lib/theme";
 import { usbButtonLabel, usbButtonText } from "../lib/usb";
 
 type HeaderProps = {
@@ -254,7 +260,7 @@ function ThemeSwitch() {
       onChange={(e) => {
         const next = parseTheme(e.target.value);
         setChoice(next);
-        applyTheme(next, document.documentElement, window.localStorage);
+        applyTheme(next, document.documentElement, window.localStorage, systemPrefersDark());
       }}
     >
       <option value="system">System theme</option>

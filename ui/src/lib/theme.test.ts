@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { applyTheme, parseTheme, storedTheme } from "./theme";
+import { applyTheme, parseTheme, storedTheme, themeOf } from "./theme";
 
 function memory() {
   const items = new Map<string, string>();
@@ -24,11 +24,19 @@ describe("the theme", () => {
   it("is applied to the root and remembered", () => {
     const storage = memory();
     const root = { dataset: {} as Record<string, string> } as unknown as HTMLElement;
-    applyTheme("dark", root, storage);
+    applyTheme("dark", root, storage, false);
     expect(root.dataset.theme).toBe("dark");
     expect(storedTheme(storage)).toBe("dark");
-    applyTheme("system", root, storage);
-    expect(root.dataset.theme).toBeUndefined();
+    applyTheme("system", root, storage, false);
+    expect(root.dataset.theme).toBe("light");
     expect(storedTheme(storage)).toBe("system");
+    applyTheme("system", root, storage, true);
+    expect(root.dataset.theme).toBe("dark");
+  });
+
+  it("lets a choice override the system's preference", () => {
+    expect(themeOf("light", true)).toBe("light");
+    expect(themeOf("dark", false)).toBe("dark");
+    expect(themeOf("system", true)).toBe("dark");
   });
 });

@@ -1,7 +1,7 @@
 /**
  * Light or dark: the system's choice (`prefers-color-scheme`) unless the user picked one in
- * the header, remembered in this webview's local storage. Applied as `data-theme` on <html>,
- * which the stylesheet's two palettes key on.
+ * the header, remembered in this webview's local storage. Applied as `data-theme="light"` or
+ * `"dark"` on <html>, which the stylesheet's dark palette keys on.
  */
 
 export type ThemeChoice = "system" | "light" | "dark";
@@ -22,17 +22,25 @@ export function storedTheme(storage: Pick<Storage, "getItem"> | null): ThemeChoi
   }
 }
 
+/** The theme shown for `choice` while the system prefers dark (`prefersDark`) or not. */
+export function themeOf(choice: ThemeChoice, prefersDark: boolean): "light" | "dark" {
+  if (choice === "system") return prefersDark ? "dark" : "light";
+  return choice;
+}
+
+/** Whether the system prefers dark now. */
+export function systemPrefersDark(): boolean {
+  return window.matchMedia("(prefers-color-scheme: dark)").matches;
+}
+
 /** Applies `choice` to `root` and remembers it. */
 export function applyTheme(
   choice: ThemeChoice,
   root: HTMLElement,
   storage: Pick<Storage, "setItem" | "removeItem"> | null,
+  prefersDark: boolean,
 ): void {
-  if (choice === "system") {
-    delete root.dataset.theme;
-  } else {
-    root.dataset.theme = choice;
-  }
+  root.dataset.theme = themeOf(choice, prefersDark);
   try {
     if (choice === "system") {
       storage?.removeItem(KEY);
@@ -42,4 +50,18 @@ export function applyTheme(
   } catch {
     // Storage refused (private mode): the choice lasts until the window closes.
   }
+}
+
+/** Applies the remembered choice now, and again whenever the system's preference changes. */
+export function followTheme(): void {
+  const apply = () => {
+    applyTheme(
+      storedTheme(window.localStorage),
+      document.documentElement,
+      window.localStorage,
+      systemPrefersDark(),
+    );
+  };
+  apply();
+  window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", apply);
 }

@@ -267,12 +267,13 @@ where
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::cluster::ServerClock;
     use crate::model::ErrorKind;
 
-    fn request(name: &str, size: u32) -> CreatePool {
+    /// A request for `size` clones of golden-desktop in corral-vms, default options.
+    pub(in crate::pool) fn request(name: &str, size: u32) -> CreatePool {
         CreatePool {
             namespace: "corral-vms".into(),
             name: name.into(),

@@ -78,18 +78,9 @@ pub(super) async fn check_namespace(client: &Client, namespace: &str) -> Result<
 mod tests {
     use std::time::Duration;
 
-    use super::super::{CreateOptions, clone_name};
+    use super::super::clone_name;
+    use super::super::tests::request;
     use super::*;
-
-    fn request(name: &str, size: u32) -> CreatePool {
-        CreatePool {
-            namespace: "corral-vms".into(),
-            name: name.into(),
-            golden: "golden-desktop".into(),
-            size,
-            options: CreateOptions::default(),
-        }
-    }
 
     #[test]
     fn members_and_clones_are_named_after_the_pool() {
