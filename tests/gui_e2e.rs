@@ -1173,3 +1173,43 @@ async fn the_theme_switch_turns_the_console_dark_and_is_remembered() {
     );
     gui.close().await;
 }
+
+#[tokio::test]
+async fn slash_focuses_the_filter_which_finds_members_by_name_or_holder() {
+    let gui = Gui::launch().await;
+    let client = &gui.client;
+    text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
+    // "/" from anywhere outside a field focuses the filter.
+    client
+        .find(Locator::Css("body"))
+        .await
+        .unwrap()
+        .send_keys("/")
+        .await
+        .unwrap();
+    assert_eq!(
+        js(client, "return document.activeElement.dataset.testid").await,
+        serde_json::json!("pool-filter")
+    );
+    type_into(client, "[data-testid='pool-filter']", "alice").await;
+    let result = wait_text(client, "[data-testid='pool-filter-result']", "match").await;
+    assert_eq!(result, "1 of 1 pool, 1 member match \"alice\"");
+    let pool = text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
+    assert!(
+        pool.contains("legacy-2") && !pool.contains("legacy-1"),
+        "{pool}"
+    );
+    gui.screenshot("e2e-filter.png");
+    type_into(
+        client,
+        "[data-testid='pool-filter']",
+        "\u{e009}a\u{e009}nobody",
+    )
+    .await;
+    wait_text(client, "[data-testid='pool-filter-empty']", "nobody").await;
+    // Escape clears it: every member is back.
+    type_into(client, "[data-testid='pool-filter']", "\u{e00c}").await;
+    let pool = wait_text(client, "[data-testid='pool-corral-vms-legacy']", "legacy-1").await;
+    assert!(pool.contains("legacy-3"), "{pool}");
+    gui.close().await;
+}

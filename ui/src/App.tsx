@@ -27,6 +27,7 @@ import { SessionsView } from "./components/SessionsView";
 import { UsbView } from "./components/UsbView";
 import { LoadingPools, Placeholder } from "./components/StatePanels";
 import { credentialBanner } from "./lib/credentials";
+import { describeFilter, filterPools } from "./lib/pools";
 import { feedIndicator } from "./lib/feed";
 import {
   FALLBACK_NAMESPACE,
@@ -84,6 +85,8 @@ export function App() {
   const usb = useUsb();
   const [usbOpen, setUsbOpen] = useState(false);
   const [capacityOpen, setCapacityOpen] = useState(false);
+  const [filter, setFilter] = useState("");
+  const filterRef = useRef<HTMLInputElement>(null);
 
   // Bookkeeping read only in callbacks, never while rendering.
   /** Incremented per open_session call, so that a late answer to an older call is ignored. */
@@ -237,6 +240,27 @@ export function App() {
       unlistenCredentials?.();
     };
   }, [handleSnapshot, loadContextsAndConnect]);
+
+  // "/" focuses the filter (as in GitHub or Gmail) unless the user is typing somewhere.
+  useEffect(() => {
+    const onKey = (event: KeyboardEvent) => {
+      if (event.key !== "/" || event.ctrlKey || event.metaKey || event.altKey) return;
+      const target = event.target;
+      if (
+        target instanceof HTMLElement &&
+        (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName))
+      ) {
+        return;
+      }
+      if (filterRef.current === null) return;
+      event.preventDefault();
+      filterRef.current.focus();
+    };
+    window.addEventListener("keydown", onKey);
+    return () => {
+      window.removeEventListener("keydown", onKey);
+    };
+  }, []);
 
   const openConnect = useCallback((member: MemberView) => {
     connectOpenerRef.current =
@@ -666,6 +690,7 @@ export function App() {
       { free: 0, taken: 0, total: 0 },
     );
     const judged = formatLocalDateTime(snapshot.judgedAt);
+    const shownPools = filterPools(snapshot.pools, filter);
     content = (
       <div className={snapshot.status.kind === "failing" ? "pools pools-stale" : "pools"}>
         <div className="summary">
@@ -686,7 +711,46 @@ export function App() {
             </span>
           ) : null}
         </div>
-        {snapshot.pools.map((pool) => (
+        <div className="pools-filter">
+          <input
+            ref={filterRef}
+            type="search"
+            className="filter-input"
+            data-testid="pool-filter"
+            aria-label="Filter pools and members"
+            placeholder="Filter: pool, member, holder, state  ( / )"
+            value={filter}
+            onChange={(e) => {
+              setFilter(e.target.value);
+            }}
+            onKeyDown={(e) => {
+              if (e.key === "Escape" && filter !== "") {
+                e.stopPropagation();
+                setFilter("");
+              }
+            }}
+          />
+          {filter.trim() !== "" ? (
+            <span className="muted" data-testid="pool-filter-result" role="status">
+              {describeFilter(shownPools, snapshot.pools, filter)}
+            </span>
+          ) : null}
+        </div>
+        {shownPools.length === 0 ? (
+          <p className="muted filter-empty" data-testid="pool-filter-empty">
+            No pool or member matches “{filter.trim()}”.{" "}
+            <button
+              type="button"
+              className="link-button"
+              onClick={() => {
+                setFilter("");
+              }}
+            >
+              Clear the filter
+            </button>
+          </p>
+        ) : null}
+        {shownPools.map((pool) => (
           <PoolSection
             key={`${pool.namespace}/${pool.name}`}
             pool={pool}

@@ -14,7 +14,9 @@ import {
   createBlocker,
   deleteBlocker,
   describeAssigned,
+  describeFilter,
   describeMembersToCreate,
+  filterPools,
   describeTally,
   finishCreateRun,
   formatPoolCreated,
@@ -538,5 +540,39 @@ describe("formatPoolDeleted", () => {
     ).toBe(
       "deleted pool devpool: 3 members, 2 Leases, 0 clone objects; taken from their users: devpool-1 (alice), devpool-3 (bob)",
     );
+  });
+});
+
+describe("filterPools", () => {
+  const pools = [
+    pool("sec", [
+      member("sec-1", { holder: "alice", stateLabel: "assigned" }),
+      member("sec-2", { stateLabel: "free" }),
+    ]),
+    pool("devpool", [member("devpool-1", { holder: "bob", stateLabel: "assigned" })], "team-b"),
+  ];
+
+  it("keeps everything for an empty query", () => {
+    expect(filterPools(pools, "  ")).toBe(pools);
+  });
+
+  it("keeps a pool whole when its name or namespace matches", () => {
+    expect(filterPools(pools, "SEC").map((p) => [p.name, p.members.length])).toEqual([["sec", 2]]);
+    expect(filterPools(pools, "team-b").map((p) => p.name)).toEqual(["devpool"]);
+  });
+
+  it("keeps only the matching members otherwise, by name, holder or state", () => {
+    expect(filterPools(pools, "alice").map((p) => p.members.map((m) => m.name))).toEqual([
+      ["sec-1"],
+    ]);
+    expect(filterPools(pools, "free").map((p) => p.members.map((m) => m.name))).toEqual([
+      ["sec-2"],
+    ]);
+    expect(filterPools(pools, "nobody")).toEqual([]);
+  });
+
+  it("says what the filter shows", () => {
+    const shown = filterPools(pools, "bob");
+    expect(describeFilter(shown, pools, " bob ")).toBe('1 of 2 pools, 1 member match "bob"');
   });
 });

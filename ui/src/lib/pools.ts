@@ -403,3 +403,41 @@ export function formatPoolDeleted(deleted: PoolDeleted): string {
   }
   return text;
 }
+
+// ---------- Filter ----------
+
+/**
+ * The pools that match `query` (case-insensitive, surrounding spaces ignored): a pool whose
+ * name or namespace contains it is kept whole; otherwise only its members whose name, holder,
+ * labelled holder, state or power contains it, and pools left without members are dropped.
+ * An empty query keeps everything (the same array).
+ */
+export function filterPools(pools: readonly PoolView[], query: string): readonly PoolView[] {
+  const needle = query.trim().toLowerCase();
+  if (needle === "") return pools;
+  const has = (text: string | null) => text !== null && text.toLowerCase().includes(needle);
+  const out: PoolView[] = [];
+  for (const pool of pools) {
+    if (has(pool.name) || has(pool.namespace)) {
+      out.push(pool);
+      continue;
+    }
+    const members = pool.members.filter(
+      (m) =>
+        has(m.name) || has(m.holder) || has(m.labelHolder) || has(m.stateLabel) || has(m.power),
+    );
+    if (members.length > 0) out.push({ ...pool, members });
+  }
+  return out;
+}
+
+/** "3 of 1,000 pools, 12 members match "alice"" : what a filter shows. */
+export function describeFilter(
+  shown: readonly PoolView[],
+  all: readonly PoolView[],
+  query: string,
+): string {
+  const members = shown.reduce((n, p) => n + p.members.length, 0);
+  const pools = `${shown.length.toLocaleString("en-US")} of ${all.length.toLocaleString("en-US")} ${all.length === 1 ? "pool" : "pools"}`;
+  return `${pools}, ${members.toLocaleString("en-US")} ${members === 1 ? "member" : "members"} match "${query.trim()}"`;
+}
