@@ -66,7 +66,7 @@ export function MemberRow({
                 ? undefined
                 : offer.kind === "force"
                   ? `Force release ${member.name}`
-                  : `Unassign ${member.name}`
+                  : `Release ${member.name}`
             }
             title={
               offer.reason ??
@@ -79,7 +79,7 @@ export function MemberRow({
               onUnassign(member, offer.kind === "force");
             }}
           >
-            {releasing ? <Working /> : offer.kind === "force" ? "Force release…" : "Unassign"}
+            {releasing ? <Working /> : offer.kind === "force" ? "Force release…" : "Release…"}
           </button>
         )}
       </td>

@@ -198,7 +198,7 @@ export function MyDesktops({
                           onRelease(member, false);
                         }}
                       >
-                        {releasing ? <Working /> : "Release"}
+                        {releasing ? <Working /> : "Release…"}
                       </button>
                     </td>
                   </tr>
