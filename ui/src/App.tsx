@@ -415,9 +415,13 @@ export function App() {
           source="Live feed"
           error={status.error}
           note={
-            status.error.retryable
-              ? "Retrying automatically; the data below is the last received and may be out of date."
-              : "The data below is the last received and may be out of date."
+            snapshot === null || snapshot.pools.length === 0
+              ? status.error.retryable
+                ? "Retrying automatically; nothing has been received yet."
+                : "Nothing has been received yet."
+              : status.error.retryable
+                ? "Retrying automatically; the data below is the last received and may be out of date."
+                : "The data below is the last received and may be out of date."
           }
         />
       ) : null}
@@ -469,6 +473,7 @@ export function App() {
         onRelease={actions.openRelease}
         onConnect={openConnect}
         claimDenied={claimDenied}
+        loading={snapshot.status.kind === "syncing"}
       />
     ) : null;
 

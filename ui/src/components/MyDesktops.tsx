@@ -31,6 +31,8 @@ type MyDesktopsProps = {
   onConnect: (member: MemberView) => void;
   /** Why you may not claim here (RBAC), or null. */
   claimDenied: string | null;
+  /** The first full list has not arrived: say so instead of "no desktop". */
+  loading: boolean;
 };
 
 /** The members you hold, and "Get a desktop". */
@@ -44,6 +46,7 @@ export function MyDesktops({
   onRelease,
   onConnect,
   claimDenied,
+  loading,
 }: MyDesktopsProps) {
   const headingId = useId();
   const selectId = useId();
@@ -54,7 +57,9 @@ export function MyDesktops({
   const mine = myDesktops(pools, username);
   const choices = claimablePools(pools);
   const chosen = chooseClaimPool(choices, selectedKey);
-  const blocker = claimDenied ?? getDesktopBlocker(username !== null, choices, scope);
+  const blocker = loading
+    ? "Waiting for the pools to load."
+    : (claimDenied ?? getDesktopBlocker(username !== null, choices, scope));
   const claiming = running.has(actionKeys.claim);
   const disabled = blocker !== null || chosen === null || claiming;
 
@@ -127,9 +132,13 @@ export function MyDesktops({
       ) : null}
       {username === null ? (
         <p className="muted my-empty">Without your identity, your desktops cannot be listed.</p>
+      ) : loading ? (
+        <p className="muted my-empty" aria-busy="true">
+          Loading your desktops…
+        </p>
       ) : mine.length === 0 ? (
         <p className="muted my-empty" data-testid="my-desktops-empty">
-          You have no desktop.
+          You have no desktop in {describeScope(scope)}.
         </p>
       ) : (
         <div className="table-wrap">
