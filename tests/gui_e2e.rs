@@ -1225,3 +1225,36 @@ async fn slash_focuses_the_filter_which_finds_members_by_name_or_holder() {
     assert!(pool.contains("legacy-3"), "{pool}");
     gui.close().await;
 }
+
+#[test]
+fn a_dead_wayland_socket_without_an_x_display_ends_with_the_reason_and_the_fix() {
+    let runtime = tempdir();
+    let out = Command::new(app_binary())
+        .env_remove("DISPLAY")
+        .env("WAYLAND_DISPLAY", "corral-no-such-socket")
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .env("KUBECONFIG", &sandbox().kubeconfig)
+        .output()
+        .expect("run the app");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("corral-no-such-socket, which does not exist, and there is no X display")
+            && stderr.contains("fix: start it from your desktop session"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&runtime);
+}
+
+#[tokio::test]
+async fn a_dead_wayland_socket_falls_back_to_the_x_display() {
+    let gui = Gui::launch_with(&[("WAYLAND_DISPLAY", "corral-no-such-socket".into())]).await;
+    let pool = wait_text(
+        &gui.client,
+        "[data-testid='pool-corral-vms-legacy']",
+        "legacy-2",
+    )
+    .await;
+    assert!(pool.contains("alice"), "{pool}");
+    gui.close().await;
+}

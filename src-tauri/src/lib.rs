@@ -80,8 +80,10 @@ pub fn prepare_display() {
                     ));
                 } else {
                     eprintln!(
-                        "Corral VDI Console cannot open a window: WAYLAND_DISPLAY names {}, which                          does not exist, and there is no X display (DISPLAY).
-fix: start it from                          your desktop session, or set WAYLAND_DISPLAY or DISPLAY to a running one",
+                        "Corral VDI Console cannot open a window: WAYLAND_DISPLAY names {}, which does \
+                         not exist, and there is no X display (DISPLAY).\n\
+                         fix: start it from your desktop session, or set WAYLAND_DISPLAY or \
+                         DISPLAY to a running one",
                         path.display()
                     );
                     std::process::exit(1);
