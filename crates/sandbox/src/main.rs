@@ -158,11 +158,37 @@ fn down(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// Says what actually serves: the server process, and whether its API server answers (a
+/// `GET /version` as admin within 3 s). A process that runs while its API server does not
+/// answer (stopped, a zombie, wedged) is reported as such, with exit status 1.
 fn status(name: &str) -> Result<()> {
     match (running(name), fs::read_to_string(ready_file(name))) {
         (Some(pid), Ok(kubeconfig)) => {
-            println!("sandbox \"{name}\": running (pid {pid})");
-            println!("kubeconfig: {}", kubeconfig.trim());
+            let kubeconfig = kubeconfig.trim().to_owned();
+            let answer = tokio::runtime::Runtime::new()?.block_on(async {
+                let client = sandbox::kubeconfig::client(Path::new(&kubeconfig), "admin").await?;
+                tokio::time::timeout(Duration::from_secs(3), client.apiserver_version())
+                    .await
+                    .map_err(|_| anyhow::anyhow!("no answer within 3 s"))?
+                    .map_err(anyhow::Error::from)
+            });
+            match answer {
+                Ok(version) => {
+                    println!(
+                        "sandbox \"{name}\": running (pid {pid}), kube-apiserver {} answering",
+                        version.git_version
+                    );
+                    println!("kubeconfig: {kubeconfig}");
+                }
+                Err(e) => {
+                    println!(
+                        "sandbox \"{name}\": process running (pid {pid}) but its API server does not \
+                         answer: {e:#}"
+                    );
+                    println!("fix: sandbox down --name {name} && sandbox up --name {name}");
+                    std::process::exit(1);
+                }
+            }
         }
         (Some(pid), Err(_)) => println!("sandbox \"{name}\": starting (pid {pid})"),
         (None, _) => println!("sandbox \"{name}\": not running"),
