@@ -40,7 +40,10 @@ fn status_tells_a_running_process_from_an_answering_api_server() {
     let ok = sandbox(&["status", "--name", &name]);
     let said = text(&ok);
     assert!(ok.status.success(), "{said}");
-    assert!(said.contains("kube-apiserver v") && said.contains("answering"), "{said}");
+    assert!(
+        said.contains("kube-apiserver v") && said.contains("answering"),
+        "{said}"
+    );
 
     let pids = apiservers(&name);
     assert!(!pids.is_empty(), "no kube-apiserver of {name} found");
