@@ -654,14 +654,20 @@ fn close_window(display: &str, title: &str) {
     conn.flush().unwrap();
 }
 
-/// Process ids of the running processes named `name` (zombies excluded).
-fn processes(name: &str) -> Vec<u32> {
+/// Process ids of the running processes named `name` on X display `display` (zombies
+/// excluded).
+fn processes(name: &str, display: &str) -> Vec<u32> {
+    let on_display = format!("DISPLAY={display}");
     std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
             std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == name)
+                // Only this test's display: other test runs on the machine have their own.
+                && std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                    env.split(|b| *b == 0).any(|v| v == on_display.as_bytes())
+                })
                 && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
                     .is_ok_and(|s| s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z')))
         })
@@ -703,12 +709,12 @@ async fn helpers_stop_one_by_one_and_all_end_with_the_app() {
     let client = &gui.client;
     text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
     let member = alices_running_desktop(client, "exitp").await;
-    let viewers_before = processes("remote-viewer");
+    let viewers_before = processes("remote-viewer", &gui.display);
 
     // One by one: stopping the viewer's session ends remote-viewer; the forward stays.
     let ssh_port = open_viewer_and_ssh(client, &member).await;
     wait_until("remote-viewer started", || {
-        processes("remote-viewer").len() > viewers_before.len()
+        processes("remote-viewer", &gui.display).len() > viewers_before.len()
     })
     .await;
     click(client, "[data-testid='sessions-button']").await;
@@ -726,7 +732,7 @@ async fn helpers_stop_one_by_one_and_all_end_with_the_app() {
         .to_owned();
     click(client, &format!("[data-testid='stop-session-{id}']")).await;
     wait_until("remote-viewer gone after Stop", || {
-        processes("remote-viewer").len() == viewers_before.len()
+        processes("remote-viewer", &gui.display).len() == viewers_before.len()
     })
     .await;
     assert!(!port_free(ssh_port), "the SSH forward still listens");
@@ -735,18 +741,18 @@ async fn helpers_stop_one_by_one_and_all_end_with_the_app() {
     // The window closed (as a window manager closes it): every session ends with the app.
     let ssh_port_2 = open_viewer_and_ssh(client, &member).await;
     wait_until("a second remote-viewer", || {
-        processes("remote-viewer").len() > viewers_before.len()
+        processes("remote-viewer", &gui.display).len() > viewers_before.len()
     })
     .await;
-    let app = processes("corral-vdi-cons");
+    let app = processes("corral-vdi-cons", &gui.display);
     assert_eq!(app.len(), 1, "one app runs: {app:?}");
     close_window(&gui.display, "Corral VDI Console");
     wait_until("the app gone after its window closed", || {
-        processes("corral-vdi-cons").is_empty()
+        processes("corral-vdi-cons", &gui.display).is_empty()
     })
     .await;
     wait_until("helpers gone with the app", || {
-        processes("remote-viewer").len() == viewers_before.len()
+        processes("remote-viewer", &gui.display).len() == viewers_before.len()
     })
     .await;
     wait_until("forwards' ports freed", || {
@@ -764,20 +770,20 @@ async fn helpers_stop_one_by_one_and_all_end_with_the_app() {
     wait_text(client, "[data-testid='my-desktops']", &member).await;
     let ssh_port_3 = open_viewer_and_ssh(client, &member).await;
     wait_until("a third remote-viewer", || {
-        processes("remote-viewer").len() > viewers_before.len()
+        processes("remote-viewer", &gui.display).len() > viewers_before.len()
     })
     .await;
-    let app = processes("corral-vdi-cons");
+    let app = processes("corral-vdi-cons", &gui.display);
     assert_eq!(app.len(), 1, "{app:?}");
     let _ = Command::new("kill")
         .args(["-TERM", &app[0].to_string()])
         .status();
     wait_until("the app gone after SIGTERM", || {
-        processes("corral-vdi-cons").is_empty()
+        processes("corral-vdi-cons", &gui.display).is_empty()
     })
     .await;
     wait_until("helpers gone after SIGTERM", || {
-        processes("remote-viewer").len() == viewers_before.len()
+        processes("remote-viewer", &gui.display).len() == viewers_before.len()
     })
     .await;
     wait_until("the forward's port freed", || port_free(ssh_port_3)).await;
