@@ -196,7 +196,8 @@ fn member_row(m: &MemberView) -> [String; 6] {
         .lease
         .as_ref()
         .and_then(|l| l.expires_at)
-        .map(|t| t.to_string());
+        // Whole seconds, as `assign` prints it and as CLAIMED-AT is stored.
+        .map(|t| t.round(jiff::Unit::Second).unwrap_or(t).to_string());
     let holder = match (&m.holder, &m.label_holder) {
         (Some(lease), Some(label)) if m.state == MemberState::Conflict => {
             format!("{lease} (label: {label})")
@@ -237,23 +238,38 @@ fn print_pools(pools: &[PoolView], scope: &Scope) {
             println!();
         }
         println!(
-            "{} (ns/{}, {} members: {} free, {} taken)",
-            pool.name, pool.namespace, pool.counts.total, pool.counts.free, pool.counts.taken
+            "{} (ns/{}, {} {}: {} free, {} taken)",
+            pool.name,
+            pool.namespace,
+            pool.counts.total,
+            if pool.counts.total == 1 {
+                "member"
+            } else {
+                "members"
+            },
+            pool.counts.free,
+            pool.counts.taken
         );
         let rows: Vec<[String; 6]> = std::iter::once(header.clone())
             .chain(pool.members.iter().map(member_row))
             .collect();
-        let widths: Vec<usize> = (0..6)
-            .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        print_table(&rows, "  ");
+    }
+}
+
+/// Prints `rows` (the header first) as columns as wide as their widest cell, two spaces
+/// apart, each line after `indent`.
+pub(crate) fn print_table<const N: usize>(rows: &[[String; N]], indent: &str) {
+    let widths: Vec<usize> = (0..N)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    for row in rows {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
             .collect();
-        for row in rows {
-            let line: Vec<String> = row
-                .iter()
-                .zip(&widths)
-                .map(|(cell, w)| format!("{cell:<w$}"))
-                .collect();
-            println!("  {}", line.join("  ").trim_end());
-        }
+        println!("{indent}{}", line.join("  ").trim_end());
     }
 }
 

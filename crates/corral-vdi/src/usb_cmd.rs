@@ -61,29 +61,28 @@ fn list() {
         }
         return;
     }
-    println!(
-        "{:<9}  {:<7}  {:<14}  {:<6}  {:<36}  ACCESS",
-        "ID", "BUS-DEV", "MARKS", "SPEED", "DEVICE"
-    );
-    for d in &list.devices {
-        let access = if d.access.writable {
-            "ok".to_owned()
-        } else {
-            format!("no write access to {}", d.access.node)
-        };
-        println!(
-            "{:<9}  {:<7}  {:<14}  {:<6}  {:<36}  {access}",
-            d.id,
-            d.bus_address,
-            if d.marks.is_empty() {
-                "-".to_owned()
-            } else {
-                marks_text(&d.marks)
-            },
-            d.speed,
-            d.describe()
-        );
-    }
+    let rows: Vec<[String; 6]> =
+        std::iter::once(["ID", "BUS-DEV", "MARKS", "SPEED", "DEVICE", "ACCESS"].map(str::to_owned))
+            .chain(list.devices.iter().map(|d| {
+                [
+                    d.id.clone(),
+                    d.bus_address.clone(),
+                    if d.marks.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        marks_text(&d.marks)
+                    },
+                    d.speed.to_string(),
+                    d.describe(),
+                    if d.access.writable {
+                        "ok".to_owned()
+                    } else {
+                        format!("no write access to {}", d.access.node)
+                    },
+                ]
+            }))
+            .collect();
+    crate::print_table(&rows, "");
     for d in list.devices.iter().filter(|d| !d.access.writable) {
         if let Some(fix) = &d.access.fix {
             eprintln!("to use {} ({}): {fix}", d.id, d.describe());

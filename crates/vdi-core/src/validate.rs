@@ -62,7 +62,8 @@ pub fn pool_name(pool: &str) -> Result<()> {
             "\"{pool}\" is not a valid pool name (a DNS-1123 label: lower-case letters, digits and \
              '-', starting and ending with a letter or digit, at most 63 characters)"
         ),
-        "check the name with `corral-vdi pool list`",
+        "use lower-case letters, digits and '-' (e.g. dev-pool); existing pools are listed by \
+         `corral-vdi pool list`",
     ))
 }
 
