@@ -124,6 +124,10 @@ async fn each_refusal_is_explained_once_and_leaves_nothing_behind() {
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
         }
+        // A client of its own per case: the API server's aggregator may close a connection
+        // after a refusal, and a request sent on it as it closes fails as Unreachable — not
+        // the refusal this case is about.
+        let client = counting_stream_client("alice", counter.clone()).await;
         let before = counter.load(Ordering::Relaxed);
         let err = stream::open(&client, &ns, vm, sub).await.unwrap_err();
         assert_eq!(
