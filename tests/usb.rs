@@ -276,21 +276,10 @@ async fn every_refusal_comes_before_anything_starts() {
         "{stderr}"
     );
     // usbredirect missing: the packages to install.
-    let out = Command::new(cli_binary())
-        .env("KUBECONFIG", &sandbox().kubeconfig)
-        .env("CORRAL_USB_FIXTURE", usb_fixture())
+    let out = cli("alice", "")
         .env("PATH", "/nonexistent")
         .args([
-            "--context",
-            "alice",
-            "usb",
-            "redir",
-            &member,
-            "--device",
-            YUBIKEY,
-            "--yes",
-            "-n",
-            &ns,
+            "usb", "redir", &member, "--device", YUBIKEY, "--yes", "-n", &ns,
         ])
         .output()
         .unwrap();
@@ -308,20 +297,10 @@ async fn every_refusal_comes_before_anything_starts() {
 async fn the_real_usbredirect_failing_to_open_a_device_is_said_plainly() {
     let (ns, member) = alices_desktop("usbreal", true).await;
     // The machine's own usbredirect (Debian's), which cannot open a device here.
-    let out = Command::new(cli_binary())
-        .env("KUBECONFIG", &sandbox().kubeconfig)
-        .env("CORRAL_USB_FIXTURE", usb_fixture())
+    let out = cli("alice", "")
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
         .args([
-            "--context",
-            "alice",
-            "usb",
-            "redir",
-            &member,
-            "--device",
-            YUBIKEY,
-            "--yes",
-            "-n",
-            &ns,
+            "usb", "redir", &member, "--device", YUBIKEY, "--yes", "-n", &ns,
         ])
         .output()
         .unwrap();
