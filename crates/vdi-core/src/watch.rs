@@ -1,8 +1,10 @@
 //! The live view of pools: kube-rs reflectors over labelled VirtualMachines and claim Leases,
 //! regrouped on every change and published as a whole [`PoolsSnapshot`].
 //!
-//! Nothing polls: changes arrive through watches, and the only timer is the next Lease expiry,
-//! the one moment a derived state changes without an event.
+//! Changes arrive through watches. Two timers: the next Lease expiry (the one moment a derived
+//! state changes without an event), and a heartbeat (`GET /version` every [`HEARTBEAT`]) that
+//! notices an API server gone silent while its watch connections stay open, so that the view
+//! never says "live" over data nobody is refreshing.
 
 use std::pin::pin;
 use std::sync::Arc;
@@ -13,6 +15,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ListParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
+use kube::runtime::utils::ResetTimerBackoff;
 use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
@@ -28,6 +31,29 @@ use crate::state::{group_pools, next_expiry};
 
 /// How long a burst of watch events is gathered before the pools are regrouped.
 pub const COALESCE: StdDuration = StdDuration::from_millis(25);
+
+/// How often the feed asks the API server whether it still answers.
+pub const HEARTBEAT: StdDuration = StdDuration::from_secs(3);
+
+/// How long the heartbeat waits for an answer before it calls the server silent.
+pub const HEARTBEAT_TIMEOUT: StdDuration = StdDuration::from_secs(3);
+
+/// The longest wait between two attempts to re-establish a failed watch. kube-rs's default
+/// (client-go's: up to 30 s) is kind to a struggling server, but a console must be current
+/// within seconds of the server answering again; jitter still spreads the clients.
+pub const MAX_RETRY_DELAY: StdDuration = StdDuration::from_secs(2);
+
+/// The watch retry policy: 200 ms doubling to [`MAX_RETRY_DELAY`], with jitter, reset after a
+/// minute without failures.
+fn retry_backoff() -> ResetTimerBackoff<watcher::ExponentialBackoff> {
+    let exponential = backon::ExponentialBuilder::default()
+        .with_min_delay(StdDuration::from_millis(200))
+        .with_max_delay(MAX_RETRY_DELAY)
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times();
+    ResetTimerBackoff::new(exponential.into(), StdDuration::from_secs(60))
+}
 
 fn api<K>(client: &Client, scope: &Scope) -> Api<K>
 where
@@ -106,11 +132,12 @@ impl Drop for PoolFeed {
     }
 }
 
-/// Which watch an item came from.
+/// Which watch (or the heartbeat) an item came from.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Source {
     Vms,
     Leases,
+    Heartbeat,
 }
 
 /// What one watch reported.
@@ -119,8 +146,10 @@ enum Update {
     Synced(Source),
     /// Some object changed.
     Changed(Source),
-    /// The watch failed; it retries by itself.
+    /// The watch failed (or the heartbeat went unanswered); it retries by itself.
     Failed(Source, Error),
+    /// The heartbeat was answered.
+    Answered,
     /// A Lease's expiry came due.
     Tick,
 }
@@ -142,17 +171,63 @@ where
 {
     let config = watcher::Config::default().labels(POOL_LABEL);
     watcher(api, config)
-        .default_backoff()
+        .backoff(retry_backoff())
         .reflect(writer)
         .filter_map(move |item| {
             let update = match item {
                 Ok(Event::InitDone) => Some(Update::Synced(source)),
                 Ok(Event::Init | Event::InitApply(_)) => None,
                 Ok(Event::Apply(_) | Event::Delete(_)) => Some(Update::Changed(source)),
+                // 410 Gone ("too old resource version", after etcd compacted): the watcher
+                // lists again by itself. A relist is not a failure; its InitDone follows.
+                Err(watcher::Error::WatchError(status)) if status.code == 410 => {
+                    tracing::debug!(what, "watch expired (410 Gone); listing again");
+                    None
+                }
                 Err(err) => Some(Update::Failed(source, watch_error(&what, err))),
             };
             std::future::ready(update)
         })
+}
+
+/// Asks the API server for its version every [`HEARTBEAT`]; an answer later than
+/// [`HEARTBEAT_TIMEOUT`] (or an error) counts as silence.
+fn heartbeat(client: Client) -> impl Stream<Item = Update> {
+    ticks(HEARTBEAT).then(move |()| {
+        let client = client.clone();
+        async move {
+            let started = tokio::time::Instant::now();
+            match tokio::time::timeout(HEARTBEAT_TIMEOUT, client.apiserver_version()).await {
+                Ok(Ok(_)) => Update::Answered,
+                Ok(Err(e)) => Update::Failed(
+                    Source::Heartbeat,
+                    Error::kube("ask the API server whether it answers (GET /version)", e),
+                ),
+                Err(_) => Update::Failed(
+                    Source::Heartbeat,
+                    Error::rejected(
+                        crate::model::ErrorKind::Timeout,
+                        format!(
+                            "the API server has not answered for {} s: the pools shown may be out of date",
+                            started.elapsed().as_secs()
+                        ),
+                        "It is asked again every few seconds and the view catches up by itself when it answers; if it stays silent, check the cluster (kubectl get --raw /readyz).",
+                    ),
+                ),
+            }
+        }
+    })
+}
+
+/// A tick every `period`, the first one after `period`.
+fn ticks(period: StdDuration) -> impl Stream<Item = ()> {
+    futures::stream::unfold(
+        tokio::time::interval_at(tokio::time::Instant::now() + period, period),
+        |mut interval| async move {
+            interval.tick().await;
+            Some(((), interval))
+        },
+    )
 }
 
 fn watch_error(what: &str, err: watcher::Error) -> Error {
@@ -206,7 +281,10 @@ async fn run(client: Client, scope: Scope, clock: ServerClock, tx: watch::Sender
         Source::Leases,
         format!("Leases {}", where_(&scope)),
     );
-    let mut updates = pin!(futures::stream::select(vms, leases));
+    let mut updates = pin!(futures::stream::select(
+        futures::stream::select(vms, leases),
+        heartbeat(client.clone())
+    ));
     let (mut vms_synced, mut leases_synced) = (false, false);
     let mut failure: Option<(Source, Error)> = None;
     let mut expiry: Option<tokio::time::Instant> = None;
@@ -222,25 +300,31 @@ async fn run(client: Client, scope: Scope, clock: ServerClock, tx: watch::Sender
         let Some(mut update) = update else { return };
         // Gather the rest of a burst so that a thousand events cost one regrouping.
         let deadline = tokio::time::Instant::now() + COALESCE;
+        // Whether the burst changed anything to show (an answered heartbeat alone does not).
+        let mut dirty = false;
         loop {
+            dirty |= !matches!(update, Update::Answered);
             let healthy = match update {
                 Update::Synced(source) => {
                     match source {
                         Source::Vms => vms_synced = true,
                         Source::Leases => leases_synced = true,
+                        Source::Heartbeat => {}
                     }
                     Some(source)
                 }
                 Update::Changed(source) => Some(source),
+                Update::Answered => Some(Source::Heartbeat),
                 Update::Tick => None,
                 Update::Failed(source, err) => {
-                    tracing::warn!(error = %err, "pool feed watch failed; retrying");
+                    tracing::warn!(error = %err, "pool feed failing; retrying");
                     failure = Some((source, err));
                     None
                 }
             };
             if healthy.is_some() && failure.as_ref().map(|(s, _)| *s) == healthy {
                 failure = None;
+                dirty = true;
             }
             match tokio::time::timeout_at(deadline, updates.next()).await {
                 Ok(Some(next)) => update = next,
@@ -253,7 +337,7 @@ async fn run(client: Client, scope: Scope, clock: ServerClock, tx: watch::Sender
             None if vms_synced && leases_synced => FeedStatus::Live,
             None => FeedStatus::Syncing,
         };
-        if matches!(status, FeedStatus::Syncing) {
+        if !dirty || matches!(status, FeedStatus::Syncing) {
             continue;
         }
         let snap = snapshot(&scope, status, &vm_store, &lease_store, &clock);
