@@ -1,6 +1,8 @@
 //! Tauri commands: each is one call into vdi-core. Errors cross to the UI as
 //! [`vdi_core::model::ErrorView`] (kind, message, suggestion), never as bare strings.
 
+use std::sync::atomic::{AtomicU32, Ordering};
+
 use tauri::{AppHandle, Emitter, State};
 use vdi_core::claim::{self, ClaimOptions, Claimed, Released, UnassignOptions};
 use vdi_core::cluster::ServerClock;
@@ -8,11 +10,14 @@ use vdi_core::golden::{self, GoldenCandidate, NewPool};
 use vdi_core::guard::{self, GuardStatus};
 use vdi_core::identity::{self, Actor, Permissions};
 use vdi_core::model::{AppInfo, Contexts, ErrorView, Scope, SessionInfo};
-use vdi_core::model::{PoolCreated, PoolDeleted};
+use vdi_core::model::{PoolCreated, PoolDeleted, PoolsDiff};
 use vdi_core::pool::{self, CreatePool, DeletePool};
 use vdi_core::watch::PoolFeed;
 
 use crate::{AppState, CREATE_PROGRESS_EVENT, CREDENTIALS_EVENT, POOLS_EVENT};
+
+/// The number of the next session's pools feed (see [`vdi_core::model::PoolsUpdate::feed`]).
+static NEXT_FEED: AtomicU32 = AtomicU32::new(1);
 
 /// An open session: dropping it stops the feed and its forwarding.
 pub struct Session {
@@ -119,10 +124,11 @@ pub async fn open_session(
     });
     let feed = PoolFeed::spawn(conn.client.clone(), scope.clone(), clock);
     let mut rx = feed.subscribe();
+    let mut diff = PoolsDiff::new(NEXT_FEED.fetch_add(1, Ordering::Relaxed));
     let forward = tauri::async_runtime::spawn(async move {
         loop {
-            let snapshot = rx.borrow_and_update().clone();
-            if let Err(e) = app.emit(POOLS_EVENT, &snapshot) {
+            let update = diff.update(&rx.borrow_and_update());
+            if let Err(e) = app.emit(POOLS_EVENT, &update) {
                 tracing::warn!(error = %e, "could not send pools to the window");
             }
             if rx.changed().await.is_err() {

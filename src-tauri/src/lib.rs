@@ -1,9 +1,10 @@
 //! The desktop shell: Tauri commands as thin adapters over vdi-core, and the live pools feed
-//! forwarded to the window as `pools-snapshot` events. No cluster logic lives here.
+//! forwarded to the window as `pools-update` events. No cluster logic lives here.
 
 mod capacity;
 mod commands;
 mod connect;
+mod kubeconfig;
 mod logging;
 mod usb;
 
@@ -12,8 +13,9 @@ use std::sync::Mutex;
 use tauri::Manager;
 use vdi_core::cluster::KubeconfigSource;
 
-/// Event carrying a whole [`vdi_core::model::PoolsSnapshot`] on every change.
-pub const POOLS_EVENT: &str = "pools-snapshot";
+/// Event carrying a [`vdi_core::model::PoolsUpdate`] on every change: the whole list first,
+/// then the pools that changed.
+pub const POOLS_EVENT: &str = "pools-update";
 /// Event carrying the open session's [`vdi_core::credentials::CredentialState`] on every
 /// change (an exec plugin's credentials renewed, or the plugin failing).
 pub const CREDENTIALS_EVENT: &str = "credentials-state";
@@ -34,6 +36,8 @@ pub struct AppState {
     pub page_loaded: std::sync::atomic::AtomicBool,
     /// The live Capacity view, while it is open.
     pub capacity: Mutex<Option<capacity::CapacityWatch>>,
+    /// Watches the kubeconfig files while the app runs (`None` if the system refused).
+    pub kubeconfig_watch: Option<notify::RecommendedWatcher>,
 }
 
 /// What the app changed in its environment before the window system started, for the log.
@@ -110,8 +114,11 @@ pub fn run() {
                 tracing::info!(note, "display");
             }
             hint_if_blank(app.handle());
+            let source = KubeconfigSource::default();
+            let kubeconfig_watch = kubeconfig::follow(app.handle(), source.clone());
             app.manage(AppState {
-                source: KubeconfigSource::default(),
+                kubeconfig_watch,
+                source,
                 session: Mutex::new(None),
                 log_file,
                 supervisor: vdi_core::session::Supervisor::new(),

@@ -131,6 +131,48 @@ impl KubeconfigSource {
         })
     }
 
+    /// A value per context that changes whenever the context, its cluster or its user entry
+    /// changes (a new server address, CA or credentials), to notice which contexts a rewritten
+    /// kubeconfig changed. Compared within this process only, never shown: it is derived from
+    /// credentials.
+    ///
+    /// Errors: as [`KubeconfigSource::read`].
+    pub fn fingerprints(&self) -> Result<std::collections::BTreeMap<String, u64>> {
+        use std::hash::{Hash, Hasher};
+        let config = self.read()?;
+        Ok(config
+            .contexts
+            .iter()
+            .map(|named| {
+                let context = named.context.as_ref();
+                let cluster =
+                    context.and_then(|c| config.clusters.iter().find(|k| k.name == c.cluster));
+                let user = context
+                    .and_then(|c| c.user.as_ref())
+                    .and_then(|u| config.auth_infos.iter().find(|a| &a.name == u));
+                let text = serde_json::to_string(&(named, cluster, user)).unwrap_or_default();
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                text.hash(&mut hasher);
+                (named.name.clone(), hasher.finish())
+            })
+            .collect())
+    }
+
+    /// The contexts whose [`fingerprints`](Self::fingerprints) differ between `before` and
+    /// `after`: changed, added or removed, sorted by name.
+    pub fn changed_contexts(
+        before: &std::collections::BTreeMap<String, u64>,
+        after: &std::collections::BTreeMap<String, u64>,
+    ) -> Vec<String> {
+        let names: std::collections::BTreeSet<&String> =
+            before.keys().chain(after.keys()).collect();
+        names
+            .into_iter()
+            .filter(|name| before.get(*name) != after.get(*name))
+            .cloned()
+            .collect()
+    }
+
     /// A client for `context` (or the current context), plus the context's default namespace.
     ///
     /// Errors: [`Error::Config`] for an unknown context or unusable credentials.
@@ -355,5 +397,80 @@ impl ServerClock {
     /// The API server's current time, as best known.
     pub fn now(&self) -> Timestamp {
         Timestamp::now() + self.local_skew + self.offset
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kubeconfig(server: &str, token: &str) -> String {
+        format!(
+            "apiVersion: v1
+kind: Config
+current-context: a
+clusters:
+- name: one
+  cluster: {{ server: {server} }}
+- name: two
+  cluster: {{ server: https://two.example:6443 }}
+users:
+- name: alice
+  user: {{ token: {token} }}
+contexts:
+- name: a
+  context: {{ cluster: one, user: alice }}
+- name: b
+  context: {{ cluster: two, user: alice, namespace: vdi }}
+"
+        )
+    }
+
+    fn fingerprints(text: &str) -> std::collections::BTreeMap<String, u64> {
+        let dir = std::env::temp_dir().join(format!(
+            "corral-fingerprints-{}-{}",
+            std::process::id(),
+            jiff::Timestamp::now().as_nanosecond()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("config");
+        std::fs::write(&path, text).unwrap();
+        let source = KubeconfigSource {
+            path: Some(path),
+            impersonate: None,
+        };
+        let out = source.fingerprints().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        out
+    }
+
+    #[test]
+    fn a_new_server_address_changes_only_the_contexts_on_that_cluster() {
+        let before = fingerprints(&kubeconfig("https://127.0.0.1:6443", "t1"));
+        let same = fingerprints(&kubeconfig("https://127.0.0.1:6443", "t1"));
+        assert!(KubeconfigSource::changed_contexts(&before, &same).is_empty());
+        let moved = fingerprints(&kubeconfig("https://127.0.0.1:7443", "t1"));
+        assert_eq!(KubeconfigSource::changed_contexts(&before, &moved), ["a"]);
+    }
+
+    #[test]
+    fn new_credentials_change_every_context_of_that_user() {
+        let before = fingerprints(&kubeconfig("https://127.0.0.1:6443", "t1"));
+        let renewed = fingerprints(&kubeconfig("https://127.0.0.1:6443", "t2"));
+        assert_eq!(
+            KubeconfigSource::changed_contexts(&before, &renewed),
+            ["a", "b"]
+        );
+    }
+
+    #[test]
+    fn added_and_removed_contexts_count_as_changed() {
+        let before: std::collections::BTreeMap<String, u64> =
+            [("a".to_owned(), 1), ("b".to_owned(), 2)].into();
+        let after = [("b".to_owned(), 2), ("c".to_owned(), 3)].into();
+        assert_eq!(
+            KubeconfigSource::changed_contexts(&before, &after),
+            ["a", "c"]
+        );
     }
 }

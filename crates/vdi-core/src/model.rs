@@ -4,6 +4,8 @@
 //! and power state already computed. TypeScript bindings are generated from them with `ts-rs`
 //! (`cargo test -p vdi-core export_bindings`), into `ui/src/bindings/`.
 
+use std::collections::BTreeMap;
+
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
@@ -183,7 +185,8 @@ pub enum FeedStatus {
     },
 }
 
-/// Everything the pools view shows, sent whole on every change.
+/// Everything the pools view shows at one moment (the CLI's view; the app gets
+/// [`PoolsUpdate`]s made from these).
 #[derive(Debug, Clone, PartialEq, Serialize, TS)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
@@ -196,6 +199,90 @@ pub struct PoolsSnapshot {
     pub pools: Vec<PoolView>,
     /// API server's time at which the states were judged.
     pub judged_at: Timestamp,
+}
+
+/// Names one pool: its namespace and its name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct PoolKey {
+    /// Namespace the pool lives in.
+    pub namespace: String,
+    /// Pool name.
+    pub name: String,
+}
+
+/// What changed in the pools view since the previous update of the same feed: the desktop app
+/// sends these instead of whole [`PoolsSnapshot`]s, so that one member's change costs one
+/// pool's worth of serialization and re-rendering, not 10,000 members'.
+///
+/// A receiver keeps the pools of the last `full` update of a feed and applies each later
+/// update of that feed in order: drop `removed`, replace or insert `changed`.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct PoolsUpdate {
+    /// Which feed this is (a new one per session); updates of another feed do not apply.
+    pub feed: u32,
+    /// Namespaces covered.
+    pub scope: Scope,
+    /// Connection state.
+    pub status: FeedStatus,
+    /// `true`: `changed` holds every pool and replaces whatever the receiver had.
+    pub full: bool,
+    /// Pools new or different since the previous update, sorted by (namespace, name).
+    pub changed: Vec<PoolView>,
+    /// Pools gone since the previous update.
+    pub removed: Vec<PoolKey>,
+    /// API server's time at which the states were judged.
+    pub judged_at: Timestamp,
+}
+
+/// Turns the successive snapshots of one feed into [`PoolsUpdate`]s: the first is full, each
+/// later one carries only the pools that differ (compared by value).
+#[derive(Debug)]
+pub struct PoolsDiff {
+    feed: u32,
+    last: Option<BTreeMap<PoolKey, PoolView>>,
+}
+
+impl PoolsDiff {
+    /// A diff for feed number `feed`; its first update is full.
+    pub fn new(feed: u32) -> Self {
+        PoolsDiff { feed, last: None }
+    }
+
+    /// The update that takes a receiver from the previous snapshot to `snapshot`.
+    pub fn update(&mut self, snapshot: &PoolsSnapshot) -> PoolsUpdate {
+        let key = |p: &PoolView| PoolKey {
+            namespace: p.namespace.clone(),
+            name: p.name.clone(),
+        };
+        let next: BTreeMap<PoolKey, PoolView> =
+            snapshot.pools.iter().map(|p| (key(p), p.clone())).collect();
+        let (full, changed, removed) = match self.last.take() {
+            None => (true, snapshot.pools.clone(), Vec::new()),
+            Some(last) => {
+                let changed = next
+                    .iter()
+                    .filter(|(k, p)| last.get(k) != Some(p))
+                    .map(|(_, p)| p.clone())
+                    .collect();
+                let removed = last.into_keys().filter(|k| !next.contains_key(k)).collect();
+                (false, changed, removed)
+            }
+        };
+        self.last = Some(next);
+        PoolsUpdate {
+            feed: self.feed,
+            scope: snapshot.scope.clone(),
+            status: snapshot.status.clone(),
+            full,
+            changed,
+            removed,
+            judged_at: snapshot.judged_at,
+        }
+    }
 }
 
 /// The authenticated user of a kubeconfig context, as the API server reports it
@@ -221,6 +308,17 @@ pub struct ContextInfo {
     pub cluster: String,
     /// The context's default namespace, if it sets one.
     pub namespace: Option<String>,
+}
+
+/// The kubeconfig files were written: what the desktop app tells its window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct KubeconfigChanged {
+    /// Contexts whose definition changed (server, CA, credentials, namespace), appeared or
+    /// disappeared, sorted by name; the window reconnects when its own is among them. Empty
+    /// when the files could not be read (the window reads them again and shows why).
+    pub changed_contexts: Vec<String>,
 }
 
 /// The kubeconfig's contexts.
@@ -702,4 +800,70 @@ pub struct ClusterCapacity {
     pub permitted: Vec<PermittedDevice>,
     /// What the numbers could not take into account, each as a sentence.
     pub notes: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(name: &str, free: u32) -> PoolView {
+        PoolView {
+            namespace: "vdi".into(),
+            name: name.into(),
+            members: Vec::new(),
+            counts: PoolCounts {
+                free,
+                taken: 0,
+                total: free,
+            },
+        }
+    }
+
+    fn snapshot(pools: Vec<PoolView>) -> PoolsSnapshot {
+        PoolsSnapshot {
+            scope: Scope::Namespace("vdi".into()),
+            status: FeedStatus::Live,
+            pools,
+            judged_at: Timestamp::UNIX_EPOCH,
+        }
+    }
+
+    fn key(name: &str) -> PoolKey {
+        PoolKey {
+            namespace: "vdi".into(),
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn first_update_is_full_then_only_what_changed() {
+        let mut diff = PoolsDiff::new(7);
+        let first = diff.update(&snapshot(vec![pool("a", 1), pool("b", 2)]));
+        assert!(first.full);
+        assert_eq!(first.feed, 7);
+        assert_eq!(first.changed, vec![pool("a", 1), pool("b", 2)]);
+
+        let same = diff.update(&snapshot(vec![pool("a", 1), pool("b", 2)]));
+        assert!(!same.full);
+        assert!(same.changed.is_empty() && same.removed.is_empty());
+
+        let one = diff.update(&snapshot(vec![pool("a", 0), pool("b", 2), pool("c", 3)]));
+        assert_eq!(one.changed, vec![pool("a", 0), pool("c", 3)]);
+        assert!(one.removed.is_empty());
+
+        let gone = diff.update(&snapshot(vec![pool("c", 3)]));
+        assert!(gone.changed.is_empty());
+        assert_eq!(gone.removed, vec![key("a"), key("b")]);
+    }
+
+    #[test]
+    fn a_status_change_alone_is_sent() {
+        let mut diff = PoolsDiff::new(1);
+        diff.update(&snapshot(vec![pool("a", 1)]));
+        let mut failing = snapshot(vec![pool("a", 1)]);
+        failing.status = FeedStatus::Syncing;
+        let update = diff.update(&failing);
+        assert_eq!(update.status, FeedStatus::Syncing);
+        assert!(update.changed.is_empty());
+    }
 }

@@ -4,7 +4,8 @@ import type { PoolView } from "./PoolView";
 import type { Scope } from "./Scope";
 
 /**
- * Everything the pools view shows, sent whole on every change.
+ * Everything the pools view shows at one moment (the CLI's view; the app gets
+ * [`PoolsUpdate`]s made from these).
  */
 export type PoolsSnapshot = { 
 /**
