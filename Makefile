@@ -77,6 +77,7 @@ bench: deps ui
 	cargo bench -p corral-tests --bench connect
 	cargo build --release -p corral-vdi-console -p corral-blank-app
 	cargo bench -p corral-tests --bench startup
+	cargo bench -p corral-tests --bench ui_scale
 
 # Linux installers (.deb, .rpm) in dist/, with the app and the CLI; prints them and their sizes.
 package: ui

@@ -3,6 +3,7 @@
 //! test so that tests in one binary never see each other's objects.
 
 pub mod gui;
+pub mod measure;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -275,6 +276,52 @@ pub async fn pool_vms(client: &Client, ns: &str, pool: &str, size: usize) -> kub
         api.create(&PostParams::default(), &vm).await?;
     }
     Ok(())
+}
+
+/// Creates the pools numbered `pools` (`pool0000`, `pool0001`, …) with `per_pool` stopped
+/// members each (`pool0000-1 ..= pool0000-<per_pool>`) in `ns` as `client`, 48 creates at a
+/// time: the scale the list and UI benchmarks and the 10,000-VM GUI test use. Returns how many
+/// VMs it created.
+///
+/// Errors: the first refused create (the others still run).
+pub async fn many_pools(
+    client: &Client,
+    ns: &str,
+    pools: std::ops::Range<usize>,
+    per_pool: usize,
+) -> Result<usize> {
+    use futures::StreamExt;
+    use vdi_core::labels::POOL_LABEL;
+    use vdi_core::resources::{VirtualMachine, VirtualMachineSpec};
+    let api: Api<VirtualMachine> = Api::namespaced(client.clone(), ns);
+    let results: Vec<kube::Result<()>> =
+        futures::stream::iter((pools.start * per_pool..pools.end * per_pool).map(|i| {
+            let api = api.clone();
+            async move {
+                let pool = format!("pool{:04}", i / per_pool);
+                let mut vm = VirtualMachine::new(
+                    &format!("{pool}-{}", i % per_pool + 1),
+                    VirtualMachineSpec {
+                        run_strategy: Some("Halted".into()),
+                        ..Default::default()
+                    },
+                );
+                vm.metadata.labels = Some([(POOL_LABEL.to_owned(), pool)].into());
+                api.create(&PostParams::default(), &vm).await.map(|_| ())
+            }
+        }))
+        .buffer_unordered(48)
+        .collect()
+        .await;
+    let created = results.iter().filter(|r| r.is_ok()).count();
+    match results.into_iter().find_map(|r| r.err()) {
+        Some(e) => Err(anyhow!(
+            "{} of {} VM creates in {ns} failed, first: {e}",
+            pools.len() * per_pool - created,
+            pools.len() * per_pool
+        )),
+        None => Ok(created),
+    }
 }
 
 // --- Connect: running desktops, stream clients, an RFB client ---

@@ -16,6 +16,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use corral_tests::measure::median;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::Client;
@@ -34,11 +35,6 @@ const NAMESPACE: &str = "bench";
 
 fn device(t: usize) -> String {
     format!("nvidia.com/BENCH_TYPE_{t}")
-}
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
 }
 
 /// Runs `make` for each of `0..n`, 48 at a time; fails on the first error.

@@ -9,24 +9,19 @@
 
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
+use corral_tests::measure::median;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams, PostParams};
 use vdi_core::cluster::ServerClock;
 use vdi_core::labels::POOL_LABEL;
 use vdi_core::model::{FeedStatus, Scope};
-use vdi_core::resources::{VirtualMachine, VirtualMachineSpec};
+use vdi_core::resources::VirtualMachine;
 use vdi_core::state::group_pools;
 use vdi_core::watch::{PoolFeed, list_pools};
 
 const POOLS: usize = 1_000;
 const PER_POOL: usize = 10;
 const NAMESPACE: &str = "bench";
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -40,27 +35,7 @@ async fn main() -> anyhow::Result<()> {
 
     let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), NAMESPACE);
     let started = Instant::now();
-    let results: Vec<_> = futures::stream::iter((0..POOLS * PER_POOL).map(|i| {
-        let vms = vms.clone();
-        async move {
-            let pool = format!("pool{:04}", i / PER_POOL);
-            let name = format!("{pool}-{}", i % PER_POOL + 1);
-            let mut vm = VirtualMachine::new(
-                &name,
-                VirtualMachineSpec {
-                    run_strategy: Some("Halted".into()),
-                    ..Default::default()
-                },
-            );
-            vm.metadata.labels = Some([(POOL_LABEL.to_owned(), pool)].into());
-            vms.create(&PostParams::default(), &vm).await.map(|_| ())
-        }
-    }))
-    .buffer_unordered(48)
-    .collect()
-    .await;
-    let failed = results.iter().filter(|r| r.is_err()).count();
-    anyhow::ensure!(failed == 0, "{failed} VM creations failed");
+    corral_tests::many_pools(&admin, NAMESPACE, 0..POOLS, PER_POOL).await?;
     let total = POOLS * PER_POOL;
     println!(
         "setup: created {total} VMs in {POOLS} pools in {:.1?}",

@@ -11,10 +11,10 @@
 //! `cargo build --release -p corral-vdi-console -p corral-blank-app` with the UI built).
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use corral_tests::gui::{free_port, tauri_driver, webdriver, xvfb};
+use corral_tests::measure::{app_rss, between, launch, median, mib, release_binary};
 use corral_tests::sandbox;
 
 /// What one start measured.
@@ -24,103 +24,13 @@ struct Start {
     rss: Vec<(String, u64)>,
 }
 
-/// The release build of `name` in the shared target directory.
-fn release_binary(name: &str) -> PathBuf {
-    corral_tests::target_dir()
-        .parent()
-        .expect("the target directory")
-        .join("release")
-        .join(name)
-}
-
-/// Every process as (pid, parent pid, command name, resident bytes).
-fn processes() -> Vec<(u32, u32, String, u64)> {
-    let mut all = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return all;
-    };
-    for entry in entries.flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else {
-            continue;
-        };
-        let field = |key: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(key))
-                .map(|v| v.trim().to_owned())
-        };
-        let name = field("Name:").unwrap_or_default();
-        let ppid = field("PPid:").and_then(|v| v.parse().ok()).unwrap_or(0);
-        let rss_kib: u64 = field("VmRSS:")
-            .and_then(|v| v.trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0);
-        all.push((pid, ppid, name, rss_kib * 1024));
-    }
-    all
-}
-
-/// RSS of the process running `binary` and of all its descendants, by command name.
-fn app_rss(binary: &Path) -> Vec<(String, u64)> {
-    let all = processes();
-    let root = all.iter().find(|(pid, ..)| {
-        std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == binary)
-    });
-    let Some(&(root, ..)) = root else {
-        return Vec::new();
-    };
-    let mut tree = vec![root];
-    let mut i = 0;
-    while i < tree.len() {
-        let parent = tree[i];
-        tree.extend(all.iter().filter(|p| p.1 == parent).map(|p| p.0));
-        i += 1;
-    }
-    let mut by_name: HashMap<String, u64> = HashMap::new();
-    for (pid, _, name, rss) in &all {
-        if tree.contains(pid) {
-            *by_name.entry(name.clone()).or_default() += rss;
-        }
-    }
-    let mut out: Vec<_> = by_name.into_iter().collect();
-    out.sort();
-    out
-}
-
-fn epoch_ms() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64() * 1000.0)
-        .unwrap_or_default()
-}
-
 /// Starts `binary` once, measures, and closes it.
 async fn start_once(binary: &Path, pools_css: Option<&str>) -> anyhow::Result<Start> {
-    let (display, _xvfb) = xvfb();
-    let data_home = std::env::temp_dir().join(format!("corral-startup-{}", free_port()));
-    let (port, native_port) = (free_port(), free_port());
-    let _driver = tauri_driver(
-        port,
-        native_port,
-        &display,
-        &[
-            ("KUBECONFIG", sandbox().kubeconfig.display().to_string()),
-            ("XDG_DATA_HOME", data_home.display().to_string()),
-        ],
-    );
-    // tauri-driver takes a moment to listen; its readiness is not part of the app's start.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        anyhow::ensure!(Instant::now() < deadline, "tauri-driver did not listen");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let requested = epoch_ms();
-    let client = webdriver(port, binary).await;
+    let app = launch(binary, &sandbox().kubeconfig).await?;
     let paint_deadline = Instant::now() + Duration::from_secs(20);
     let first_paint = loop {
-        let value = client
+        let value = app
+            .client
             .execute(
                 "const p = performance.getEntriesByType('paint');\
                  const e = p.find(x => x.name === 'first-contentful-paint') || p[0];\
@@ -129,49 +39,26 @@ async fn start_once(binary: &Path, pools_css: Option<&str>) -> anyhow::Result<St
             )
             .await?;
         if let Some(at) = value.as_f64() {
-            break Duration::from_secs_f64(((at - requested) / 1000.0).max(0.0));
+            break between(app.requested_ms, at);
         }
         anyhow::ensure!(Instant::now() < paint_deadline, "no paint entry");
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
-    let mut pools = None;
-    if let Some(css) = pools_css {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let seen = client
-                .execute(
-                    "return document.querySelector(arguments[0]) ? Date.now() : null",
-                    vec![serde_json::json!(css)],
-                )
-                .await?;
-            if let Some(at) = seen.as_f64() {
-                pools = Some(Duration::from_secs_f64(
-                    ((at - requested) / 1000.0).max(0.0),
-                ));
-                break;
-            }
-            anyhow::ensure!(Instant::now() < deadline, "the pools never showed");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
+    let pools = match pools_css {
+        Some(css) => Some(between(
+            app.requested_ms,
+            app.seen(css, Duration::from_secs(30)).await?,
+        )),
+        None => None,
+    };
     tokio::time::sleep(Duration::from_secs(3)).await;
     let rss = app_rss(binary);
-    let _ = tokio::time::timeout(Duration::from_secs(10), client.close()).await;
-    let _ = std::fs::remove_dir_all(&data_home);
+    app.close().await;
     Ok(Start {
         first_paint,
         pools,
         rss,
     })
-}
-
-fn median(mut values: Vec<Duration>) -> Duration {
-    values.sort();
-    values[values.len() / 2]
-}
-
-fn mib(bytes: u64) -> f64 {
-    bytes as f64 / (1024.0 * 1024.0)
 }
 
 #[tokio::main]

@@ -1,0 +1,210 @@
+//! Benchmark (prints figures beside their goals; asserts nothing about speed): the console's
+//! window at 1,000 and at 10,000 VMs (10 per pool, made through the API as the list benchmark
+//! does), release builds under Xvfb against a sandbox of its own:
+//!
+//! - launch → pools on screen: from the WebDriver session request that starts the app to the
+//!   list holding every pool (`data-pool-count`);
+//! - RSS of all the app's processes after 3 s idle, against a blank Tauri app measured in the
+//!   same run (`tests/blank-app`);
+//! - scroll frame time p50 / p95: the main area scrolled 1,000 px per animation frame from top
+//!   to bottom, each frame's time being the gap between two `requestAnimationFrame` callbacks;
+//! - cluster change → row updated: a member's `status.printableStatus` patched, until its row
+//!   says so (a MutationObserver in the page; both clocks are this machine's), median of 5.
+//!
+//! Run: `make bench` (or `cargo bench -p corral-tests --bench ui_scale`, after
+//! `cargo build --release -p corral-vdi-console -p corral-blank-app` with the UI built).
+
+use std::path::Path;
+use std::time::Duration;
+
+use fantoccini::wd::TimeoutConfiguration;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+use vdi_core::resources::VirtualMachine;
+
+use corral_tests::measure::{app_rss, between, epoch_ms, launch, median, mib, release_binary};
+
+const NAMESPACE: &str = "corral-vms";
+const PER_POOL: usize = 10;
+
+/// Scrolls the main area to the bottom, 1,000 px a frame; resolves to the frame times (ms).
+const SCROLL: &str = "const done = arguments[arguments.length - 1];
+const main = document.querySelector('main.app-main');
+main.scrollTop = 0;
+const frames = [];
+let last = 0;
+const step = (now) => {
+  frames.push(now - last);
+  last = now;
+  if (main.scrollTop + main.clientHeight >= main.scrollHeight - 1) { done(frames); return; }
+  main.scrollTop += 1000;
+  requestAnimationFrame(step);
+};
+requestAnimationFrame((now) => { last = now; main.scrollTop += 1000; requestAnimationFrame(step); });";
+
+/// Resolves to `Date.now()` once the row `arguments[0]` contains `arguments[1]`.
+const WAIT_ROW: &str = "const [id, text, done] = arguments;
+const row = () => document.querySelector(`[data-testid='member-${id}']`);
+const check = () => { const r = row(); return r !== null && r.textContent.includes(text); };
+if (check()) { done(Date.now()); return; }
+const observer = new MutationObserver(() => {
+  if (check()) { observer.disconnect(); done(Date.now()); }
+});
+observer.observe(document.body, { subtree: true, childList: true, characterData: true });";
+
+/// One scale's figures.
+struct Figures {
+    vms: usize,
+    pools_on_screen: Duration,
+    rss: u64,
+    frames: Vec<f64>,
+    change: Duration,
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
+}
+
+async fn measure(
+    console: &Path,
+    kubeconfig: &Path,
+    api: &Api<VirtualMachine>,
+    pools: usize,
+) -> anyhow::Result<Figures> {
+    let app = launch(console, kubeconfig).await?;
+    let css = format!("[data-testid='pool-list'][data-pool-count='{pools}']");
+    let on_screen = between(
+        app.requested_ms,
+        app.seen(&css, Duration::from_secs(120)).await?,
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let rss = app_rss(console).iter().map(|(_, b)| b).sum();
+
+    app.client
+        .update_timeouts(TimeoutConfiguration::new(
+            Some(Duration::from_secs(300)),
+            None,
+            None,
+        ))
+        .await?;
+    let frames = app.client.execute_async(SCROLL, vec![]).await?;
+    let mut frames: Vec<f64> = frames
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_f64()).collect())
+        .unwrap_or_default();
+    frames.sort_by(f64::total_cmp);
+    anyhow::ensure!(!frames.is_empty(), "no frames measured");
+
+    // Back to the top, where the members changed below are on screen.
+    app.client
+        .execute(
+            "document.querySelector('main.app-main').scrollTop = 0; return null",
+            vec![],
+        )
+        .await?;
+    let mut changes = Vec::new();
+    for i in 1..=5 {
+        let member = format!("pool0000-{i}");
+        let (seen, sent) = tokio::join!(
+            app.client
+                .execute_async(WAIT_ROW, vec![json!(member), json!("Running")]),
+            async {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                let sent = epoch_ms();
+                api.patch_status(
+                    &member,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({ "status": { "printableStatus": "Running" } })),
+                )
+                .await
+                .map(|_| sent)
+            }
+        );
+        let (seen, sent) = (seen?, sent?);
+        let seen = seen
+            .as_f64()
+            .ok_or_else(|| anyhow::anyhow!("no time from the page"))?;
+        changes.push(between(sent, seen));
+    }
+    app.close().await;
+    Ok(Figures {
+        vms: pools * PER_POOL,
+        pools_on_screen: on_screen,
+        rss,
+        frames,
+        change: median(changes),
+    })
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let blank = release_binary("corral-blank-app");
+    let console = release_binary("corral-vdi-console");
+    for binary in [&blank, &console] {
+        anyhow::ensure!(
+            binary.exists(),
+            "{} is missing: cargo build --release -p corral-vdi-console -p corral-blank-app",
+            binary.display()
+        );
+    }
+    let shared = corral_tests::start(|o| {
+        o.emulate = false;
+        o.seed = false;
+    })?;
+    let admin = sandbox::kubeconfig::client(&shared.kubeconfig, "admin").await?;
+    // The sandbox makes the namespace even unseeded (its users' grants live there).
+    let api: Api<VirtualMachine> = Api::namespaced(admin.clone(), NAMESPACE);
+
+    let app = launch(&blank, &shared.kubeconfig).await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let blank_rss: u64 = app_rss(&blank).iter().map(|(_, b)| b).sum();
+    app.close().await;
+
+    let mut results = Vec::new();
+    let mut made = 0;
+    for (pools, rss_goal) in [(100, 1.15), (1_000, 1.5)] {
+        corral_tests::many_pools(&admin, NAMESPACE, made..pools, PER_POOL).await?;
+        made = pools;
+        // Members changed by the previous scale's run go back to no status.
+        for i in 1..=5 {
+            api.patch_status(
+                &format!("pool0000-{i}"),
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": null })),
+            )
+            .await?;
+        }
+        results.push((
+            measure(&console, &shared.kubeconfig, &api, pools).await?,
+            rss_goal,
+        ));
+    }
+
+    println!(
+        "blank Tauri app, all processes idle: {:.0} MiB",
+        mib(blank_rss)
+    );
+    println!(
+        "{:>7} {:>16} {:>14} {:>10} {:>18} {:>14}",
+        "VMs", "pools on screen", "RSS", "× blank", "frame p50 / p95", "change → row"
+    );
+    for (f, rss_goal) in &results {
+        println!(
+            "{:>7} {:>13} ms {:>10.0} MiB {:>6.2} × {:>9.1} / {:>4.1} ms {:>11} ms",
+            f.vms,
+            f.pools_on_screen.as_millis(),
+            mib(f.rss),
+            f.rss as f64 / blank_rss.max(1) as f64,
+            percentile(&f.frames, 0.5),
+            percentile(&f.frames, 0.95),
+            f.change.as_millis(),
+        );
+        println!(
+            "{:>7} goals: pools ≤ 1500 ms at 10,000; RSS ≤ {rss_goal} × blank; frame p95 ≤ 16.7 ms ({} frames)",
+            "",
+            f.frames.len()
+        );
+    }
+    Ok(())
+}
