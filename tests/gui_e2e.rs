@@ -71,6 +71,11 @@ impl Gui {
 
     /// Like [`Gui::launch`], with more environment for the app.
     async fn launch_with(env: &[(&str, String)]) -> Gui {
+        Self::launch_on(&sandbox().kubeconfig, env).await
+    }
+
+    /// Like [`Gui::launch_with`], against the cluster of `kubeconfig`.
+    async fn launch_on(kubeconfig: &std::path::Path, env: &[(&str, String)]) -> Gui {
         let turn = ONE_AT_A_TIME.lock().await;
         let app = app_binary();
         assert!(
@@ -78,7 +83,6 @@ impl Gui {
             "{} is missing: build the app first (make app)",
             app.display()
         );
-        let kubeconfig = sandbox().kubeconfig.clone();
         let (display, xvfb) = xvfb();
         let data_home = tempdir();
         let (port, native_port) = (free_port(), free_port());
@@ -1273,5 +1277,265 @@ async fn a_dead_wayland_socket_falls_back_to_the_x_display() {
     )
     .await;
     assert!(pool.contains("alice"), "{pool}");
+    gui.close().await;
+}
+
+/// A site's scale: 10,000 VMs in 1,000 pools on a sandbox of their own (made through the API,
+/// as the list benchmark does). The pools come up, only what is on screen is in the page, the
+/// filter finds one member, End reaches the last pool, and a change to one member shows within
+/// a second.
+#[tokio::test]
+async fn ten_thousand_members_in_a_thousand_pools_stay_usable() {
+    let big = corral_tests::start(|o| {
+        o.emulate = false;
+        o.seed = false;
+    })
+    .expect("a sandbox of its own");
+    let admin = sandbox::kubeconfig::client(&big.kubeconfig, "admin")
+        .await
+        .unwrap();
+    // The sandbox makes the namespace even unseeded (its users' grants live there).
+    let started = Instant::now();
+    let created = corral_tests::many_pools(&admin, "corral-vms", 0..1_000, 10)
+        .await
+        .unwrap();
+    eprintln!("created {created} VMs in {:.1?}", started.elapsed());
+
+    let gui = Gui::launch_on(&big.kubeconfig, &[]).await;
+    let client = &gui.client;
+    let launched = Instant::now();
+    wait_attr(
+        client,
+        "[data-testid='pool-list']",
+        "data-pool-count",
+        "1000",
+    )
+    .await;
+    wait_text(client, "[data-testid='pool-totals']", "10,000 members").await;
+    eprintln!(
+        "1,000 pools on screen {:.1?} after the WebDriver session",
+        launched.elapsed()
+    );
+    // Only the pools on screen (and a few around them) are in the page.
+    let sections = js(
+        client,
+        "return document.querySelectorAll('section.pool').length",
+    )
+    .await;
+    let sections = sections.as_u64().unwrap();
+    assert!(
+        (1..=30).contains(&sections),
+        "{sections} pool sections in the page"
+    );
+    gui.screenshot("e2e-scale.png");
+
+    // The filter finds one member among 10,000, and Escape brings everything back.
+    type_into(client, "[data-testid='pool-filter']", "pool0567-3").await;
+    let result = wait_text(client, "[data-testid='pool-filter-result']", "match").await;
+    assert_eq!(result, "1 of 1,000 pools, 1 member match \"pool0567-3\"");
+    assert!(exists(client, "[data-testid='member-pool0567-3']").await);
+    type_into(client, "[data-testid='pool-filter']", "\u{e00c}").await;
+    wait_attr(
+        client,
+        "[data-testid='pool-list']",
+        "data-pool-count",
+        "1000",
+    )
+    .await;
+
+    // End (outside a field) goes to the last pool; Home back to the first.
+    js(client, "document.activeElement.blur(); return null").await;
+    client
+        .find(Locator::Css("body"))
+        .await
+        .unwrap()
+        .send_keys("\u{e010}")
+        .await
+        .unwrap();
+    let last = wait_text(
+        client,
+        "[data-testid='pool-corral-vms-pool0999']",
+        "pool0999-10",
+    )
+    .await;
+    assert!(last.contains("pool0999-1"), "{last}");
+    gui.screenshot("e2e-scale-end.png");
+
+    // A change to one member on screen shows within a second.
+    let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), "corral-vms");
+    let changed = Instant::now();
+    vms.patch_status(
+        "pool0999-10",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(serde_json::json!({ "status": { "printableStatus": "Running" } })),
+    )
+    .await
+    .unwrap();
+    wait_text_within(
+        client,
+        "[data-testid='member-pool0999-10']",
+        "Running",
+        Duration::from_secs(1),
+    )
+    .await;
+    eprintln!(
+        "the change showed {:.0?} after the patch",
+        changed.elapsed()
+    );
+
+    client
+        .find(Locator::Css("body"))
+        .await
+        .unwrap()
+        .send_keys("\u{e011}")
+        .await
+        .unwrap();
+    wait_text(
+        client,
+        "[data-testid='pool-corral-vms-pool0000']",
+        "pool0000-1",
+    )
+    .await;
+    gui.close().await;
+}
+
+/// A named sandbox run by the `sandbox` program, as `make sandbox-up` runs one, with its state
+/// in a folder of its own; dropping it stops it.
+struct NamedSandbox {
+    name: String,
+    state: PathBuf,
+}
+
+impl NamedSandbox {
+    fn command(&self, verb: &str) -> std::process::Output {
+        Command::new(target_dir().join("sandbox"))
+            .args([verb, "--name", &self.name])
+            .env("XDG_STATE_HOME", &self.state)
+            .output()
+            .unwrap_or_else(|e| panic!("run sandbox {verb}: {e}"))
+    }
+
+    /// Starts it; returns its kubeconfig's path.
+    fn up(&self) -> PathBuf {
+        let out = self.command("up");
+        assert!(
+            out.status.success(),
+            "sandbox up: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        PathBuf::from(stdout.lines().last().expect("a kubeconfig path").trim())
+    }
+
+    fn down(&self) {
+        let out = self.command("down");
+        assert!(
+            out.status.success(),
+            "sandbox down: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for NamedSandbox {
+    fn drop(&mut self) {
+        let _ = self.command("down");
+        let _ = std::fs::remove_dir_all(&self.state);
+    }
+}
+
+/// Writes `from` over `to` as tools do: a temporary file in the same folder, renamed.
+fn replace_file(from: &std::path::Path, to: &std::path::Path) {
+    let temporary = to.with_extension("tmp");
+    std::fs::copy(from, &temporary).unwrap();
+    std::fs::rename(&temporary, to).unwrap();
+}
+
+/// The cluster goes away with the app open and comes back on a new address with a new
+/// kubeconfig: the app says it is reconnecting, then reconnects by itself within 5 s of the
+/// new kubeconfig being written, with no banner left over.
+#[tokio::test]
+async fn the_app_reconnects_by_itself_when_its_cluster_comes_back_on_a_new_address() {
+    let cluster = NamedSandbox {
+        name: format!("recover{}", std::process::id()),
+        state: tempdir(),
+    };
+    let folder = tempdir();
+    let kubeconfig = folder.join("config");
+    replace_file(&cluster.up(), &kubeconfig);
+    let gui = Gui::launch_on(&kubeconfig, &[]).await;
+    let client = &gui.client;
+    wait_text(client, "[data-testid='pool-corral-vms-legacy']", "legacy-2").await;
+    wait_text(client, "[data-testid='feed-status']", "live").await;
+
+    cluster.down();
+    wait_text(client, "[data-testid='feed-status']", "reconnecting").await;
+    gui.screenshot("e2e-recovery-down.png");
+
+    let restarted = cluster.up();
+    replace_file(&restarted, &kubeconfig);
+    let written = Instant::now();
+    wait_text_within(
+        client,
+        "[data-testid='feed-status']",
+        "live",
+        Duration::from_secs(5),
+    )
+    .await;
+    wait_text_within(
+        client,
+        "[data-testid='pool-corral-vms-legacy']",
+        "legacy-2",
+        Duration::from_secs(5).saturating_sub(written.elapsed()),
+    )
+    .await;
+    eprintln!(
+        "reconnected {:.1?} after the new kubeconfig was written",
+        written.elapsed()
+    );
+    let banners = js(
+        client,
+        "return document.querySelector('.banners').textContent",
+    )
+    .await;
+    assert_eq!(banners, serde_json::json!(""), "a banner stayed");
+    gui.screenshot("e2e-recovery-back.png");
+    gui.close().await;
+    let _ = std::fs::remove_dir_all(&folder);
+}
+
+/// alice may not list pools cluster-wide: with All namespaces ticked the app says so (not
+/// "offline") and offers namespaces to pick; picking one shows its pools.
+#[tokio::test]
+async fn all_namespaces_refused_says_so_and_offers_a_namespace() {
+    let gui = Gui::launch().await;
+    let client = &gui.client;
+    text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
+    choose(client, "[data-testid='context-select']", "alice").await;
+    text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
+    click(client, "[data-testid='all-namespaces']").await;
+    let said = wait_text(
+        client,
+        "[data-testid='all-namespaces-forbidden']",
+        "cluster-wide",
+    )
+    .await;
+    assert!(
+        said.contains("alice") || said.contains("forbidden"),
+        "{said}"
+    );
+    wait_text(client, "[data-testid='feed-status']", "no access").await;
+    gui.screenshot("e2e-all-namespaces-refused.png");
+    click(client, "[data-testid='pick-namespace-corral-vms']").await;
+    wait_text(client, "[data-testid='pool-corral-vms-legacy']", "legacy-2").await;
+    wait_text(client, "[data-testid='feed-status']", "live").await;
+    assert_eq!(
+        js(
+            client,
+            "return document.querySelector(\"[data-testid='all-namespaces']\").checked"
+        )
+        .await,
+        serde_json::json!(false)
+    );
     gui.close().await;
 }

@@ -1,11 +1,30 @@
-import { Suspense, lazy, useCallback, useEffect, useRef, useState, type ReactNode } from "react";
-import { appInfo, listContexts, onCredentialState, onPoolsSnapshot, openSession } from "./api";
+import {
+  Suspense,
+  lazy,
+  useCallback,
+  useEffect,
+  useMemo,
+  useRef,
+  useState,
+  type ReactNode,
+} from "react";
+import {
+  appInfo,
+  listContexts,
+  onCredentialState,
+  onKubeconfigChanged,
+  onPoolsUpdate,
+  openSession,
+} from "./api";
+import type { KubeconfigChanged } from "./bindings/KubeconfigChanged";
 import type { CredentialState } from "./bindings/CredentialState";
 import type { AppInfo } from "./bindings/AppInfo";
 import type { ContextInfo } from "./bindings/ContextInfo";
 import type { ErrorView } from "./bindings/ErrorView";
 import type { MemberView } from "./bindings/MemberView";
+import type { PoolView } from "./bindings/PoolView";
 import type { PoolsSnapshot } from "./bindings/PoolsSnapshot";
+import type { PoolsUpdate } from "./bindings/PoolsUpdate";
 import type { Scope } from "./bindings/Scope";
 import type { SessionInfo } from "./bindings/SessionInfo";
 import { ActionNotice } from "./components/ActionNotice";
@@ -21,14 +40,24 @@ import { Header } from "./components/Header";
 import { FOCUS_FALLBACK_ID } from "./components/Modal";
 import { MyDesktops } from "./components/MyDesktops";
 import { NewPoolDialog } from "./components/NewPoolDialog";
-import { PoolSection } from "./components/PoolSection";
+import { PoolList } from "./components/PoolList";
 import { ReleaseDialog } from "./components/ReleaseDialog";
 import { SessionsView } from "./components/SessionsView";
 import { UsbView } from "./components/UsbView";
 import { LoadingPools, Placeholder } from "./components/StatePanels";
 import { credentialBanner } from "./lib/credentials";
-import { describeFilter, filterPools } from "./lib/pools";
-import { feedIndicator } from "./lib/feed";
+import {
+  POOL_ORDERS,
+  describeFilter,
+  filterPools,
+  parsePoolOrder,
+  sortPools,
+  stateTotals,
+  type PoolOrder,
+} from "./lib/pools";
+import { poolKey } from "./lib/claims";
+import { storeCollapsed, storeOrder, storedCollapsed, storedOrder, toggled } from "./lib/poolView";
+import { applyPoolsUpdate, feedIndicator, type Received } from "./lib/feed";
 import {
   FALLBACK_NAMESPACE,
   defaultNamespace,
@@ -54,6 +83,8 @@ type ContextsState =
   | { kind: "loading" }
   | { kind: "loaded"; contexts: ContextInfo[] }
   | { kind: "failed"; error: ErrorView };
+
+const NO_POOLS: readonly PoolView[] = [];
 
 type Attempt = { context: string | null; scope: Scope };
 
@@ -87,14 +118,27 @@ export function App() {
   const [capacityOpen, setCapacityOpen] = useState(false);
   const [filter, setFilter] = useState("");
   const filterRef = useRef<HTMLInputElement>(null);
+  const mainRef = useRef<HTMLElement>(null);
+  const [collapsed, setCollapsed] = useState(() => storedCollapsed(window.localStorage));
+  const [order, setOrder] = useState<PoolOrder>(() => storedOrder(window.localStorage));
+  useEffect(() => {
+    storeCollapsed(window.localStorage, collapsed);
+  }, [collapsed]);
+  useEffect(() => {
+    storeOrder(window.localStorage, order);
+  }, [order]);
+  const togglePool = useCallback((key: string) => {
+    setCollapsed((prev) => toggled(prev, key));
+  }, []);
+  const scrollElement = useCallback(() => mainRef.current, []);
 
   // Bookkeeping read only in callbacks, never while rendering.
   /** Incremented per open_session call, so that a late answer to an older call is ignored. */
   const requestRef = useRef(0);
   /** Snapshots for any other scope belong to an older session and are dropped. */
   const expectedScopeRef = useRef<Scope | null>(null);
-  /** The newest snapshot received, whatever its scope. */
-  const latestSnapshotRef = useRef<PoolsSnapshot | null>(null);
+  /** What the newest feed has sent, merged, whatever its scope. */
+  const latestRef = useRef<Received | null>(null);
   const lastAttemptRef = useRef<Attempt | null>(null);
   const allNamespacesRef = useRef(false);
   /** The Connect… button that led to the console, to focus again when the console closes. */
@@ -109,11 +153,13 @@ export function App() {
     }
   }, []);
 
-  const handleSnapshot = useCallback(
-    (next: PoolsSnapshot) => {
-      latestSnapshotRef.current = next;
-      if (sameScope(next.scope, expectedScopeRef.current)) {
-        applySnapshot(next);
+  const handleUpdate = useCallback(
+    (update: PoolsUpdate) => {
+      const merged = applyPoolsUpdate(latestRef.current, update);
+      if (merged === null) return;
+      latestRef.current = merged;
+      if (sameScope(merged.snapshot.scope, expectedScopeRef.current)) {
+        applySnapshot(merged.snapshot);
       }
     },
     [applySnapshot],
@@ -128,7 +174,7 @@ export function App() {
       closeDialog();
       setConnectMember(null);
       expectedScopeRef.current = scope;
-      latestSnapshotRef.current = null;
+      latestRef.current = null;
       setSnapshot(null);
       setSession(null);
       setSessionError(null);
@@ -158,7 +204,7 @@ export function App() {
           setAllNamespaces(opened.scope.kind === "all");
         }
         // The feed may have spoken before open_session answered.
-        const latest = latestSnapshotRef.current;
+        const latest = latestRef.current?.snapshot ?? null;
         if (latest !== null && sameScope(latest.scope, opened.scope)) {
           applySnapshot(latest);
         }
@@ -203,9 +249,9 @@ export function App() {
     let unlistenCredentials: (() => void) | null = null;
     const isStale = () => disposed;
     void (async () => {
-      const subscription = await onPoolsSnapshot((next) => {
+      const subscription = await onPoolsUpdate((update) => {
         if (!isStale()) {
-          handleSnapshot(next);
+          handleUpdate(update);
         }
       });
       if (isStale()) {
@@ -239,12 +285,14 @@ export function App() {
       unlisten?.();
       unlistenCredentials?.();
     };
-  }, [handleSnapshot, loadContextsAndConnect]);
+  }, [handleUpdate, loadContextsAndConnect]);
 
-  // "/" focuses the filter (as in GitHub or Gmail) unless the user is typing somewhere.
+  // "/" focuses the filter (as in GitHub or Gmail) and Home / End go to the first / last pool,
+  // unless the user is typing somewhere.
   useEffect(() => {
     const onKey = (event: KeyboardEvent) => {
-      if (event.key !== "/" || event.ctrlKey || event.metaKey || event.altKey) return;
+      if (event.ctrlKey || event.metaKey || event.altKey) return;
+      if (!["/", "Home", "End"].includes(event.key)) return;
       const target = event.target;
       if (
         target instanceof HTMLElement &&
@@ -252,13 +300,69 @@ export function App() {
       ) {
         return;
       }
-      if (filterRef.current === null) return;
+      if (target instanceof Element && target.closest("[role=dialog], .console-view") !== null) {
+        return;
+      }
+      if (event.key === "/") {
+        if (filterRef.current === null) return;
+        event.preventDefault();
+        filterRef.current.focus();
+        return;
+      }
+      const main = mainRef.current;
+      if (main === null) return;
       event.preventDefault();
-      filterRef.current.focus();
+      main.scrollTo({ top: event.key === "Home" ? 0 : main.scrollHeight });
     };
     window.addEventListener("keydown", onKey);
     return () => {
       window.removeEventListener("keydown", onKey);
+    };
+  }, []);
+
+  // The kubeconfig files changed (a cluster back on a new address, renewed credentials, a
+  // context added): read the contexts again, and reconnect when the context in use changed or
+  // its connection was failing. A healthy session on an unchanged context is left alone.
+  const onKubeconfigChangeRef = useRef<(change: KubeconfigChanged) => void>(() => undefined);
+  useEffect(() => {
+    onKubeconfigChangeRef.current = (change) => {
+      void (async () => {
+        if (contextsState.kind !== "loaded" || waitingForContext || selectedContext === null) {
+          await loadContextsAndConnect(() => false);
+          return;
+        }
+        const result = await listContexts();
+        if (!result.ok) {
+          setContextsState({ kind: "failed", error: result.error });
+          return;
+        }
+        setContextsState({ kind: "loaded", contexts: result.value.contexts });
+        if (!result.value.contexts.some((c) => c.name === selectedContext)) {
+          // The context in use is gone: connect as at start-up (the current context, or a
+          // request to choose one).
+          await loadContextsAndConnect(() => false);
+          return;
+        }
+        const failing = sessionError !== null || snapshot?.status.kind === "failing";
+        if (failing || change.changedContexts.includes(selectedContext)) {
+          connect(selectedContext, makeScope(allNamespaces, namespace));
+        }
+      })();
+    };
+  });
+  useEffect(() => {
+    let disposed = false;
+    let unlisten: (() => void) | null = null;
+    void onKubeconfigChanged((change) => {
+      onKubeconfigChangeRef.current(change);
+    }).then((subscription) => {
+      if (!subscription.ok) return;
+      if (disposed) subscription.value();
+      else unlisten = subscription.value;
+    });
+    return () => {
+      disposed = true;
+      unlisten?.();
     };
   }, []);
 
@@ -365,6 +469,22 @@ export function App() {
 
   const scope = makeScope(allNamespaces, namespace);
   const status = snapshot?.status ?? null;
+  const allPools = snapshot?.pools ?? NO_POOLS;
+  const shownPools = useMemo(
+    () => sortPools(filterPools(allPools, filter), order),
+    [allPools, filter, order],
+  );
+  const totals = useMemo(() => {
+    const counts = allPools.reduce(
+      (acc, p) => ({
+        free: acc.free + p.counts.free,
+        taken: acc.taken + p.counts.taken,
+        total: acc.total + p.counts.total,
+      }),
+      { free: 0, taken: 0, total: 0 },
+    );
+    return { ...counts, byState: stateTotals(allPools) };
+  }, [allPools]);
   const feed = feedIndicator({
     disconnected: backendError !== null || contextsState.kind === "failed" || sessionError !== null,
     waitingForContext,
@@ -673,6 +793,46 @@ export function App() {
     ) : (
       <LoadingPools message="Loading pools from the cluster…" />
     );
+  } else if (
+    snapshot.scope.kind === "all" &&
+    snapshot.status.kind === "failing" &&
+    snapshot.status.error.kind === "forbidden"
+  ) {
+    // Not "offline": the cluster answered, and said no to a cluster-wide list.
+    const candidates = [
+      ...new Set([
+        namespace,
+        ...contexts.flatMap((c) => (c.namespace === null ? [] : [c.namespace])),
+        FALLBACK_NAMESPACE,
+      ]),
+    ];
+    content = (
+      <Placeholder title="You may not list pools in all namespaces">
+        <p data-testid="all-namespaces-forbidden">
+          The cluster refused a cluster-wide list: {snapshot.status.error.message}. Pick a namespace
+          you work in:
+        </p>
+        <div className="namespace-picker" role="group" aria-label="Namespaces">
+          {candidates.map((ns) => (
+            <button
+              key={ns}
+              type="button"
+              className="btn btn-small"
+              data-testid={`pick-namespace-${ns}`}
+              onClick={() => {
+                allNamespacesRef.current = false;
+                setAllNamespaces(false);
+                setNamespace(ns);
+                setNamespaceDraft(ns);
+                connect(selectedContext, makeScope(false, ns));
+              }}
+            >
+              {ns}
+            </button>
+          ))}
+        </div>
+      </Placeholder>
+    );
   } else if (snapshot.pools.length === 0) {
     if (snapshot.status.kind === "live") {
       content = <EmptyState scope={snapshot.scope} />;
@@ -686,29 +846,21 @@ export function App() {
       );
     }
   } else {
-    const totals = snapshot.pools.reduce(
-      (acc, p) => ({
-        free: acc.free + p.counts.free,
-        taken: acc.taken + p.counts.taken,
-        total: acc.total + p.counts.total,
-      }),
-      { free: 0, taken: 0, total: 0 },
-    );
     const judged = formatLocalDateTime(snapshot.judgedAt);
-    const shownPools = filterPools(snapshot.pools, filter);
     content = (
       <div className={snapshot.status.kind === "failing" ? "pools pools-stale" : "pools"}>
         <div className="summary">
           <span>
-            <strong>{snapshot.pools.length}</strong>{" "}
+            <strong>{snapshot.pools.length.toLocaleString("en-US")}</strong>{" "}
             {snapshot.pools.length === 1 ? "pool" : "pools"} in {describeScope(snapshot.scope)}
           </span>
           <span className="summary-sep" aria-hidden="true">
             ·
           </span>
-          <span>
-            <strong>{totals.free}</strong> free · <strong>{totals.taken}</strong> taken ·{" "}
-            <strong>{totals.total}</strong> members
+          <span data-testid="pool-totals">
+            <strong>{totals.free.toLocaleString("en-US")}</strong> free ·{" "}
+            <strong>{totals.taken.toLocaleString("en-US")}</strong> taken ·{" "}
+            <strong>{totals.total.toLocaleString("en-US")}</strong> members
           </span>
           {judged ? (
             <span className="summary-judged" title={`${snapshot.judgedAt} (API server time)`}>
@@ -716,6 +868,25 @@ export function App() {
             </span>
           ) : null}
         </div>
+        {totals.byState.length > 1 ? (
+          <ul className="state-totals" aria-label="Members by state" data-testid="state-totals">
+            {totals.byState.map((entry) => (
+              <li key={entry.label}>
+                <button
+                  type="button"
+                  className="link-button"
+                  title={`Show only members that are ${entry.label}`}
+                  onClick={() => {
+                    setFilter(entry.label);
+                  }}
+                >
+                  {entry.label}
+                </button>{" "}
+                <span className="tabular">{entry.count.toLocaleString("en-US")}</span>
+              </li>
+            ))}
+          </ul>
+        ) : null}
         <div className="pools-filter">
           <input
             ref={filterRef}
@@ -735,6 +906,50 @@ export function App() {
               }
             }}
           />
+          <label className="pool-order">
+            <span className="muted">Sort</span>
+            <select
+              data-testid="pool-order"
+              value={order}
+              onChange={(e) => {
+                setOrder(parsePoolOrder(e.target.value));
+              }}
+            >
+              {POOL_ORDERS.map((o) => (
+                <option key={o.value} value={o.value}>
+                  {o.label}
+                </option>
+              ))}
+            </select>
+          </label>
+          <button
+            type="button"
+            className="btn btn-small"
+            data-testid="collapse-all"
+            onClick={() => {
+              setCollapsed(
+                (prev) =>
+                  new Set([...prev, ...shownPools.map((p) => poolKey(p.namespace, p.name))]),
+              );
+            }}
+          >
+            Collapse all
+          </button>
+          <button
+            type="button"
+            className="btn btn-small"
+            data-testid="expand-all"
+            disabled={collapsed.size === 0}
+            onClick={() => {
+              setCollapsed((prev) => {
+                const next = new Set(prev);
+                for (const p of shownPools) next.delete(poolKey(p.namespace, p.name));
+                return next;
+              });
+            }}
+          >
+            Expand all
+          </button>
           {filter.trim() !== "" ? (
             <span className="muted" data-testid="pool-filter-result" role="status">
               {describeFilter(shownPools, snapshot.pools, filter)}
@@ -755,20 +970,20 @@ export function App() {
             </button>
           </p>
         ) : null}
-        {shownPools.map((pool) => (
-          <PoolSection
-            key={`${pool.namespace}/${pool.name}`}
-            pool={pool}
-            clockOffsetMs={clockOffsetMs}
-            running={actions.running}
-            onAssign={actions.openAssign}
-            onDelete={actions.openDeletePool}
-            onUnassign={actions.openRelease}
-            onConnect={openConnect}
-            username={username}
-            permissions={permissions.get(pool.namespace) ?? null}
-          />
-        ))}
+        <PoolList
+          pools={shownPools}
+          scrollElement={scrollElement}
+          collapsed={collapsed}
+          onToggle={togglePool}
+          clockOffsetMs={clockOffsetMs}
+          running={actions.running}
+          onAssign={actions.openAssign}
+          onDelete={actions.openDeletePool}
+          onUnassign={actions.openRelease}
+          onConnect={openConnect}
+          username={username}
+          permissionsFor={(ns) => permissions.get(ns) ?? null}
+        />
       </div>
     );
   }
@@ -809,12 +1024,20 @@ export function App() {
                 }
           }
         />
-        <main id={FOCUS_FALLBACK_ID} className="app-main" aria-label="Pools" tabIndex={-1}>
-          {banners}
-          {notice}
-          {myDesktops}
-          {toolbar}
-          {content}
+        <main
+          ref={mainRef}
+          id={FOCUS_FALLBACK_ID}
+          className="app-main"
+          aria-label="Pools"
+          tabIndex={-1}
+        >
+          <div className="app-main-content">
+            {banners}
+            {notice}
+            {myDesktops}
+            {toolbar}
+            {content}
+          </div>
         </main>
         <Footer info={info} />
       </div>

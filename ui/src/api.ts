@@ -19,7 +19,8 @@ import type { NewPool } from "./bindings/NewPool";
 import type { PoolCreated } from "./bindings/PoolCreated";
 import type { PoolDeleted } from "./bindings/PoolDeleted";
 import type { Permissions } from "./bindings/Permissions";
-import type { PoolsSnapshot } from "./bindings/PoolsSnapshot";
+import type { KubeconfigChanged } from "./bindings/KubeconfigChanged";
+import type { PoolsUpdate } from "./bindings/PoolsUpdate";
 import type { RdpFileSaved } from "./bindings/RdpFileSaved";
 import type { Released } from "./bindings/Released";
 import type { Scope } from "./bindings/Scope";
@@ -235,12 +236,23 @@ async function subscribe(start: () => Promise<UnlistenFn>): Promise<Result<Unlis
   }
 }
 
-/** Subscribes to the live pools view; resolves to the function that unsubscribes. */
-export function onPoolsSnapshot(
-  handler: (snapshot: PoolsSnapshot) => void,
+/** Subscribes to the live pools view (a full list, then the pools that changed: see
+ * `applyPoolsUpdate`); resolves to the function that unsubscribes. */
+export function onPoolsUpdate(handler: (update: PoolsUpdate) => void): Promise<Result<UnlistenFn>> {
+  return subscribe(() =>
+    listen<PoolsUpdate>("pools-update", (event) => {
+      handler(event.payload);
+    }),
+  );
+}
+
+/** Subscribes to changes of the kubeconfig files (written, replaced, removed); resolves to the
+ * function that unsubscribes. */
+export function onKubeconfigChanged(
+  handler: (change: KubeconfigChanged) => void,
 ): Promise<Result<UnlistenFn>> {
   return subscribe(() =>
-    listen<PoolsSnapshot>("pools-snapshot", (event) => {
+    listen<KubeconfigChanged>("kubeconfig-changed", (event) => {
       handler(event.payload);
     }),
   );

@@ -1,8 +1,8 @@
-import { useId } from "react";
+import { memo, useId } from "react";
 import type { MemberView } from "../bindings/MemberView";
 import type { Permissions } from "../bindings/Permissions";
 import type { PoolView } from "../bindings/PoolView";
-import { actionKeys, assignAvailability } from "../lib/claims";
+import { actionKeys, assignAvailability, poolKey } from "../lib/claims";
 import { formatCounts, poolTestId } from "../lib/presentation";
 import { MemberRow } from "./MemberRow";
 import { Working } from "./Working";
@@ -20,9 +20,15 @@ type PoolSectionProps = {
   username: string | null;
   /** What you may do in the pool's namespace; null until known. */
   permissions: Permissions | null;
+  /** Only the header shows. */
+  collapsed: boolean;
+  /** Collapses or expands the pool (by its key, `claims.poolKey`). */
+  onToggle: (key: string) => void;
 };
 
-export function PoolSection({
+/** One pool: its header with counts and actions, and (unless collapsed) its members' table.
+ * Memoized: a live update re-renders only the pools it changed. */
+export const PoolSection = memo(function PoolSection({
   pool,
   clockOffsetMs,
   running,
@@ -32,8 +38,11 @@ export function PoolSection({
   onConnect,
   username,
   permissions,
+  collapsed,
+  onToggle,
 }: PoolSectionProps) {
   const headingId = useId();
+  const tableId = useId();
   const { counts } = pool;
   const exhausted = counts.total > 0 && counts.free === 0;
   const assign = assignAvailability(pool, permissions);
@@ -42,11 +51,27 @@ export function PoolSection({
   const deleting = running.has(actionKeys.deletePool(pool.namespace, pool.name));
   return (
     <section
-      className="pool"
+      className={collapsed ? "pool pool-collapsed" : "pool"}
       data-testid={poolTestId(pool.namespace, pool.name)}
       aria-labelledby={headingId}
     >
       <div className="pool-head">
+        <button
+          type="button"
+          className="pool-toggle"
+          data-testid={`toggle-${pool.namespace}-${pool.name}`}
+          aria-expanded={!collapsed}
+          aria-controls={collapsed ? undefined : tableId}
+          aria-label={`${collapsed ? "Expand" : "Collapse"} pool ${pool.name}`}
+          title={collapsed ? "Show the members" : "Hide the members"}
+          onClick={() => {
+            onToggle(poolKey(pool.namespace, pool.name));
+          }}
+        >
+          <span className="pool-toggle-icon" aria-hidden="true">
+            {collapsed ? "▸" : "▾"}
+          </span>
+        </button>
         <h2 id={headingId} className="pool-name">
           {pool.name}
         </h2>
@@ -91,57 +116,59 @@ export function PoolSection({
           {deleting ? <Working /> : "Delete…"}
         </button>
       </div>
-      <div className="table-wrap">
-        <table className="members">
-          <caption className="sr-only">
-            Members of pool {pool.name} in namespace {pool.namespace}
-          </caption>
-          <colgroup>
-            <col className="col-member" />
-            <col className="col-state" />
-            <col className="col-holder" />
-            <col className="col-claimed" />
-            <col className="col-lease" />
-            <col className="col-power" />
-            <col className="col-actions" />
-          </colgroup>
-          <thead>
-            <tr>
-              <th scope="col">Member</th>
-              <th scope="col">State</th>
-              <th scope="col">Holder</th>
-              <th scope="col">Claimed at</th>
-              <th scope="col">Lease expires</th>
-              <th scope="col">Power</th>
-              <th scope="col">
-                <span className="sr-only">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {pool.members.length === 0 ? (
+      {collapsed ? null : (
+        <div className="table-wrap" id={tableId}>
+          <table className="members">
+            <caption className="sr-only">
+              Members of pool {pool.name} in namespace {pool.namespace}
+            </caption>
+            <colgroup>
+              <col className="col-member" />
+              <col className="col-state" />
+              <col className="col-holder" />
+              <col className="col-claimed" />
+              <col className="col-lease" />
+              <col className="col-power" />
+              <col className="col-actions" />
+            </colgroup>
+            <thead>
               <tr>
-                <td colSpan={7} className="muted no-members">
-                  This pool has no members.
-                </td>
+                <th scope="col">Member</th>
+                <th scope="col">State</th>
+                <th scope="col">Holder</th>
+                <th scope="col">Claimed at</th>
+                <th scope="col">Lease expires</th>
+                <th scope="col">Power</th>
+                <th scope="col">
+                  <span className="sr-only">Actions</span>
+                </th>
               </tr>
-            ) : (
-              pool.members.map((m) => (
-                <MemberRow
-                  key={`${m.namespace}/${m.name}`}
-                  member={m}
-                  clockOffsetMs={clockOffsetMs}
-                  onUnassign={onUnassign}
-                  onConnect={onConnect}
-                  releasing={running.has(actionKeys.release(m.namespace, m.name))}
-                  username={username}
-                  permissions={permissions}
-                />
-              ))
-            )}
-          </tbody>
-        </table>
-      </div>
+            </thead>
+            <tbody>
+              {pool.members.length === 0 ? (
+                <tr>
+                  <td colSpan={7} className="muted no-members">
+                    This pool has no members.
+                  </td>
+                </tr>
+              ) : (
+                pool.members.map((m) => (
+                  <MemberRow
+                    key={`${m.namespace}/${m.name}`}
+                    member={m}
+                    clockOffsetMs={clockOffsetMs}
+                    onUnassign={onUnassign}
+                    onConnect={onConnect}
+                    releasing={running.has(actionKeys.release(m.namespace, m.name))}
+                    username={username}
+                    permissions={permissions}
+                  />
+                ))
+              )}
+            </tbody>
+          </table>
+        </div>
+      )}
     </section>
   );
-}
+});

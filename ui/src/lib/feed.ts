@@ -1,4 +1,8 @@
 import type { FeedStatus } from "../bindings/FeedStatus";
+import type { PoolView } from "../bindings/PoolView";
+import type { PoolsSnapshot } from "../bindings/PoolsSnapshot";
+import type { PoolsUpdate } from "../bindings/PoolsUpdate";
+import { poolKey } from "./claims";
 import { errorTitle } from "./errors";
 import { formatLocalDateTime } from "./time";
 
@@ -48,9 +52,49 @@ export function feedIndicator(input: FeedInput): FeedIndicator {
         : "In sync; changes appear as they happen.",
     };
   }
+  // The cluster answered: a refusal is not being offline.
+  const refused = status.error.kind === "forbidden" || status.error.kind === "unauthorized";
   return {
     tone: "failing",
-    text: status.error.retryable ? "reconnecting…" : "offline",
+    text: refused ? "no access" : status.error.retryable ? "reconnecting…" : "offline",
     detail: `${errorTitle(status.error.kind)}: ${status.error.message}`,
   };
+}
+
+/** What one feed has sent so far, merged: the pools view as of its last update. */
+export type Received = { feed: number; snapshot: PoolsSnapshot };
+
+/** (namespace, name) order, as the backend sorts (names are ASCII). */
+function byNamespaceAndName(a: PoolView, b: PoolView): number {
+  if (a.namespace !== b.namespace) return a.namespace < b.namespace ? -1 : 1;
+  if (a.name === b.name) return 0;
+  return a.name < b.name ? -1 : 1;
+}
+
+/**
+ * Applies one `pools-update` to what its feed sent before. Pools the update does not name keep
+ * their object (so that memoized rows skip re-rendering). Returns null when the update cannot
+ * apply: a partial update of a feed whose full list this window has not received (a late
+ * event of a replaced session).
+ */
+export function applyPoolsUpdate(previous: Received | null, update: PoolsUpdate): Received | null {
+  const { feed, scope, status, judgedAt } = update;
+  if (update.full) {
+    return { feed, snapshot: { scope, status, judgedAt, pools: update.changed } };
+  }
+  if (previous === null || previous.feed !== feed) return null;
+  let pools = previous.snapshot.pools;
+  if (update.changed.length > 0 || update.removed.length > 0) {
+    const byKey = new Map(pools.map((p) => [poolKey(p.namespace, p.name), p]));
+    for (const gone of update.removed) byKey.delete(poolKey(gone.namespace, gone.name));
+    let added = false;
+    for (const pool of update.changed) {
+      const key = poolKey(pool.namespace, pool.name);
+      added ||= !byKey.has(key);
+      byKey.set(key, pool);
+    }
+    pools = [...byKey.values()];
+    if (added) pools.sort(byNamespaceAndName);
+  }
+  return { feed, snapshot: { scope, status, judgedAt, pools } };
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { member } from "./fixtures";
+import { member, pool } from "./fixtures";
 import type { CreateProgress } from "../bindings/CreateProgress";
 import type { GoldenCandidate } from "../bindings/GoldenCandidate";
 import type { MemberProgress } from "../bindings/MemberProgress";
@@ -26,7 +26,10 @@ import {
   memberElapsedMs,
   newCreateRun,
   parseWholeNumber,
+  parsePoolOrder,
   poolExists,
+  sortPools,
+  stateTotals,
   stepLabel,
   stepTone,
   tallyCreateRun,
@@ -42,16 +45,6 @@ function candidate(name: string, overrides: Partial<GoldenCandidate> = {}): Gold
 const running = (power = "Running"): Partial<GoldenCandidate> => ({ power, running: true });
 const SNAPSHOTS_OFF =
   'volume "rootdisk": its StorageClass has no VolumeSnapshotClass — enable snapshots for it';
-
-function pool(name: string, members: MemberView[], namespace = "corral-vms"): PoolView {
-  const free = members.filter((m) => m.claimable).length;
-  return {
-    namespace,
-    name,
-    members,
-    counts: { free, taken: members.length - free, total: members.length },
-  };
-}
 
 describe("parseWholeNumber", () => {
   it("accepts whole numbers, trimmed, leaving the range to the backend", () => {
@@ -574,5 +567,49 @@ describe("filterPools", () => {
   it("says what the filter shows", () => {
     const shown = filterPools(pools, "bob");
     expect(describeFilter(shown, pools, " bob ")).toBe('1 of 2 pools, 1 member match "bob"');
+  });
+});
+
+describe("sortPools", () => {
+  const held = { claimable: false, state: "assigned" as const, stateLabel: "assigned" };
+  const a = pool("a", [member("a-1"), member("a-2", held)]);
+  const b = pool("b", [member("b-1"), member("b-2"), member("b-3")]);
+  const c = pool("c", [member("c-1", held)]);
+  const d = pool("d", [member("d-1")]);
+  const all = [a, b, c, d];
+  const names = (pools: readonly PoolView[]) => pools.map((p) => p.name);
+
+  it("keeps the backend's order for name (the same array)", () => {
+    expect(sortPools(all, "name")).toBe(all);
+  });
+
+  it("orders by free members, ties by name", () => {
+    expect(names(sortPools(all, "mostFree"))).toEqual(["b", "a", "d", "c"]);
+    expect(names(sortPools(all, "fewestFree"))).toEqual(["c", "a", "d", "b"]);
+  });
+
+  it("orders by size, ties by name", () => {
+    expect(names(sortPools(all, "largest"))).toEqual(["b", "a", "c", "d"]);
+  });
+
+  it("parses only the orders it offers", () => {
+    expect(parsePoolOrder("largest")).toBe("largest");
+    expect(parsePoolOrder("size")).toBe("name");
+    expect(parsePoolOrder(null)).toBe("name");
+  });
+});
+
+describe("stateTotals", () => {
+  it("counts members per state, largest first", () => {
+    const pools = [
+      pool("a", [member("a-1"), member("a-2", { stateLabel: "assigned" })]),
+      pool("b", [member("b-1"), member("b-2", { stateLabel: "claiming" })]),
+    ];
+    expect(stateTotals(pools)).toEqual([
+      { label: "free", count: 2 },
+      { label: "assigned", count: 1 },
+      { label: "claiming", count: 1 },
+    ]);
+    expect(stateTotals([])).toEqual([]);
   });
 });

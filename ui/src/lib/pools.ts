@@ -441,3 +441,52 @@ export function describeFilter(
   const pools = `${shown.length.toLocaleString("en-US")} of ${all.length.toLocaleString("en-US")} ${all.length === 1 ? "pool" : "pools"}`;
   return `${pools}, ${members.toLocaleString("en-US")} ${members === 1 ? "member" : "members"} match "${query.trim()}"`;
 }
+
+// ---------- Order and totals ----------
+
+/** How the pools list is ordered. */
+export type PoolOrder = "name" | "mostFree" | "fewestFree" | "largest";
+
+/** The orders offered, with their labels, first the default. */
+export const POOL_ORDERS: readonly { value: PoolOrder; label: string }[] = [
+  { value: "name", label: "Name" },
+  { value: "mostFree", label: "Most free first" },
+  { value: "fewestFree", label: "Fewest free first" },
+  { value: "largest", label: "Most members first" },
+];
+
+/** Narrows a stored or selected string to a PoolOrder ("name" for anything else). */
+export function parsePoolOrder(value: string | null): PoolOrder {
+  return POOL_ORDERS.find((o) => o.value === value)?.value ?? "name";
+}
+
+/**
+ * `pools` in `order`; ties (and "name") keep the backend's (namespace, name) order. "name"
+ * returns the same array.
+ */
+export function sortPools(pools: readonly PoolView[], order: PoolOrder): readonly PoolView[] {
+  if (order === "name") return pools;
+  const key: (p: PoolView) => number =
+    order === "mostFree"
+      ? (p) => -p.counts.free
+      : order === "fewestFree"
+        ? (p) => p.counts.free
+        : (p) => -p.counts.total;
+  return pools
+    .map((pool, index) => ({ pool, index, k: key(pool) }))
+    .sort((a, b) => a.k - b.k || a.index - b.index)
+    .map((e) => e.pool);
+}
+
+/** How many members are in each state, over `pools`; states with none are left out. */
+export function stateTotals(pools: readonly PoolView[]): { label: string; count: number }[] {
+  const counts = new Map<string, number>();
+  for (const pool of pools) {
+    for (const member of pool.members) {
+      counts.set(member.stateLabel, (counts.get(member.stateLabel) ?? 0) + 1);
+    }
+  }
+  return [...counts.entries()]
+    .map(([label, count]) => ({ label, count }))
+    .sort((a, b) => b.count - a.count || a.label.localeCompare(b.label));
+}
