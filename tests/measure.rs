@@ -34,12 +34,28 @@ pub fn between(since: f64, at: f64) -> Duration {
 }
 
 /// The release build of `name` in the shared target directory.
-pub fn release_binary(name: &str) -> PathBuf {
+fn release_binary(name: &str) -> PathBuf {
     crate::target_dir()
         .parent()
         .expect("the target directory")
         .join("release")
         .join(name)
+}
+
+/// The release builds of the blank Tauri app and of the console, in that order.
+///
+/// Errors: either is missing (with the command that builds both).
+pub fn release_apps() -> anyhow::Result<(PathBuf, PathBuf)> {
+    let blank = release_binary("corral-blank-app");
+    let console = release_binary("corral-vdi-console");
+    for binary in [&blank, &console] {
+        anyhow::ensure!(
+            binary.exists(),
+            "{} is missing: cargo build --release -p corral-vdi-console -p corral-blank-app",
+            binary.display()
+        );
+    }
+    Ok((blank, console))
 }
 
 /// Every process as (pid, parent pid, command name, resident bytes).

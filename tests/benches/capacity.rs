@@ -14,7 +14,7 @@
 //! Run: `make bench` (or `cargo bench -p corral-tests --bench capacity`).
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use corral_tests::measure::median;
 use futures::StreamExt;

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use corral_tests::measure::{app_rss, between, launch, median, mib, release_binary};
+use corral_tests::measure::{app_rss, between, launch, median, mib, release_apps};
 use corral_tests::sandbox;
 
 /// What one start measured.
@@ -63,15 +63,7 @@ async fn start_once(binary: &Path, pools_css: Option<&str>) -> anyhow::Result<St
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let blank = release_binary("corral-blank-app");
-    let console = release_binary("corral-vdi-console");
-    for binary in [&blank, &console] {
-        anyhow::ensure!(
-            binary.exists(),
-            "{} is missing: cargo build --release -p corral-vdi-console -p corral-blank-app",
-            binary.display()
-        );
-    }
+    let (blank, console) = release_apps()?;
     // The sandbox starts first, so that neither app pays for it.
     let _ = sandbox();
     let mut results: HashMap<&str, Vec<Start>> = HashMap::new();

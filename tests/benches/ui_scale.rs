@@ -22,7 +22,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use vdi_core::resources::VirtualMachine;
 
-use corral_tests::measure::{app_rss, between, epoch_ms, launch, median, mib, release_binary};
+use corral_tests::measure::{app_rss, between, epoch_ms, launch, median, mib, release_apps};
 
 const NAMESPACE: &str = "corral-vms";
 const PER_POOL: usize = 10;
@@ -139,15 +139,7 @@ async fn measure(
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let blank = release_binary("corral-blank-app");
-    let console = release_binary("corral-vdi-console");
-    for binary in [&blank, &console] {
-        anyhow::ensure!(
-            binary.exists(),
-            "{} is missing: cargo build --release -p corral-vdi-console -p corral-blank-app",
-            binary.display()
-        );
-    }
+    let (blank, console) = release_apps()?;
     let shared = corral_tests::start(|o| {
         o.emulate = false;
         o.seed = false;

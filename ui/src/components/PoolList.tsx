@@ -1,28 +1,20 @@
 import { useEffect, useRef, useState } from "react";
 import { useVirtualizer } from "@tanstack/react-virtual";
-import type { MemberView } from "../bindings/MemberView";
 import type { Permissions } from "../bindings/Permissions";
 import type { PoolView } from "../bindings/PoolView";
 import { poolKey } from "../lib/claims";
 import { estimatePoolHeight } from "../lib/poolView";
-import { PoolSection } from "./PoolSection";
+import { PoolSection, type PoolSectionProps } from "./PoolSection";
 
-type PoolListProps = {
+type PoolListProps = Omit<PoolSectionProps, "pool" | "permissions" | "collapsed"> & {
   pools: readonly PoolView[];
   /**
    * The element that scrolls the list (the main area). The list need not start at its top, but
    * must sit inside its first child, whose size changes whenever anything above the list does.
    */
   scrollElement: () => HTMLElement | null;
+  /** Keys (`claims.poolKey`) of the collapsed pools. */
   collapsed: ReadonlySet<string>;
-  onToggle: (key: string) => void;
-  clockOffsetMs: number;
-  running: ReadonlySet<string>;
-  onAssign: (pool: PoolView) => void;
-  onDelete: (pool: PoolView) => void;
-  onUnassign: (member: MemberView, force: boolean) => void;
-  onConnect: (member: MemberView) => void;
-  username: string | null;
   /** What you may do in a namespace; null until known. */
   permissionsFor: (namespace: string) => Permissions | null;
 };

@@ -7,7 +7,7 @@ import { formatCounts, poolTestId } from "../lib/presentation";
 import { MemberRow } from "./MemberRow";
 import { Working } from "./Working";
 
-type PoolSectionProps = {
+export type PoolSectionProps = {
   pool: PoolView;
   clockOffsetMs: number;
   /** Keys of the actions running now (see actionKeys). */
