@@ -7,7 +7,7 @@
 //!
 //! Run: `make bench` (or `cargo bench -p corral-tests --bench list_scale`).
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use corral_tests::measure::median;
 use k8s_openapi::api::core::v1::Namespace;
