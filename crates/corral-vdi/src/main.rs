@@ -20,7 +20,7 @@ use vdi_core::claim::{
 use vdi_core::cluster::{Impersonation, KubeconfigSource, ServerClock};
 use vdi_core::identity::Actor;
 use vdi_core::labels::lease_name;
-use vdi_core::model::{MemberState, MemberView, PoolView, Scope};
+use vdi_core::model::{MemberState, MemberView, PoolView, Scope, describe_instant};
 use vdi_core::watch::list_pools;
 
 #[derive(Parser)]
@@ -370,10 +370,7 @@ async fn run(cli: Cli) -> vdi_core::Result<ExitCode> {
             println!(
                 "lease: {} until {}",
                 lease_name(&claimed.member),
-                claimed
-                    .lease_expires_at
-                    .round(jiff::Unit::Second)
-                    .unwrap_or(claimed.lease_expires_at)
+                describe_instant(claimed.lease_expires_at, actor.clock().now())
             );
             println!("power: {}", power_text(&claimed.power));
             println!("connect: corral-vdi connect {}", claimed.member);

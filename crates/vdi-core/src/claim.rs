@@ -893,7 +893,7 @@ pub async fn unassign(
         let holder = l.holder.clone().unwrap_or_default();
         let until = l
             .expires_at
-            .map(|t| t.to_string())
+            .map(|t| crate::model::describe_instant(t, actor.clock().now()))
             .unwrap_or_else(|| "(no expiry)".into());
         if !options.force {
             return Err(Error::Refused {

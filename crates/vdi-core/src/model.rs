@@ -201,6 +201,28 @@ pub struct PoolsSnapshot {
     pub judged_at: Timestamp,
 }
 
+/// An instant as every message says it: UTC to the second with its zone, and how far it is
+/// from `now` in one unit — "2026-12-01 12:10:04 UTC (in 57m)", "… (3m ago)", "… (now)".
+pub fn describe_instant(at: Timestamp, now: Timestamp) -> String {
+    let exact = at
+        .round(jiff::Unit::Second)
+        .unwrap_or(at)
+        .strftime("%Y-%m-%d %H:%M:%S UTC");
+    let seconds = at.as_second() - now.as_second();
+    let magnitude = seconds.unsigned_abs();
+    let unit = match magnitude {
+        0..60 => format!("{magnitude}s"),
+        60..3600 => format!("{}m", magnitude / 60),
+        3600..86400 => format!("{}h", magnitude / 3600),
+        _ => format!("{}d", magnitude / 86400),
+    };
+    match seconds {
+        -4..=4 => format!("{exact} (now)"),
+        s if s > 0 => format!("{exact} (in {unit})"),
+        _ => format!("{exact} ({unit} ago)"),
+    }
+}
+
 /// Names one pool: its namespace and its name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, TS)]
 #[serde(rename_all = "camelCase")]
@@ -833,6 +855,27 @@ mod tests {
             namespace: "vdi".into(),
             name: name.into(),
         }
+    }
+
+    #[test]
+    fn instants_read_the_same_everywhere() {
+        let now: Timestamp = "2026-12-01T11:13:04.123456Z".parse().unwrap();
+        let later: Timestamp = "2026-12-01T12:10:04.6Z".parse().unwrap();
+        assert_eq!(
+            describe_instant(later, now),
+            "2026-12-01 12:10:05 UTC (in 57m)"
+        );
+        let before: Timestamp = "2026-12-01T11:10:00Z".parse().unwrap();
+        assert_eq!(
+            describe_instant(before, now),
+            "2026-12-01 11:10:00 UTC (3m ago)"
+        );
+        assert_eq!(describe_instant(now, now), "2026-12-01 11:13:04 UTC (now)");
+        let days: Timestamp = "2026-12-03T11:13:04Z".parse().unwrap();
+        assert_eq!(
+            describe_instant(days, now),
+            "2026-12-03 11:13:04 UTC (in 2d)"
+        );
     }
 
     #[test]

@@ -1,7 +1,8 @@
 import type { LeaseView } from "../bindings/LeaseView";
 import type { MemberView } from "../bindings/MemberView";
 import { powerTone, stateTone } from "../lib/presentation";
-import { formatLocalDateTime, parseIso } from "../lib/time";
+import { useNow } from "../lib/clock";
+import { formatAgo, formatDateTimeWithZone, parseIso } from "../lib/time";
 import { Countdown } from "./Countdown";
 
 /** Cells shared by the pools tables and My desktops. */
@@ -30,11 +31,12 @@ function WarningIcon({ label }: { label: string }) {
 }
 
 function leaseDetails(lease: LeaseView): string {
+  const at = (iso: string | null) => formatDateTimeWithZone(iso) ?? iso ?? "unknown";
   const lines = [
-    `Expires: ${lease.expiresAt ?? "unknown"}`,
+    `Expires: ${at(lease.expiresAt)}`,
     `Holder: ${lease.holder ?? "none"}`,
-    `Acquired: ${lease.acquiredAt ?? "unknown"}`,
-    `Renewed: ${lease.renewedAt ?? "unknown"}`,
+    `Acquired: ${at(lease.acquiredAt)}`,
+    `Renewed: ${at(lease.renewedAt)}`,
     `Duration: ${lease.durationSeconds === null ? "unknown" : `${lease.durationSeconds}s`}`,
     `Transitions: ${lease.transitions}`,
     `Active: ${lease.active ? "yes" : "no"}`,
@@ -67,18 +69,31 @@ export function LeaseCell({
   );
 }
 
-export function ClaimedAtCell({ claimedAt }: { claimedAt: string | null }) {
+/** When the member was claimed: relative ("12m ago", following the API server's clock),
+ * exact with the zone on hover. */
+export function ClaimedAtCell({
+  claimedAt,
+  clockOffsetMs,
+}: {
+  claimedAt: string | null;
+  clockOffsetMs: number;
+}) {
+  const now = useNow();
   if (claimedAt === null || claimedAt === "") {
     return <Missing title="Not claimed" />;
   }
-  const local = formatLocalDateTime(claimedAt);
-  if (local === null) {
+  const ms = parseIso(claimedAt);
+  if (ms === null) {
     // Shown as written when the annotation is not a valid time.
     return <span title="Not a valid RFC 3339 time">{claimedAt}</span>;
   }
   return (
-    <time dateTime={claimedAt} title={claimedAt} className="tabular">
-      {local}
+    <time
+      dateTime={claimedAt}
+      title={formatDateTimeWithZone(claimedAt) ?? claimedAt}
+      className="tabular"
+    >
+      {formatAgo(ms, now + clockOffsetMs)}
     </time>
   );
 }

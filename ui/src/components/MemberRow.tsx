@@ -44,7 +44,7 @@ export function MemberRow({
         <HolderCell member={member} />
       </td>
       <td>
-        <ClaimedAtCell claimedAt={member.claimedAt} />
+        <ClaimedAtCell claimedAt={member.claimedAt} clockOffsetMs={clockOffsetMs} />
       </td>
       <td>
         <LeaseCell lease={member.lease} clockOffsetMs={clockOffsetMs} />

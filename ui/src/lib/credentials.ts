@@ -4,7 +4,7 @@
  */
 import type { CredentialState } from "../bindings/CredentialState";
 import type { ErrorView } from "../bindings/ErrorView";
-import { formatLocalDateTime } from "./time";
+import { formatDateTimeWithZone } from "./time";
 
 /** The credentials banner: the failure as an error, and when things happen next. */
 export type CredentialBanner = { error: ErrorView; note: string };
@@ -12,7 +12,7 @@ export type CredentialBanner = { error: ErrorView; note: string };
 /** The banner to show for `state`, or null when the credentials are fine. */
 export function credentialBanner(state: CredentialState | null): CredentialBanner | null {
   if (state?.kind !== "failing") return null;
-  const expires = formatLocalDateTime(state.expiresAt);
+  const expires = formatDateTimeWithZone(state.expiresAt);
   const until =
     expires === null
       ? "The credentials in use have expired: requests are refused until the plugin works."

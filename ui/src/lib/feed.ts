@@ -4,7 +4,7 @@ import type { PoolsSnapshot } from "../bindings/PoolsSnapshot";
 import type { PoolsUpdate } from "../bindings/PoolsUpdate";
 import { poolKey } from "./claims";
 import { errorTitle } from "./errors";
-import { formatLocalDateTime } from "./time";
+import { formatDateTimeWithZone } from "./time";
 
 export type FeedIndicator = {
   /** Drives the dot colour. */
@@ -43,7 +43,7 @@ export function feedIndicator(input: FeedInput): FeedIndicator {
     };
   }
   if (status.kind === "live") {
-    const at = formatLocalDateTime(input.judgedAt);
+    const at = formatDateTimeWithZone(input.judgedAt);
     return {
       tone: "live",
       text: "live",

@@ -6,8 +6,7 @@ import {
   formatDateTimeWithZone,
   formatDuration,
   formatElapsed,
-  formatLocalDateTime,
-  formatLocalTime,
+  formatAgo,
   formatUtcOffset,
   parseIso,
 } from "./time";
@@ -97,21 +96,17 @@ describe("parseIso", () => {
   });
 });
 
-describe("formatLocalDateTime", () => {
-  it("formats in local time with zero padding", () => {
-    const iso = "2025-03-04T05:06:07Z";
-    const d = new Date(iso);
-    const pad = (n: number) => String(n).padStart(2, "0");
-    const expected =
-      `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ` +
-      `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
-    expect(formatLocalDateTime(iso)).toBe(expected);
-    expect(formatLocalTime(iso)).toBe(expected.slice(11));
+describe("formatAgo", () => {
+  const now = Date.parse("2026-12-01T12:00:00Z");
+  it("says how long ago in one unit", () => {
+    expect(formatAgo(now - 2_000, now)).toBe("just now");
+    expect(formatAgo(now - 42_000, now)).toBe("42s ago");
+    expect(formatAgo(now - 3 * 60_000 - 5_000, now)).toBe("3m ago");
+    expect(formatAgo(now - 5 * 3_600_000, now)).toBe("5h ago");
+    expect(formatAgo(now - 2 * 86_400_000, now)).toBe("2d ago");
   });
-
-  it("returns null for bad input", () => {
-    expect(formatLocalDateTime("not a time")).toBeNull();
-    expect(formatLocalTime(null)).toBeNull();
+  it("says a time ahead of the clock is ahead", () => {
+    expect(formatAgo(now + 3 * 60_000, now)).toBe("in 3m");
   });
 });
 
@@ -168,9 +163,12 @@ describe("formatDateTimeWithZone", () => {
   it("uses the local zone by default", () => {
     const iso = "2026-07-01T12:00:00Z";
     const text = formatDateTimeWithZone(iso);
-    const local = formatLocalDateTime(iso);
-    expect(text).not.toBeNull();
-    expect(text?.startsWith(`${local ?? ""} UTC`)).toBe(true);
+    const d = new Date(iso);
+    const pad = (n: number) => String(n).padStart(2, "0");
+    const local =
+      `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ` +
+      `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+    expect(text?.startsWith(`${local} UTC`)).toBe(true);
   });
 
   it("is null for a missing or invalid time", () => {

@@ -85,23 +85,14 @@ function pad2(n: number): string {
   return n < 10 ? `0${n}` : String(n);
 }
 
-/** Local wall-clock time "YYYY-MM-DD HH:MM:SS"; null when the input is not a valid time. */
-export function formatLocalDateTime(iso: string | null | undefined): string | null {
-  const ms = parseIso(iso);
-  if (ms === null) {
-    return null;
-  }
-  const d = new Date(ms);
-  return (
-    `${d.getFullYear()}-${pad2(d.getMonth() + 1)}-${pad2(d.getDate())} ` +
-    `${pad2(d.getHours())}:${pad2(d.getMinutes())}:${pad2(d.getSeconds())}`
-  );
-}
-
-/** Local "HH:MM:SS"; null when the input is not a valid time. */
-export function formatLocalTime(iso: string | null | undefined): string | null {
-  const full = formatLocalDateTime(iso);
-  return full === null ? null : full.slice(11);
+/**
+ * How long ago `targetMs` was as seen at `nowMs`, in one unit: "just now", "42s ago", "3m ago",
+ * "5h ago", "2d ago"; a time ahead of the clock (skew) reads "in 3m".
+ */
+export function formatAgo(targetMs: number, nowMs: number): string {
+  const diff = nowMs - targetMs;
+  if (Math.abs(diff) < 5 * SECOND) return "just now";
+  return diff > 0 ? `${formatCoarseDuration(diff)} ago` : `in ${formatCoarseDuration(diff)}`;
 }
 
 /**
