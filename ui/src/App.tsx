@@ -66,7 +66,7 @@ import {
   scopeNamespace,
 } from "./lib/presentation";
 import { sessionCounts } from "./lib/sessions";
-import { estimateClockOffset, formatLocalDateTime } from "./lib/time";
+import { estimateClockOffset, formatDateTimeWithZone } from "./lib/time";
 import { attachedCount } from "./lib/usb";
 import { dialogActionKey, useClaimActions } from "./useClaimActions";
 import { useConsole } from "./useConsole";
@@ -107,7 +107,7 @@ export function App() {
   const [clockOffsetMs, setClockOffsetMs] = useState(0);
   const [credentials, setCredentials] = useState<CredentialState | null>(null);
   const actions = useClaimActions();
-  const { closeDialog } = actions;
+  const { closeDialog, dismissNotice } = actions;
   /** The member whose Connect dialog is open. */
   const [connectMember, setConnectMember] = useState<MemberView | null>(null);
   const [sessionsOpen, setSessionsOpen] = useState(false);
@@ -170,8 +170,10 @@ export function App() {
       requestRef.current += 1;
       const request = requestRef.current;
       lastAttemptRef.current = { context, scope };
-      // A dialog about the previous session's pools would act on the new one.
+      // A dialog about the previous session's pools would act on the new one, and a notice
+      // belongs to the context it was made in.
       closeDialog();
+      dismissNotice();
       setConnectMember(null);
       expectedScopeRef.current = scope;
       latestRef.current = null;
@@ -210,7 +212,7 @@ export function App() {
         }
       });
     },
-    [applySnapshot, closeDialog],
+    [applySnapshot, closeDialog, dismissNotice],
   );
 
   const loadContextsAndConnect = useCallback(
@@ -846,7 +848,7 @@ export function App() {
       );
     }
   } else {
-    const judged = formatLocalDateTime(snapshot.judgedAt);
+    const judged = formatDateTimeWithZone(snapshot.judgedAt);
     content = (
       <div className={snapshot.status.kind === "failing" ? "pools pools-stale" : "pools"}>
         <div className="summary">
