@@ -2,6 +2,7 @@ import { useCallback, useEffect, useRef, useState } from "react";
 import type { UnlistenFn } from "@tauri-apps/api/event";
 import {
   createPool,
+  deletePool,
   goldenCandidates,
   onCreateProgress,
   validateNewPool,
@@ -11,6 +12,7 @@ import type { ErrorView } from "./bindings/ErrorView";
 import type { GoldenCandidate } from "./bindings/GoldenCandidate";
 import type { NewPool } from "./bindings/NewPool";
 import type { PoolCreated } from "./bindings/PoolCreated";
+import type { PoolDeleted } from "./bindings/PoolDeleted";
 import { applyCreateProgress, finishCreateRun, newCreateRun, type CreateRun } from "./lib/pools";
 
 export type CandidatesState =
@@ -105,7 +107,18 @@ export type CreateState =
       progressError: ErrorView | null;
     }
   | { kind: "succeeded"; request: NewPool; run: CreateRun; created: PoolCreated }
-  | { kind: "failed"; request: NewPool; run: CreateRun; error: ErrorView };
+  | {
+      kind: "failed";
+      request: NewPool;
+      run: CreateRun;
+      error: ErrorView;
+      /** A clean-up (or clean-up and retry) is running. */
+      cleaning: boolean;
+      /** Why the last clean-up failed. */
+      cleanUpError: ErrorView | null;
+    }
+  /** What a failed run made was removed. */
+  | { kind: "cleanedUp"; request: NewPool; run: CreateRun; deleted: PoolDeleted };
 
 /**
  * One pool create: sends it, folds its `pool-create-progress` reports into a CreateRun, and
@@ -163,9 +176,45 @@ export function useCreatePool() {
             run: finishCreateRun(run, result.value),
             created: result.value,
           }
-        : { kind: "failed", request, run, error: result.error };
+        : {
+            kind: "failed",
+            request,
+            run,
+            error: result.error,
+            cleaning: false,
+            cleanUpError: null,
+          };
     });
   }, []);
 
-  return { state, start };
+  /**
+   * After a failure: deletes the pool's members (what the run made; none is assigned yet), then,
+   * given `retryTimeoutSeconds`, creates the pool again with that per-member timeout.
+   */
+  const cleanUp = useCallback(
+    async (retryTimeoutSeconds: number | null) => {
+      if (state.kind !== "failed" || state.cleaning) return;
+      const { request, run } = state;
+      setState({ ...state, cleaning: true, cleanUpError: null });
+      const deleted = await deletePool(request.namespace, request.name, false);
+      if (!deleted.ok) {
+        setState((s) =>
+          s.kind === "failed" ? { ...s, cleaning: false, cleanUpError: deleted.error } : s,
+        );
+        return;
+      }
+      if (retryTimeoutSeconds === null) {
+        setState({ kind: "cleanedUp", request, run, deleted: deleted.value });
+        return;
+      }
+      sentRef.current = false;
+      await start(
+        { ...request, timeoutSeconds: retryTimeoutSeconds },
+        run.members.map((m) => m.member),
+      );
+    },
+    [state, start],
+  );
+
+  return { state, start, cleanUp };
 }

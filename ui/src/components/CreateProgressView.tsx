@@ -3,6 +3,7 @@ import { useNow } from "../lib/clock";
 import {
   describeTally,
   formatPoolCreated,
+  formatPoolDeleted,
   memberElapsedMs,
   stepLabel,
   stepTone,
@@ -18,6 +19,9 @@ import { Working } from "./Working";
 type CreateProgressViewProps = {
   state: Exclude<CreateState, { kind: "idle" }>;
   onClose: () => void;
+  /** After a failure: removes what the run made (`retryTimeoutSeconds`: then creates the pool
+   * again with that per-member timeout). */
+  onCleanUp: (retryTimeoutSeconds: number | null) => void;
 };
 
 type ProgressRowProps = {
@@ -59,8 +63,61 @@ function ProgressRow({ status, runElapsedMs }: ProgressRowProps) {
   );
 }
 
+/** What to do after a failed create: sentences and buttons, not CLI commands. */
+function CleanUpChoices({
+  state,
+  onCleanUp,
+}: {
+  state: Extract<CreateState, { kind: "failed" }>;
+  onCleanUp: (retryTimeoutSeconds: number | null) => void;
+}) {
+  const made = state.run.members.filter((m) => m.done && m.step !== "failed").length;
+  const longer = Math.min(state.request.timeoutSeconds * 2, 24 * 3600);
+  const busy = state.cleaning;
+  return (
+    <div className="create-choices" data-testid="create-choices">
+      <p className="modal-text">
+        {made === 0
+          ? "No member was made. "
+          : `${made} of ${state.request.size} ${state.request.size === 1 ? "member was" : "members were"} made and are left in pool ${state.request.name}. `}
+        <strong>Clean up</strong> removes whatever this run made, so the pool is as it was before.{" "}
+        <strong>Retry</strong> cleans up and creates the pool again, giving each member{" "}
+        {formatDuration(longer * 1000)} instead of{" "}
+        {formatDuration(state.request.timeoutSeconds * 1000)} (a slow storage backend may need it).
+      </p>
+      {state.cleanUpError !== null ? (
+        <ActionError source={`Clean up pool ${state.request.name}`} error={state.cleanUpError} />
+      ) : null}
+      <div className="create-choice-buttons">
+        <button
+          type="button"
+          className="btn"
+          data-testid="create-clean-up"
+          disabled={busy}
+          onClick={() => {
+            onCleanUp(null);
+          }}
+        >
+          {busy ? <Working label="Cleaning up" /> : "Clean up"}
+        </button>
+        <button
+          type="button"
+          className="btn"
+          data-testid="create-retry"
+          disabled={busy}
+          onClick={() => {
+            onCleanUp(longer);
+          }}
+        >
+          Retry with {formatDuration(longer * 1000)} per member
+        </button>
+      </div>
+    </div>
+  );
+}
+
 /** A pool create once sent: its members' progress, then its outcome. */
-export function CreateProgressView({ state, onClose }: CreateProgressViewProps) {
+export function CreateProgressView({ state, onClose, onCleanUp }: CreateProgressViewProps) {
   const now = useNow();
   const regionRef = useRef<HTMLDivElement>(null);
   const closeRef = useRef<HTMLButtonElement>(null);
@@ -134,11 +191,20 @@ export function CreateProgressView({ state, onClose }: CreateProgressViewProps) 
         </div>
       ) : null}
       {state.kind === "failed" ? (
-        <ActionError
-          source={`Create pool ${request.name}`}
-          error={state.error}
-          testId="create-error"
-        />
+        <>
+          {/* The backend's suggestion names CLI commands; here the buttons below are the fix. */}
+          <ActionError
+            source={`Create pool ${request.name}`}
+            error={{ ...state.error, suggestion: null }}
+            testId="create-error"
+          />
+          <CleanUpChoices state={state} onCleanUp={onCleanUp} />
+        </>
+      ) : null}
+      {state.kind === "cleanedUp" ? (
+        <div className="notice notice-success" role="status" data-testid="create-cleaned-up">
+          <span className="notice-text">{formatPoolDeleted(state.deleted)}</span>
+        </div>
       ) : null}
 
       {showMembers ? (
@@ -161,12 +227,25 @@ export function CreateProgressView({ state, onClose }: CreateProgressViewProps) 
               ) : null}
             </span>
           </div>
-          <progress
+          <div
             className="create-bar"
-            value={tally.finished}
-            max={Math.max(tally.total, 1)}
+            role="progressbar"
+            aria-valuemin={0}
+            aria-valuemax={Math.max(tally.total, 1)}
+            aria-valuenow={tally.finished}
             aria-labelledby={barLabelId}
-          />
+            data-testid="create-bar"
+          >
+            <span
+              className="create-bar-done"
+              style={{ width: `${(100 * tally.succeeded) / Math.max(tally.total, 1)}%` }}
+            />
+            <span
+              className="create-bar-failed"
+              data-testid="create-bar-failed"
+              style={{ width: `${(100 * tally.failed) / Math.max(tally.total, 1)}%` }}
+            />
+          </div>
           {run.started === null ? (
             <p className="muted">Checking the namespace, the golden VM and the member names…</p>
           ) : (

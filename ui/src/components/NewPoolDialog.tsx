@@ -42,7 +42,7 @@ function ignore() {
  */
 export function NewPoolDialog({ namespace, pools, onClose }: NewPoolDialogProps) {
   const { state: candidates, retry } = useGoldenCandidates(namespace);
-  const { state: create, start } = useCreatePool();
+  const { state: create, start, cleanUp } = useCreatePool();
   const nameRef = useRef<HTMLInputElement>(null);
   const goldenId = useId();
   const goldenInfoId = useId();
@@ -101,7 +101,13 @@ export function NewPoolDialog({ namespace, pools, onClose }: NewPoolDialogProps)
         testId="new-pool-dialog"
         wide
       >
-        <CreateProgressView state={create} onClose={onClose} />
+        <CreateProgressView
+          state={create}
+          onClose={onClose}
+          onCleanUp={(timeout) => {
+            void cleanUp(timeout);
+          }}
+        />
       </Modal>
     );
   }
