@@ -1539,3 +1539,133 @@ async fn all_namespaces_refused_says_so_and_offers_a_namespace() {
     );
     gui.close().await;
 }
+
+/// Runs axe-core (the WCAG 2.0/2.1 A and AA rules) on the page as it is; panics naming every
+/// serious or critical finding and where.
+async fn accessibility_check(client: &Client, what: &str) {
+    let axe = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../ui/node_modules/axe-core/axe.min.js");
+    let source = std::fs::read_to_string(&axe)
+        .unwrap_or_else(|e| panic!("read {} (npm ci in ui/): {e}", axe.display()));
+    client
+        .execute(&format!("{source}\nreturn null;"), vec![])
+        .await
+        .expect("load axe-core into the page");
+    let found = client
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } })
+               .then(r => done(r.violations
+                 .filter(v => v.impact === 'serious' || v.impact === 'critical')
+                 .map(v => `${v.impact} ${v.id}: ${v.help} at ${v.nodes.slice(0, 4).map(n => n.target.join(' ')).join(' | ')}`)))
+               .catch(e => done([`axe failed: ${e}`]));",
+            vec![],
+        )
+        .await
+        .expect("run axe-core");
+    let found: Vec<String> = serde_json::from_value(found).unwrap_or_default();
+    assert!(
+        found.is_empty(),
+        "{what}: {} serious or critical accessibility findings:\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}
+
+/// The window at its minimum width (900 × 600) and at 1280 × 820, light and dark: no table
+/// scrolls sideways (every action reachable), and the pools view and the New pool, Capacity,
+/// Sessions and USB views pass the accessibility check. Screens saved.
+#[tokio::test]
+async fn screens_at_900_and_1280_light_and_dark_pass_the_accessibility_check() {
+    let gui = Gui::launch().await;
+    let client = &gui.client;
+    text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
+    for (width, height) in [(900, 600), (1280, 820)] {
+        client.set_window_size(width, height).await.unwrap();
+        let inner = js(client, "return window.innerWidth").await;
+        assert!(
+            inner.as_u64().unwrap_or(0) <= u64::from(width),
+            "the window did not resize to {width}: {inner}"
+        );
+        for theme in ["light", "dark"] {
+            choose(client, "[data-testid='theme-select']", theme).await;
+            let sideways = js(
+                client,
+                "return [...document.querySelectorAll('.table-wrap')].filter(e => e.scrollWidth > e.clientWidth + 1).length",
+            )
+            .await;
+            assert_eq!(
+                sideways,
+                serde_json::json!(0),
+                "{width}×{height} {theme}: a members table scrolls sideways"
+            );
+            accessibility_check(client, &format!("pools view, {width}×{height}, {theme}")).await;
+            gui.screenshot(&format!("e2e-screen-{width}x{height}-{theme}.png"));
+            for (button, view) in [
+                ("new-pool", "new-pool-dialog"),
+                ("capacity-button", "capacity-view"),
+                ("sessions-button", "sessions-view"),
+                ("usb-button", "usb-view"),
+            ] {
+                click(client, &format!("[data-testid='{button}']")).await;
+                element(client, &format!("[data-testid='{view}']")).await;
+                accessibility_check(client, &format!("{view}, {width}×{height}, {theme}")).await;
+                client
+                    .active_element()
+                    .await
+                    .unwrap()
+                    .send_keys("\u{e00c}")
+                    .await
+                    .unwrap();
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while exists(client, &format!("[data-testid='{view}']")).await {
+                    assert!(Instant::now() < deadline, "{view} did not close on Escape");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+    gui.close().await;
+}
+
+/// A create that fails part-way says so in the app's words (no CLI commands), shows the failed
+/// member in its own colour, and Clean up removes what it made.
+#[tokio::test]
+async fn a_failed_create_offers_clean_up_in_the_dialog() {
+    corral_tests::add_knob("failClones", "guifail-2").await;
+    let gui = Gui::launch().await;
+    let client = &gui.client;
+    text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
+    click(client, "[data-testid='new-pool']").await;
+    wait_text(client, "[data-testid='golden-select']", "golden-desktop").await;
+    choose(client, "[data-testid='golden-select']", "golden-desktop").await;
+    type_into(client, "[data-testid='pool-name']", "guifail").await;
+    wait_text(client, "[data-testid='new-pool-dialog']", "guifail-3").await;
+    click(client, "[data-testid='create-submit']").await;
+    let error = wait_text(client, "[data-testid='create-error']", "guifail-2").await;
+    assert!(
+        !error.contains("corral-vdi ") && !error.contains("--timeout"),
+        "CLI advice in the app: {error}"
+    );
+    let choices = wait_text(client, "[data-testid='create-choices']", "Clean up").await;
+    assert!(choices.contains("2 of 3 members were made"), "{choices}");
+    let failed_width = js(
+        client,
+        "return document.querySelector(\"[data-testid='create-bar-failed']\").getBoundingClientRect().width",
+    )
+    .await;
+    assert!(
+        failed_width.as_f64().unwrap_or(0.0) > 0.0,
+        "no failed segment"
+    );
+    gui.screenshot("e2e-create-failed.png");
+    click(client, "[data-testid='create-clean-up']").await;
+    wait_text(client, "[data-testid='create-cleaned-up']", "guifail").await;
+    click(client, "[data-testid='create-close']").await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while exists(client, "[data-testid='pool-corral-vms-guifail']").await {
+        assert!(Instant::now() < deadline, "the cleaned-up pool stayed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    gui.close().await;
+}
