@@ -1555,15 +1555,20 @@ async fn accessibility_check(client: &Client, what: &str) {
         .execute_async(
             "const done = arguments[arguments.length - 1];
              axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } })
-               .then(r => done(r.violations
+               .then(r => done({ passed: r.passes.length, found: r.violations
                  .filter(v => v.impact === 'serious' || v.impact === 'critical')
-                 .map(v => `${v.impact} ${v.id}: ${v.help} at ${v.nodes.slice(0, 4).map(n => n.target.join(' ')).join(' | ')}`)))
-               .catch(e => done([`axe failed: ${e}`]));",
+                 .map(v => `${v.impact} ${v.id}: ${v.help} at ${v.nodes.slice(0, 4).map(n => n.target.join(' ')).join(' | ')}`) }))
+               .catch(e => done({ passed: 0, found: [`axe failed: ${e}`] }));",
             vec![],
         )
         .await
         .expect("run axe-core");
-    let found: Vec<String> = serde_json::from_value(found).unwrap_or_default();
+    let passed = found["passed"].as_u64().unwrap_or(0);
+    let found: Vec<String> = serde_json::from_value(found["found"].clone())
+        .unwrap_or_else(|e| panic!("{what}: axe-core answered {found}: {e}"));
+    // Rules that passed prove the check ran on a real page, not on nothing.
+    assert!(passed > 10, "{what}: axe-core checked only {passed} rules");
+    eprintln!("{what}: {passed} accessibility rules pass");
     assert!(
         found.is_empty(),
         "{what}: {} serious or critical accessibility findings:\n{}",

@@ -72,6 +72,8 @@ function CleanUpChoices({
   onCleanUp: (retryTimeoutSeconds: number | null) => void;
 }) {
   const made = state.run.members.filter((m) => m.done && m.step !== "failed").length;
+  const human = (seconds: number) =>
+    seconds % 60 === 0 ? `${seconds / 60} min` : formatDuration(seconds * 1000);
   const longer = Math.min(state.request.timeoutSeconds * 2, 24 * 3600);
   const busy = state.cleaning;
   return (
@@ -82,8 +84,8 @@ function CleanUpChoices({
           : `${made} of ${state.request.size} ${state.request.size === 1 ? "member was" : "members were"} made and are left in pool ${state.request.name}. `}
         <strong>Clean up</strong> removes whatever this run made, so the pool is as it was before.{" "}
         <strong>Retry</strong> cleans up and creates the pool again, giving each member{" "}
-        {formatDuration(longer * 1000)} instead of{" "}
-        {formatDuration(state.request.timeoutSeconds * 1000)} (a slow storage backend may need it).
+        {human(longer)} instead of {human(state.request.timeoutSeconds)} (a slow storage backend may
+        need it).
       </p>
       {state.cleanUpError !== null ? (
         <ActionError source={`Clean up pool ${state.request.name}`} error={state.cleanUpError} />
@@ -109,7 +111,7 @@ function CleanUpChoices({
             onCleanUp(longer);
           }}
         >
-          Retry with {formatDuration(longer * 1000)} per member
+          Retry with {human(longer)} per member
         </button>
       </div>
     </div>
