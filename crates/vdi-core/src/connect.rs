@@ -109,11 +109,37 @@ fn available(kind: PathKind) -> ConnectPath {
     }
 }
 
+/// Without a VMI, tells a stopped VM from a name that is no VM at all (one more request,
+/// only when nothing runs).
+///
+/// Errors: [`Error::Rejected`] `NotFound` naming the VM and the namespace; the VM cannot be
+/// read (but a 403 passes: the caller then says only that nothing runs).
+async fn no_such_vm(client: &Client, namespace: &str, member: &str) -> Result<()> {
+    let vms: Api<crate::resources::VirtualMachine> = Api::namespaced(client.clone(), namespace);
+    match vms.get_opt(member).await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err(Error::rejected(
+            crate::model::ErrorKind::NotFound,
+            format!("there is no VirtualMachine \"{member}\" in namespace \"{namespace}\""),
+            format!(
+                "check the name and the namespace (-n); `corral-vdi pool list -n {namespace}` \
+                 lists the members"
+            ),
+        )),
+        // Who may not read VMs still learns that nothing runs.
+        Err(e) if is_status(&e, 403) => Ok(()),
+        Err(e) => Err(Error::kube(
+            format!("read VirtualMachine {member} in namespace \"{namespace}\""),
+            e,
+        )),
+    }
+}
+
 /// Works out which paths reach `member` in `namespace`, with `client` (a
 /// [`stream::stream_client`]: the probes must not be retried).
 ///
-/// Errors: [`Error::Invalid`] for a bad name (no request); the VMI cannot be read (403, the
-/// cluster unreachable).
+/// Errors: [`Error::Invalid`] for a bad name (no request); [`Error::Rejected`] `NotFound` when
+/// there is no such VirtualMachine; the VMI cannot be read (403, the cluster unreachable).
 pub async fn paths(client: &Client, namespace: &str, member: &str) -> Result<MemberPaths> {
     validate::namespace(namespace)?;
     validate::member_name(member)?;
@@ -135,6 +161,9 @@ pub async fn paths(client: &Client, namespace: &str, member: &str) -> Result<Mem
         .and_then(|v| v.data.pointer("/status/phase"))
         .and_then(Value::as_str)
         .map(str::to_owned);
+    if vmi.is_none() {
+        no_such_vm(client, namespace, member).await?;
+    }
     let all = [PathKind::Vnc, PathKind::Rdp, PathKind::Ssh];
     let Some(vmi) = vmi.filter(|_| phase.as_deref() == Some("Running")) else {
         let why = match &phase {
