@@ -368,7 +368,7 @@ async fn helpers_live_and_die_with_their_sessions() {
     let noticed = Instant::now();
     let reason = corral_tests::eventually("the helper's exit", Duration::from_secs(1), || async {
         match supervisor.get(started.id)?.state {
-            SessionState::Ended { reason } => Some(reason),
+            SessionState::Ended { reason, .. } => Some(reason),
             SessionState::Active => None,
         }
     })

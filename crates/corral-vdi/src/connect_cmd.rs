@@ -148,22 +148,37 @@ pub async fn connect(
 }
 
 /// Waits for Ctrl-C or for `session` to end (its helper exited); says which.
-async fn serve(supervisor: &Supervisor, session: u32) {
+///
+/// Errors: the helper failed (a viewer without a display, a client that gave up), so the
+/// command's exit status says so too.
+async fn serve(supervisor: &Supervisor, session: u32) -> vdi_core::Result<()> {
     let mut changes = supervisor.subscribe();
     loop {
         if let Some(view) = supervisor.get(session)
-            && let vdi_core::session::SessionState::Ended { reason } = view.state
+            && let vdi_core::session::SessionState::Ended { reason, failed } = view.state
         {
+            if failed {
+                let what = match view.kind {
+                    SessionKind::Rdp => "RDP client",
+                    _ => "viewer",
+                };
+                return Err(vdi_core::Error::rejected(
+                    vdi_core::model::ErrorKind::Other,
+                    format!("the {what} for {} failed: {reason}", view.member),
+                    "check that a display is available (DISPLAY or WAYLAND_DISPLAY) and the \
+                     client works on its own, or use --proxy-only / --rdp-file with another client",
+                ));
+            }
             eprintln!("{reason}");
-            return;
+            return Ok(());
         }
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {
                 supervisor.stop(session);
                 eprintln!("stopped");
-                return;
+                return Ok(());
             }
-            changed = changes.changed() => if changed.is_err() { return },
+            changed = changes.changed() => if changed.is_err() { return Ok(()) },
         }
     }
 }
@@ -207,8 +222,7 @@ pub async fn vnc(
         eprintln!("VNC on 127.0.0.1:{port}; starting {}", viewer.program);
         launch(&supervisor, started.id, viewer)?;
     }
-    serve(&supervisor, started.id).await;
-    Ok(())
+    serve(&supervisor, started.id).await
 }
 
 /// Parses `REMOTE` or `LOCAL:REMOTE`.
@@ -344,8 +358,7 @@ pub async fn rdp(
             launch(&supervisor, started.id, client)?;
         }
     }
-    serve(&supervisor, started.id).await;
-    Ok(())
+    serve(&supervisor, started.id).await
 }
 
 /// Quotes `arg` for a POSIX shell (single quotes; a quote inside becomes `'\''`). ssh runs its

@@ -153,7 +153,7 @@ async fn redir(
     println!("attached {described} to {} (Ctrl-C detaches)", args.member);
     let mut changes = supervisor.subscribe();
     loop {
-        if let Some(SessionState::Ended { reason }) = supervisor.get(id).map(|s| s.state) {
+        if let Some(SessionState::Ended { reason, .. }) = supervisor.get(id).map(|s| s.state) {
             println!("detached {described}: {reason}");
             return Ok(());
         }

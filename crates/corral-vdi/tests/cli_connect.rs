@@ -93,6 +93,56 @@ async fn connect_prints_each_path_and_a_stopped_desktop_is_refused_plainly() {
         stderr.contains("error: desk-1 is not running — start it") && stderr.contains("hint:"),
         "{stderr}"
     );
+    // A stopped desktop answers `connect` with its reasons; a name that is no VM at all is an
+    // error of its own.
+    let out = cli()
+        .args(["connect", "desk-1", "-n", &ns])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("VNC  unavailable  desk-1 is not running — start it"),
+        "{stdout}"
+    );
+    let out = cli()
+        .args(["connect", "nosuch", "-n", &ns])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "error: there is no VirtualMachine \"nosuch\" in namespace \"{ns}\""
+        )),
+        "{stderr}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "no paths for a VM that does not exist"
+    );
+    // A viewer that fails (here: no display for remote-viewer) makes the command fail too.
+    corral_tests::vms(&corral_tests::client_as("admin").await, &ns)
+        .patch(
+            "desk-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "runStrategy": "Always" } })),
+        )
+        .await
+        .unwrap();
+    wait_power(&ns, "desk-1", "Running").await;
+    let out = cli()
+        .args(["vnc", "desk-1", "-n", &ns])
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error: the viewer for desk-1 failed:") && stderr.contains("exited ("),
+        "{stderr}"
+    );
     // Bad input: refused before any request.
     for (args, needle) in [
         (vec!["connect", "desk-1/x"], "is not a valid member name"),

@@ -60,6 +60,10 @@ pub enum SessionState {
     Ended {
         /// Why it ended.
         reason: String,
+        /// Whether its helper failed: exited with a non-zero status or by a signal, or could
+        /// not be waited for (a viewer that found no display, a client that refused the
+        /// server). `false` for every other end.
+        failed: bool,
     },
 }
 
@@ -207,8 +211,12 @@ struct WeakSupervisor(std::sync::Weak<Inner>);
 
 impl WeakSupervisor {
     fn end(&self, id: u32, reason: &str) {
+        self.finish(id, reason, false);
+    }
+
+    fn finish(&self, id: u32, reason: &str, failed: bool) {
         if let Some(inner) = self.0.upgrade() {
-            Supervisor { inner }.end(id, reason);
+            Supervisor { inner }.finish(id, reason, failed);
         }
     }
 }
@@ -416,12 +424,12 @@ impl Supervisor {
             } else {
                 format!(": {tail}")
             };
-            let reason = match status {
-                Ok(s) if s.success() => format!("{name} exited{said}"),
-                Ok(s) => format!("{name} exited ({s}){said}"),
-                Err(e) => format!("{name} could not be waited for: {e}"),
+            let (reason, failed) = match status {
+                Ok(s) if s.success() => (format!("{name} exited{said}"), false),
+                Ok(s) => (format!("{name} exited ({s}){said}"), true),
+                Err(e) => (format!("{name} could not be waited for: {e}"), true),
             };
-            this.end(id, &reason);
+            this.finish(id, &reason, failed);
         });
         if let Ok(mut sessions) = self.inner.sessions.lock()
             && let Some(entry) = sessions.get_mut(&id)
@@ -457,6 +465,12 @@ impl Supervisor {
     }
 
     fn end(&self, id: u32, reason: &str) -> bool {
+        self.finish(id, reason, false)
+    }
+
+    /// Ends session `id` for `reason` (`failed`: its helper failed); returns whether it was
+    /// running.
+    fn finish(&self, id: u32, reason: &str, failed: bool) -> bool {
         let was_active = {
             let Ok(mut sessions) = self.inner.sessions.lock() else {
                 return false;
@@ -468,6 +482,7 @@ impl Supervisor {
             if active {
                 entry.view.state = SessionState::Ended {
                     reason: reason.to_owned(),
+                    failed,
                 };
                 entry.counters.open.store(0, Ordering::Relaxed);
             }
@@ -921,7 +936,7 @@ impl Supervisor {
         let mut changes = self.subscribe();
         let ended = async {
             loop {
-                if let Some(SessionState::Ended { reason }) = self.get(id).map(|s| s.state) {
+                if let Some(SessionState::Ended { reason, .. }) = self.get(id).map(|s| s.state) {
                     return reason;
                 }
                 if changes.changed().await.is_err() {

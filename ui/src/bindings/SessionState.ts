@@ -7,4 +7,10 @@ export type SessionState = { "kind": "active" } | { "kind": "ended",
 /**
  * Why it ended.
  */
-reason: string, };
+reason: string, 
+/**
+ * Whether its helper failed: exited with a non-zero status or by a signal, or could
+ * not be waited for (a viewer that found no display, a client that refused the
+ * server). `false` for every other end.
+ */
+failed: boolean, };

@@ -41,7 +41,7 @@ describe("formatBytes", () => {
 describe("session counts", () => {
   const list = [
     session(1),
-    session(2, { state: { kind: "ended", reason: "stopped" } }),
+    session(2, { state: { kind: "ended", reason: "stopped", failed: false } }),
     session(3, { kind: "ssh" }),
   ];
 
@@ -86,7 +86,7 @@ describe("session wording", () => {
   it("says where a session stands", () => {
     expect(describeSessionState(session(1))).toBe("active");
     expect(
-      describeSessionState(session(1, { state: { kind: "ended", reason: "viewer exited (0)" } })),
+      describeSessionState(session(1, { state: { kind: "ended", reason: "viewer exited (0)", failed: false } })),
     ).toBe("ended: viewer exited (0)");
   });
 
