@@ -807,6 +807,25 @@ async fn one_person_gets_their_desktop_back_unless_they_ask_for_another() {
         claim(&alice, &ns, "op", "alice").await.unwrap().member,
         "op-2"
     );
+    // bob may not assign for alice (the guard's rule), not even "resume" hers: refused before
+    // anything, and nothing moved.
+    let before = holders(&admin, &ns, "op").await;
+    for another in [false, true] {
+        let options = ClaimOptions {
+            another,
+            ..ClaimOptions::default()
+        };
+        let err = assign(&actor_as("bob").await, &ns, "op", "alice", &options)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Forbidden, "{err}");
+        assert!(
+            err.to_string()
+                .contains("bob may not assign desktops to alice"),
+            "{err}"
+        );
+    }
+    assert_eq!(holders(&admin, &ns, "op").await, before);
     // An administrator asks for a second one explicitly.
     let second = assign(
         &admin_actor,

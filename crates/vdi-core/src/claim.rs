@@ -244,7 +244,9 @@ fn conflict_error(member: &MemberView) -> Error {
 /// pool with no members; [`Error::Refused`] "pool has no free members" with the counts, or
 /// "no node has a free <resource> for <member>: <node> 0 of 4 free, …" when no claimable
 /// member can be started now for want of devices (nothing written);
-/// [`Error::Rejected`] (`Conflict`) for a member in conflict; [`Error::Partial`] when the label
+/// [`Error::Rejected`] (`Forbidden`) when the guard is installed and a non-administrator
+/// assigns to someone else (refused before the pool is read, as the guard would refuse the
+/// Lease); [`Error::Rejected`] (`Conflict`) for a member in conflict; [`Error::Partial`] when the label
 /// or the start failed after the Lease was won — the Lease is kept so nobody else gets a
 /// half-configured desktop, and the holder can retry (a start failure leaves the label on).
 pub async fn assign(
@@ -257,12 +259,29 @@ pub async fn assign(
     let lease_seconds = check_assign(namespace, pool, assignee, options)?;
     let client = actor.client();
     let clock = actor.clock();
-    if !actor.identity().is_admin()
-        && !crate::labels::guard_can_check(assignee)
+    let for_another = assignee != actor.username();
+    let guarded = !actor.identity().is_admin()
+        && (for_another || !crate::labels::guard_can_check(assignee))
         && crate::guard::status(client)
             .await
-            .is_ok_and(|s| s.enforced())
-    {
+            .is_ok_and(|s| s.enforced());
+    if guarded && for_another {
+        // The guard would refuse the Lease; say so before anything, also when the assignee
+        // already holds a member (which would otherwise read as a successful hand-over).
+        return Err(Error::rejected(
+            ErrorKind::Forbidden,
+            format!(
+                "{} may not assign desktops to {assignee}: with the cluster's Corral VDI guard \
+                 only administrators ({ADMIN_GROUP}) assign desktops to others",
+                actor.username()
+            ),
+            format!(
+                "ask an administrator to run `corral-vdi assign {pool} {assignee} -n \
+                 {namespace}`, or {assignee} runs `corral-vdi assign {pool} {assignee}` themselves"
+            ),
+        ));
+    }
+    if guarded {
         return Err(Error::rejected(
             ErrorKind::Forbidden,
             format!(
