@@ -1525,6 +1525,19 @@ async fn all_namespaces_refused_says_so_and_offers_a_namespace() {
         "{said}"
     );
     wait_text(client, "[data-testid='feed-status']", "no access").await;
+    // alice holds legacy-2: with nothing readable, My desktops says it cannot tell, never
+    // "You have no desktop" or "No pool has a free member".
+    wait_text(
+        client,
+        "[data-testid='my-desktops-unreadable']",
+        "cannot be listed",
+    )
+    .await;
+    let card = text_of(client, "[data-testid='my-desktops']").await;
+    assert!(
+        !card.contains("You have no desktop") && !card.contains("has a free member"),
+        "{card}"
+    );
     gui.screenshot("e2e-all-namespaces-refused.png");
     click(client, "[data-testid='pick-namespace-corral-vms']").await;
     wait_text(client, "[data-testid='pool-corral-vms-legacy']", "legacy-2").await;

@@ -596,6 +596,7 @@ export function App() {
         onConnect={openConnect}
         claimDenied={claimDenied}
         loading={snapshot.status.kind === "syncing"}
+        unreadable={snapshot.status.kind === "failing" && snapshot.pools.length === 0}
       />
     ) : null;
 

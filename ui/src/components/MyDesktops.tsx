@@ -33,6 +33,11 @@ type MyDesktopsProps = {
   claimDenied: string | null;
   /** The first full list has not arrived: say so instead of "no desktop". */
   loading: boolean;
+  /**
+   * The feed fails and nothing was received (a refused cluster-wide list, an unreachable
+   * cluster): nothing is known about your desktops, so say that instead of "no desktop".
+   */
+  unreadable: boolean;
 };
 
 /** The members you hold, and "Get a desktop". */
@@ -47,6 +52,7 @@ export function MyDesktops({
   onConnect,
   claimDenied,
   loading,
+  unreadable,
 }: MyDesktopsProps) {
   const headingId = useId();
   const selectId = useId();
@@ -59,7 +65,9 @@ export function MyDesktops({
   const chosen = chooseClaimPool(choices, selectedKey);
   const blocker = loading
     ? "Waiting for the pools to load."
-    : (claimDenied ?? getDesktopBlocker(username !== null, choices, scope));
+    : unreadable
+      ? "The pools could not be read, so none can be offered."
+      : (claimDenied ?? getDesktopBlocker(username !== null, choices, scope));
   const claiming = running.has(actionKeys.claim);
   const disabled = blocker !== null || chosen === null || claiming;
 
@@ -98,7 +106,13 @@ export function MyDesktops({
             }}
           >
             {choices.length === 0 ? (
-              <option value="">No pool with a free member</option>
+              <option value="">
+                {loading
+                  ? "Loading pools…"
+                  : unreadable
+                    ? "Pools could not be read"
+                    : "No pool with a free member"}
+              </option>
             ) : (
               choices.map((c) => (
                 <option key={c.key} value={c.key}>
@@ -135,6 +149,10 @@ export function MyDesktops({
       ) : loading ? (
         <p className="muted my-empty" aria-busy="true">
           Loading your desktops…
+        </p>
+      ) : unreadable ? (
+        <p className="muted my-empty" data-testid="my-desktops-unreadable">
+          Your desktops cannot be listed until the pools can be read.
         </p>
       ) : mine.length === 0 ? (
         <p className="muted my-empty" data-testid="my-desktops-empty">
