@@ -52,6 +52,9 @@ if [ ! -x "$CACHE/tools/bin/tauri-driver" ] || [ "$(cat "$CACHE/tools/.tauri-dri
   echo "$TAURI_DRIVER_VERSION" > "$CACHE/tools/.tauri-driver-version"
 fi
 
-# The sandbox's real kube-apiserver and etcd (built once per pin).
-cargo run --quiet -p sandbox -- prepare >/dev/null
+# The sandbox's real kube-apiserver and etcd (built once per pin). The sandbox program is built
+# with the workspace's feature set (as `make app` and `make sandbox-up` build it), so its
+# dependencies are compiled once for every later build instead of once more for it alone.
+cargo build --quiet --workspace --all-features --bin sandbox
+"${CARGO_TARGET_DIR:-target}/debug/sandbox" prepare >/dev/null
 echo "install-deps: done"
