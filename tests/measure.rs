@@ -1,7 +1,7 @@
 //! What the benchmarks share: medians, release binaries, the memory of an app's whole process
 //! tree, and starting an app under Xvfb through tauri-driver with the start time noted.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -187,4 +187,71 @@ pub async fn launch(binary: &Path, kubeconfig: &Path) -> anyhow::Result<Launched
         _driver: driver,
         _xvfb: xvfb,
     })
+}
+
+/// Clock ticks per second of the times in `/proc/<pid>/stat` (Linux's USER_HZ).
+const TICKS_PER_SECOND: u64 = 100;
+
+/// `(command name, parent pid, user + system time)` from a `/proc/<pid>/stat` (or a task's).
+fn stat_times(path: &Path) -> Option<(String, u32, Duration)> {
+    let stat = std::fs::read_to_string(path).ok()?;
+    // "pid (comm) state ppid …": the name may hold spaces, so split after the last ')'.
+    let (head, rest) = stat.rsplit_once(')')?;
+    let name = head.split_once('(')?.1.to_owned();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After the name: state(0) ppid(1) … utime(11) stime(12).
+    let ppid = fields.get(1)?.parse().ok()?;
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some((
+        name,
+        ppid,
+        Duration::from_millis(ticks * 1000 / TICKS_PER_SECOND),
+    ))
+}
+
+/// CPU time (user + system) used so far by the parts of a benchmark run: `emulator` (this
+/// process's threads of the in-process sandbox, named `sandbox*`: the KubeVirt emulation and
+/// the emulated virt-api), `benchmark` (this process's other threads: the clients measured)
+/// and each child process by command name (`kube-apiserver`, `etcd`). Subtract two readings
+/// for what happened between them; 10 ms resolution.
+pub fn cpu_time() -> BTreeMap<String, Duration> {
+    let mut out = BTreeMap::new();
+    let me = std::process::id();
+    let total = stat_times(Path::new("/proc/self/stat")).map_or(Duration::ZERO, |t| t.2);
+    let mut emulator = Duration::ZERO;
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for task in tasks.flatten() {
+            if let Some((name, _, used)) = stat_times(&task.path().join("stat"))
+                && name.starts_with("sandbox")
+            {
+                emulator += used;
+            }
+        }
+    }
+    out.insert("emulator".to_owned(), emulator);
+    out.insert("benchmark".to_owned(), total.saturating_sub(emulator));
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            if let Some((name, ppid, used)) = stat_times(&entry.path().join("stat"))
+                && ppid == me
+            {
+                *out.entry(name).or_default() += used;
+            }
+        }
+    }
+    out
+}
+
+/// What each part used between two [`cpu_time`] readings.
+pub fn cpu_between(
+    before: &BTreeMap<String, Duration>,
+    after: &BTreeMap<String, Duration>,
+) -> BTreeMap<String, Duration> {
+    after
+        .iter()
+        .map(|(name, used)| {
+            let earlier = before.get(name).copied().unwrap_or_default();
+            (name.clone(), used.saturating_sub(earlier))
+        })
+        .collect()
 }

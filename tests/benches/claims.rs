@@ -1,6 +1,7 @@
 //! Benchmark (prints figures; asserts only correctness): claim latency (p50/p95) and throughput
 //! with 1, 16 and 64 concurrent claimants on the sandbox, and the number of API requests per
-//! uncontended claim before the VM start (target: at most 4).
+//! uncontended claim before the VM start (target: at most 4), and the CPU time each part of
+//! the run (API server, etcd, the KubeVirt emulation, the claimants) spent per claim.
 //!
 //! Each claimant has its own client (its own connection) and identity; each round uses a
 //! fresh pool with as many members as claimants, so every claim succeeds.
@@ -20,6 +21,8 @@ use vdi_core::claim::{ClaimOptions, assign};
 use vdi_core::identity::Actor;
 use vdi_core::labels::POOL_LABEL;
 use vdi_core::resources::VirtualMachine;
+
+use corral_tests::measure::{cpu_between, cpu_time};
 
 const NAMESPACE: &str = "bench";
 
@@ -67,6 +70,15 @@ async fn counting_client(
     Ok(ClientBuilder::try_from(config)?.with_layer(&layer).build())
 }
 
+/// `used` per claim, in milliseconds.
+fn per_claim(used: Duration, claims: usize) -> f64 {
+    used.as_secs_f64() * 1000.0 / claims as f64
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[index]
@@ -110,6 +122,7 @@ async fn main() -> anyhow::Result<()> {
             let client = sandbox::kubeconfig::client(&shared.kubeconfig, "admin").await?;
             actors.push(Actor::connect(client).await?);
         }
+        let cpu_before = cpu_time();
         let started = Instant::now();
         let tasks: Vec<_> = actors
             .into_iter()
@@ -133,12 +146,29 @@ async fn main() -> anyhow::Result<()> {
             latencies.push(latency);
         }
         let wall = started.elapsed();
+        let cpu = cpu_between(&cpu_before, &cpu_time());
         latencies.sort();
         println!(
             "{claimants:>2} concurrent claimants: p50 {:.1?}, p95 {:.1?}, throughput {:.1} claims/s, races lost {races}",
             percentile(&latencies, 0.5),
             percentile(&latencies, 0.95),
             claimants as f64 / wall.as_secs_f64()
+        );
+        // Where the CPU went while the claims ran (everything shares this machine's cores).
+        let total: Duration = cpu.values().sum();
+        let parts: Vec<String> = cpu
+            .iter()
+            .filter(|(_, used)| !used.is_zero())
+            .map(|(name, used)| format!("{name} {:.1} ms", per_claim(*used, claimants)))
+            .collect();
+        let all_ms = per_claim(total, claimants);
+        println!(
+            "   CPU per claim: {} — {all_ms:.1} ms in all; {} cores busy {:.0} % of the time, \
+             so they could serve at most {:.0} claims/s",
+            parts.join(", "),
+            cores(),
+            100.0 * total.as_secs_f64() / (wall.as_secs_f64() * cores() as f64),
+            cores() as f64 * 1000.0 / all_ms.max(f64::EPSILON)
         );
         if claimants == 64 {
             println!(
