@@ -39,6 +39,19 @@ fn interrupt(child: &mut std::process::Child) {
     assert!(status.success(), "Ctrl-C ends it cleanly: {status}");
 }
 
+/// Sets `vm`'s run strategy as an administrator and waits for the power state it leads to.
+async fn power(ns: &str, vm: &str, strategy: &str, printable: &str) {
+    corral_tests::vms(&corral_tests::client_as("admin").await, ns)
+        .patch(
+            vm,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "runStrategy": strategy } })),
+        )
+        .await
+        .unwrap();
+    wait_power(ns, vm, printable).await;
+}
+
 #[tokio::test]
 async fn connect_prints_each_path_and_a_stopped_desktop_is_refused_plainly() {
     let ns = namespace("cliconn").await;
@@ -73,15 +86,7 @@ async fn connect_prints_each_path_and_a_stopped_desktop_is_refused_plainly() {
         "{stdout}"
     );
 
-    corral_tests::vms(&corral_tests::client_as("admin").await, &ns)
-        .patch(
-            "desk-1",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "runStrategy": "Halted" } })),
-        )
-        .await
-        .unwrap();
-    wait_power(&ns, "desk-1", "Stopped").await;
+    power(&ns, "desk-1", "Halted", "Stopped").await;
     let out = cli()
         .args(["vnc", "desk-1", "--proxy-only", "-n", &ns])
         .output()
@@ -122,15 +127,7 @@ async fn connect_prints_each_path_and_a_stopped_desktop_is_refused_plainly() {
         "no paths for a VM that does not exist"
     );
     // A viewer that fails (here: no display for remote-viewer) makes the command fail too.
-    corral_tests::vms(&corral_tests::client_as("admin").await, &ns)
-        .patch(
-            "desk-1",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "runStrategy": "Always" } })),
-        )
-        .await
-        .unwrap();
-    wait_power(&ns, "desk-1", "Running").await;
+    power(&ns, "desk-1", "Always", "Running").await;
     let out = cli()
         .args(["vnc", "desk-1", "-n", &ns])
         .env_remove("DISPLAY")
