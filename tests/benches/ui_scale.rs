@@ -8,6 +8,8 @@
 //!   same run (`tests/blank-app`);
 //! - scroll frame time p50 / p95: the main area scrolled 1,000 px per animation frame from top
 //!   to bottom, each frame's time being the gap between two `requestAnimationFrame` callbacks;
+//!   the blank app scrolling a plain page of text rows of about the same height is the
+//!   baseline of the same webview on the same display;
 //! - cluster change → row updated: a member's `status.printableStatus` patched, until its row
 //!   says so (a MutationObserver in the page; both clocks are this machine's), median of 5.
 //!
@@ -41,6 +43,44 @@ const step = (now) => {
   requestAnimationFrame(step);
 };
 requestAnimationFrame((now) => { last = now; main.scrollTop += 1000; requestAnimationFrame(step); });";
+
+/// Replaces the page with a plain one of `arguments[0]` text rows, 32 px each, in a scrolling
+/// `main.app-main` (what [`SCROLL`] scrolls): the same webview's baseline for scrolling.
+const PLAIN_PAGE: &str = "const rows = arguments[0];
+document.body.innerHTML = '';
+document.body.style.margin = '0';
+const main = document.createElement('main');
+main.className = 'app-main';
+main.style.cssText = 'height: 100vh; overflow: auto; font: 14px sans-serif';
+const lines = [];
+for (let i = 0; i < rows; i++) lines.push(`<div style=\"height: 32px; border-bottom: 1px solid #ddd\">row ${i}</div>`);
+main.innerHTML = lines.join('');
+document.body.appendChild(main);
+return main.scrollHeight;";
+
+/// Rows of [`PLAIN_PAGE`]: about as tall as the console's list at 10,000 VMs.
+const PLAIN_ROWS: u64 = 12_800;
+
+/// Runs [`SCROLL`] in `client`'s page; the frame times (ms), sorted.
+///
+/// Errors: WebDriver failed, or no frame was measured.
+async fn scroll_frames(client: &fantoccini::Client) -> anyhow::Result<Vec<f64>> {
+    client
+        .update_timeouts(TimeoutConfiguration::new(
+            Some(Duration::from_secs(300)),
+            None,
+            None,
+        ))
+        .await?;
+    let frames = client.execute_async(SCROLL, vec![]).await?;
+    let mut frames: Vec<f64> = frames
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_f64()).collect())
+        .unwrap_or_default();
+    frames.sort_by(f64::total_cmp);
+    anyhow::ensure!(!frames.is_empty(), "no frames measured");
+    Ok(frames)
+}
 
 /// Resolves to `Date.now()` once the row `arguments[0]` contains `arguments[1]`.
 const WAIT_ROW: &str = "const [id, text, done] = arguments;
@@ -81,20 +121,7 @@ async fn measure(
     tokio::time::sleep(Duration::from_secs(3)).await;
     let rss = app_rss(console).iter().map(|(_, b)| b).sum();
 
-    app.client
-        .update_timeouts(TimeoutConfiguration::new(
-            Some(Duration::from_secs(300)),
-            None,
-            None,
-        ))
-        .await?;
-    let frames = app.client.execute_async(SCROLL, vec![]).await?;
-    let mut frames: Vec<f64> = frames
-        .as_array()
-        .map(|a| a.iter().filter_map(|v| v.as_f64()).collect())
-        .unwrap_or_default();
-    frames.sort_by(f64::total_cmp);
-    anyhow::ensure!(!frames.is_empty(), "no frames measured");
+    let frames = scroll_frames(&app.client).await?;
 
     // Back to the top, where the members changed below are on screen.
     app.client
@@ -151,6 +178,11 @@ async fn main() -> anyhow::Result<()> {
     let app = launch(&blank, &shared.kubeconfig).await?;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let blank_rss: u64 = app_rss(&blank).iter().map(|(_, b)| b).sum();
+    let height = app
+        .client
+        .execute(PLAIN_PAGE, vec![json!(PLAIN_ROWS)])
+        .await?;
+    let plain = scroll_frames(&app.client).await?;
     app.close().await;
 
     let mut results = Vec::new();
@@ -176,6 +208,14 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "blank Tauri app, all processes idle: {:.0} MiB",
         mib(blank_rss)
+    );
+    println!(
+        "blank Tauri app, a plain page of {PLAIN_ROWS} text rows ({} px) scrolled the same way: \
+         frame p50 {:.1} / p95 {:.1} ms ({} frames)",
+        height,
+        percentile(&plain, 0.5),
+        percentile(&plain, 0.95),
+        plain.len()
     );
     println!(
         "{:>7} {:>16} {:>14} {:>10} {:>18} {:>14}",
