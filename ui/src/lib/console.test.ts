@@ -82,7 +82,10 @@ describe("disconnectReason", () => {
 
   it("adds what the session list knows", () => {
     expect(
-      disconnectReason(lost, session(1, { state: { kind: "ended", reason: "stopped by you", failed: false } })),
+      disconnectReason(
+        lost,
+        session(1, { state: { kind: "ended", reason: "stopped by you", failed: false } }),
+      ),
     ).toBe("the connection to the console was lost; the session ended: stopped by you");
     expect(
       disconnectReason(lost, session(1, { lastError: "Active VNC connection. Request denied." })),

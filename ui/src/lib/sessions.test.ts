@@ -86,7 +86,9 @@ describe("session wording", () => {
   it("says where a session stands", () => {
     expect(describeSessionState(session(1))).toBe("active");
     expect(
-      describeSessionState(session(1, { state: { kind: "ended", reason: "viewer exited (0)", failed: false } })),
+      describeSessionState(
+        session(1, { state: { kind: "ended", reason: "viewer exited (0)", failed: false } }),
+      ),
     ).toBe("ended: viewer exited (0)");
   });
 

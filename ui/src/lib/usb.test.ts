@@ -166,7 +166,9 @@ describe("attached devices", () => {
   const sessions = [
     session(1),
     usbSession(2, yubiKey, "devpool-1"),
-    usbSession(3, ccidReader, "devpool-2", { state: { kind: "ended", reason: "stopped", failed: false } }),
+    usbSession(3, ccidReader, "devpool-2", {
+      state: { kind: "ended", reason: "stopped", failed: false },
+    }),
     session(4, { kind: "ssh", target: "usb 046d:c31c is not a usb session" }),
   ];
 
