@@ -8,8 +8,8 @@
 //!   same run (`tests/blank-app`);
 //! - scroll frame time p50 / p95: the main area scrolled 1,000 px per animation frame from top
 //!   to bottom, each frame's time being the gap between two `requestAnimationFrame` callbacks;
-//!   the blank app scrolling a plain page of text rows of about the same height is the
-//!   baseline of the same webview on the same display;
+//!   the blank app scrolling a long plain page of text rows the same way is the baseline of
+//!   the same webview on the same display;
 //! - cluster change → row updated: a member's `status.printableStatus` patched, until its row
 //!   says so (a MutationObserver in the page; both clocks are this machine's), median of 5.
 //!
@@ -58,7 +58,8 @@ main.innerHTML = lines.join('');
 document.body.appendChild(main);
 return main.scrollHeight;";
 
-/// Rows of [`PLAIN_PAGE`]: about as tall as the console's list at 10,000 VMs.
+/// Rows of [`PLAIN_PAGE`]: a long page (its height is printed beside its frame times, which
+/// are compared per frame, not per page).
 const PLAIN_ROWS: u64 = 12_800;
 
 /// Runs [`SCROLL`] in `client`'s page; the frame times (ms), sorted.
