@@ -169,7 +169,10 @@ where
         + Sync
         + 'static,
 {
-    let config = watcher::Config::default().labels(POOL_LABEL);
+    // The first list is served from the API server's watch cache (resourceVersion "0", as
+    // client-go's reflectors list), not page by page from etcd; the watch that follows
+    // brings anything newer. kube-rs: `watcher::Config::any_semantic`.
+    let config = watcher::Config::default().labels(POOL_LABEL).any_semantic();
     watcher(api, config)
         .backoff(retry_backoff())
         .reflect(writer)
