@@ -93,10 +93,19 @@ const observer = new MutationObserver(() => {
 });
 observer.observe(document.body, { subtree: true, childList: true, characterData: true });";
 
+/// The page's start and the console's start-up marks (`ui/src/lib/timing.ts`), as
+/// `[name, epoch ms]` pairs: where the time to pools on screen goes.
+const MILESTONES: &str = "return [['page', performance.timeOrigin]].concat(
+  performance.getEntriesByType('mark')
+    .filter((m) => m.name.startsWith('corral:'))
+    .map((m) => [m.name.slice(7), performance.timeOrigin + m.startTime]));";
+
 /// One scale's figures.
 struct Figures {
     vms: usize,
     pools_on_screen: Duration,
+    /// Each milestone's time since the launch request (ms), in the order they happened.
+    milestones: Vec<(String, f64)>,
     rss: u64,
     frames: Vec<f64>,
     change: Duration,
@@ -119,6 +128,20 @@ async fn measure(
         app.requested_ms,
         app.seen(&css, Duration::from_secs(120)).await?,
     );
+    let milestones = app
+        .client
+        .execute(MILESTONES, vec![])
+        .await?
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| {
+            Some((
+                m.get(0)?.as_str()?.to_owned(),
+                m.get(1)?.as_f64()? - app.requested_ms,
+            ))
+        })
+        .collect();
     tokio::time::sleep(Duration::from_secs(3)).await;
     let rss = app_rss(console).iter().map(|(_, b)| b).sum();
 
@@ -159,6 +182,7 @@ async fn measure(
     Ok(Figures {
         vms: pools * PER_POOL,
         pools_on_screen: on_screen,
+        milestones,
         rss,
         frames,
         change: median(changes),
@@ -233,6 +257,12 @@ async fn main() -> anyhow::Result<()> {
             percentile(&f.frames, 0.95),
             f.change.as_millis(),
         );
+        let steps: Vec<String> = f
+            .milestones
+            .iter()
+            .map(|(name, ms)| format!("{name} {ms:.0}"))
+            .collect();
+        println!("{:>7} since launch (ms): {}", "", steps.join(", "));
         println!(
             "{:>7} goals: pools ≤ 1500 ms at 10,000; RSS ≤ {rss_goal} × blank; frame p95 ≤ 16.7 ms ({} frames)",
             "",

@@ -60,10 +60,10 @@ import { storeCollapsed, storeOrder, storedCollapsed, storedOrder, toggled } fro
 import { applyPoolsUpdate, feedIndicator, type Received } from "./lib/feed";
 import {
   FALLBACK_NAMESPACE,
-  defaultNamespace,
   describeScope,
   sameScope,
   scopeNamespace,
+  startNamespace,
 } from "./lib/presentation";
 import { sessionCounts } from "./lib/sessions";
 import { estimateClockOffset, formatDateTimeWithZone } from "./lib/time";
@@ -236,7 +236,7 @@ export function App() {
       }
       setWaitingForContext(false);
       setSelectedContext(current);
-      const ns = defaultNamespace(contexts.find((c) => c.name === current)?.namespace);
+      const ns = startNamespace(contexts.find((c) => c.name === current));
       setNamespace(ns);
       setNamespaceDraft(ns);
       connect(current, makeScope(allNamespacesRef.current, ns));
@@ -419,12 +419,10 @@ export function App() {
     setSelectedContext(name);
     setWaitingForContext(false);
     // Follow the new context's default namespace, unless the administrator chose another one.
-    const previousDefault = defaultNamespace(
-      contexts.find((c) => c.name === selectedContext)?.namespace,
-    );
+    const previousDefault = startNamespace(contexts.find((c) => c.name === selectedContext));
     const ns =
       waitingForContext || namespace === previousDefault
-        ? defaultNamespace(contexts.find((c) => c.name === name)?.namespace)
+        ? startNamespace(contexts.find((c) => c.name === name))
         : namespace;
     setNamespace(ns);
     setNamespaceDraft(ns);

@@ -118,11 +118,7 @@ impl KubeconfigSource {
             .iter()
             .map(|named| {
                 let ctx = named.context.clone().unwrap_or_default();
-                ContextInfo {
-                    name: named.name.clone(),
-                    cluster: ctx.cluster,
-                    namespace: ctx.namespace,
-                }
+                ContextInfo::new(named.name.clone(), ctx.cluster, ctx.namespace)
             })
             .collect();
         Ok(Contexts {

@@ -330,6 +330,31 @@ pub struct ContextInfo {
     pub cluster: String,
     /// The context's default namespace, if it sets one.
     pub namespace: Option<String>,
+    /// The namespace the console opens this context in: the context's own (trimmed) when it
+    /// sets a non-blank one, else [`FALLBACK_NAMESPACE`].
+    pub start_namespace: String,
+}
+
+/// The namespace the console opens a context in when the context names none (the sandbox's
+/// and the SPEC's pool namespace).
+pub const FALLBACK_NAMESPACE: &str = "corral-vms";
+
+impl ContextInfo {
+    /// The context `name` on `cluster` with default namespace `namespace`.
+    pub fn new(name: String, cluster: String, namespace: Option<String>) -> Self {
+        let start_namespace = namespace
+            .as_deref()
+            .map(str::trim)
+            .filter(|ns| !ns.is_empty())
+            .unwrap_or(FALLBACK_NAMESPACE)
+            .to_owned();
+        ContextInfo {
+            name,
+            cluster,
+            namespace,
+            start_namespace,
+        }
+    }
 }
 
 /// The kubeconfig files were written: what the desktop app tells its window.
@@ -827,6 +852,17 @@ pub struct ClusterCapacity {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_context_starts_in_its_own_namespace_else_the_fallback() {
+        let start = |ns: Option<&str>| {
+            ContextInfo::new("c".into(), "k".into(), ns.map(str::to_owned)).start_namespace
+        };
+        assert_eq!(start(Some("team-a")), "team-a");
+        assert_eq!(start(Some(" team-a ")), "team-a");
+        assert_eq!(start(Some("  ")), FALLBACK_NAMESPACE);
+        assert_eq!(start(None), "corral-vms");
+    }
 
     fn pool(name: &str, free: u32) -> PoolView {
         PoolView {

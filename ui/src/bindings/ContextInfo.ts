@@ -15,4 +15,9 @@ cluster: string,
 /**
  * The context's default namespace, if it sets one.
  */
-namespace: string | null, };
+namespace: string | null, 
+/**
+ * The namespace the console opens this context in: the context's own (trimmed) when it
+ * sets a non-blank one, else [`FALLBACK_NAMESPACE`].
+ */
+startNamespace: string, };

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { MemberState } from "../bindings/MemberState";
 import {
   FALLBACK_NAMESPACE,
-  defaultNamespace,
+  startNamespace,
   describeScope,
   formatCounts,
   poolCreateCommand,
@@ -85,12 +85,12 @@ describe("scopes", () => {
   });
 });
 
-describe("defaultNamespace", () => {
-  it("uses the context's namespace, else corral-vms", () => {
-    expect(defaultNamespace("team-a")).toBe("team-a");
-    expect(defaultNamespace(null)).toBe(FALLBACK_NAMESPACE);
-    expect(defaultNamespace(undefined)).toBe("corral-vms");
-    expect(defaultNamespace("  ")).toBe("corral-vms");
+describe("startNamespace", () => {
+  it("uses the namespace the backend chose for the context, else corral-vms", () => {
+    const context = { name: "c", cluster: "k", namespace: " team-a ", startNamespace: "team-a" };
+    expect(startNamespace(context)).toBe("team-a");
+    expect(startNamespace(undefined)).toBe(FALLBACK_NAMESPACE);
+    expect(FALLBACK_NAMESPACE).toBe("corral-vms");
   });
 });
 

@@ -1,3 +1,4 @@
+import type { ContextInfo } from "../bindings/ContextInfo";
 import type { MemberState } from "../bindings/MemberState";
 import type { PoolCounts } from "../bindings/PoolCounts";
 import type { Scope } from "../bindings/Scope";
@@ -74,12 +75,14 @@ export function poolCreateCommand(scope: Scope): string {
   return `corral-vdi pool create <name> --from <golden-vm> --size <N> -n ${ns}`;
 }
 
-/** The namespace to start with for a kubeconfig context. */
+/** The namespace shown before the kubeconfig is read, and for a context it does not define
+ * (the backend's `FALLBACK_NAMESPACE`). */
 export const FALLBACK_NAMESPACE = "corral-vms";
 
-export function defaultNamespace(contextNamespace: string | null | undefined): string {
-  const ns = contextNamespace?.trim();
-  return ns ? ns : FALLBACK_NAMESPACE;
+/** The namespace to open a kubeconfig context in (the backend decides it, so that the session
+ * it prepares while the window starts is the one asked for). */
+export function startNamespace(context: ContextInfo | undefined): string {
+  return context?.startNamespace ?? FALLBACK_NAMESPACE;
 }
 
 /** The data-testid of a pool section. */
