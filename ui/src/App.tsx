@@ -67,6 +67,7 @@ import {
 } from "./lib/presentation";
 import { sessionCounts } from "./lib/sessions";
 import { estimateClockOffset, formatDateTimeWithZone } from "./lib/time";
+import { markOnce } from "./lib/timing";
 import { attachedCount } from "./lib/usb";
 import { dialogActionKey, useClaimActions } from "./useClaimActions";
 import { useConsole } from "./useConsole";
@@ -157,6 +158,7 @@ export function App() {
     (update: PoolsUpdate) => {
       const merged = applyPoolsUpdate(latestRef.current, update);
       if (merged === null) return;
+      if (update.status.kind === "live") markOnce("first-live-update");
       latestRef.current = merged;
       if (sameScope(merged.snapshot.scope, expectedScopeRef.current)) {
         applySnapshot(merged.snapshot);
@@ -181,7 +183,9 @@ export function App() {
       setSession(null);
       setSessionError(null);
       setCredentials(null);
+      markOnce("session-requested");
       void openSession(context, scope).then((result) => {
+        markOnce("session-opened");
         if (request !== requestRef.current) {
           return;
         }
