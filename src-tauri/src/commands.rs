@@ -62,26 +62,28 @@ pub fn list_contexts(state: State<'_, AppState>) -> Result<Contexts, ErrorView> 
     state.source.contexts().map_err(|e| e.view())
 }
 
-/// Connects to `context` (`null`: current) and starts the live pools feed for `scope`,
-/// replacing the previous session. Identity failures do not fail the call: the feed reports
-/// reachability and RBAC problems itself.
-#[tauri::command]
-pub async fn open_session(
-    app: AppHandle,
-    state: State<'_, AppState>,
-    context: Option<String>,
-    scope: Scope,
-) -> Result<SessionInfo, ErrorView> {
-    // Stop the old feed first, so no stale snapshot arrives after the new one.
-    drop(state.session.lock().map_err(|_| poisoned())?.take());
-    // The Capacity view watched the old cluster: the window starts it again if it is open.
-    drop(state.capacity.lock().map_err(|_| poisoned())?.take());
-    scope.validate().map_err(|e| e.view())?;
-    let conn = state
-        .source
-        .connect(context.as_deref())
-        .await
-        .map_err(|e| e.view())?;
+/// A connection made and its live pools feed started, not yet shown in the window.
+pub struct Opened {
+    conn: vdi_core::cluster::Connection,
+    actor: Option<Actor>,
+    /// Why the cluster could not say who acts.
+    identity_error: Option<ErrorView>,
+    clock: ServerClock,
+    guard: Option<GuardStatus>,
+    feed: PoolFeed,
+}
+
+/// Connects to `context` (`None`: current), asks who acts and whether the guard is installed
+/// (at once), and starts the live pools feed for `scope`. Identity failures do not fail it: the
+/// feed reports reachability and RBAC problems itself.
+///
+/// Errors: the kubeconfig cannot be read or names no such context.
+async fn establish(
+    source: &vdi_core::cluster::KubeconfigSource,
+    context: Option<&str>,
+    scope: &Scope,
+) -> Result<Opened, ErrorView> {
+    let conn = source.connect(context).await.map_err(|e| e.view())?;
     let (actor, guard) = tokio::join!(Actor::connect(conn.client.clone()), async {
         guard::status(&conn.client).await.ok()
     });
@@ -101,11 +103,106 @@ pub async fn open_session(
                 ServerClock::default()
             }),
     };
+    let feed = PoolFeed::spawn(conn.client.clone(), scope.clone(), clock);
+    Ok(Opened {
+        conn,
+        actor,
+        identity_error,
+        clock,
+        guard,
+        feed,
+    })
+}
+
+/// The session the app opens while its window starts, for the kubeconfig's current context in
+/// the namespace the window will ask for ([`vdi_core::model::ContextInfo::start_namespace`]):
+/// the window's first `open_session` takes it over instead of starting from nothing, so the
+/// cluster's first answers arrive while WebKit is still starting.
+pub struct Prepared {
+    /// The current context's name when it was prepared.
+    context: String,
+    scope: Scope,
+    opening: tauri::async_runtime::JoinHandle<Result<Opened, ErrorView>>,
+}
+
+impl Prepared {
+    /// Starts opening the current context's session; `None` when the kubeconfig names no
+    /// current context (the window lets the user pick one) or cannot be read (the window says
+    /// why).
+    pub fn start(source: &vdi_core::cluster::KubeconfigSource) -> Option<Prepared> {
+        let contexts = source.contexts().ok()?;
+        let current = contexts.current?;
+        let info = contexts.contexts.into_iter().find(|c| c.name == current)?;
+        let scope = Scope::Namespace(info.start_namespace);
+        let (source, task_scope) = (source.clone(), scope.clone());
+        let opening =
+            tauri::async_runtime::spawn(async move { establish(&source, None, &task_scope).await });
+        Some(Prepared {
+            context: current,
+            scope,
+            opening,
+        })
+    }
+
+    /// Whether a request for `context` (`None`: current) and `scope` is the one prepared.
+    fn serves(&self, context: Option<&str>, scope: &Scope) -> bool {
+        context.is_none_or(|c| c == self.context) && *scope == self.scope
+    }
+}
+
+impl Drop for Prepared {
+    fn drop(&mut self) {
+        // Not taken over: its feed must not keep watching.
+        self.opening.abort();
+    }
+}
+
+/// Connects to `context` (`null`: current) and starts the live pools feed for `scope`,
+/// replacing the previous session (the first call takes over the session prepared at start,
+/// [`Prepared`], when it asks for the same). Identity failures do not fail the call: the feed
+/// reports reachability and RBAC problems itself.
+#[tauri::command]
+pub async fn open_session(
+    app: AppHandle,
+    state: State<'_, AppState>,
+    context: Option<String>,
+    scope: Scope,
+) -> Result<SessionInfo, ErrorView> {
+    // Stop the old feed first, so no stale snapshot arrives after the new one.
+    drop(state.session.lock().map_err(|_| poisoned())?.take());
+    // The Capacity view watched the old cluster: the window starts it again if it is open.
+    drop(state.capacity.lock().map_err(|_| poisoned())?.take());
+    let prepared = state.prepared.lock().map_err(|_| poisoned())?.take();
+    scope.validate().map_err(|e| e.view())?;
+    let taken = match prepared {
+        Some(mut prepared) if prepared.serves(context.as_deref(), &scope) => {
+            match (&mut prepared.opening).await {
+                Ok(Ok(opened)) => Some(opened),
+                // It failed or was cut short: try again now rather than show an old error.
+                Ok(Err(_)) | Err(_) => None,
+            }
+        }
+        _ => None,
+    };
+    let prepared = taken.is_some();
+    let opened = match taken {
+        Some(opened) => opened,
+        None => establish(&state.source, context.as_deref(), &scope).await?,
+    };
+    let Opened {
+        conn,
+        actor,
+        identity_error,
+        clock,
+        guard,
+        feed,
+    } = opened;
     tracing::info!(
         context = context.as_deref().unwrap_or("(current)"),
         namespace = scope.namespace().unwrap_or("(all)"),
         user = actor.as_ref().map_or("(unknown)", |a| a.username()),
         guard = ?guard.as_ref().map(|g| g.state),
+        prepared,
         "session opened"
     );
     let streams = conn.streams.clone();
@@ -122,7 +219,6 @@ pub async fn open_session(
             }
         }
     });
-    let feed = PoolFeed::spawn(conn.client.clone(), scope.clone(), clock);
     let mut rx = feed.subscribe();
     let mut diff = PoolsDiff::new(NEXT_FEED.fetch_add(1, Ordering::Relaxed));
     let forward = tauri::async_runtime::spawn(async move {

@@ -28,6 +28,8 @@ pub struct AppState {
     pub source: KubeconfigSource,
     /// The open session: its live feed and the task forwarding it to the window.
     pub session: Mutex<Option<commands::Session>>,
+    /// The session opened while the window starts, until the window's first `open_session`.
+    pub prepared: Mutex<Option<commands::Prepared>>,
     /// The log file the app writes (shown in the app).
     pub log_file: std::path::PathBuf,
     /// Every stream, forward and helper process the app started; all end when it exits.
@@ -116,10 +118,12 @@ pub fn run() {
             hint_if_blank(app.handle());
             let source = KubeconfigSource::default();
             let kubeconfig_watch = kubeconfig::follow(app.handle(), source.clone());
+            let prepared = commands::Prepared::start(&source);
             app.manage(AppState {
                 kubeconfig_watch,
                 source,
                 session: Mutex::new(None),
+                prepared: Mutex::new(prepared),
                 log_file,
                 supervisor: vdi_core::session::Supervisor::new(),
                 page_loaded: std::sync::atomic::AtomicBool::new(false),
