@@ -144,9 +144,14 @@ impl Prepared {
         })
     }
 
-    /// Whether a request for `context` (`None`: current) and `scope` is the one prepared.
-    fn serves(&self, context: Option<&str>, scope: &Scope) -> bool {
-        context.is_none_or(|c| c == self.context) && *scope == self.scope
+    /// The prepared session, once open, when a request for `context` (`None`: current) and
+    /// `scope` is the one prepared; `None` when it is another, or the prepared one failed or
+    /// was cut short (the caller connects afresh rather than show an old error).
+    async fn take_over(mut self, context: Option<&str>, scope: &Scope) -> Option<Opened> {
+        if !(context.is_none_or(|c| c == self.context) && *scope == self.scope) {
+            return None;
+        }
+        (&mut self.opening).await.ok()?.ok()
     }
 }
 
@@ -175,38 +180,23 @@ pub async fn open_session(
     let prepared = state.prepared.lock().map_err(|_| poisoned())?.take();
     scope.validate().map_err(|e| e.view())?;
     let taken = match prepared {
-        Some(mut prepared) if prepared.serves(context.as_deref(), &scope) => {
-            match (&mut prepared.opening).await {
-                Ok(Ok(opened)) => Some(opened),
-                // It failed or was cut short: try again now rather than show an old error.
-                Ok(Err(_)) | Err(_) => None,
-            }
-        }
-        _ => None,
+        Some(prepared) => prepared.take_over(context.as_deref(), &scope).await,
+        None => None,
     };
-    let prepared = taken.is_some();
+    let from_start = taken.is_some();
     let opened = match taken {
         Some(opened) => opened,
         None => establish(&state.source, context.as_deref(), &scope).await?,
     };
-    let Opened {
-        conn,
-        actor,
-        identity_error,
-        clock,
-        guard,
-        feed,
-    } = opened;
     tracing::info!(
         context = context.as_deref().unwrap_or("(current)"),
         namespace = scope.namespace().unwrap_or("(all)"),
-        user = actor.as_ref().map_or("(unknown)", |a| a.username()),
-        guard = ?guard.as_ref().map(|g| g.state),
-        prepared,
+        user = opened.actor.as_ref().map_or("(unknown)", |a| a.username()),
+        guard = ?opened.guard.as_ref().map(|g| g.state),
+        prepared = from_start,
         "session opened"
     );
-    let streams = conn.streams.clone();
-    let mut credential_rx = conn.credentials.clone();
+    let mut credential_rx = opened.conn.credentials.clone();
     let credential_app = app.clone();
     let credentials = tauri::async_runtime::spawn(async move {
         loop {
@@ -219,7 +209,7 @@ pub async fn open_session(
             }
         }
     });
-    let mut rx = feed.subscribe();
+    let mut rx = opened.feed.subscribe();
     let mut diff = PoolsDiff::new(NEXT_FEED.fetch_add(1, Ordering::Relaxed));
     let forward = tauri::async_runtime::spawn(async move {
         loop {
@@ -232,23 +222,23 @@ pub async fn open_session(
             }
         }
     });
-    let identity = actor.as_ref().map(|a| a.identity().clone());
+    let identity = opened.actor.as_ref().map(|a| a.identity().clone());
     *state.session.lock().map_err(|_| poisoned())? = Some(Session {
-        client: conn.client.clone(),
-        streams,
-        actor,
-        clock,
-        guard: guard.clone(),
-        _feed: feed,
+        client: opened.conn.client,
+        streams: opened.conn.streams,
+        actor: opened.actor,
+        clock: opened.clock,
+        guard: opened.guard.clone(),
+        _feed: opened.feed,
         forward,
         credentials,
     });
     Ok(SessionInfo {
         context,
         identity,
-        identity_error,
+        identity_error: opened.identity_error,
         scope,
-        guard,
+        guard: opened.guard,
     })
 }
 
