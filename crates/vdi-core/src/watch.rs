@@ -171,8 +171,11 @@ where
 {
     // The first list is served from the API server's watch cache (resourceVersion "0", as
     // client-go's reflectors list), not page by page from etcd; the watch that follows
-    // brings anything newer. kube-rs: `watcher::Config::any_semantic`.
-    let config = watcher::Config::default().labels(POOL_LABEL).any_semantic();
+    // brings anything newer. kube-rs: `watcher::Config::any_semantic`, and no page size:
+    // kube-core leaves resourceVersion "0" out of a list that has a limit (the API server
+    // would ignore the limit), which would make it a quorum read from etcd in pages of 500.
+    let mut config = watcher::Config::default().labels(POOL_LABEL).any_semantic();
+    config.page_size = None;
     watcher(api, config)
         .backoff(retry_backoff())
         .reflect(writer)
@@ -289,6 +292,8 @@ async fn run(client: Client, scope: Scope, clock: ServerClock, tx: watch::Sender
         heartbeat(client.clone())
     ));
     let (mut vms_synced, mut leases_synced) = (false, false);
+    // Until the first live snapshot: when the feed started, for the log.
+    let mut started = Some(std::time::Instant::now());
     let mut failure: Option<(Source, Error)> = None;
     let mut expiry: Option<tokio::time::Instant> = None;
 
@@ -343,7 +348,18 @@ async fn run(client: Client, scope: Scope, clock: ServerClock, tx: watch::Sender
         if !dirty || matches!(status, FeedStatus::Syncing) {
             continue;
         }
+        let live = matches!(status, FeedStatus::Live);
         let snap = snapshot(&scope, status, &vm_store, &lease_store, &clock);
+        if let Some(since) = started.take_if(|_| live) {
+            tracing::info!(
+                seconds = since.elapsed().as_secs_f64(),
+                scope = %where_(&scope),
+                vms = vm_store.state().len(),
+                leases = lease_store.state().len(),
+                pools = snap.pools.len(),
+                "pools feed live"
+            );
+        }
         expiry = next_expiry(&snap.pools, snap.judged_at).and_then(|at| {
             let wait = StdDuration::try_from(at.duration_since(snap.judged_at)).ok()?;
             Some(tokio::time::Instant::now() + wait + StdDuration::from_millis(1))
