@@ -3,18 +3,20 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use tauri::ipc::Channel;
 use tauri::{AppHandle, Emitter, State};
 use vdi_core::claim::{self, ClaimOptions, Claimed, Released, UnassignOptions};
 use vdi_core::cluster::ServerClock;
+use vdi_core::credentials::CredentialState;
 use vdi_core::golden::{self, GoldenCandidate, NewPool};
 use vdi_core::guard::{self, GuardStatus};
 use vdi_core::identity::{self, Actor, Permissions};
 use vdi_core::model::{AppInfo, Contexts, ErrorView, Scope, SessionInfo};
-use vdi_core::model::{PoolCreated, PoolDeleted, PoolsDiff};
+use vdi_core::model::{PoolCreated, PoolDeleted, PoolsDiff, PoolsUpdate};
 use vdi_core::pool::{self, CreatePool, DeletePool};
 use vdi_core::watch::PoolFeed;
 
-use crate::{AppState, CREATE_PROGRESS_EVENT, CREDENTIALS_EVENT, POOLS_EVENT};
+use crate::{AppState, CREATE_PROGRESS_EVENT};
 
 /// The number of the next session's pools feed (see [`vdi_core::model::PoolsUpdate::feed`]).
 static NEXT_FEED: AtomicU32 = AtomicU32::new(1);
@@ -29,8 +31,9 @@ pub struct Session {
     clock: ServerClock,
     guard: Option<GuardStatus>,
     _feed: PoolFeed,
+    /// Forwards the feed's updates to the window's pools channel.
     forward: tauri::async_runtime::JoinHandle<()>,
-    /// Forwards where the credentials stand ([`CREDENTIALS_EVENT`]).
+    /// Forwards where the credentials stand to the window's credentials channel.
     credentials: tauri::async_runtime::JoinHandle<()>,
 }
 
@@ -87,12 +90,11 @@ async fn establish(
     let (actor, guard) = tokio::join!(Actor::connect(conn.client.clone()), async {
         guard::status(&conn.client).await.ok()
     });
+    // Not logged here: a session prepared at start-up may get this far before the log is set
+    // up. `open_session` logs it.
     let (actor, identity_error) = match actor {
         Ok(actor) => (Some(actor), None),
-        Err(e) => {
-            tracing::warn!(error = %e, "identity unknown");
-            (None, Some(e.view()))
-        }
+        Err(e) => (None, Some(e.view())),
     };
     let clock = match &actor {
         Some(actor) => *actor.clock(),
@@ -114,10 +116,11 @@ async fn establish(
     })
 }
 
-/// The session the app opens while its window starts, for the kubeconfig's current context in
-/// the namespace the window will ask for ([`vdi_core::model::ContextInfo::start_namespace`]):
-/// the window's first `open_session` takes it over instead of starting from nothing, so the
-/// cluster's first answers arrive while WebKit is still starting.
+/// The session the app opens while GTK, WebKit and its window start, for the kubeconfig's
+/// current context in the namespace the window will ask for
+/// ([`vdi_core::model::ContextInfo::start_namespace`]): the window's first `open_session` takes
+/// it over instead of starting from nothing, so the cluster's first answers arrive while WebKit
+/// is still starting.
 pub struct Prepared {
     /// The current context's name when it was prepared.
     context: String,
@@ -166,12 +169,20 @@ impl Drop for Prepared {
 /// replacing the previous session (the first call takes over the session prepared at start,
 /// [`Prepared`], when it asks for the same). Identity failures do not fail the call: the feed
 /// reports reachability and RBAC problems itself.
+///
+/// The session streams to the window through the two channels it passes (Tauri channels, not
+/// events: ordered, bound to this session, and a large message is fetched by the page rather
+/// than evaluated as a script): `pools` gets a [`PoolsUpdate`] now and on every change (the
+/// whole list first, then the pools that changed), `credentials` the [`CredentialState`] now
+/// and on every change (an exec plugin's credentials renewed, or the plugin failing). Both end
+/// when the next `open_session` replaces this session.
 #[tauri::command]
 pub async fn open_session(
-    app: AppHandle,
     state: State<'_, AppState>,
     context: Option<String>,
     scope: Scope,
+    pools: Channel<PoolsUpdate>,
+    credentials: Channel<CredentialState>,
 ) -> Result<SessionInfo, ErrorView> {
     // Stop the old feed first, so no stale snapshot arrives after the new one.
     drop(state.session.lock().map_err(|_| poisoned())?.take());
@@ -196,12 +207,14 @@ pub async fn open_session(
         prepared = from_start,
         "session opened"
     );
+    if let Some(e) = &opened.identity_error {
+        tracing::warn!(error = %e.message, "identity unknown");
+    }
     let mut credential_rx = opened.conn.credentials.clone();
-    let credential_app = app.clone();
     let credentials = tauri::async_runtime::spawn(async move {
         loop {
             let state = credential_rx.borrow_and_update().clone();
-            if let Err(e) = credential_app.emit(CREDENTIALS_EVENT, &state) {
+            if let Err(e) = credentials.send(state) {
                 tracing::warn!(error = %e, "could not send the credential state to the window");
             }
             if credential_rx.changed().await.is_err() {
@@ -214,7 +227,12 @@ pub async fn open_session(
     let forward = tauri::async_runtime::spawn(async move {
         loop {
             let update = diff.update(&rx.borrow_and_update());
-            if let Err(e) = app.emit(POOLS_EVENT, &update) {
+            tracing::debug!(
+                full = update.full,
+                changed = update.changed.len(),
+                "pools update sent"
+            );
+            if let Err(e) = pools.send(update) {
                 tracing::warn!(error = %e, "could not send pools to the window");
             }
             if rx.changed().await.is_err() {

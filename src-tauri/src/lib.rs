@@ -1,5 +1,6 @@
 //! The desktop shell: Tauri commands as thin adapters over vdi-core, and the live pools feed
-//! forwarded to the window as `pools-update` events. No cluster logic lives here.
+//! forwarded to the window through the channel it opened the session with. No cluster logic
+//! lives here.
 
 mod capacity;
 mod commands;
@@ -13,12 +14,6 @@ use std::sync::Mutex;
 use tauri::Manager;
 use vdi_core::cluster::KubeconfigSource;
 
-/// Event carrying a [`vdi_core::model::PoolsUpdate`] on every change: the whole list first,
-/// then the pools that changed.
-pub const POOLS_EVENT: &str = "pools-update";
-/// Event carrying the open session's [`vdi_core::credentials::CredentialState`] on every
-/// change (an exec plugin's credentials renewed, or the plugin failing).
-pub const CREDENTIALS_EVENT: &str = "credentials-state";
 /// Event carrying one [`vdi_core::model::CreateProgress`] step of a running pool create.
 pub const CREATE_PROGRESS_EVENT: &str = "pool-create-progress";
 
@@ -107,8 +102,12 @@ const BLANK_WINDOW_HINT_AFTER: std::time::Duration = std::time::Duration::from_s
 
 /// Builds and runs the app until its window closes.
 pub fn run() {
+    // The cluster's first answers take longest: ask for them while GTK and WebKit start (what
+    // happens before the log is set up is recorded when the window opens the session).
+    let source = KubeconfigSource::default();
+    let prepared = commands::Prepared::start(&source);
     tauri::Builder::default()
-        .setup(|app| {
+        .setup(move |app| {
             let log_dir = app.path().app_log_dir()?;
             let log_file = logging::init(&log_dir)?;
             tracing::info!(log = %log_file.display(), version = env!("CARGO_PKG_VERSION"), "Corral VDI Console starting");
@@ -116,9 +115,7 @@ pub fn run() {
                 tracing::info!(note, "display");
             }
             hint_if_blank(app.handle());
-            let source = KubeconfigSource::default();
             let kubeconfig_watch = kubeconfig::follow(app.handle(), source.clone());
-            let prepared = commands::Prepared::start(&source);
             app.manage(AppState {
                 kubeconfig_watch,
                 source,

@@ -10,12 +10,13 @@ import {
 } from "react";
 import {
   appInfo,
+  backendAvailable,
   listContexts,
-  onCredentialState,
   onKubeconfigChanged,
-  onPoolsUpdate,
   openSession,
+  type Result,
 } from "./api";
+import type { Contexts } from "./bindings/Contexts";
 import type { KubeconfigChanged } from "./bindings/KubeconfigChanged";
 import type { CredentialState } from "./bindings/CredentialState";
 import type { AppInfo } from "./bindings/AppInfo";
@@ -95,7 +96,17 @@ function makeScope(allNamespaces: boolean, namespace: string): Scope {
 
 export function App() {
   const [info, setInfo] = useState<AppInfo | null>(null);
-  const [backendError, setBackendError] = useState<ErrorView | null>(null);
+  // Outside the app's window (a browser on the Vite dev server) no command can answer.
+  const [backendError] = useState<ErrorView | null>(() =>
+    backendAvailable()
+      ? null
+      : {
+          kind: "other",
+          message: "this page is not running in the app's window, so it cannot reach the backend",
+          suggestion: "start the app (make demo) instead of opening the page in a browser",
+          retryable: false,
+        },
+  );
   const [contextsState, setContextsState] = useState<ContextsState>({ kind: "loading" });
   const [selectedContext, setSelectedContext] = useState<string | null>(null);
   const [waitingForContext, setWaitingForContext] = useState(false);
@@ -184,7 +195,16 @@ export function App() {
       setSessionError(null);
       setCredentials(null);
       markOnce("session-requested");
-      void openSession(context, scope).then((result) => {
+      // What a replaced session's channels still send is dropped.
+      const current = () => request === requestRef.current;
+      void openSession(context, scope, {
+        pools: (update) => {
+          if (current()) handleUpdate(update);
+        },
+        credentials: (next) => {
+          if (current()) setCredentials(next);
+        },
+      }).then((result) => {
         markOnce("session-opened");
         if (request !== requestRef.current) {
           return;
@@ -216,16 +236,12 @@ export function App() {
         }
       });
     },
-    [applySnapshot, closeDialog, dismissNotice],
+    [applySnapshot, closeDialog, dismissNotice, handleUpdate],
   );
 
-  const loadContextsAndConnect = useCallback(
-    async (isStale: () => boolean) => {
-      setContextsState({ kind: "loading" });
-      const result = await listContexts();
-      if (isStale()) {
-        return;
-      }
+  /** Shows the contexts read and connects to the current one (or asks to choose). */
+  const showContexts = useCallback(
+    (result: Result<Contexts>) => {
       if (!result.ok) {
         setContextsState({ kind: "failed", error: result.error });
         return;
@@ -248,50 +264,30 @@ export function App() {
     [connect],
   );
 
-  // Start-up: subscribe to the feed first, then read the kubeconfig and open a session.
+  /** Reads the contexts again and connects to the current one. */
+  const loadContextsAndConnect = useCallback(async () => {
+    setContextsState({ kind: "loading" });
+    showContexts(await listContexts());
+  }, [showContexts]);
+
+  // Start-up: read the kubeconfig and open a session (its channels bring the pools).
   useEffect(() => {
+    if (!backendAvailable()) return;
     let disposed = false;
-    let unlisten: (() => void) | null = null;
-    let unlistenCredentials: (() => void) | null = null;
     const isStale = () => disposed;
-    void (async () => {
-      const subscription = await onPoolsUpdate((update) => {
-        if (!isStale()) {
-          handleUpdate(update);
-        }
-      });
-      if (isStale()) {
-        if (subscription.ok) subscription.value();
-        return;
+    void appInfo().then((result) => {
+      if (!isStale() && result.ok) {
+        setInfo(result.value);
       }
-      if (!subscription.ok) {
-        setBackendError(subscription.error);
-        return;
-      }
-      unlisten = subscription.value;
-      const credentialSubscription = await onCredentialState((next) => {
-        if (!isStale()) setCredentials(next);
-      });
-      if (credentialSubscription.ok) {
-        if (isStale()) {
-          credentialSubscription.value();
-          return;
-        }
-        unlistenCredentials = credentialSubscription.value;
-      }
-      void appInfo().then((result) => {
-        if (!isStale() && result.ok) {
-          setInfo(result.value);
-        }
-      });
-      await loadContextsAndConnect(isStale);
-    })();
+    });
+    // The contexts state starts as "loading".
+    void listContexts().then((result) => {
+      if (!isStale()) showContexts(result);
+    });
     return () => {
       disposed = true;
-      unlisten?.();
-      unlistenCredentials?.();
     };
-  }, [handleUpdate, loadContextsAndConnect]);
+  }, [showContexts]);
 
   // "/" focuses the filter (as in GitHub or Gmail) and Home / End go to the first / last pool,
   // unless the user is typing somewhere.
@@ -334,7 +330,7 @@ export function App() {
     onKubeconfigChangeRef.current = (change) => {
       void (async () => {
         if (contextsState.kind !== "loaded" || waitingForContext || selectedContext === null) {
-          await loadContextsAndConnect(() => false);
+          await loadContextsAndConnect();
           return;
         }
         const result = await listContexts();
@@ -346,7 +342,7 @@ export function App() {
         if (!result.value.contexts.some((c) => c.name === selectedContext)) {
           // The context in use is gone: connect as at start-up (the current context, or a
           // request to choose one).
-          await loadContextsAndConnect(() => false);
+          await loadContextsAndConnect();
           return;
         }
         const failing = sessionError !== null || snapshot?.status.kind === "failing";
@@ -468,7 +464,7 @@ export function App() {
   };
 
   const retryContexts = () => {
-    void loadContextsAndConnect(() => false);
+    void loadContextsAndConnect();
   };
 
   const scope = makeScope(allNamespaces, namespace);

@@ -2,7 +2,7 @@
  * The only module that talks to the Rust side. Commands never reject to callers: each
  * resolves to a Result whose error is an ErrorView, whatever shape the rejection had.
  */
-import { invoke } from "@tauri-apps/api/core";
+import { Channel, invoke, isTauri } from "@tauri-apps/api/core";
 import { listen, type UnlistenFn } from "@tauri-apps/api/event";
 import type { AppInfo } from "./bindings/AppInfo";
 import type { CapacityPlan } from "./bindings/CapacityPlan";
@@ -41,6 +41,12 @@ async function call<T>(command: string, args?: Record<string, unknown>): Promise
   }
 }
 
+/** Whether the page runs in the app's window (else, e.g. a browser on the Vite dev server,
+ * no command can reach the backend). */
+export function backendAvailable(): boolean {
+  return isTauri();
+}
+
 /** Version, log file and kubeconfig paths of the running app. */
 export function appInfo(): Promise<Result<AppInfo>> {
   return call<AppInfo>("app_info");
@@ -51,12 +57,28 @@ export function listContexts(): Promise<Result<Contexts>> {
   return call<Contexts>("list_contexts");
 }
 
+/** Where an open session streams to, each handler called in the order the backend sent. */
+export type SessionStreams = {
+  /** The live pools view: a full list now, then the pools that changed (`applyPoolsUpdate`). */
+  pools: (update: PoolsUpdate) => void;
+  /** Where the session's credentials stand, now and on every change (an exec plugin's
+   * credentials renewed, or the plugin failing). */
+  credentials: (state: CredentialState) => void;
+};
+
 /**
  * Connects to a kubeconfig context (null: current-context) and (re)starts the live feed for
- * the scope, replacing any previous session.
+ * the scope, replacing any previous session, whose streams then fall silent. The streams are
+ * Tauri channels of this session alone, and may speak before the call resolves.
  */
-export function openSession(context: string | null, scope: Scope): Promise<Result<SessionInfo>> {
-  return call<SessionInfo>("open_session", { context, scope });
+export function openSession(
+  context: string | null,
+  scope: Scope,
+  streams: SessionStreams,
+): Promise<Result<SessionInfo>> {
+  const pools = new Channel<PoolsUpdate>(streams.pools);
+  const credentials = new Channel<CredentialState>(streams.credentials);
+  return call<SessionInfo>("open_session", { context, scope, pools, credentials });
 }
 
 /**
@@ -236,16 +258,6 @@ async function subscribe(start: () => Promise<UnlistenFn>): Promise<Result<Unlis
   }
 }
 
-/** Subscribes to the live pools view (a full list, then the pools that changed: see
- * `applyPoolsUpdate`); resolves to the function that unsubscribes. */
-export function onPoolsUpdate(handler: (update: PoolsUpdate) => void): Promise<Result<UnlistenFn>> {
-  return subscribe(() =>
-    listen<PoolsUpdate>("pools-update", (event) => {
-      handler(event.payload);
-    }),
-  );
-}
-
 /** Subscribes to changes of the kubeconfig files (written, replaced, removed); resolves to the
  * function that unsubscribes. */
 export function onKubeconfigChanged(
@@ -326,20 +338,6 @@ export function onCapacitySnapshot(
 ): Promise<Result<UnlistenFn>> {
   return subscribe(() =>
     listen<CapacitySnapshot>("capacity-snapshot", (event) => {
-      handler(event.payload);
-    }),
-  );
-}
-
-/**
- * Subscribes to where the open session's credentials stand: renewed by their exec plugin
- * before they expire, or the plugin failing (with its stderr and when it is tried again).
- */
-export function onCredentialState(
-  handler: (state: CredentialState) => void,
-): Promise<Result<UnlistenFn>> {
-  return subscribe(() =>
-    listen<CredentialState>("credentials-state", (event) => {
       handler(event.payload);
     }),
   );
