@@ -1359,6 +1359,11 @@ async fn ten_thousand_members_in_a_thousand_pools_stay_usable() {
     )
     .await;
     assert!(last.contains("pool0999-1"), "{last}");
+    assert_eq!(
+        js(client, ROWS_WHERE_LAID_OUT).await,
+        serde_json::json!([]),
+        "rows at the end of 10,000 drawn elsewhere than laid out"
+    );
     gui.screenshot("e2e-scale-end.png");
 
     // A change to one member on screen shows within a second.
@@ -1590,6 +1595,44 @@ async fn accessibility_check(client: &Client, what: &str) {
     );
 }
 
+/// What differs between where the pools list placed its rows (heights from `ui/src/lib/
+/// poolRows.ts`) and where the page drew them: each pool's header, column header and member
+/// rows stacked without gap or overlap, its box ending where its last row does (plus its
+/// border), and no cell's content taller than its row. An empty list means they agree.
+const ROWS_WHERE_LAID_OUT: &str = "const problems = [];
+for (const pool of document.querySelectorAll('section.pool')) {
+  const name = pool.dataset.testid;
+  const box = pool.getBoundingClientRect();
+  const parts = [pool.querySelector('.pool-head'), pool.querySelector('.member-columns')]
+    .filter((e) => e !== null);
+  let y = box.top + 1;
+  for (const part of parts) {
+    const r = part.getBoundingClientRect();
+    if (Math.abs(r.top - y) > 0.5) problems.push(`${name}: ${part.className} at ${r.top - box.top}, not ${y - box.top}`);
+    y = r.bottom;
+  }
+  const rows = [...pool.querySelectorAll('.member-row')];
+  if (rows.length > 0 && rows[0].getAttribute('aria-rowindex') === '2' && Math.abs(rows[0].getBoundingClientRect().top - y) > 0.5) {
+    problems.push(`${name}: its first row at ${rows[0].getBoundingClientRect().top - box.top}, not ${y - box.top}`);
+  }
+  for (const row of rows) {
+    for (const cell of row.children) {
+      if (cell.scrollHeight > row.clientHeight + 1) problems.push(`${name}: a cell of ${row.dataset.testid} is ${cell.scrollHeight} px in a ${row.clientHeight} px row`);
+    }
+  }
+  for (let i = 1; i < rows.length; i++) {
+    const above = rows[i - 1].getBoundingClientRect();
+    const r = rows[i].getBoundingClientRect();
+    if (Math.abs(r.top - above.bottom) > 0.5) problems.push(`${name}: ${rows[i].dataset.testid} at ${r.top - box.top}, the row above ends at ${above.bottom - box.top}`);
+  }
+  const last = rows.at(-1);
+  if (last !== undefined && last.classList.contains('member-row-last')) {
+    const r = last.getBoundingClientRect();
+    if (Math.abs(box.bottom - 1 - r.bottom) > 0.5) problems.push(`${name}: the last row ends at ${r.bottom - box.top}, the box at ${box.height - 1}`);
+  }
+}
+return problems;";
+
 /// The window at its minimum width (900 × 600) and at 1280 × 820, light and dark: no table
 /// scrolls sideways (every action reachable), and the pools view and the New pool, Capacity,
 /// Sessions and USB views pass the accessibility check. Screens saved.
@@ -1616,6 +1659,12 @@ async fn screens_at_900_and_1280_light_and_dark_pass_the_accessibility_check() {
                 sideways,
                 serde_json::json!(0),
                 "{width}×{height} {theme}: a members table scrolls sideways"
+            );
+            let misplaced = js(client, ROWS_WHERE_LAID_OUT).await;
+            assert_eq!(
+                misplaced,
+                serde_json::json!([]),
+                "{width}×{height} {theme}: rows drawn elsewhere than the list laid them out"
             );
             accessibility_check(client, &format!("pools view, {width}×{height}, {theme}")).await;
             gui.screenshot(&format!("e2e-screen-{width}x{height}-{theme}.png"));

@@ -78,7 +78,6 @@ export function ClaimedAtCell({
   claimedAt: string | null;
   clockOffsetMs: number;
 }) {
-  const now = useNow();
   if (claimedAt === null || claimedAt === "") {
     return <Missing title="Not claimed" />;
   }
@@ -87,6 +86,21 @@ export function ClaimedAtCell({
     // Shown as written when the annotation is not a valid time.
     return <span title="Not a valid RFC 3339 time">{claimedAt}</span>;
   }
+  return <ClaimedAgo claimedAt={claimedAt} ms={ms} clockOffsetMs={clockOffsetMs} />;
+}
+
+/** A valid claimed-at time, relative and kept current by the shared clock (only rows with
+ * one subscribe to it). */
+function ClaimedAgo({
+  claimedAt,
+  ms,
+  clockOffsetMs,
+}: {
+  claimedAt: string;
+  ms: number;
+  clockOffsetMs: number;
+}) {
+  const now = useNow();
   return (
     <time
       dateTime={claimedAt}

@@ -1,12 +1,20 @@
+import { memo } from "react";
 import type { MemberView } from "../bindings/MemberView";
 import type { Permissions } from "../bindings/Permissions";
 import { releaseOffer } from "../lib/claims";
 import { offersConnect } from "../lib/connect";
+import { ROW_HEIGHT, memberRowHeight } from "../lib/poolRows";
 import { ClaimedAtCell, HolderCell, LeaseCell, PowerBadge, StateBadge } from "./MemberCells";
 import { Working } from "./Working";
 
 type MemberRowProps = {
   member: MemberView;
+  /** Where the row starts in its table's body (pixels); its height is `memberRowHeight`. */
+  top: number;
+  /** Its `aria-rowindex` in the whole table (the column header is 1). */
+  rowIndex: number;
+  /** The pool's last member (no line below it: the pool's border is there). */
+  last: boolean;
   clockOffsetMs: number;
   /** Opens the release confirmation for this member (`force`: someone else's active claim). */
   onUnassign: (member: MemberView, force: boolean) => void;
@@ -20,8 +28,12 @@ type MemberRowProps = {
   permissions: Permissions | null;
 };
 
-export function MemberRow({
+/** A member's row, memoized: scrolling mounts and unmounts rows, it does not re-render them. */
+export const MemberRow = memo(function MemberRow({
   member,
+  top,
+  rowIndex,
+  last,
   clockOffsetMs,
   onUnassign,
   onConnect,
@@ -30,29 +42,36 @@ export function MemberRow({
   permissions,
 }: MemberRowProps) {
   const offer = releaseOffer(member, username, permissions);
+  const tall = memberRowHeight(member) > ROW_HEIGHT.member;
   return (
-    <tr data-testid={`member-${member.name}`}>
-      <th scope="row" className="cell-member">
+    <div
+      role="row"
+      aria-rowindex={rowIndex}
+      className={`member-row${tall ? " member-row-tall" : ""}${last ? " member-row-last" : ""}`}
+      style={{ transform: `translateY(${top}px)` }}
+      data-testid={`member-${member.name}`}
+    >
+      <div role="rowheader" className="cell-member">
         <span className="mono" title={`${member.namespace}/${member.name}`}>
           {member.name}
         </span>
-      </th>
-      <td>
+      </div>
+      <div role="cell">
         <StateBadge member={member} />
-      </td>
-      <td className="cell-holder">
+      </div>
+      <div role="cell" className="cell-holder">
         <HolderCell member={member} />
-      </td>
-      <td>
+      </div>
+      <div role="cell">
         <ClaimedAtCell claimedAt={member.claimedAt} clockOffsetMs={clockOffsetMs} />
-      </td>
-      <td>
+      </div>
+      <div role="cell">
         <LeaseCell lease={member.lease} clockOffsetMs={clockOffsetMs} />
-      </td>
-      <td>
+      </div>
+      <div role="cell">
         <PowerBadge power={member.power} />
-      </td>
-      <td className="cell-actions">
+      </div>
+      <div role="cell" className="cell-actions">
         {offersConnect(member) ? <ConnectButton member={member} onConnect={onConnect} /> : null}
         {offer.kind === "none" ? null : (
           <button
@@ -82,10 +101,10 @@ export function MemberRow({
             {releasing ? <Working /> : offer.kind === "force" ? "Force release…" : "Release…"}
           </button>
         )}
-      </td>
-    </tr>
+      </div>
+    </div>
   );
-}
+});
 
 /** "Connect…" on a running member: opens the Connect dialog. */
 export function ConnectButton({

@@ -1,12 +1,15 @@
-import { useEffect, useRef, useState } from "react";
+import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import { useVirtualizer } from "@tanstack/react-virtual";
 import type { Permissions } from "../bindings/Permissions";
 import type { PoolView } from "../bindings/PoolView";
 import { poolKey } from "../lib/claims";
-import { estimatePoolHeight } from "../lib/poolView";
+import { layoutPools, poolWindows } from "../lib/poolRows";
 import { PoolSection, type PoolSectionProps } from "./PoolSection";
 
-type PoolListProps = Omit<PoolSectionProps, "pool" | "permissions" | "collapsed"> & {
+type PoolListProps = Omit<
+  PoolSectionProps,
+  "pool" | "permissions" | "collapsed" | "top" | "height" | "from" | "to"
+> & {
   pools: readonly PoolView[];
   /**
    * The element that scrolls the list (the main area). The list need not start at its top, but
@@ -19,14 +22,17 @@ type PoolListProps = Omit<PoolSectionProps, "pool" | "permissions" | "collapsed"
   permissionsFor: (namespace: string) => Permissions | null;
 };
 
-/** Up to this many members in all, every pool is in the page (cheap, and the browser's own
+/** Up to this many members in all, every row is in the page (cheap, and the browser's own
  * search finds everything); beyond, only those on screen are. */
 const RENDER_WHOLE_UP_TO = 400;
 
+/** Rows mounted above and below the screen. */
+const OVERSCAN_ROWS = 6;
+
 /**
- * The pools, virtualized: beyond RENDER_WHOLE_UP_TO members only the sections on screen (and a
- * few around them) are in the page, measured as they render, so 1,000 pools cost what a dozen
- * do.
+ * The pools, virtualized row by row: every row's height follows from the data (`poolRows`),
+ * so beyond RENDER_WHOLE_UP_TO members only the rows on screen (and a few around them) are in
+ * the page, each pool section holding just its own, and nothing is measured while scrolling.
  */
 export function PoolList({
   pools,
@@ -50,47 +56,59 @@ export function PoolList({
       observer.disconnect();
     };
   }, [scrollElement]);
+  const layout = useMemo(
+    () => layoutPools(pools, (pool) => collapsed.has(poolKey(pool.namespace, pool.name))),
+    [pools, collapsed],
+  );
   const members = pools.reduce((n, p) => n + p.members.length, 0);
-  const virtualizer = useVirtualizer({
-    count: pools.length,
-    getScrollElement: scrollElement,
-    estimateSize: (index) => {
-      const pool = pools[index];
-      return estimatePoolHeight(
-        pool.members.length,
-        collapsed.has(poolKey(pool.namespace, pool.name)),
-      );
+  // A new layout is a new key function: the virtualizer then takes every size afresh.
+  const getItemKey = useCallback(
+    (index: number) => {
+      const row = layout.rows[index];
+      const pool = pools[row.pool];
+      const key = poolKey(pool.namespace, pool.name);
+      return row.kind === "member"
+        ? `${key}/${pool.members[row.member].name}`
+        : `${key}:${row.kind}`;
     },
-    getItemKey: (index) => poolKey(pools[index].namespace, pools[index].name),
-    overscan: members <= RENDER_WHOLE_UP_TO ? pools.length : 3,
+    [layout, pools],
+  );
+  const virtualizer = useVirtualizer({
+    count: layout.rows.length,
+    getScrollElement: scrollElement,
+    estimateSize: (index) => layout.sizes[index],
+    getItemKey,
+    overscan: members <= RENDER_WHOLE_UP_TO ? layout.rows.length : OVERSCAN_ROWS,
     scrollMargin: offset,
   });
+  const windows = poolWindows(
+    layout,
+    virtualizer.getVirtualItems().map((item) => item.index),
+  );
   return (
     <div
       ref={listRef}
       className="pool-list"
       data-testid="pool-list"
       data-pool-count={pools.length}
-      style={{ height: virtualizer.getTotalSize() }}
+      style={{ height: layout.total }}
     >
-      {virtualizer.getVirtualItems().map((item) => {
-        const pool = pools[item.index];
+      {windows.map(({ pool: index, from, to }) => {
+        const pool = pools[index];
+        const key = poolKey(pool.namespace, pool.name);
         return (
-          <div
-            key={item.key}
-            ref={virtualizer.measureElement}
-            data-index={item.index}
-            className="pool-slot"
-            style={{ transform: `translateY(${item.start - offset}px)` }}
-          >
-            <PoolSection
-              pool={pool}
-              collapsed={collapsed.has(String(item.key))}
-              onToggle={onToggle}
-              permissions={permissionsFor(pool.namespace)}
-              {...section}
-            />
-          </div>
+          <PoolSection
+            key={key}
+            pool={pool}
+            top={layout.poolTop[index]}
+            height={layout.poolHeight[index]}
+            from={from}
+            to={to}
+            collapsed={collapsed.has(key)}
+            onToggle={onToggle}
+            permissions={permissionsFor(pool.namespace)}
+            {...section}
+          />
         );
       })}
     </div>

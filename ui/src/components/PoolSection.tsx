@@ -1,8 +1,9 @@
-import { memo, useId } from "react";
+import { memo, useId, useMemo } from "react";
 import type { MemberView } from "../bindings/MemberView";
 import type { Permissions } from "../bindings/Permissions";
 import type { PoolView } from "../bindings/PoolView";
 import { actionKeys, assignAvailability, poolKey } from "../lib/claims";
+import { memberOffsets } from "../lib/poolRows";
 import { formatCounts, poolTestId } from "../lib/presentation";
 import { MemberRow } from "./MemberRow";
 import { Working } from "./Working";
@@ -22,12 +23,19 @@ export type PoolSectionProps = {
   permissions: Permissions | null;
   /** Only the header shows. */
   collapsed: boolean;
+  /** Where the pool's box starts in the list, and its height (pixels, `poolRows`). */
+  top: number;
+  height: number;
+  /** The members on screen, whose rows are mounted: `pool.members[from..to)`. */
+  from: number;
+  to: number;
   /** Collapses or expands the pool (by its key, `claims.poolKey`). */
   onToggle: (key: string) => void;
 };
 
-/** One pool: its header with counts and actions, and (unless collapsed) its members' table.
- * Memoized: a live update re-renders only the pools it changed. */
+/** One pool: its header with counts and actions, and (unless collapsed) its members' table
+ * (ARIA table roles on rows of known height, only those on screen mounted). Memoized: a live
+ * update re-renders only the pools it changed, scrolling only those whose mounted rows change. */
 export const PoolSection = memo(function PoolSection({
   pool,
   clockOffsetMs,
@@ -40,6 +48,10 @@ export const PoolSection = memo(function PoolSection({
   permissions,
   collapsed,
   onToggle,
+  top,
+  height,
+  from,
+  to,
 }: PoolSectionProps) {
   const headingId = useId();
   const tableId = useId();
@@ -49,11 +61,13 @@ export const PoolSection = memo(function PoolSection({
   const deleteAllowed = permissions?.deletePool ?? { allowed: true, reason: null };
   const assigning = running.has(actionKeys.assign(pool.namespace, pool.name));
   const deleting = running.has(actionKeys.deletePool(pool.namespace, pool.name));
+  const rows = useMemo(() => memberOffsets(pool.members), [pool.members]);
   return (
     <section
       className={collapsed ? "pool pool-collapsed" : "pool"}
       data-testid={poolTestId(pool.namespace, pool.name)}
       aria-labelledby={headingId}
+      style={{ transform: `translateY(${top}px)`, height }}
     >
       <div className="pool-head">
         <button
@@ -118,55 +132,53 @@ export const PoolSection = memo(function PoolSection({
       </div>
       {collapsed ? null : (
         <div className="table-wrap" id={tableId}>
-          <table className="members">
-            <caption className="sr-only">
-              Members of pool {pool.name} in namespace {pool.namespace}
-            </caption>
-            <colgroup>
-              <col className="col-member" />
-              <col className="col-state" />
-              <col className="col-holder" />
-              <col className="col-claimed" />
-              <col className="col-lease" />
-              <col className="col-power" />
-              <col className="col-actions" />
-            </colgroup>
-            <thead>
-              <tr>
-                <th scope="col">Member</th>
-                <th scope="col">State</th>
-                <th scope="col">Holder</th>
-                <th scope="col">Claimed</th>
-                <th scope="col">Lease ends</th>
-                <th scope="col">Power</th>
-                <th scope="col">
+          <div
+            role="table"
+            className="member-grid"
+            aria-label={`Members of pool ${pool.name} in namespace ${pool.namespace}`}
+            aria-rowcount={Math.max(1, pool.members.length) + 1}
+          >
+            <div role="rowgroup">
+              <div role="row" className="member-columns" aria-rowindex={1}>
+                <div role="columnheader">Member</div>
+                <div role="columnheader">State</div>
+                <div role="columnheader">Holder</div>
+                <div role="columnheader">Claimed</div>
+                <div role="columnheader">Lease ends</div>
+                <div role="columnheader">Power</div>
+                <div role="columnheader">
                   <span className="sr-only">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
+                </div>
+              </div>
+            </div>
+            <div role="rowgroup" className="member-rows" style={{ height: rows.height }}>
               {pool.members.length === 0 ? (
-                <tr>
-                  <td colSpan={7} className="muted no-members">
+                <div role="row" className="member-row member-row-last" aria-rowindex={2}>
+                  <div role="cell" className="muted no-members">
                     This pool has no members.
-                  </td>
-                </tr>
+                  </div>
+                </div>
               ) : (
-                pool.members.map((m) => (
-                  <MemberRow
-                    key={`${m.namespace}/${m.name}`}
-                    member={m}
-                    clockOffsetMs={clockOffsetMs}
-                    onUnassign={onUnassign}
-                    onConnect={onConnect}
-                    releasing={running.has(actionKeys.release(m.namespace, m.name))}
-                    username={username}
-                    permissions={permissions}
-                  />
-                ))
+                pool.members
+                  .slice(from, to)
+                  .map((m, i) => (
+                    <MemberRow
+                      key={m.name}
+                      member={m}
+                      top={rows.tops[from + i]}
+                      rowIndex={from + i + 2}
+                      last={from + i === pool.members.length - 1}
+                      clockOffsetMs={clockOffsetMs}
+                      onUnassign={onUnassign}
+                      onConnect={onConnect}
+                      releasing={running.has(actionKeys.release(m.namespace, m.name))}
+                      username={username}
+                      permissions={permissions}
+                    />
+                  ))
               )}
-            </tbody>
-          </table>
+            </div>
+          </div>
         </div>
       )}
     </section>

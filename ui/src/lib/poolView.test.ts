@@ -1,7 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
   REMEMBERED_COLLAPSED,
-  estimatePoolHeight,
   storeCollapsed,
   storeOrder,
   storedCollapsed,
@@ -78,14 +77,5 @@ describe("pool order", () => {
     storeOrder(storage, "mostFree");
     expect(storedOrder(storage)).toBe("mostFree");
     expect(storedOrder(memoryStorage({ "corral-vdi.pool-order": "random" }))).toBe("name");
-  });
-});
-
-describe("estimatePoolHeight", () => {
-  it("grows with members and shrinks to the header when collapsed", () => {
-    expect(estimatePoolHeight(10, false)).toBeGreaterThan(estimatePoolHeight(1, false));
-    expect(estimatePoolHeight(0, false)).toBe(estimatePoolHeight(1, false));
-    expect(estimatePoolHeight(10, true)).toBe(estimatePoolHeight(0, true));
-    expect(estimatePoolHeight(10, true)).toBeLessThan(estimatePoolHeight(0, false));
   });
 });

@@ -58,14 +58,3 @@ export function storeOrder(storage: Pick<Storage, "setItem"> | null, order: Pool
     // As above.
   }
 }
-
-/**
- * A pool section's estimated height in pixels before it is measured: its header, and unless
- * collapsed the table's header and one row per member (at least one, "no members").
- */
-export function estimatePoolHeight(memberCount: number, collapsed: boolean): number {
-  const head = 46;
-  const gap = 14;
-  if (collapsed) return head + gap;
-  return head + 34 + 37 * Math.max(1, memberCount) + gap;
-}
