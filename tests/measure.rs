@@ -51,7 +51,7 @@ pub fn release_apps() -> anyhow::Result<(PathBuf, PathBuf)> {
     for binary in [&blank, &console] {
         anyhow::ensure!(
             binary.exists(),
-            "{} is missing: cargo build --release -p corral-vdi-console -p corral-blank-app",
+            "{} is missing: cargo build --release --locked -p corral-vdi-console -p corral-vdi -p corral-blank-app",
             binary.display()
         );
     }

@@ -8,7 +8,8 @@
 //! driver overhead. Median of 3 starts each.
 //!
 //! Run: `make bench` (or `cargo bench -p corral-tests --bench startup`, after
-//! `cargo build --release -p corral-vdi-console -p corral-blank-app` with the UI built).
+//! `cargo build --release --locked -p corral-vdi-console -p corral-vdi -p corral-blank-app` with
+//! the UI built).
 
 use std::collections::HashMap;
 use std::path::Path;
