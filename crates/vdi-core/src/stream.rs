@@ -287,10 +287,11 @@ pub async fn open(
     };
     let action = format!("open {} on {member}", subresource.name());
     // After relaying a refusal, the API server's proxy closes the connection without saying
-    // so; a pooled connection may then be dead. A request that never went out is sent once
-    // more on a fresh connection (this is not a retry of an answer: nothing reached virt-api).
+    // so; a pooled connection may then be dead. A request that got no answer at all on such a
+    // connection is sent once more (not a retry of an answer: opening a stream is a GET, and
+    // nothing answered it).
     let response = match client.send(request()?).await {
-        Err(e) if never_sent(&e) => client.send(request()?).await,
+        Err(e) if unanswered(&e) => client.send(request()?).await,
         other => other,
     }
     .map_err(|e| Error::kube(action.clone(), e))?;
@@ -328,9 +329,19 @@ pub async fn open(
     Ok(WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Client, None).await)
 }
 
-/// Whether a request failed before it was sent (a pooled connection the server had closed).
-fn never_sent(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::HyperError(e) if e.to_string().contains("SendRequest"))
+/// Whether a request got no answer because its connection was closed: hyper could not send it
+/// (canceled) or the connection ended before a response began (incomplete message). kube wraps
+/// hyper's error as `HyperError` or, through hyper-util's pooled client, as `Service`; both are
+/// found by walking the error's sources.
+fn unanswered(err: &kube::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = source {
+        if let Some(h) = e.downcast_ref::<hyper::Error>() {
+            return h.is_canceled() || h.is_incomplete_message();
+        }
+        source = e.source();
+    }
+    false
 }
 
 #[cfg(test)]
@@ -445,5 +456,43 @@ mod tests {
                 .path("ns", "m-1")
                 .ends_with("/usbredir")
         );
+    }
+
+    /// A connection closed with no answer (what a stale pooled connection to the API server
+    /// looks like) is tried once more, and only once; the second silence is the user's error.
+    #[tokio::test]
+    async fn a_request_nobody_answered_is_sent_once_more() {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            let mut requests = 0;
+            while let Ok(Ok((mut socket, _))) =
+                tokio::time::timeout(std::time::Duration::from_secs(2), listener.accept()).await
+            {
+                let mut buf = vec![0; 4096];
+                let mut read = 0;
+                while !buf[..read].windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buf[read..]).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => read += n,
+                    }
+                }
+                if buf[..read].starts_with(b"GET /apis/subresources.kubevirt.io/") {
+                    requests += 1;
+                }
+                drop(socket);
+            }
+            requests
+        });
+        let client = stream_client(kube::Config::new(url.parse().unwrap())).unwrap();
+        let vnc = Subresource::Vnc {
+            preserve_session: false,
+        };
+        let err = open(&client, "ns", "m-1", vnc).await.err().unwrap();
+        assert!(matches!(err, Error::Kube { .. }), "{err}");
+        assert_eq!(server.await.unwrap(), 2, "sent twice, not more");
     }
 }
