@@ -75,7 +75,7 @@ bench: deps ui
 	cargo bench -p corral-tests --bench pool_create
 	cargo bench -p corral-tests --bench capacity
 	cargo bench -p corral-tests --bench connect
-	cargo build --release -p corral-vdi-console -p corral-blank-app
+	cargo build --release --locked -p corral-vdi-console -p corral-vdi -p corral-blank-app
 	cargo bench -p corral-tests --bench startup
 	cargo bench -p corral-tests --bench ui_scale
 

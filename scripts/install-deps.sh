@@ -6,15 +6,65 @@
 #   - tauri-driver (cargo install, into the cache);
 #   - the sandbox's kube-apiserver and etcd (go build from the Go module proxy, cached by pin).
 # Needs Rust (cargo), Go and Node.js/npm already installed. Uses sudo for apt when not root.
+#
+# On a fresh machine the work that needs nothing from apt (npm, tauri-driver, fetching the Go
+# modules) runs beside apt, and the Go build of kube-apiserver and etcd is left running in the
+# background while `make` goes on compiling Rust: the sandbox waits for it (a file lock) when
+# it first starts. Its log: $CORRAL_CACHE_DIR/logs/sandbox-prepare.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CACHE="${CORRAL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/corral-vdi}"
-mkdir -p "$CACHE"
+LOGS="$CACHE/logs"
+mkdir -p "$LOGS"
 
 for tool in cargo go npm; do
   command -v "$tool" >/dev/null || { echo "install-deps: '$tool' is not on PATH (install Rust, Go and Node.js first)" >&2; exit 1; }
 done
+
+# Jobs run beside each other, each with its log; `finish` waits for all and fails, showing the
+# log, if any failed.
+pids=()
+jobs_named=()
+start() {
+  local name=$1
+  shift
+  "$@" >"$LOGS/$name.log" 2>&1 &
+  pids+=("$!")
+  jobs_named+=("$name")
+}
+finish() {
+  local status=0 i
+  for i in "${!pids[@]}"; do
+    if ! wait "${pids[$i]}"; then
+      echo "install-deps: ${jobs_named[$i]} failed:" >&2
+      cat "$LOGS/${jobs_named[$i]}.log" >&2
+      status=1
+    fi
+  done
+  pids=()
+  jobs_named=()
+  return "$status"
+}
+
+# npm packages: reinstall only when the lock file changed.
+stamp="ui/node_modules/.corral-lock-sha"
+want=$(sha256sum ui/package-lock.json | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "install-deps: npm ci (ui)"
+  start npm bash -c "cd ui && npm ci --no-audit --no-fund --loglevel=error && echo '$want' > '${stamp#ui/}'"
+fi
+
+# tauri-driver for the WebDriver GUI tests.
+TAURI_DRIVER_VERSION=2.0.6
+if [ ! -x "$CACHE/tools/bin/tauri-driver" ] || [ "$(cat "$CACHE/tools/.tauri-driver-version" 2>/dev/null)" != "$TAURI_DRIVER_VERSION" ]; then
+  echo "install-deps: cargo install tauri-driver $TAURI_DRIVER_VERSION"
+  start tauri-driver bash -c "cargo install tauri-driver --version '$TAURI_DRIVER_VERSION' --locked --root '$CACHE/tools' --quiet \
+    && echo '$TAURI_DRIVER_VERSION' > '$CACHE/tools/.tauri-driver-version'"
+fi
+
+# The modules kube-apiserver and etcd are built from (a no-op when the module cache has them).
+start go-modules bash -c "cd crates/sandbox/go && GOFLAGS=-mod=mod go mod download"
 
 APT_PACKAGES=(
   build-essential pkg-config file libssl-dev libxdo-dev librsvg2-dev libayatana-appindicator3-dev
@@ -34,27 +84,22 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+finish
 
-# npm packages: reinstall only when the lock file changed.
-stamp="ui/node_modules/.corral-lock-sha"
-want=$(sha256sum ui/package-lock.json | cut -d' ' -f1)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "install-deps: npm ci (ui)"
-  (cd ui && npm ci --no-audit --no-fund --loglevel=error)
-  echo "$want" > "$stamp"
-fi
-
-# tauri-driver for the WebDriver GUI tests.
-TAURI_DRIVER_VERSION=2.0.6
-if [ ! -x "$CACHE/tools/bin/tauri-driver" ] || [ "$(cat "$CACHE/tools/.tauri-driver-version" 2>/dev/null)" != "$TAURI_DRIVER_VERSION" ]; then
-  echo "install-deps: cargo install tauri-driver $TAURI_DRIVER_VERSION"
-  cargo install tauri-driver --version "$TAURI_DRIVER_VERSION" --locked --root "$CACHE/tools" --quiet
-  echo "$TAURI_DRIVER_VERSION" > "$CACHE/tools/.tauri-driver-version"
-fi
-
-# The sandbox's real kube-apiserver and etcd (built once per pin). The sandbox program is built
-# with the workspace's feature set (as `make app` and `make sandbox-up` build it), so its
-# dependencies are compiled once for every later build instead of once more for it alone.
+# The sandbox program, built with the workspace's feature set (as `make app` and `make
+# sandbox-up` build it), so its dependencies are compiled once for every later build. It builds
+# the real kube-apiserver and etcd once per pin: on a fresh machine, in the background.
 cargo build --quiet --workspace --all-features --bin sandbox
-"${CARGO_TARGET_DIR:-target}/debug/sandbox" prepare >/dev/null
+sandbox="${CARGO_TARGET_DIR:-target}/debug/sandbox"
+cached=0
+"$sandbox" prepare --check >/dev/null || cached=$?
+case "$cached" in
+  0) ;;
+  3)
+    echo "install-deps: building kube-apiserver and etcd in the background (log: $LOGS/sandbox-prepare.log)"
+    nohup "$sandbox" prepare >"$LOGS/sandbox-prepare.log" 2>&1 </dev/null &
+    ;;
+  4) echo "install-deps: kube-apiserver and etcd are being built in the background (log: $LOGS/sandbox-prepare.log)" ;;
+  *) exit "$cached" ;;
+esac
 echo "install-deps: done"

@@ -10,14 +10,16 @@ cd "$(dirname "$0")/.."
 TARGET="${CARGO_TARGET_DIR:-target}"
 scripts/check-tauri-versions.sh
 
-# The CLI goes into the same packages, next to the app.
-cargo build --release --locked -p corral-vdi
+# The app (with its default features: the UI built by `make ui` served from inside the binary,
+# as `tauri build` would) and the CLI that goes into the same packages, in one cargo run so
+# that their shared dependencies are compiled once. `make bench` builds the same set.
+cargo build --release --locked -p corral-vdi-console -p corral-vdi
 CLI="$(cd "$TARGET/release" && pwd)/corral-vdi"
 extra=$(printf '{"bundle":{"linux":{"deb":{"files":{"/usr/bin/corral-vdi":"%s"}},"rpm":{"files":{"/usr/bin/corral-vdi":"%s"}}}}}' "$CLI" "$CLI")
 
-# Run from the repository root, where the Tauri CLI finds src-tauri/tauri.conf.json; the
-# frontend is built by `make ui` first.
-ui/node_modules/.bin/tauri build --bundles deb,rpm --config "$extra" -- --locked >&2
+# Bundle what was built. Run from the repository root, where the Tauri CLI finds
+# src-tauri/tauri.conf.json.
+ui/node_modules/.bin/tauri bundle --bundles deb,rpm --config "$extra" >&2
 
 version=$(sed -n 's/^  "version": "\(.*\)",$/\1/p' src-tauri/tauri.conf.json)
 rm -rf dist && mkdir -p dist

@@ -54,6 +54,32 @@ pub fn pin_key() -> String {
         .collect()
 }
 
+/// The binaries for the current pin if the cache has both, without building anything.
+pub fn cached() -> Option<Binaries> {
+    let binaries = pinned();
+    (binaries.kube_apiserver.exists() && binaries.etcd.exists()).then_some(binaries)
+}
+
+/// Whether another process is building the current pin's binaries now (holds the cache lock).
+pub fn building() -> bool {
+    let Some(dir) = pinned().etcd.parent().map(Path::to_path_buf) else {
+        return false;
+    };
+    match File::open(dir.join(".lock")) {
+        Ok(lock) => matches!(lock.try_lock(), Err(std::fs::TryLockError::WouldBlock)),
+        Err(_) => false,
+    }
+}
+
+/// Where the current pin's binaries are (or will be) cached.
+fn pinned() -> Binaries {
+    let dir = cache_root().join("sandbox-bin").join(pin_key());
+    Binaries {
+        kube_apiserver: dir.join("kube-apiserver"),
+        etcd: dir.join("etcd"),
+    }
+}
+
 /// Returns the binaries for the current pin, building them first if the cache lacks them.
 ///
 /// Several processes may call this at once (parallel test binaries): a file lock makes one
@@ -61,18 +87,19 @@ pub fn pin_key() -> String {
 ///
 /// Errors: `go` is not on PATH, or the build fails (its output is in the error).
 pub fn ensure() -> Result<Binaries> {
-    let dir = cache_root().join("sandbox-bin").join(pin_key());
-    let binaries = Binaries {
-        kube_apiserver: dir.join("kube-apiserver"),
-        etcd: dir.join("etcd"),
-    };
-    if binaries.kube_apiserver.exists() && binaries.etcd.exists() {
+    if let Some(binaries) = cached() {
         return Ok(binaries);
     }
+    let binaries = pinned();
+    let dir = binaries
+        .etcd
+        .parent()
+        .context("the binary cache has no folder")?
+        .to_path_buf();
     fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
     let lock = File::create(dir.join(".lock"))?;
     lock.lock().context("lock the sandbox binary cache")?;
-    if binaries.kube_apiserver.exists() && binaries.etcd.exists() {
+    if let Some(binaries) = cached() {
         return Ok(binaries);
     }
     let src = dir.join("src");

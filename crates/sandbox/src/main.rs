@@ -45,7 +45,12 @@ enum Cmd {
         name: String,
     },
     /// Build (or find in the cache) kube-apiserver and etcd, and print their directory.
-    Prepare,
+    Prepare {
+        /// Only say whether they are cached: print their directory and exit 0; exit 3 when
+        /// they would be built, 4 while another process builds them.
+        #[arg(long)]
+        check: bool,
+    },
     /// Run an instance in the foreground until SIGTERM/SIGINT (what `up` starts).
     #[command(hide = true)]
     Serve {
@@ -226,8 +231,13 @@ fn main() -> Result<()> {
         Cmd::Up { name } => up(&name),
         Cmd::Down { name } => down(&name),
         Cmd::Status { name } => status(&name),
-        Cmd::Prepare => {
-            let bins = binaries::ensure()?;
+        Cmd::Prepare { check } => {
+            let bins = if check {
+                binaries::cached()
+                    .unwrap_or_else(|| std::process::exit(if binaries::building() { 4 } else { 3 }))
+            } else {
+                binaries::ensure()?
+            };
             println!("{}", bins.etcd.parent().unwrap_or(Path::new(".")).display());
             Ok(())
         }
