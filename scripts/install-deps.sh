@@ -59,7 +59,7 @@ fi
 TAURI_DRIVER_VERSION=2.0.6
 if [ ! -x "$CACHE/tools/bin/tauri-driver" ] || [ "$(cat "$CACHE/tools/.tauri-driver-version" 2>/dev/null)" != "$TAURI_DRIVER_VERSION" ]; then
   echo "install-deps: cargo install tauri-driver $TAURI_DRIVER_VERSION"
-  start tauri-driver bash -c "cargo install tauri-driver --version '$TAURI_DRIVER_VERSION' --locked --root '$CACHE/tools' --quiet \
+  start tauri-driver env -u RUSTC_WORKSPACE_WRAPPER bash -c "cargo install tauri-driver --version '$TAURI_DRIVER_VERSION' --locked --root '$CACHE/tools' --quiet \
     && echo '$TAURI_DRIVER_VERSION' > '$CACHE/tools/.tauri-driver-version'"
 fi
 
