@@ -57,9 +57,10 @@ grep -q '^Exec=corral-vdi-console' "$desktop" || fail "desktop entry: $(cat "$de
 command -v corral-vdi >/dev/null || fail "corral-vdi is not on PATH"
 corral-vdi --version
 
-# The installed app and CLI against a sandbox: the GUI test drives the installed binary.
+# The installed app and CLI against a sandbox: the GUI test drives the installed binary. The
+# workspace's feature set, as `make test` builds it, so the test binary is the one built there.
 CORRAL_APP=/usr/bin/corral-vdi-console CORRAL_CLI=/usr/bin/corral-vdi \
-  cargo test --quiet --locked -p corral-tests --features gui --test gui_e2e -- \
+  cargo test --quiet --locked --workspace --all-features --test gui_e2e -- \
   --exact the_installed_app_and_cli_show_the_pools
 
 $SUDO apt-get remove -y -qq corral-vdi-console >/dev/null
