@@ -1598,9 +1598,12 @@ async fn accessibility_check(client: &Client, what: &str) {
 /// What differs between where the pools list placed its rows (heights from `ui/src/lib/
 /// poolRows.ts`) and where the page drew them: each pool's header, column header and member
 /// rows stacked without gap or overlap, its box ending where its last row does (plus its
-/// border), and no cell's content taller than its row. An empty list means they agree.
+/// border), and no cell's content taller than its row. An empty list means they agree; no pool
+/// on screen is a problem too (nothing would have been checked).
 const ROWS_WHERE_LAID_OUT: &str = "const problems = [];
-for (const pool of document.querySelectorAll('section.pool')) {
+const pools = document.querySelectorAll('section.pool');
+if (pools.length === 0) problems.push('no pool on screen');
+for (const pool of pools) {
   const name = pool.dataset.testid;
   const box = pool.getBoundingClientRect();
   const parts = [pool.querySelector('.pool-head'), pool.querySelector('.member-columns')]

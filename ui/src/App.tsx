@@ -206,7 +206,7 @@ export function App() {
         },
       }).then((result) => {
         markOnce("session-opened");
-        if (request !== requestRef.current) {
+        if (!current()) {
           return;
         }
         if (!result.ok) {
