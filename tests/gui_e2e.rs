@@ -1558,6 +1558,48 @@ async fn all_namespaces_refused_says_so_and_offers_a_namespace() {
     gui.close().await;
 }
 
+/// A kubeconfig that names no current context: the session the page asks for as it starts
+/// (the current context's) is refused, and the window asks to choose a context instead of
+/// showing that refusal; choosing one connects.
+#[tokio::test]
+async fn without_a_current_context_the_app_asks_for_one_and_shows_no_error() {
+    let dir = tempdir();
+    let kubeconfig = dir.join("config");
+    let text = std::fs::read_to_string(&sandbox().kubeconfig).unwrap();
+    let without: String = text
+        .lines()
+        .filter(|line| !line.starts_with("current-context:"))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    assert_ne!(
+        without, text,
+        "the sandbox's kubeconfig names a current context"
+    );
+    std::fs::write(&kubeconfig, without).unwrap();
+    let gui = Gui::launch_on(&kubeconfig, &[]).await;
+    let client = &gui.client;
+    wait_text(client, ".placeholder-title", "Choose a context").await;
+    // The early session's refusal has come back (its answer is marked, refused or not), and
+    // nothing on screen says it failed.
+    wait_until_async("the early session's answer", || async {
+        js(
+            client,
+            "return performance.getEntriesByName('corral:session-opened').length > 0",
+        )
+        .await
+            == serde_json::json!(true)
+    })
+    .await;
+    assert!(!exists(client, "[data-testid='banner']").await);
+    assert!(!exists(client, "[data-testid='pool-list']").await);
+    choose(client, "[data-testid='context-select']", "alice").await;
+    wait_text(client, "[data-testid='pool-corral-vms-legacy']", "legacy-2").await;
+    wait_text(client, "[data-testid='feed-status']", "live").await;
+    assert!(!exists(client, "[data-testid='banner']").await);
+    gui.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Runs axe-core (the WCAG 2.0/2.1 A and AA rules) on the page as it is; panics naming every
 /// serious or critical finding and where.
 async fn accessibility_check(client: &Client, what: &str) {

@@ -133,10 +133,7 @@ impl Prepared {
     /// current context (the window lets the user pick one) or cannot be read (the window says
     /// why).
     pub fn start(source: &vdi_core::cluster::KubeconfigSource) -> Option<Prepared> {
-        let contexts = source.contexts().ok()?;
-        let current = contexts.current?;
-        let info = contexts.contexts.into_iter().find(|c| c.name == current)?;
-        let scope = Scope::Namespace(info.start_namespace);
+        let (current, scope) = source.start_scope(None).ok()?;
         let (source, task_scope) = (source.clone(), scope.clone());
         let opening =
             tauri::async_runtime::spawn(async move { establish(&source, None, &task_scope).await });
@@ -165,10 +162,15 @@ impl Drop for Prepared {
     }
 }
 
-/// Connects to `context` (`null`: current) and starts the live pools feed for `scope`,
-/// replacing the previous session (the first call takes over the session prepared at start,
-/// [`Prepared`], when it asks for the same). Identity failures do not fail the call: the feed
-/// reports reachability and RBAC problems itself.
+/// Connects to `context` (`null`: current) and starts the live pools feed for `scope` (`null`:
+/// the context's start namespace, [`vdi_core::model::ContextInfo::start_namespace`], so that
+/// the window can ask before it has read the contexts), replacing the previous session (the
+/// first call takes over the session prepared at start, [`Prepared`], when it asks for the
+/// same). Identity failures do not fail the call: the feed reports reachability and RBAC
+/// problems itself.
+///
+/// Errors: `scope` is null and the kubeconfig names no current context (or not `context`);
+/// the kubeconfig cannot be read; a bad namespace name.
 ///
 /// The session streams to the window through the two channels it passes (Tauri channels, not
 /// events: ordered, bound to this session, and a large message is fetched by the page rather
@@ -180,7 +182,7 @@ impl Drop for Prepared {
 pub async fn open_session(
     state: State<'_, AppState>,
     context: Option<String>,
-    scope: Scope,
+    scope: Option<Scope>,
     pools: Channel<PoolsUpdate>,
     credentials: Channel<CredentialState>,
 ) -> Result<SessionInfo, ErrorView> {
@@ -189,6 +191,16 @@ pub async fn open_session(
     // The Capacity view watched the old cluster: the window starts it again if it is open.
     drop(state.capacity.lock().map_err(|_| poisoned())?.take());
     let prepared = state.prepared.lock().map_err(|_| poisoned())?.take();
+    let scope = match scope {
+        Some(scope) => scope,
+        None => {
+            state
+                .source
+                .start_scope(context.as_deref())
+                .map_err(|e| e.view())?
+                .1
+        }
+    };
     scope.validate().map_err(|e| e.view())?;
     let taken = match prepared {
         Some(prepared) => prepared.take_over(context.as_deref(), &scope).await,

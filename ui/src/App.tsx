@@ -28,6 +28,7 @@ import type { PoolsSnapshot } from "./bindings/PoolsSnapshot";
 import type { PoolsUpdate } from "./bindings/PoolsUpdate";
 import type { Scope } from "./bindings/Scope";
 import type { SessionInfo } from "./bindings/SessionInfo";
+import { takeEarlyContexts, takeEarlySession, type Opening } from "./earlySession";
 import { ActionNotice } from "./components/ActionNotice";
 import { AssignDialog } from "./components/AssignDialog";
 import { Banner } from "./components/Banner";
@@ -88,7 +89,8 @@ type ContextsState =
 
 const NO_POOLS: readonly PoolView[] = [];
 
-type Attempt = { context: string | null; scope: Scope };
+/** A session asked for: `scope` null is the context's start namespace. */
+type Attempt = { context: string | null; scope: Scope | null };
 
 function makeScope(allNamespaces: boolean, namespace: string): Scope {
   return allNamespaces ? { kind: "all" } : { kind: "namespace", namespace };
@@ -153,6 +155,15 @@ export function App() {
   const latestRef = useRef<Received | null>(null);
   const lastAttemptRef = useRef<Attempt | null>(null);
   const allNamespacesRef = useRef(false);
+  /**
+   * The session opened as the page started (`earlySession`), until the contexts are first
+   * shown: unless it "failed", that first showing leaves it in place instead of opening the
+   * same session again; if it fails after, the contexts are shown again and decide.
+   */
+  const earlyRef = useRef<"pending" | "opened" | "failed" | null>(null);
+  /** The contexts last read, and what shows them: an early session that failed goes back to them. */
+  const lastContextsRef = useRef<Result<Contexts> | null>(null);
+  const showContextsRef = useRef<(result: Result<Contexts>) => void>(() => undefined);
   /** The Connect… button that led to the console, to focus again when the console closes. */
   const connectOpenerRef = useRef<HTMLElement | null>(null);
   const consoleWasOpenRef = useRef(false);
@@ -178,26 +189,23 @@ export function App() {
     [applySnapshot],
   );
 
-  const connect = useCallback(
-    (context: string | null, scope: Scope) => {
+  /**
+   * Follows a session being opened (`early`: the one opened as the page started): its streams
+   * feed the view, and its answer settles what the view shows. Sets no state until the backend
+   * answers.
+   */
+  const follow = useCallback(
+    (context: string | null, scope: Scope | null, open: Opening, early: boolean) => {
       requestRef.current += 1;
       const request = requestRef.current;
+      earlyRef.current = early ? "pending" : null;
       lastAttemptRef.current = { context, scope };
-      // A dialog about the previous session's pools would act on the new one, and a notice
-      // belongs to the context it was made in.
-      closeDialog();
-      dismissNotice();
-      setConnectMember(null);
       expectedScopeRef.current = scope;
       latestRef.current = null;
-      setSnapshot(null);
-      setSession(null);
-      setSessionError(null);
-      setCredentials(null);
       markOnce("session-requested");
       // What a replaced session's channels still send is dropped.
       const current = () => request === requestRef.current;
-      void openSession(context, scope, {
+      void open({
         pools: (update) => {
           if (current()) handleUpdate(update);
         },
@@ -211,9 +219,19 @@ export function App() {
         }
         if (!result.ok) {
           expectedScopeRef.current = null;
+          if (early) {
+            // Asked before the kubeconfig was read (no current context, say): what the
+            // contexts say decides, as if it had never been asked.
+            const contextsShown = earlyRef.current === null;
+            earlyRef.current = "failed";
+            const contexts = lastContextsRef.current;
+            if (contextsShown && contexts !== null) showContextsRef.current(contexts);
+            return;
+          }
           setSessionError(result.error);
           return;
         }
+        if (early && earlyRef.current === "pending") earlyRef.current = "opened";
         const opened = result.value;
         setSession(opened);
         if (opened.context !== null) {
@@ -236,12 +254,30 @@ export function App() {
         }
       });
     },
-    [applySnapshot, closeDialog, dismissNotice, handleUpdate],
+    [applySnapshot, handleUpdate],
+  );
+
+  /** Opens a session, replacing the one on screen. */
+  const connect = useCallback(
+    (context: string | null, scope: Scope | null) => {
+      // A dialog about the previous session's pools would act on the new one, and a notice
+      // belongs to the context it was made in.
+      closeDialog();
+      dismissNotice();
+      setConnectMember(null);
+      setSnapshot(null);
+      setSession(null);
+      setSessionError(null);
+      setCredentials(null);
+      follow(context, scope, (streams) => openSession(context, scope, streams), false);
+    },
+    [closeDialog, dismissNotice, follow],
   );
 
   /** Shows the contexts read and connects to the current one (or asks to choose). */
   const showContexts = useCallback(
     (result: Result<Contexts>) => {
+      lastContextsRef.current = result;
       if (!result.ok) {
         setContextsState({ kind: "failed", error: result.error });
         return;
@@ -259,10 +295,17 @@ export function App() {
       const ns = startNamespace(contexts.find((c) => c.name === current));
       setNamespace(ns);
       setNamespaceDraft(ns);
+      // The session opened as the page started is this one, unless it failed.
+      const opensEarly = earlyRef.current === "pending" || earlyRef.current === "opened";
+      earlyRef.current = null;
+      if (opensEarly) return;
       connect(current, makeScope(allNamespacesRef.current, ns));
     },
     [connect],
   );
+  useEffect(() => {
+    showContextsRef.current = showContexts;
+  }, [showContexts]);
 
   /** Reads the contexts again and connects to the current one. */
   const loadContextsAndConnect = useCallback(async () => {
@@ -280,14 +323,17 @@ export function App() {
         setInfo(result.value);
       }
     });
+    // The session opened as the page started brings the pools; the contexts fill the picker.
+    const early = takeEarlySession();
+    if (early !== null) follow(null, null, early, true);
     // The contexts state starts as "loading".
-    void listContexts().then((result) => {
+    void (takeEarlyContexts() ?? listContexts()).then((result) => {
       if (!isStale()) showContexts(result);
     });
     return () => {
       disposed = true;
     };
-  }, [showContexts]);
+  }, [follow, showContexts]);
 
   // "/" focuses the filter (as in GitHub or Gmail) and Home / End go to the first / last pool,
   // unless the user is typing somewhere.
@@ -771,7 +817,8 @@ export function App() {
     content = (
       <Placeholder title="Not connected">The console backend is not available.</Placeholder>
     );
-  } else if (contextsState.kind === "loading") {
+  } else if (contextsState.kind === "loading" && snapshot === null) {
+    // (The session opened as the page started may bring pools before the contexts are read.)
     content = <LoadingPools message="Reading kubeconfig…" />;
   } else if (contextsState.kind === "failed") {
     content = (

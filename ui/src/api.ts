@@ -68,12 +68,13 @@ export type SessionStreams = {
 
 /**
  * Connects to a kubeconfig context (null: current-context) and (re)starts the live feed for
- * the scope, replacing any previous session, whose streams then fall silent. The streams are
- * Tauri channels of this session alone, and may speak before the call resolves.
+ * the scope (null: the context's start namespace, `ContextInfo.startNamespace`), replacing any
+ * previous session, whose streams then fall silent. The streams are Tauri channels of this
+ * session alone, and may speak before the call resolves.
  */
 export function openSession(
   context: string | null,
-  scope: Scope,
+  scope: Scope | null,
   streams: SessionStreams,
 ): Promise<Result<SessionInfo>> {
   const pools = new Channel<PoolsUpdate>(streams.pools);

@@ -127,6 +127,28 @@ impl KubeconfigSource {
         })
     }
 
+    /// The scope a window opens `context` (`None`: the current context) with: its start
+    /// namespace ([`ContextInfo::start_namespace`]), and the context's name.
+    ///
+    /// Errors: as [`KubeconfigSource::read`]; [`Error::Config`] when `context` is unknown, or
+    /// when none is given and the kubeconfig names no current context.
+    pub fn start_scope(&self, context: Option<&str>) -> Result<(String, crate::model::Scope)> {
+        let Contexts { contexts, current } = self.contexts()?;
+        let name = match context {
+            Some(name) => name.to_owned(),
+            None => current.ok_or_else(|| {
+                Error::Config(
+                    "the kubeconfig names no current context: pick one of its contexts".into(),
+                )
+            })?,
+        };
+        let info = contexts
+            .into_iter()
+            .find(|c| c.name == name)
+            .ok_or_else(|| Error::Config(format!("there is no context \"{name}\"")))?;
+        Ok((name, crate::model::Scope::Namespace(info.start_namespace)))
+    }
+
     /// A value per context that changes whenever the context, its cluster or its user entry
     /// changes (a new server address, CA or credentials), to notice which contexts a rewritten
     /// kubeconfig changed. Compared within this process only, never shown: it is derived from
@@ -422,9 +444,10 @@ contexts:
         )
     }
 
-    fn fingerprints(text: &str) -> std::collections::BTreeMap<String, u64> {
+    /// What `read` makes of a kubeconfig file holding `text`.
+    fn with_kubeconfig<T>(text: &str, read: impl FnOnce(&KubeconfigSource) -> T) -> T {
         let dir = std::env::temp_dir().join(format!(
-            "corral-fingerprints-{}-{}",
+            "corral-kubeconfig-{}-{}",
             std::process::id(),
             jiff::Timestamp::now().as_nanosecond()
         ));
@@ -435,9 +458,36 @@ contexts:
             path: Some(path),
             impersonate: None,
         };
-        let out = source.fingerprints().unwrap();
+        let out = read(&source);
         std::fs::remove_dir_all(&dir).unwrap();
         out
+    }
+
+    fn fingerprints(text: &str) -> std::collections::BTreeMap<String, u64> {
+        with_kubeconfig(text, |source| source.fingerprints().unwrap())
+    }
+
+    #[test]
+    fn a_window_starts_in_the_contexts_own_namespace_else_the_fallback() {
+        let text = kubeconfig("https://127.0.0.1:6443", "t1");
+        let ns = |name: &str| crate::model::Scope::Namespace(name.to_owned());
+        with_kubeconfig(&text, |source| {
+            assert_eq!(
+                source.start_scope(None).unwrap(),
+                ("a".to_owned(), ns(crate::model::FALLBACK_NAMESPACE))
+            );
+            assert_eq!(
+                source.start_scope(Some("b")).unwrap(),
+                ("b".to_owned(), ns("vdi"))
+            );
+            let unknown = source.start_scope(Some("c")).unwrap_err().to_string();
+            assert!(unknown.contains("no context \"c\""), "{unknown}");
+        });
+        let no_current = text.replace("current-context: a\n", "");
+        with_kubeconfig(&no_current, |source| {
+            let refused = source.start_scope(None).unwrap_err().to_string();
+            assert!(refused.contains("no current context"), "{refused}");
+        });
     }
 
     #[test]

@@ -1,0 +1,54 @@
+import {
+  backendAvailable,
+  listContexts,
+  openSession,
+  type Result,
+  type SessionStreams,
+} from "./api";
+import type { Contexts } from "./bindings/Contexts";
+import type { SessionInfo } from "./bindings/SessionInfo";
+import { heldStreams } from "./lib/heldStreams";
+import { markOnce } from "./lib/timing";
+
+/**
+ * A session being opened, seen from the page: given where its streams go, the backend's answer.
+ * What the streams sent before the call is delivered first.
+ */
+export type Opening = (streams: SessionStreams) => Promise<Result<SessionInfo>>;
+
+let early: Opening | null = null;
+let contexts: Promise<Result<Contexts>> | null = null;
+
+/**
+ * Opens the session the window starts with — the kubeconfig's current context in its start
+ * namespace — as the page's script starts, before the first render: the backend then sends the
+ * first pools while React renders the page around them, instead of after (at 10,000 VMs the
+ * first render and the first list each take a few hundred milliseconds on a small machine).
+ * The contexts, for the picker, are asked for at the same time. Does nothing outside the
+ * app's window.
+ */
+export function openEarlySession(): void {
+  if (!backendAvailable() || early !== null) return;
+  markOnce("session-requested");
+  const held = heldStreams();
+  const result = openSession(null, null, held.streams);
+  contexts = listContexts();
+  early = (streams) => {
+    held.attach(streams);
+    return result;
+  };
+}
+
+/** The session [`openEarlySession`] opened, once: later calls get null. */
+export function takeEarlySession(): Opening | null {
+  const taken = early;
+  early = null;
+  return taken;
+}
+
+/** The contexts [`openEarlySession`] asked for, once: later calls get null. */
+export function takeEarlyContexts(): Promise<Result<Contexts>> | null {
+  const taken = contexts;
+  contexts = null;
+  return taken;
+}
