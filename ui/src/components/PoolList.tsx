@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useMemo, useRef, useState } from "react";
+import { useCallback, useLayoutEffect, useMemo, useRef, useState } from "react";
 import { useVirtualizer } from "@tanstack/react-virtual";
 import type { Permissions } from "../bindings/Permissions";
 import type { PoolView } from "../bindings/PoolView";
@@ -43,14 +43,17 @@ export function PoolList({
   ...section
 }: PoolListProps) {
   const listRef = useRef<HTMLDivElement>(null);
-  // Where the list starts inside the scrolling area: banners and My desktops come first.
+  // Where the list starts inside the scrolling area: banners and My desktops come first. Read
+  // before the first paint, so the rows on screen are right the first time.
   const [offset, setOffset] = useState(0);
-  useEffect(() => {
+  useLayoutEffect(() => {
     const content = scrollElement()?.firstElementChild;
     if (!content) return;
-    const observer = new ResizeObserver(() => {
+    const measure = () => {
       setOffset(listRef.current?.offsetTop ?? 0);
-    });
+    };
+    measure();
+    const observer = new ResizeObserver(measure);
     observer.observe(content);
     return () => {
       observer.disconnect();
