@@ -1678,14 +1678,41 @@ for (const pool of pools) {
 }
 return problems;";
 
+/// Actions cells whose buttons do not fit inside the cell's padding (a cell that does not wrap
+/// shows an ellipsis for a button that overflows it): "button texts in row", each.
+const CLIPPED_ACTIONS: &str = "return [...document.querySelectorAll('.cell-actions')]
+  .filter((cell) => cell.scrollWidth > cell.clientWidth + 1)
+  .map((cell) => `${[...cell.querySelectorAll('button')].map((b) => b.textContent.trim()).join(' + ')} in ${cell.parentElement.dataset.testid}`);";
+
 /// The window at its minimum width (900 × 600) and at 1280 × 820, light and dark: no table
-/// scrolls sideways (every action reachable), and the pools view and the New pool, Capacity,
-/// Sessions and USB views pass the accessibility check. Screens saved.
+/// scrolls sideways and no action button is cut off (every action reachable), and the pools
+/// view and the New pool, Capacity, Sessions and USB views pass the accessibility check.
+/// Screens saved.
 #[tokio::test]
 async fn screens_at_900_and_1280_light_and_dark_pass_the_accessibility_check() {
+    // The widest actions cell there is: admin's Connect… and Force release… on a running
+    // member alice holds (a pool of its own made here through the API, removed at the end).
+    corral_tests::desktop_member("corral-vms", "wide", "wide-1", true).await;
+    let admin = corral_tests::actor_as("admin").await;
+    let held = vdi_core::claim::assign(
+        &admin,
+        "corral-vms",
+        "wide",
+        "alice",
+        &vdi_core::claim::ClaimOptions::default(),
+    )
+    .await
+    .unwrap();
     let gui = Gui::launch().await;
     let client = &gui.client;
     text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
+    wait_text(
+        client,
+        &format!("[data-testid='unassign-{}']", held.member),
+        "Force release",
+    )
+    .await;
+    element(client, &format!("[data-testid='connect-{}']", held.member)).await;
     for (width, height) in [(900, 600), (1280, 820)] {
         client.set_window_size(width, height).await.unwrap();
         let inner = js(client, "return window.innerWidth").await;
@@ -1704,6 +1731,12 @@ async fn screens_at_900_and_1280_light_and_dark_pass_the_accessibility_check() {
                 sideways,
                 serde_json::json!(0),
                 "{width}×{height} {theme}: a members table scrolls sideways"
+            );
+            let clipped = js(client, CLIPPED_ACTIONS).await;
+            assert_eq!(
+                clipped,
+                serde_json::json!([]),
+                "{width}×{height} {theme}: action buttons cut off by their cell"
             );
             let misplaced = js(client, ROWS_WHERE_LAID_OUT).await;
             assert_eq!(
@@ -1738,6 +1771,18 @@ async fn screens_at_900_and_1280_light_and_dark_pass_the_accessibility_check() {
         }
     }
     gui.close().await;
+    vdi_core::claim::unassign(
+        &admin,
+        "corral-vms",
+        &held.member,
+        &vdi_core::claim::UnassignOptions { force: true },
+    )
+    .await
+    .unwrap();
+    Api::<VirtualMachine>::namespaced(admin.client().clone(), "corral-vms")
+        .delete(&held.member, &DeleteParams::default())
+        .await
+        .unwrap();
 }
 
 /// A create that fails part-way says so in the app's words (no CLI commands), shows the failed
