@@ -28,7 +28,7 @@ import type { PoolsSnapshot } from "./bindings/PoolsSnapshot";
 import type { PoolsUpdate } from "./bindings/PoolsUpdate";
 import type { Scope } from "./bindings/Scope";
 import type { SessionInfo } from "./bindings/SessionInfo";
-import { takeEarlyContexts, takeEarlySession, type Opening } from "./earlySession";
+import { takeEarlyStart, type Opening } from "./earlySession";
 import { ActionNotice } from "./components/ActionNotice";
 import { AssignDialog } from "./components/AssignDialog";
 import { Banner } from "./components/Banner";
@@ -155,15 +155,6 @@ export function App() {
   const latestRef = useRef<Received | null>(null);
   const lastAttemptRef = useRef<Attempt | null>(null);
   const allNamespacesRef = useRef(false);
-  /**
-   * The session opened as the page started (`earlySession`), until the contexts are first
-   * shown: unless it "failed", that first showing leaves it in place instead of opening the
-   * same session again; if it fails after, the contexts are shown again and decide.
-   */
-  const earlyRef = useRef<"pending" | "opened" | "failed" | null>(null);
-  /** The contexts last read, and what shows them: an early session that failed goes back to them. */
-  const lastContextsRef = useRef<Result<Contexts> | null>(null);
-  const showContextsRef = useRef<(result: Result<Contexts>) => void>(() => undefined);
   /** The Connect… button that led to the console, to focus again when the console closes. */
   const connectOpenerRef = useRef<HTMLElement | null>(null);
   const consoleWasOpenRef = useRef(false);
@@ -190,15 +181,15 @@ export function App() {
   );
 
   /**
-   * Follows a session being opened (`early`: the one opened as the page started): its streams
-   * feed the view, and its answer settles what the view shows. Sets no state until the backend
-   * answers.
+   * Follows a session being opened: its streams feed the view, and its answer settles what the
+   * view shows. A refusal is shown, or handed to `onRefused` (the session opened as the page
+   * started, refused when the kubeconfig names no current context). Sets no state until the
+   * backend answers.
    */
   const follow = useCallback(
-    (context: string | null, scope: Scope | null, open: Opening, early: boolean) => {
+    (context: string | null, scope: Scope | null, open: Opening, onRefused?: () => void) => {
       requestRef.current += 1;
       const request = requestRef.current;
-      earlyRef.current = early ? "pending" : null;
       lastAttemptRef.current = { context, scope };
       expectedScopeRef.current = scope;
       latestRef.current = null;
@@ -219,19 +210,10 @@ export function App() {
         }
         if (!result.ok) {
           expectedScopeRef.current = null;
-          if (early) {
-            // Asked before the kubeconfig was read (no current context, say): what the
-            // contexts say decides, as if it had never been asked.
-            const contextsShown = earlyRef.current === null;
-            earlyRef.current = "failed";
-            const contexts = lastContextsRef.current;
-            if (contextsShown && contexts !== null) showContextsRef.current(contexts);
-            return;
-          }
-          setSessionError(result.error);
+          if (onRefused === undefined) setSessionError(result.error);
+          else onRefused();
           return;
         }
-        if (early && earlyRef.current === "pending") earlyRef.current = "opened";
         const opened = result.value;
         setSession(opened);
         if (opened.context !== null) {
@@ -269,43 +251,44 @@ export function App() {
       setSession(null);
       setSessionError(null);
       setCredentials(null);
-      follow(context, scope, (streams) => openSession(context, scope, streams), false);
+      follow(context, scope, (streams) => openSession(context, scope, streams));
     },
     [closeDialog, dismissNotice, follow],
   );
 
+  /**
+   * Shows the contexts read and selects the current one; returns the session to open for it,
+   * or null when there is none to open (unreadable, or no current context to choose for you).
+   */
+  const presentContexts = useCallback((result: Result<Contexts>): Attempt | null => {
+    if (!result.ok) {
+      setContextsState({ kind: "failed", error: result.error });
+      return null;
+    }
+    const { contexts, current } = result.value;
+    setContextsState({ kind: "loaded", contexts });
+    if (current === null && contexts.length > 0) {
+      // No current-context: let the administrator choose rather than guess a cluster.
+      setSelectedContext(null);
+      setWaitingForContext(true);
+      return null;
+    }
+    setWaitingForContext(false);
+    setSelectedContext(current);
+    const ns = startNamespace(contexts.find((c) => c.name === current));
+    setNamespace(ns);
+    setNamespaceDraft(ns);
+    return { context: current, scope: makeScope(allNamespacesRef.current, ns) };
+  }, []);
+
   /** Shows the contexts read and connects to the current one (or asks to choose). */
   const showContexts = useCallback(
     (result: Result<Contexts>) => {
-      lastContextsRef.current = result;
-      if (!result.ok) {
-        setContextsState({ kind: "failed", error: result.error });
-        return;
-      }
-      const { contexts, current } = result.value;
-      setContextsState({ kind: "loaded", contexts });
-      if (current === null && contexts.length > 0) {
-        // No current-context: let the administrator choose rather than guess a cluster.
-        setSelectedContext(null);
-        setWaitingForContext(true);
-        return;
-      }
-      setWaitingForContext(false);
-      setSelectedContext(current);
-      const ns = startNamespace(contexts.find((c) => c.name === current));
-      setNamespace(ns);
-      setNamespaceDraft(ns);
-      // The session opened as the page started is this one, unless it failed.
-      const opensEarly = earlyRef.current === "pending" || earlyRef.current === "opened";
-      earlyRef.current = null;
-      if (opensEarly) return;
-      connect(current, makeScope(allNamespacesRef.current, ns));
+      const start = presentContexts(result);
+      if (start !== null) connect(start.context, start.scope);
     },
-    [connect],
+    [connect, presentContexts],
   );
-  useEffect(() => {
-    showContextsRef.current = showContexts;
-  }, [showContexts]);
 
   /** Reads the contexts again and connects to the current one. */
   const loadContextsAndConnect = useCallback(async () => {
@@ -323,17 +306,29 @@ export function App() {
         setInfo(result.value);
       }
     });
-    // The session opened as the page started brings the pools; the contexts fill the picker.
-    const early = takeEarlySession();
-    if (early !== null) follow(null, null, early, true);
+    const early = takeEarlyStart();
     // The contexts state starts as "loading".
-    void (takeEarlyContexts() ?? listContexts()).then((result) => {
-      if (!isStale()) showContexts(result);
-    });
+    const contexts = early?.contexts ?? listContexts();
+    const withContexts = (use: (result: Result<Contexts>) => unknown) => {
+      void contexts.then((result) => {
+        if (!isStale()) use(result);
+      });
+    };
+    if (early === null) {
+      withContexts(showContexts);
+    } else {
+      // The session opened as the page started brings the pools and the contexts only fill
+      // the picker, unless it was refused (no current context, say): then the contexts decide,
+      // as if it had never been asked for.
+      follow(null, null, early.open, () => {
+        withContexts(showContexts);
+      });
+      withContexts(presentContexts);
+    }
     return () => {
       disposed = true;
     };
-  }, [follow, showContexts]);
+  }, [follow, presentContexts, showContexts]);
 
   // "/" focuses the filter (as in GitHub or Gmail) and Home / End go to the first / last pool,
   // unless the user is typing somewhere.

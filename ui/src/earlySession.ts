@@ -16,8 +16,15 @@ import { markOnce } from "./lib/timing";
  */
 export type Opening = (streams: SessionStreams) => Promise<Result<SessionInfo>>;
 
-let early: Opening | null = null;
-let contexts: Promise<Result<Contexts>> | null = null;
+/** What the page asked for as its script started. */
+export type EarlyStart = {
+  /** The session for the current context in its start namespace. */
+  open: Opening;
+  /** The contexts, for the picker. */
+  contexts: Promise<Result<Contexts>>;
+};
+
+let early: EarlyStart | null = null;
 
 /**
  * Opens the session the window starts with — the kubeconfig's current context in its start
@@ -32,23 +39,18 @@ export function openEarlySession(): void {
   markOnce("session-requested");
   const held = heldStreams();
   const result = openSession(null, null, held.streams);
-  contexts = listContexts();
-  early = (streams) => {
-    held.attach(streams);
-    return result;
+  early = {
+    open: (streams) => {
+      held.attach(streams);
+      return result;
+    },
+    contexts: listContexts(),
   };
 }
 
-/** The session [`openEarlySession`] opened, once: later calls get null. */
-export function takeEarlySession(): Opening | null {
+/** What [`openEarlySession`] asked for, once: later calls get null. */
+export function takeEarlyStart(): EarlyStart | null {
   const taken = early;
   early = null;
-  return taken;
-}
-
-/** The contexts [`openEarlySession`] asked for, once: later calls get null. */
-export function takeEarlyContexts(): Promise<Result<Contexts>> | null {
-  const taken = contexts;
-  contexts = null;
   return taken;
 }
