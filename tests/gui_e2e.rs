@@ -228,6 +228,27 @@ async fn choose(client: &Client, css: &str, value: &str) {
         .unwrap_or_else(|e| panic!("choose {value} in {css}: {e}"));
 }
 
+/// Picks the pool `key` (`<namespace>/<pool>`) in "Get a desktop" as a user does: types the
+/// pool's name into the box, then clicks it in the list that opens; panics unless the box then
+/// shows it.
+async fn pick_pool(client: &Client, key: &str) {
+    let (namespace, pool) = key
+        .split_once('/')
+        .expect("a pool key is <namespace>/<pool>");
+    type_into(client, "[data-testid='get-desktop-pool']", pool).await;
+    click(client, &format!("[data-testid='get-desktop-option-{key}']")).await;
+    let shown = js(
+        client,
+        "return document.querySelector(\"[data-testid='get-desktop-pool']\").value",
+    )
+    .await;
+    let shown = shown.as_str().unwrap_or_default();
+    assert!(
+        shown.starts_with(&format!("{pool} ({namespace},")),
+        "picked {key}, the box shows {shown:?}"
+    );
+}
+
 #[tokio::test]
 async fn alice_gets_a_desktop_and_bob_may_not_release_it() {
     let admin = client_as("admin").await;
@@ -242,12 +263,7 @@ async fn alice_gets_a_desktop_and_bob_may_not_release_it() {
     choose(client, "[data-testid='context-select']", "alice").await;
     wait_text(client, "[data-testid='identity-badge']", "alice").await;
     wait_text(client, "[data-testid='pool-corral-vms-desk']", "2 free").await;
-    choose(
-        client,
-        "[data-testid='get-desktop-pool']",
-        "corral-vms/desk",
-    )
-    .await;
+    pick_pool(client, "corral-vms/desk").await;
     click(client, "[data-testid='get-desktop-submit']").await;
     let result = wait_text(client, "[data-testid='action-result']", "alice").await;
     eprintln!("alice's claim: {result}");
@@ -479,12 +495,7 @@ async fn alices_running_desktop(client: &Client, pool: &str) -> String {
         "2 free",
     )
     .await;
-    choose(
-        client,
-        "[data-testid='get-desktop-pool']",
-        &format!("corral-vms/{pool}"),
-    )
-    .await;
+    pick_pool(client, &format!("corral-vms/{pool}")).await;
     click(client, "[data-testid='get-desktop-submit']").await;
     let mine = wait_text(client, "[data-testid='my-desktops']", &format!("{pool}-")).await;
     let member = [format!("{pool}-1"), format!("{pool}-2")]
@@ -1342,6 +1353,58 @@ async fn ten_thousand_members_in_a_thousand_pools_stay_usable() {
         "1000",
     )
     .await;
+
+    // "Get a desktop" lists 12 of the 1,000 pools and says how many more; typing narrows the
+    // list, and the keyboard takes a pool from it without claiming anything.
+    click(client, "[data-testid='get-desktop-pool']").await;
+    let note = wait_text(client, ".pool-picker-note", "more").await;
+    assert_eq!(note, "988 more: type to narrow them down.");
+    assert_eq!(
+        js(
+            client,
+            "return document.querySelectorAll('.pool-picker-popup [role=option]').length"
+        )
+        .await,
+        serde_json::json!(12)
+    );
+    accessibility_check(client, "Get a desktop's list open, 1,000 pools").await;
+    gui.screenshot("e2e-scale-get-desktop.png");
+    type_into(client, "[data-testid='get-desktop-pool']", "pool0567").await;
+    wait_attr(
+        client,
+        "[data-testid='get-desktop-pool']",
+        "aria-activedescendant",
+        "-0",
+    )
+    .await;
+    assert_eq!(
+        js(client, "return [...document.querySelectorAll('.pool-picker-popup [role=option]')].map(o => o.dataset.testid)").await,
+        serde_json::json!(["get-desktop-option-corral-vms/pool0567"])
+    );
+    type_into(client, "[data-testid='get-desktop-pool']", "\u{e007}").await;
+    wait_attr(
+        client,
+        "[data-testid='get-desktop-pool']",
+        "aria-expanded",
+        "false",
+    )
+    .await;
+    let picked = js(
+        client,
+        "return document.querySelector(\"[data-testid='get-desktop-pool']\").value",
+    )
+    .await;
+    assert_eq!(picked, serde_json::json!("pool0567 (corral-vms, 10 free)"));
+    // A claim would show at once as a busy "Get a desktop" (and then a notice).
+    assert_eq!(
+        js(
+            client,
+            "return [document.querySelector(\"[data-testid='get-desktop-submit']\").getAttribute('aria-busy'), document.querySelector(\"[data-testid='action-result']\")]"
+        )
+        .await,
+        serde_json::json!([null, null]),
+        "Enter in the open list claimed"
+    );
 
     // End (outside a field) goes to the last pool; Home back to the first.
     js(client, "document.activeElement.blur(); return null").await;

@@ -15,6 +15,7 @@ import { offersConnect } from "../lib/connect";
 import { describeScope } from "../lib/presentation";
 import { LeaseCell, PowerBadge, StateBadge } from "./MemberCells";
 import { ConnectButton } from "./MemberRow";
+import { PoolPicker } from "./PoolPicker";
 import { Working } from "./Working";
 
 type MyDesktopsProps = {
@@ -55,7 +56,7 @@ export function MyDesktops({
   unreadable,
 }: MyDesktopsProps) {
   const headingId = useId();
-  const selectId = useId();
+  const pickerId = useId();
   const blockerId = useId();
   const [selectedKey, setSelectedKey] = useState<string | null>(null);
 
@@ -94,33 +95,22 @@ export function MyDesktops({
             if (!disabled) onClaim(chosen);
           }}
         >
-          <label htmlFor={selectId}>Pool</label>
-          <select
-            id={selectId}
-            data-testid="get-desktop-pool"
-            value={chosen?.key ?? ""}
+          <label htmlFor={pickerId}>Pool</label>
+          <PoolPicker
+            id={pickerId}
+            choices={choices}
+            chosen={chosen}
+            onChoose={setSelectedKey}
             disabled={blocker !== null || claiming}
-            aria-describedby={blocker !== null ? blockerId : undefined}
-            onChange={(e) => {
-              setSelectedKey(e.target.value);
-            }}
-          >
-            {choices.length === 0 ? (
-              <option value="">
-                {loading
-                  ? "Loading pools…"
-                  : unreadable
-                    ? "Pools could not be read"
-                    : "No pool with a free member"}
-              </option>
-            ) : (
-              choices.map((c) => (
-                <option key={c.key} value={c.key}>
-                  {c.label}
-                </option>
-              ))
-            )}
-          </select>
+            describedBy={blocker !== null ? blockerId : undefined}
+            placeholder={
+              loading
+                ? "Loading pools…"
+                : unreadable
+                  ? "Pools could not be read"
+                  : "No pool with a free member"
+            }
+          />
           <button
             type="submit"
             className="btn btn-primary"

@@ -10,6 +10,7 @@ import {
   canUnassign,
   chooseClaimPool,
   claimablePools,
+  matchClaimPools,
   describePower,
   formatClaimed,
   formatReleased,
@@ -95,6 +96,31 @@ describe("claimablePools", () => {
     ]);
     expect(choices.map((c) => c.key)).toEqual(["a/lab", "b/lab"]);
     expect(choices.map((c) => c.label)).toEqual(["lab (a, 1 free)", "lab (b, 2 free)"]);
+  });
+});
+
+describe("matchClaimPools", () => {
+  const choices = claimablePools([
+    pool("corral-vms", "lab", [member("lab-1")]),
+    pool("corral-vms", "Design", [member("design-1")]),
+    pool("team-b", "lab", [member("lab-1")]),
+  ]);
+  const keys = (query: string) => matchClaimPools(choices, query).map((c) => c.key);
+
+  it("offers every pool, in order, for an empty or blank query", () => {
+    expect(keys("")).toEqual(["corral-vms/lab", "corral-vms/Design", "team-b/lab"]);
+    expect(keys("  ")).toEqual(keys(""));
+  });
+
+  it("finds pools by name, namespace or both, ignoring case and surrounding spaces", () => {
+    expect(keys("LA")).toEqual(["corral-vms/lab", "team-b/lab"]);
+    expect(keys(" design ")).toEqual(["corral-vms/Design"]);
+    expect(keys("team-b")).toEqual(["team-b/lab"]);
+    expect(keys("corral-vms/la")).toEqual(["corral-vms/lab"]);
+  });
+
+  it("finds nothing for a name no pool has", () => {
+    expect(keys("nosuch")).toEqual([]);
   });
 });
 

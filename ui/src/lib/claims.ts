@@ -78,6 +78,23 @@ export function chooseClaimPool(
   return choices.find((c) => c.key === selectedKey) ?? (choices.length > 0 ? choices[0] : null);
 }
 
+/**
+ * At most this many pools are listed under "Get a desktop" at once (a list that fits under the
+ * box in the smallest window, 600 px high); typing narrows them.
+ */
+export const POOL_MATCHES_SHOWN = 12;
+
+/**
+ * The offered pools that `query` names, in order: those whose key (`<namespace>/<pool>`, so
+ * the pool's name or its namespace or both) contains it, ignoring case and surrounding spaces.
+ * An empty query matches every pool.
+ */
+export function matchClaimPools(choices: readonly PoolChoice[], query: string): PoolChoice[] {
+  const q = query.trim().toLowerCase();
+  if (q === "") return [...choices];
+  return choices.filter((c) => c.key.toLowerCase().includes(q));
+}
+
 /** Why "Get a desktop" cannot be used right now, or null when it can. */
 export function getDesktopBlocker(
   identityKnown: boolean,

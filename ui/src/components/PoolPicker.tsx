@@ -1,0 +1,193 @@
+import { useEffect, useId, useRef, useState, type CSSProperties } from "react";
+import { matchClaimPools, POOL_MATCHES_SHOWN, type PoolChoice } from "../lib/claims";
+
+type PoolPickerProps = {
+  /** The `id` of the text box, for its `<label>`. */
+  id: string;
+  /** The pools on offer, in order. */
+  choices: readonly PoolChoice[];
+  /** The pool chosen now, shown while nothing is being typed; null when none is offered. */
+  chosen: PoolChoice | null;
+  onChoose: (key: string) => void;
+  disabled: boolean;
+  /** Shown in the empty box when no pool is offered ("Loading pools…"). */
+  placeholder: string;
+  /** `aria-describedby` of the box (why it is disabled). */
+  describedBy?: string;
+};
+
+/** Where the list opens: under the box, right edges aligned, inside the window. */
+function popupPlace(box: HTMLElement): CSSProperties {
+  const rect = box.getBoundingClientRect();
+  return {
+    top: rect.bottom + 2,
+    right: document.documentElement.clientWidth - rect.right,
+    minWidth: rect.width,
+  };
+}
+
+/**
+ * "Get a desktop"'s pool: a text box that filters the pools on offer as you type (by name or
+ * namespace, `matchClaimPools`), with the matches in a list under it (the ARIA combobox
+ * pattern with a listbox popup). At 1,000 pools a plain `<select>` is a long scroll and costs
+ * the first layout a thousand options; this lists at most POOL_MATCHES_SHOWN (so the list never
+ * scrolls) and says how many more there are, and only while open.
+ *
+ * Keyboard: typing or ↓ opens the list, ↑/↓ move through it, Enter takes the highlighted pool
+ * (the form's submit is Enter on a closed list), Escape closes it and restores the chosen
+ * pool's name. Leaving the box drops what was typed.
+ */
+export function PoolPicker({
+  id,
+  choices,
+  chosen,
+  onChoose,
+  disabled,
+  placeholder,
+  describedBy,
+}: PoolPickerProps) {
+  const listId = useId();
+  const optionId = useId();
+  const boxRef = useRef<HTMLInputElement>(null);
+  const popupRef = useRef<HTMLDivElement>(null);
+  // What is typed; null while the box shows the chosen pool.
+  const [query, setQuery] = useState<string | null>(null);
+  const [open, setOpen] = useState(false);
+  const [active, setActive] = useState(0);
+  const [place, setPlace] = useState<CSSProperties>({});
+
+  // A box disabled while its list is open (a claim started) shows no list.
+  const shownOpen = open && !disabled;
+  const matches = shownOpen ? matchClaimPools(choices, query ?? "") : [];
+  const shown = matches.slice(0, POOL_MATCHES_SHOWN);
+  const activeIndex = Math.min(active, shown.length - 1);
+
+  // The list is fixed to the window (the section around the box clips what overflows it): it
+  // is placed from the box as it opens (openAt), and closed when the page scrolls or resizes.
+  useEffect(() => {
+    if (!shownOpen) return;
+    const popup = popupRef.current;
+    const close = (event: Event) => {
+      if (event.target instanceof Node && popup?.contains(event.target)) return;
+      setOpen(false);
+      setQuery(null);
+    };
+    window.addEventListener("scroll", close, true);
+    window.addEventListener("resize", close);
+    return () => {
+      window.removeEventListener("scroll", close, true);
+      window.removeEventListener("resize", close);
+    };
+  }, [shownOpen]);
+
+  const close = () => {
+    setOpen(false);
+    setQuery(null);
+  };
+  const take = (choice: PoolChoice) => {
+    onChoose(choice.key);
+    close();
+  };
+  const openAt = (index: number) => {
+    if (!shownOpen && boxRef.current !== null) setPlace(popupPlace(boxRef.current));
+    setOpen(true);
+    setActive(index);
+  };
+
+  return (
+    <div className="pool-picker">
+      <input
+        ref={boxRef}
+        id={id}
+        type="text"
+        role="combobox"
+        data-testid="get-desktop-pool"
+        className="pool-picker-box"
+        autoComplete="off"
+        spellCheck={false}
+        value={query ?? chosen?.label ?? ""}
+        placeholder={chosen === null ? placeholder : "Type to find a pool"}
+        disabled={disabled}
+        aria-describedby={describedBy}
+        aria-autocomplete="list"
+        aria-expanded={shownOpen}
+        aria-controls={listId}
+        aria-activedescendant={
+          shownOpen && activeIndex >= 0 ? `${optionId}-${activeIndex}` : undefined
+        }
+        onChange={(e) => {
+          setQuery(e.target.value);
+          openAt(0);
+        }}
+        onClick={() => {
+          if (!shownOpen) openAt(0);
+        }}
+        onFocus={(e) => {
+          // Typing replaces the chosen pool's name instead of adding to it.
+          e.target.select();
+        }}
+        onBlur={close}
+        onKeyDown={(e) => {
+          if (e.key === "ArrowDown" || e.key === "ArrowUp") {
+            e.preventDefault();
+            if (!shownOpen) {
+              openAt(0);
+            } else if (shown.length > 0) {
+              const step = e.key === "ArrowDown" ? 1 : -1;
+              setActive((activeIndex + step + shown.length) % shown.length);
+            }
+          } else if (e.key === "Enter" && shownOpen) {
+            e.preventDefault();
+            if (activeIndex >= 0) take(shown[activeIndex]);
+          } else if (e.key === "Escape" && shownOpen) {
+            // Closing the list is all Escape does here (not closing a dialog around it).
+            e.preventDefault();
+            e.stopPropagation();
+            close();
+          }
+        }}
+      />
+      <span className="pool-picker-chevron" aria-hidden="true">
+        ▾
+      </span>
+      <div
+        ref={popupRef}
+        className="pool-picker-popup"
+        hidden={!shownOpen}
+        style={place}
+        // Keeps the focus in the box: a click in the list finds it still open.
+        onMouseDown={(e) => {
+          e.preventDefault();
+        }}
+      >
+        <ul id={listId} role="listbox" aria-label="Pools with a free member">
+          {shown.map((c, i) => (
+            <li
+              key={c.key}
+              id={`${optionId}-${i}`}
+              role="option"
+              data-testid={`get-desktop-option-${c.key}`}
+              className={i === activeIndex ? "pool-picker-option active" : "pool-picker-option"}
+              aria-selected={i === activeIndex}
+              onClick={() => {
+                take(c);
+              }}
+            >
+              <span className="pool-picker-name">{c.pool}</span>
+              <span className="muted mono">ns/{c.namespace}</span>
+              <span className="pool-picker-free">{c.free} free</span>
+            </li>
+          ))}
+        </ul>
+        {shownOpen && shown.length === 0 ? (
+          <p className="pool-picker-note">No pool with a free member matches “{query?.trim()}”.</p>
+        ) : null}
+        {matches.length > shown.length ? (
+          <p className="pool-picker-note">
+            {matches.length - shown.length} more: type to narrow them down.
+          </p>
+        ) : null}
+      </div>
+    </div>
+  );
+}
