@@ -140,9 +140,7 @@ export function PoolPicker({
             e.preventDefault();
             if (activeIndex >= 0) take(shown[activeIndex]);
           } else if (e.key === "Escape" && shownOpen) {
-            // Closing the list is all Escape does here (not closing a dialog around it).
             e.preventDefault();
-            e.stopPropagation();
             close();
           }
         }}
