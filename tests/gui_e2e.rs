@@ -1809,6 +1809,31 @@ async fn screens_at_900_and_1280_light_and_dark_pass_the_accessibility_check() {
             );
             accessibility_check(client, &format!("pools view, {width}×{height}, {theme}")).await;
             gui.screenshot(&format!("e2e-screen-{width}x{height}-{theme}.png"));
+            // "Get a desktop"'s list, open over the pools; Escape closes it.
+            click(client, "[data-testid='get-desktop-pool']").await;
+            wait_attr(
+                client,
+                "[data-testid='get-desktop-pool']",
+                "aria-expanded",
+                "true",
+            )
+            .await;
+            accessibility_check(
+                client,
+                &format!("Get a desktop's list, {width}×{height}, {theme}"),
+            )
+            .await;
+            gui.screenshot(&format!(
+                "e2e-screen-{width}x{height}-{theme}-get-desktop.png"
+            ));
+            type_into(client, "[data-testid='get-desktop-pool']", "\u{e00c}").await;
+            wait_attr(
+                client,
+                "[data-testid='get-desktop-pool']",
+                "aria-expanded",
+                "false",
+            )
+            .await;
             for (button, view) in [
                 ("new-pool", "new-pool-dialog"),
                 ("capacity-button", "capacity-view"),
