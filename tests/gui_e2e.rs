@@ -1405,6 +1405,19 @@ async fn ten_thousand_members_in_a_thousand_pools_stay_usable() {
         serde_json::json!([null, null]),
         "Enter in the open list claimed"
     );
+    // What was typed and matched nothing is not covering the earlier pick: leaving the box
+    // leaves nothing to claim, and says why.
+    type_into(client, "[data-testid='get-desktop-pool']", "zzz\u{e004}").await;
+    let why = wait_text(
+        client,
+        "[data-testid='get-desktop-blocked']",
+        "No pool matched",
+    )
+    .await;
+    assert!(
+        is_disabled(client, "[data-testid='get-desktop-submit']").await,
+        "Get a desktop enabled after a name that matched no pool: {why}"
+    );
 
     // End (outside a field) goes to the last pool; Home back to the first.
     js(client, "document.activeElement.blur(); return null").await;

@@ -58,19 +58,35 @@ export function MyDesktops({
   const headingId = useId();
   const pickerId = useId();
   const blockerId = useId();
-  const [selectedKey, setSelectedKey] = useState<string | null>(null);
+  // What was picked in the pool box: nothing yet (the first pool on offer is shown), a pool
+  // (by key), or none (what was typed matched no pool).
+  const [pick, setPick] = useState<
+    { kind: "default" } | { kind: "pool"; key: string } | { kind: "none" }
+  >({
+    kind: "default",
+  });
 
   const username = identity?.username ?? null;
   const mine = myDesktops(pools, username);
   const choices = claimablePools(pools);
-  const chosen = chooseClaimPool(choices, selectedKey);
+  const chosen =
+    pick.kind === "none" ? null : chooseClaimPool(choices, pick.kind === "pool" ? pick.key : null);
   const blocker = loading
     ? "Waiting for the pools to load."
     : unreadable
       ? "The pools could not be read, so none can be offered."
       : (claimDenied ?? getDesktopBlocker(username !== null, choices, scope));
+  // Why the pool box, usable, offers nothing to claim: a claim goes to the pool picked or to
+  // none, never to another in its place.
+  const pickNote =
+    blocker !== null || chosen !== null
+      ? null
+      : pick.kind === "pool"
+        ? `Pool ${pick.key.slice(pick.key.indexOf("/") + 1)} has no free member now: pick another pool.`
+        : "No pool matched what was typed: type a pool's name and pick it from the list.";
   const claiming = running.has(actionKeys.claim);
   const disabled = blocker !== null || chosen === null || claiming;
+  const why = blocker ?? pickNote;
 
   return (
     <section className="my-desktops" data-testid="my-desktops" aria-labelledby={headingId}>
@@ -100,9 +116,12 @@ export function MyDesktops({
             id={pickerId}
             choices={choices}
             chosen={chosen}
-            onChoose={setSelectedKey}
-            disabled={blocker !== null || claiming}
-            describedBy={blocker !== null ? blockerId : undefined}
+            onChoose={(key) => {
+              setPick(key === null ? { kind: "none" } : { kind: "pool", key });
+            }}
+            // Not while claiming: a keyboard user's focus stays where it was.
+            disabled={blocker !== null}
+            describedBy={why !== null ? blockerId : undefined}
             placeholder={
               loading
                 ? "Loading pools…"
@@ -117,9 +136,9 @@ export function MyDesktops({
             data-testid="get-desktop-submit"
             disabled={disabled}
             aria-busy={claiming || undefined}
-            aria-describedby={blocker !== null ? blockerId : undefined}
+            aria-describedby={why !== null ? blockerId : undefined}
             title={
-              blocker ??
+              why ??
               (chosen
                 ? `Claim a free member of ${chosen.pool} for you and start its VM`
                 : undefined)
@@ -129,9 +148,9 @@ export function MyDesktops({
           </button>
         </form>
       </div>
-      {blocker !== null ? (
+      {why !== null ? (
         <p id={blockerId} className="my-blocker" data-testid="get-desktop-blocked">
-          {blocker}
+          {why}
         </p>
       ) : null}
       {username === null ? (

@@ -6,9 +6,10 @@ type PoolPickerProps = {
   id: string;
   /** The pools on offer, in order. */
   choices: readonly PoolChoice[];
-  /** The pool chosen now, shown while nothing is being typed; null when none is offered. */
+  /** The pool chosen now, shown while nothing is being typed; null when none is. */
   chosen: PoolChoice | null;
-  onChoose: (key: string) => void;
+  /** A pool was picked (its key), or what was typed matched none (null). */
+  onChoose: (key: string | null) => void;
   disabled: boolean;
   /** Shown in the empty box when no pool is offered ("Loading pools…"). */
   placeholder: string;
@@ -33,9 +34,10 @@ function popupPlace(box: HTMLElement): CSSProperties {
  * the first layout a thousand options; this lists at most POOL_MATCHES_SHOWN (so the list never
  * scrolls) and says how many more there are, and only while open.
  *
- * Keyboard: typing or ↓ opens the list, ↑/↓ move through it, Enter takes the highlighted pool
- * (the form's submit is Enter on a closed list), Escape closes it and restores the chosen
- * pool's name. Leaving the box drops what was typed.
+ * Keyboard: typing or ↓ opens the list (at the chosen pool), ↑/↓ move through it, Enter takes
+ * the highlighted pool (the form's submit is Enter on a closed list), Escape closes it and
+ * restores the chosen pool's name. Leaving the box after typing takes the highlighted pool, or
+ * none when nothing matched: a claim never goes to a pool hidden behind what was typed.
  */
 export function PoolPicker({
   id,
@@ -93,6 +95,15 @@ export function PoolPicker({
     setOpen(true);
     setActive(index);
   };
+  // The list opened without typing starts at the chosen pool (when it is among those shown).
+  const openAtChosen = () => {
+    openAt(
+      Math.max(
+        0,
+        choices.slice(0, POOL_MATCHES_SHOWN).findIndex((c) => c.key === chosen?.key),
+      ),
+    );
+  };
 
   return (
     <div className="pool-picker">
@@ -119,19 +130,27 @@ export function PoolPicker({
           setQuery(e.target.value);
           openAt(0);
         }}
-        onClick={() => {
-          if (!shownOpen) openAt(0);
+        onClick={(e) => {
+          if (shownOpen) return;
+          // Typing replaces the chosen pool's name instead of adding to it (the click has
+          // just put the caret somewhere in it).
+          if (query === null) e.currentTarget.select();
+          openAtChosen();
         }}
         onFocus={(e) => {
-          // Typing replaces the chosen pool's name instead of adding to it.
           e.target.select();
         }}
-        onBlur={close}
+        onBlur={() => {
+          if (query !== null && shownOpen) {
+            onChoose(activeIndex >= 0 ? shown[activeIndex].key : null);
+          }
+          close();
+        }}
         onKeyDown={(e) => {
           if (e.key === "ArrowDown" || e.key === "ArrowUp") {
             e.preventDefault();
             if (!shownOpen) {
-              openAt(0);
+              openAtChosen();
             } else if (shown.length > 0) {
               const step = e.key === "ArrowDown" ? 1 : -1;
               setActive((activeIndex + step + shown.length) % shown.length);
@@ -145,9 +164,29 @@ export function PoolPicker({
           }
         }}
       />
-      <span className="pool-picker-chevron" aria-hidden="true">
-        ▾
-      </span>
+      {/* Opens and closes the list like a drop-down's arrow; the box keeps the keyboard. */}
+      <button
+        type="button"
+        className="pool-picker-chevron"
+        tabIndex={-1}
+        aria-label="Show the pools"
+        aria-controls={listId}
+        aria-expanded={shownOpen}
+        disabled={disabled}
+        onMouseDown={(e) => {
+          e.preventDefault();
+        }}
+        onClick={() => {
+          if (shownOpen) {
+            close();
+          } else {
+            boxRef.current?.focus();
+            openAtChosen();
+          }
+        }}
+      >
+        <span aria-hidden="true">▾</span>
+      </button>
       <div
         ref={popupRef}
         className="pool-picker-popup"

@@ -134,9 +134,12 @@ describe("chooseClaimPool", () => {
     expect(chooseClaimPool(choices, "b/lab")?.key).toBe("b/lab");
   });
 
-  it("falls back to the first pool when nothing or a gone pool is selected", () => {
+  it("offers the first pool when nothing is selected", () => {
     expect(chooseClaimPool(choices, null)?.key).toBe("a/lab");
-    expect(chooseClaimPool(choices, "c/gone")?.key).toBe("a/lab");
+  });
+
+  it("never puts another pool in place of a selected one that is no longer offered", () => {
+    expect(chooseClaimPool(choices, "c/gone")).toBeNull();
   });
 
   it("is null when no pool is offered", () => {

@@ -68,14 +68,16 @@ export function claimablePools(pools: readonly PoolView[]): PoolChoice[] {
 }
 
 /**
- * The pool "Get a desktop" would claim from: the one selected if it is still offered (a new
- * snapshot may have taken its last free member), else the first offered; null when none is.
+ * The pool "Get a desktop" would claim from: the one selected while it is offered, and null
+ * once a new snapshot has taken its last free member (never another pool in its place); with
+ * nothing selected, the first offered; null when none is.
  */
 export function chooseClaimPool(
   choices: readonly PoolChoice[],
   selectedKey: string | null,
 ): PoolChoice | null {
-  return choices.find((c) => c.key === selectedKey) ?? (choices.length > 0 ? choices[0] : null);
+  if (selectedKey !== null) return choices.find((c) => c.key === selectedKey) ?? null;
+  return choices.length > 0 ? choices[0] : null;
 }
 
 /**
