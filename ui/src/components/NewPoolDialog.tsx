@@ -289,7 +289,7 @@ export function NewPoolDialog({ namespace, pools, onClose }: NewPoolDialogProps)
             autoCapitalize="off"
             autoCorrect="off"
             autoComplete="off"
-            placeholder="devpool"
+            placeholder="e.g. devpool"
             onChange={(e) => {
               setName(e.target.value);
             }}
