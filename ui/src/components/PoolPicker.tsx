@@ -58,7 +58,7 @@ export function PoolPicker({
   const [active, setActive] = useState(0);
   const [place, setPlace] = useState<CSSProperties>({});
 
-  // A box disabled while its list is open (a claim started) shows no list.
+  // A box disabled while its list is open (the pools stopped being readable, say) shows none.
   const shownOpen = open && !disabled;
   const matches = shownOpen ? matchClaimPools(choices, query ?? "") : [];
   const shown = matches.slice(0, POOL_MATCHES_SHOWN);
