@@ -12,8 +12,8 @@
 //!   pace), each frame's time being the gap between two `requestAnimationFrame` callbacks
 //!   (WebKit's clock has 1 ms resolution: a frame on every vsync of a 60 Hz display, 16.7 ms,
 //!   reads 16 or 17 ms, so a p95 of 17 ms means 95 % of the frames made their vsync); the
-//!   wheel's pace is scrolled [`WHEEL_RUNS`] times and the run with the median p95 counts, each
-//!   printed with its share of frames over a vsync (read over 17 ms); the blank app scrolling
+//!   wheel's pace is scrolled [`WHEEL_RUNS`] times and the run with the median share of frames
+//!   over a vsync (read over 17 ms) counts, each printed; the blank app scrolling
 //!   a long plain page of text rows the same ways is the baseline of the same webview on the
 //!   same display;
 //! - cluster change → row updated: a member's `status.printableStatus` patched, until its row
@@ -140,7 +140,8 @@ struct Figures {
     /// Every launch, fastest first.
     launches: Vec<Launch>,
     rss: u64,
-    /// Frame times (ms, sorted) at [`SCREENS`], and of each run at [`WHEEL`] (sorted by p95).
+    /// Frame times (ms, sorted) at [`SCREENS`], and of each run at [`WHEEL`] (in the order of
+    /// their shares of frames over a vsync).
     frames: Vec<f64>,
     wheel: Vec<Vec<f64>>,
     change: Duration,
@@ -225,7 +226,7 @@ async fn measure(
     for _ in 0..WHEEL_RUNS {
         wheel.push(scroll_frames(&app.client, WHEEL).await?);
     }
-    wheel.sort_by(|a, b| percentile(a, 0.95).total_cmp(&percentile(b, 0.95)));
+    wheel.sort_by(|a, b| over_vsync(a).total_cmp(&over_vsync(b)));
 
     // Back to the top, where the members changed below are on screen.
     app.client
@@ -365,7 +366,7 @@ async fn main() -> anyhow::Result<()> {
         }
         for (i, run) in f.wheel.iter().enumerate() {
             println!(
-                "{:>7} a wheel run (of {WHEEL_RUNS}, by p95){}: p50 / p95 {} ms, {:.1} % of {} \
+                "{:>7} a wheel run (of {WHEEL_RUNS}, fewest missed vsyncs first){}: p50 / p95 {} ms, {:.1} % of {} \
                  frames over a vsync",
                 "",
                 if i == f.wheel.len() / 2 {
