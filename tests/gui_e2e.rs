@@ -237,16 +237,30 @@ async fn pick_pool(client: &Client, key: &str) {
         .expect("a pool key is <namespace>/<pool>");
     type_into(client, "[data-testid='get-desktop-pool']", pool).await;
     click(client, &format!("[data-testid='get-desktop-option-{key}']")).await;
+    let shown = picked_pool(client).await;
+    assert!(
+        shown.starts_with(&format!("{pool} ({namespace},")),
+        "picked {key}, the box shows {shown:?}"
+    );
+}
+
+/// What "Get a desktop"'s pool box shows.
+async fn picked_pool(client: &Client) -> String {
     let shown = js(
         client,
         "return document.querySelector(\"[data-testid='get-desktop-pool']\").value",
     )
     .await;
-    let shown = shown.as_str().unwrap_or_default();
-    assert!(
-        shown.starts_with(&format!("{pool} ({namespace},")),
-        "picked {key}, the box shows {shown:?}"
-    );
+    shown.as_str().unwrap_or_default().to_owned()
+}
+
+/// The `data-testid`s of the options in "Get a desktop"'s open list, in order.
+async fn pool_options(client: &Client) -> serde_json::Value {
+    js(
+        client,
+        "return [...document.querySelectorAll('.pool-picker-popup [role=option]')].map(o => o.dataset.testid)",
+    )
+    .await
 }
 
 #[tokio::test]
@@ -1360,12 +1374,8 @@ async fn ten_thousand_members_in_a_thousand_pools_stay_usable() {
     let note = wait_text(client, ".pool-picker-note", "more").await;
     assert_eq!(note, "988 more: type to narrow them down.");
     assert_eq!(
-        js(
-            client,
-            "return document.querySelectorAll('.pool-picker-popup [role=option]').length"
-        )
-        .await,
-        serde_json::json!(12)
+        pool_options(client).await.as_array().map(Vec::len),
+        Some(12)
     );
     accessibility_check(client, "Get a desktop's list open, 1,000 pools").await;
     gui.screenshot("e2e-scale-get-desktop.png");
@@ -1378,7 +1388,7 @@ async fn ten_thousand_members_in_a_thousand_pools_stay_usable() {
     )
     .await;
     assert_eq!(
-        js(client, "return [...document.querySelectorAll('.pool-picker-popup [role=option]')].map(o => o.dataset.testid)").await,
+        pool_options(client).await,
         serde_json::json!(["get-desktop-option-corral-vms/pool0567"])
     );
     type_into(client, "[data-testid='get-desktop-pool']", "\u{e007}").await;
@@ -1389,12 +1399,7 @@ async fn ten_thousand_members_in_a_thousand_pools_stay_usable() {
         "false",
     )
     .await;
-    let picked = js(
-        client,
-        "return document.querySelector(\"[data-testid='get-desktop-pool']\").value",
-    )
-    .await;
-    assert_eq!(picked, serde_json::json!("pool0567 (corral-vms, 10 free)"));
+    assert_eq!(picked_pool(client).await, "pool0567 (corral-vms, 10 free)");
     // A claim would show at once as a busy "Get a desktop" (and then a notice).
     assert_eq!(
         js(

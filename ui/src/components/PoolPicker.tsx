@@ -1,4 +1,4 @@
-import { useEffect, useId, useRef, useState, type CSSProperties } from "react";
+import { useCallback, useEffect, useId, useRef, useState, type CSSProperties } from "react";
 import { matchClaimPools, POOL_MATCHES_SHOWN, type PoolChoice } from "../lib/claims";
 
 type PoolPickerProps = {
@@ -51,7 +51,6 @@ export function PoolPicker({
   const listId = useId();
   const optionId = useId();
   const boxRef = useRef<HTMLInputElement>(null);
-  const popupRef = useRef<HTMLDivElement>(null);
   // What is typed; null while the box shows the chosen pool.
   const [query, setQuery] = useState<string | null>(null);
   const [open, setOpen] = useState(false);
@@ -64,28 +63,24 @@ export function PoolPicker({
   const shown = matches.slice(0, POOL_MATCHES_SHOWN);
   const activeIndex = Math.min(active, shown.length - 1);
 
+  const close = useCallback(() => {
+    setOpen(false);
+    setQuery(null);
+  }, []);
+
   // The list is fixed to the window (the section around the box clips what overflows it): it
   // is placed from the box as it opens (openAt), and closed when the page scrolls or resizes.
+  // (The list itself never scrolls: it shows at most POOL_MATCHES_SHOWN.)
   useEffect(() => {
     if (!shownOpen) return;
-    const popup = popupRef.current;
-    const close = (event: Event) => {
-      if (event.target instanceof Node && popup?.contains(event.target)) return;
-      setOpen(false);
-      setQuery(null);
-    };
     window.addEventListener("scroll", close, true);
     window.addEventListener("resize", close);
     return () => {
       window.removeEventListener("scroll", close, true);
       window.removeEventListener("resize", close);
     };
-  }, [shownOpen]);
+  }, [shownOpen, close]);
 
-  const close = () => {
-    setOpen(false);
-    setQuery(null);
-  };
   const take = (choice: PoolChoice) => {
     onChoose(choice.key);
     close();
@@ -188,7 +183,6 @@ export function PoolPicker({
         <span aria-hidden="true">▾</span>
       </button>
       <div
-        ref={popupRef}
         className="pool-picker-popup"
         hidden={!shownOpen}
         style={place}
