@@ -18,8 +18,18 @@ use kube::api::Api;
 
 const YUBIKEY: &str = "1050:0407";
 
+/// Names the running test in the environment of what it starts, so that its usbredirect
+/// children can be told from those of the tests running beside it.
+const TEST_TAG: &str = "CORRAL_USB_TEST";
+
+/// The running test's name (libtest names each test's thread after it).
+fn test_name() -> String {
+    std::thread::current().name().unwrap_or("main").to_owned()
+}
+
 /// `corral-vdi` as `context`, with the recorded devices, the stand-in usbredirect first on
-/// PATH, and `present` as the devices the stand-in can open.
+/// PATH, and `present` as the devices the stand-in can open. Tagged with the running test
+/// (`TEST_TAG`), which the usbredirect it starts inherits.
 fn cli(context: &str, present: &str) -> Command {
     let path = format!(
         "{}:{}",
@@ -32,6 +42,7 @@ fn cli(context: &str, present: &str) -> Command {
         .env("CORRAL_USB_FIXTURE", usb_fixture())
         .env("CORRAL_STAND_IN_DEVICES", present)
         .env("PATH", path)
+        .env(TEST_TAG, test_name())
         .env_remove("RUST_LOG")
         .args(["--context", context]);
     command
@@ -112,7 +123,10 @@ fn redirect(context: &str, ns: &str, member: &str, device: &str, present: &str) 
     child
 }
 
+/// The usbredirect processes started by this test (not by the tests running beside it): those
+/// whose environment carries this test's `TEST_TAG`.
 fn usbredirect_pids() -> Vec<u32> {
+    let tag = format!("{TEST_TAG}={}", test_name());
     std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
@@ -120,6 +134,8 @@ fn usbredirect_pids() -> Vec<u32> {
         .filter(|pid| {
             std::fs::read_to_string(format!("/proc/{pid}/comm"))
                 .is_ok_and(|c| c.trim() == "usbredirect")
+                && std::fs::read(format!("/proc/{pid}/environ"))
+                    .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == tag.as_bytes()))
         })
         .collect()
 }
@@ -180,7 +196,6 @@ async fn every_refusal_comes_before_anything_starts() {
         (ns2, "usbstop-1".to_owned())
     };
     let (ns3, no_passthrough) = alices_desktop("usbnocp", false).await;
-    let before = usbredirect_pids();
     let cases: Vec<(&str, Vec<&str>, &str, &str)> = vec![
         (
             "bob",
@@ -290,7 +305,11 @@ async fn every_refusal_comes_before_anything_starts() {
             && stderr.contains("dnf install"),
         "{stderr}"
     );
-    assert_eq!(usbredirect_pids(), before, "no usbredirect left running");
+    assert_eq!(
+        usbredirect_pids(),
+        Vec::<u32>::new(),
+        "no usbredirect left running"
+    );
 }
 
 #[tokio::test]
