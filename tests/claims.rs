@@ -351,6 +351,11 @@ async fn every_state_row_as_a_starting_point() {
             .contains("corral-vdi guard: legacy-1 is assigned to carol"),
         "{err}"
     );
+    let hint = err.suggestion().unwrap_or_default();
+    assert!(
+        hint.contains("corral-vdi guard refused it") && hint.contains("corral-vdi:admins"),
+        "the fix names who may, not RBAC: {hint}"
+    );
     assert_eq!(holders(&admin, &ns, "legacy").await, before);
     let r = release(&admin_actor, &ns, "legacy-1").await.unwrap();
     assert_eq!(

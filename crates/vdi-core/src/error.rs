@@ -130,7 +130,8 @@ impl Error {
         }
     }
 
-    /// What the user can do about it.
+    /// What the user can do about it. A denial by the server-side guard ([`crate::guard`])
+    /// points at who may do it, not at RBAC, which allowed it.
     pub fn suggestion(&self) -> Option<String> {
         match self {
             Error::Invalid { suggestion, .. } | Error::Refused { suggestion, .. } => {
@@ -144,6 +145,11 @@ impl Error {
                 "check KUBECONFIG or --kubeconfig, and the context name (kubectl config get-contexts)"
                     .into(),
             ),
+            Error::Kube { source, .. } if crate::guard::is_denial(source) => Some(format!(
+                "the cluster's corral-vdi guard refused it (RBAC allowed it; the claim rules \
+                 do not): ask the person it names, or a member of {} to do it",
+                crate::identity::ADMIN_GROUP
+            )),
             Error::Kube { .. } => match self.kind() {
                 ErrorKind::Unreachable => Some(
                     "check that the cluster is running and that the kubeconfig's server address is right"
