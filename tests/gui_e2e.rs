@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use corral_tests::gui::{Guard, free_port, tauri_driver, webdriver, xvfb};
 use corral_tests::{client_as, sandbox, target_dir};
 use fantoccini::{Client, Locator};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use vdi_core::labels::POOL_LABEL;
 use vdi_core::resources::{VirtualMachine, VirtualMachineSpec};
 
@@ -1889,6 +1890,55 @@ async fn screens_at_900_and_1280_light_and_dark_pass_the_accessibility_check() {
         .delete(&held.member, &DeleteParams::default())
         .await
         .unwrap();
+}
+
+/// A create refused before it made anything (the name is an existing pool's) offers no Clean up
+/// or Retry, which would delete that pool: it says nothing was made, and the pool keeps its
+/// members.
+#[tokio::test]
+async fn a_create_refused_up_front_offers_no_clean_up() {
+    let vms: Api<VirtualMachine> = Api::namespaced(client_as("admin").await, "corral-vms");
+    let legacy = || async {
+        let mut names: Vec<String> = vms
+            .list(&ListParams::default().labels(&format!("{POOL_LABEL}=legacy")))
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|vm| vm.name_any())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = legacy().await;
+    assert!(!before.is_empty(), "the seeded legacy pool");
+    let gui = Gui::launch().await;
+    let client = &gui.client;
+    text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
+    click(client, "[data-testid='new-pool']").await;
+    wait_text(client, "[data-testid='golden-select']", "golden-desktop").await;
+    choose(client, "[data-testid='golden-select']", "golden-desktop").await;
+    type_into(client, "[data-testid='pool-name']", "legacy").await;
+    wait_text(client, "[data-testid='new-pool-exists']", "already exists").await;
+    click(client, "[data-testid='create-submit']").await;
+    wait_text(client, "[data-testid='create-error']", "legacy").await;
+    wait_text(
+        client,
+        "[data-testid='create-nothing-made']",
+        "nothing to clean up",
+    )
+    .await;
+    assert!(
+        !exists(client, "[data-testid='create-clean-up']").await,
+        "Clean up offered"
+    );
+    assert!(
+        !exists(client, "[data-testid='create-retry']").await,
+        "Retry offered"
+    );
+    click(client, "[data-testid='create-close']").await;
+    assert_eq!(legacy().await, before, "the existing pool lost members");
+    gui.close().await;
 }
 
 /// A create that fails part-way says so in the app's words (no CLI commands), shows the failed

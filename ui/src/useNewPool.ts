@@ -193,7 +193,8 @@ export function useCreatePool() {
    */
   const cleanUp = useCallback(
     async (retryTimeoutSeconds: number | null) => {
-      if (state.kind !== "failed" || state.cleaning) return;
+      // Before its "started" report the run made nothing, and the pool may not be its own.
+      if (state.kind !== "failed" || state.cleaning || state.run.started === null) return;
       const { request, run } = state;
       setState({ ...state, cleaning: true, cleanUpError: null });
       const deleted = await deletePool(request.namespace, request.name, false);

@@ -200,7 +200,15 @@ export function CreateProgressView({ state, onClose, onCleanUp }: CreateProgress
             error={{ ...state.error, suggestion: null }}
             testId="create-error"
           />
-          <CleanUpChoices state={state} onCleanUp={onCleanUp} />
+          {/* Only a run that passed its checks (its "started" report) made anything; before
+              that, the pool's name may be someone else's pool, which Clean up would delete. */}
+          {run.started !== null ? (
+            <CleanUpChoices state={state} onCleanUp={onCleanUp} />
+          ) : (
+            <p className="modal-text" data-testid="create-nothing-made">
+              Nothing was made, so there is nothing to clean up.
+            </p>
+          )}
         </>
       ) : null}
       {state.kind === "cleanedUp" ? (
