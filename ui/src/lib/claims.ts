@@ -11,6 +11,7 @@ import type { PowerAction } from "../bindings/PowerAction";
 import type { Released } from "../bindings/Released";
 import type { Scope } from "../bindings/Scope";
 import { describeScope } from "./presentation";
+import { formatDateTimeWithZone } from "./time";
 
 /** A member held by the current identity, with the pool it belongs to. */
 export type MyDesktop = {
@@ -157,7 +158,7 @@ export function releaseOffer(
   }
   const lease = member.lease;
   if (lease !== null && lease.active && lease.holder !== username) {
-    const until = lease.expiresAt ?? "(no expiry)";
+    const until = formatDateTimeWithZone(lease.expiresAt) ?? "(no expiry)";
     if (perms?.forceRelease.allowed) {
       return { kind: "force", enabled: true, reason: null };
     }
