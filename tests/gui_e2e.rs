@@ -374,16 +374,21 @@ async fn element(client: &Client, css: &str) -> fantoccini::elements::Element {
         .unwrap_or_else(|e| panic!("find {css}: {e}"))
 }
 
+/// Opens New pool, picks `golden` once the list offers it, and types `name`.
+async fn open_new_pool(client: &Client, golden: &str, name: &str) {
+    click(client, "[data-testid='new-pool']").await;
+    wait_text(client, "[data-testid='golden-select']", golden).await;
+    choose(client, "[data-testid='golden-select']", golden).await;
+    type_into(client, "[data-testid='pool-name']", name).await;
+}
+
 #[tokio::test]
 async fn a_pool_of_three_is_created_and_deleted_through_the_dialogs() {
     let gui = Gui::launch().await;
     let client = &gui.client;
     text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
 
-    click(client, "[data-testid='new-pool']").await;
-    wait_text(client, "[data-testid='golden-select']", "golden-desktop").await;
-    choose(client, "[data-testid='golden-select']", "golden-desktop").await;
-    type_into(client, "[data-testid='pool-name']", "guipool").await;
+    open_new_pool(client, "golden-desktop", "guipool").await;
     wait_text(client, "[data-testid='new-pool-dialog']", "guipool-3").await;
     click(client, "[data-testid='create-submit']").await;
     wait_text(client, "[data-testid='create-progress']", "guipool-1").await;
@@ -993,10 +998,7 @@ async fn the_new_pool_dialog_refuses_a_pool_the_gpus_cannot_hold_and_capacity_fo
     text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
 
     // New pool: five members need five GPUs, one node has four free.
-    click(client, "[data-testid='new-pool']").await;
-    wait_text(client, "[data-testid='golden-select']", "golden-gpu").await;
-    choose(client, "[data-testid='golden-select']", "golden-gpu").await;
-    type_into(client, "[data-testid='pool-name']", "gpupool").await;
+    open_new_pool(client, "golden-gpu", "gpupool").await;
     // Select all (Control+A), then type over it, as a user would.
     let size = "[data-testid='pool-size']";
     type_into(client, size, "\u{e009}a\u{e009}5").await;
@@ -1915,10 +1917,7 @@ async fn a_create_refused_up_front_offers_no_clean_up() {
     let gui = Gui::launch().await;
     let client = &gui.client;
     text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
-    click(client, "[data-testid='new-pool']").await;
-    wait_text(client, "[data-testid='golden-select']", "golden-desktop").await;
-    choose(client, "[data-testid='golden-select']", "golden-desktop").await;
-    type_into(client, "[data-testid='pool-name']", "legacy").await;
+    open_new_pool(client, "golden-desktop", "legacy").await;
     wait_text(client, "[data-testid='new-pool-exists']", "already exists").await;
     click(client, "[data-testid='create-submit']").await;
     wait_text(client, "[data-testid='create-error']", "legacy").await;
@@ -1949,10 +1948,7 @@ async fn a_failed_create_offers_clean_up_in_the_dialog() {
     let gui = Gui::launch().await;
     let client = &gui.client;
     text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
-    click(client, "[data-testid='new-pool']").await;
-    wait_text(client, "[data-testid='golden-select']", "golden-desktop").await;
-    choose(client, "[data-testid='golden-select']", "golden-desktop").await;
-    type_into(client, "[data-testid='pool-name']", "guifail").await;
+    open_new_pool(client, "golden-desktop", "guifail").await;
     wait_text(client, "[data-testid='new-pool-dialog']", "guifail-3").await;
     click(client, "[data-testid='create-submit']").await;
     let error = wait_text(client, "[data-testid='create-error']", "guifail-2").await;

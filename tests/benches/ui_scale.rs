@@ -158,6 +158,11 @@ fn over_vsync(frames: &[f64]) -> f64 {
     100.0 * over as f64 / frames.len().max(1) as f64
 }
 
+/// ", the median" for item `i` of `len` sorted items when it is the one counted, else "".
+fn median_mark(i: usize, len: usize) -> &'static str {
+    if i == len / 2 { ", the median" } else { "" }
+}
+
 /// "p50 / p95" of sorted frame times (ms).
 fn p50_p95(sorted: &[f64]) -> String {
     format!(
@@ -355,11 +360,7 @@ async fn main() -> anyhow::Result<()> {
                 "{:>7} a launch (of {LAUNCHES}, fastest first){}: pools on screen {} ms; since \
                  launch (ms): {}",
                 "",
-                if i == f.launches.len() / 2 {
-                    ", the median"
-                } else {
-                    ""
-                },
+                median_mark(i, f.launches.len()),
                 launch.pools_on_screen.as_millis(),
                 steps.join(", ")
             );
@@ -369,11 +370,7 @@ async fn main() -> anyhow::Result<()> {
                 "{:>7} a wheel run (of {WHEEL_RUNS}, fewest missed vsyncs first){}: p50 / p95 {} ms, {:.1} % of {} \
                  frames over a vsync",
                 "",
-                if i == f.wheel.len() / 2 {
-                    ", the median"
-                } else {
-                    ""
-                },
+                median_mark(i, f.wheel.len()),
                 p50_p95(run),
                 over_vsync(run),
                 run.len()
