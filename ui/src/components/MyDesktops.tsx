@@ -58,10 +58,10 @@ export function MyDesktops({
   const headingId = useId();
   const pickerId = useId();
   const blockerId = useId();
-  // What was picked in the pool box: nothing yet (the first pool on offer is shown), a pool
-  // (by key), or none (what was typed matched no pool).
+  // What was picked in the pool box: nothing yet (the first pool on offer is shown), a pool,
+  // or none (what was typed matched no pool).
   const [pick, setPick] = useState<
-    { kind: "default" } | { kind: "pool"; key: string } | { kind: "none" }
+    { kind: "default" } | { kind: "pool"; choice: PoolChoice } | { kind: "none" }
   >({
     kind: "default",
   });
@@ -70,7 +70,9 @@ export function MyDesktops({
   const mine = myDesktops(pools, username);
   const choices = claimablePools(pools);
   const chosen =
-    pick.kind === "none" ? null : chooseClaimPool(choices, pick.kind === "pool" ? pick.key : null);
+    pick.kind === "none"
+      ? null
+      : chooseClaimPool(choices, pick.kind === "pool" ? pick.choice.key : null);
   const blocker = loading
     ? "Waiting for the pools to load."
     : unreadable
@@ -82,7 +84,7 @@ export function MyDesktops({
     blocker !== null || chosen !== null
       ? null
       : pick.kind === "pool"
-        ? `Pool ${pick.key.slice(pick.key.indexOf("/") + 1)} has no free member now: pick another pool.`
+        ? `Pool ${pick.choice.pool} has no free member now: pick another pool.`
         : "No pool matched what was typed: type a pool's name and pick it from the list.";
   const claiming = running.has(actionKeys.claim);
   const disabled = blocker !== null || chosen === null || claiming;
@@ -116,8 +118,8 @@ export function MyDesktops({
             id={pickerId}
             choices={choices}
             chosen={chosen}
-            onChoose={(key) => {
-              setPick(key === null ? { kind: "none" } : { kind: "pool", key });
+            onChoose={(choice) => {
+              setPick(choice === null ? { kind: "none" } : { kind: "pool", choice });
             }}
             // Not while claiming: a keyboard user's focus stays where it was.
             disabled={blocker !== null}

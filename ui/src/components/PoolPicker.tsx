@@ -8,8 +8,8 @@ type PoolPickerProps = {
   choices: readonly PoolChoice[];
   /** The pool chosen now, shown while nothing is being typed; null when none is. */
   chosen: PoolChoice | null;
-  /** A pool was picked (its key), or what was typed matched none (null). */
-  onChoose: (key: string | null) => void;
+  /** A pool was picked, or what was typed matched none (null). */
+  onChoose: (choice: PoolChoice | null) => void;
   disabled: boolean;
   /** Shown in the empty box when no pool is offered ("Loading pools…"). */
   placeholder: string;
@@ -82,7 +82,7 @@ export function PoolPicker({
   }, [shownOpen, close]);
 
   const take = (choice: PoolChoice) => {
-    onChoose(choice.key);
+    onChoose(choice);
     close();
   };
   const openAt = (index: number) => {
@@ -137,7 +137,7 @@ export function PoolPicker({
         }}
         onBlur={() => {
           if (query !== null && shownOpen) {
-            onChoose(activeIndex >= 0 ? shown[activeIndex].key : null);
+            onChoose(activeIndex >= 0 ? shown[activeIndex] : null);
           }
           close();
         }}
@@ -204,7 +204,7 @@ export function PoolPicker({
                 take(c);
               }}
             >
-              <span className="pool-picker-name">{c.pool}</span>
+              <span>{c.pool}</span>
               <span className="muted mono">ns/{c.namespace}</span>
               <span className="pool-picker-free">{c.free} free</span>
             </li>

@@ -92,9 +92,12 @@ export const POOL_MATCHES_SHOWN = 12;
  * the pool's name or its namespace or both) contains it, ignoring case and surrounding spaces.
  * An empty query matches every pool.
  */
-export function matchClaimPools(choices: readonly PoolChoice[], query: string): PoolChoice[] {
+export function matchClaimPools(
+  choices: readonly PoolChoice[],
+  query: string,
+): readonly PoolChoice[] {
   const q = query.trim().toLowerCase();
-  if (q === "") return [...choices];
+  if (q === "") return choices;
   return choices.filter((c) => c.key.toLowerCase().includes(q));
 }
 
