@@ -102,6 +102,28 @@ pub fn start(configure: impl FnOnce(&mut Options)) -> Result<Shared> {
     rx.recv()?
 }
 
+/// A client of `user` that records the path of every request it sends.
+pub async fn recording_client(user: &str, paths: Arc<std::sync::Mutex<Vec<String>>>) -> Client {
+    let kubeconfig = kube::config::Kubeconfig::read_from(&sandbox().kubeconfig).unwrap();
+    let options = kube::config::KubeConfigOptions {
+        context: Some(user.into()),
+        ..Default::default()
+    };
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .unwrap();
+    let layer = tower::ServiceBuilder::new().map_request(
+        move |request: http::Request<kube::client::Body>| {
+            paths.lock().unwrap().push(request.uri().path().to_owned());
+            request
+        },
+    );
+    ClientBuilder::try_from(config)
+        .unwrap()
+        .with_layer(&layer)
+        .build()
+}
+
 /// A client of the shared sandbox acting as `user` (`admin`, `alice`, `bob` or `carol`).
 pub async fn client_as(user: &str) -> Client {
     sandbox::kubeconfig::client(&sandbox().kubeconfig, user)

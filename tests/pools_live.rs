@@ -3,9 +3,10 @@
 //! refused clusters. Power states come from the sandbox's KubeVirt emulation.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use corral_tests::{client_as, eventually, namespace, sandbox};
+use corral_tests::{client_as, eventually, namespace, recording_client, sandbox};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -430,6 +431,37 @@ async fn bob_is_forbidden_where_rbac_says_so() {
         .await
         .unwrap();
     assert!(pools.iter().any(|p| p.name == "legacy"));
+}
+
+#[tokio::test]
+async fn a_refused_watch_backs_off_instead_of_retrying_at_once() {
+    let paths = Arc::new(Mutex::new(Vec::new()));
+    let bob = recording_client("bob", paths.clone()).await;
+    let clock = clock(&bob).await;
+    let lists = || {
+        paths
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|p| p.ends_with("/leases") || p.ends_with("/virtualmachines"))
+            .count()
+    };
+    let feed = PoolFeed::spawn(bob, Scope::All, clock);
+    eventually("both refused lists", Duration::from_secs(10), || {
+        std::future::ready((lists() >= 2).then_some(()))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let sent = lists();
+    drop(feed);
+    // Each watch waits 200 ms doubling to 2 s (with jitter) between attempts: at most 8
+    // attempts each in these 8 s. Retrying at the shortest delay, as it did while every new list
+    // reset the policy, made about 50.
+    assert!(sent <= 20, "{sent} refused lists in 8 s: no back-off");
+    assert!(
+        sent >= 4,
+        "{sent} lists in 8 s: the watches stopped retrying"
+    );
 }
 
 fn write_kubeconfig(

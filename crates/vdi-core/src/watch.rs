@@ -15,7 +15,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ListParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::utils::ResetTimerBackoff;
+use kube::runtime::utils::{Backoff, ResetTimerBackoff};
 use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
@@ -44,15 +44,43 @@ pub const HEARTBEAT_TIMEOUT: StdDuration = StdDuration::from_secs(3);
 pub const MAX_RETRY_DELAY: StdDuration = StdDuration::from_secs(2);
 
 /// The watch retry policy: 200 ms doubling to [`MAX_RETRY_DELAY`], with jitter, reset after a
-/// minute without failures.
-fn retry_backoff() -> ResetTimerBackoff<watcher::ExponentialBackoff> {
+/// minute without failures (and only then: [`TimerResetOnly`]).
+fn retry_backoff() -> TimerResetOnly<ResetTimerBackoff<watcher::ExponentialBackoff>> {
     let exponential = backon::ExponentialBuilder::default()
         .with_min_delay(StdDuration::from_millis(200))
         .with_max_delay(MAX_RETRY_DELAY)
         .with_factor(2.0)
         .with_jitter()
         .without_max_times();
-    ResetTimerBackoff::new(exponential.into(), StdDuration::from_secs(60))
+    TimerResetOnly(ResetTimerBackoff::new(
+        exponential.into(),
+        StdDuration::from_secs(60),
+    ))
+}
+
+/// A watch retry policy that starts again from its shortest delay only by its own timer
+/// (a [`ResetTimerBackoff`] inside: a whole period without a failure), never because the
+/// stream yielded an item.
+///
+/// kube-runtime's `StreamBackoff` resets its policy on every `Ok` item, and its watcher yields
+/// `Ok(Event::Init)` as each list *begins*, before the API server has answered it (kube-runtime
+/// 5.0, `watcher.rs`: the step out of `State::Empty`). A list refused every time (a 403 on a
+/// cluster-wide list) was therefore retried at the shortest delay for ever: about six requests
+/// a second from one window. With this the delays grow to their maximum while the refusals
+/// last.
+#[derive(Debug)]
+pub(crate) struct TimerResetOnly<B>(pub(crate) B);
+
+impl<B: Iterator<Item = StdDuration>> Iterator for TimerResetOnly<B> {
+    type Item = StdDuration;
+
+    fn next(&mut self) -> Option<StdDuration> {
+        self.0.next()
+    }
+}
+
+impl<B: Backoff> Backoff for TimerResetOnly<B> {
+    fn reset(&mut self) {}
 }
 
 fn api<K>(client: &Client, scope: &Scope) -> Api<K>
