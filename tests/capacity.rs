@@ -20,14 +20,13 @@ use std::time::Duration;
 
 use corral_tests::{
     actor_as, add_node, client_as, cordon_node, eventually, golden_vm, grant_capacity_reader,
-    launcher_pod, namespace, permit_device, sandbox, wait_power,
+    launcher_pod, namespace, permit_device, recording_client, wait_power,
 };
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
-use kube::client::ClientBuilder;
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::{Client, ResourceExt};
 use sandbox::devices::{DeviceNode, PermitKind};
 use serde_json::{Value, json};
 use vdi_core::Error;
@@ -653,15 +652,69 @@ async fn an_ordinary_user_needs_read_access_to_judge_capacity() {
         "{err:?}"
     );
 
-    // Nor can bob's pool create judge it: refused before anything is created.
-    let before = world(&ns).await;
-    let err = create_pool(
-        &client_as("bob").await,
-        &request(&ns, "bobs", "gold", 1),
-        |_| {},
+    // Nor can bob's pool create judge it, once RBAC lets him create pools there (clone
+    // objects and VM patches, checked first): refused before anything is created.
+    let roles: Api<DynamicObject> = Api::namespaced_with(
+        client_as("admin").await,
+        &ns,
+        &resource("rbac.authorization.k8s.io", "v1", "Role", "roles"),
+    );
+    let role = json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": { "name": "clone-maker" },
+        "rules": [{ "apiGroups": ["clone.kubevirt.io"], "resources": ["virtualmachineclones"],
+                    "verbs": ["create"] }] });
+    roles
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(role).unwrap(),
+        )
+        .await
+        .unwrap();
+    let bindings: Api<DynamicObject> = Api::namespaced_with(
+        client_as("admin").await,
+        &ns,
+        &resource(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "RoleBinding",
+            "rolebindings",
+        ),
+    );
+    let binding = json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": { "name": "clone-maker-bob" },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "clone-maker" },
+        "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob" }] });
+    bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(binding).unwrap(),
+        )
+        .await
+        .unwrap();
+    let bob = client_as("bob").await;
+    let create_clones = vdi_core::identity::Permission {
+        verb: "create",
+        group: "clone.kubevirt.io",
+        resource: "virtualmachineclones",
+        subresource: None,
+    };
+    eventually(
+        "RBAC to let bob create clone objects",
+        Duration::from_secs(10),
+        || {
+            let (bob, ns) = (bob.clone(), ns.clone());
+            async move {
+                vdi_core::identity::can_i(&bob, &ns, &[create_clones]).await[0]
+                    .allowed
+                    .then_some(())
+            }
+        },
     )
-    .await
-    .expect_err("capacity cannot be judged");
+    .await;
+    let before = world(&ns).await;
+    let err = create_pool(&bob, &request(&ns, "bobs", "gold", 1), |_| {})
+        .await
+        .expect_err("capacity cannot be judged");
     assert_eq!(err.kind(), ErrorKind::Forbidden, "{err}");
     assert!(err.to_string().contains("you may not list nodes"), "{err}");
     assert_eq!(world(&ns).await, before);
@@ -707,28 +760,6 @@ async fn an_ordinary_user_needs_read_access_to_judge_capacity() {
         "{err}"
     );
     assert_eq!(world(&ns).await, before);
-}
-
-/// A client of `user` that records the path of every request it sends.
-async fn recording_client(user: &str, paths: Arc<Mutex<Vec<String>>>) -> Client {
-    let kubeconfig = kube::config::Kubeconfig::read_from(&sandbox().kubeconfig).unwrap();
-    let options = kube::config::KubeConfigOptions {
-        context: Some(user.into()),
-        ..Default::default()
-    };
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-        .await
-        .unwrap();
-    let layer = tower::ServiceBuilder::new().map_request(
-        move |request: http::Request<kube::client::Body>| {
-            paths.lock().unwrap().push(request.uri().path().to_owned());
-            request
-        },
-    );
-    ClientBuilder::try_from(config)
-        .unwrap()
-        .with_layer(&layer)
-        .build()
 }
 
 #[tokio::test]

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use clap::Args;
 use vdi_core::cluster::{KubeconfigSource, ServerClock};
-use vdi_core::model::{CreateProgress, CreateStep, MemberProgress};
+use vdi_core::model::{CreateProgress, CreateStep, ErrorKind, MemberProgress};
 use vdi_core::pool::{
     CancelHandle, CreateOptions, CreatePool, DeletePool, create_pool, delete_pool,
 };
@@ -57,6 +57,9 @@ pub struct DeleteArgs {
     /// Delete members that are assigned (or being claimed) too.
     #[arg(long)]
     pub force: bool,
+    /// A pool with nothing left to delete is a success, not an error (as with kubectl).
+    #[arg(long)]
+    pub ignore_not_found: bool,
 }
 
 fn step_text(p: &MemberProgress) -> String {
@@ -178,11 +181,25 @@ pub async fn delete(
     let clock = ServerClock::measure(&conn.client).await?;
     let deleted = delete_pool(&conn.client, &request, &clock).await?;
     if deleted.is_empty() {
-        println!(
-            "pool \"{}\" in namespace {}: nothing to delete",
-            deleted.name, deleted.namespace
-        );
-        return Ok(());
+        if args.ignore_not_found {
+            println!(
+                "pool \"{}\" in namespace {}: nothing to delete",
+                deleted.name, deleted.namespace
+            );
+            return Ok(());
+        }
+        return Err(vdi_core::Error::rejected(
+            ErrorKind::NotFound,
+            format!(
+                "pool \"{}\" not found in namespace \"{}\": no member, Lease or clone object of it exists",
+                deleted.name, deleted.namespace
+            ),
+            format!(
+                "check the name and the namespace (corral-vdi pool list -n {}); pass \
+                 --ignore-not-found to make a pool that is already gone a success",
+                deleted.namespace
+            ),
+        ));
     }
     println!(
         "pool \"{}\" deleted: {} member{}",

@@ -79,8 +79,20 @@ async fn create_and_delete_print_like_the_walkthrough() {
         text(&out.stdout),
         "pool \"devpool\" deleted: 3 members\ndevpool-1\ndevpool-2\ndevpool-3\n"
     );
+    // Twice: the pool is not found (as kubectl says of a deleted object), unless that is asked
+    // to be a success.
     let out = corral(&["pool", "delete", "devpool", "-n", &ns]);
-    assert!(out.status.success(), "a second delete succeeds");
+    assert_eq!(out.status.code(), Some(1), "a second delete is an error");
+    assert!(out.stdout.is_empty());
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "error: pool \"devpool\" not found in namespace \"{ns}\""
+        )) && stderr.contains("--ignore-not-found"),
+        "{stderr}"
+    );
+    let out = corral(&["pool", "delete", "devpool", "-n", &ns, "--ignore-not-found"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(
         text(&out.stdout),
         format!("pool \"devpool\" in namespace {ns}: nothing to delete\n")
@@ -187,6 +199,35 @@ async fn refusals_exit_non_zero_with_the_cause_and_a_hint() {
     assert_eq!(
         text(&out.stdout),
         "pool \"p\" created: 2 members\np-1\np-2\n"
+    );
+
+    // bob may not delete VMs: refused before anything is deleted (no "run it again"), and the
+    // pool is untouched, even with --force.
+    let out = corral(&[
+        "--context",
+        "bob",
+        "pool",
+        "delete",
+        "p",
+        "--force",
+        "-n",
+        &ns,
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "error: cannot delete pool \"p\": RBAC does not let you delete \
+             virtualmachines.kubevirt.io in namespace \"{ns}\"; nothing was changed"
+        )) && stderr.contains("hint: ask a cluster administrator")
+            && !stderr.contains("again"),
+        "{stderr}"
+    );
+    let out = corral(&["pool", "list", "-n", &ns]);
+    assert!(
+        text(&out.stdout).contains("p (ns/") && text(&out.stdout).contains("2 members"),
+        "{}",
+        text(&out.stdout)
     );
 }
 

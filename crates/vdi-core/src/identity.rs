@@ -201,6 +201,41 @@ impl Permission {
     }
 }
 
+/// Asks the API server (one SelfSubjectAccessReview, authorization.k8s.io/v1) whether the
+/// client may do `permission` in `namespace`.
+///
+/// Errors: the review itself failed (unreachable server, a cluster that refuses reviews).
+async fn review(
+    api: &Api<SelfSubjectAccessReview>,
+    namespace: &str,
+    permission: &Permission,
+) -> kube::Result<bool> {
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                namespace: Some(namespace.to_owned()),
+                verb: Some(permission.verb.to_owned()),
+                group: Some(permission.group.to_owned()),
+                resource: Some(permission.resource.to_owned()),
+                subresource: permission.subresource.map(str::to_owned),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let answer = api.create(&PostParams::default(), &review).await?;
+    Ok(answer.status.as_ref().is_some_and(|s| s.allowed))
+}
+
+/// Why RBAC refuses `permission` in `namespace`, as a sentence.
+fn not_allowed(permission: &Permission, namespace: &str) -> String {
+    format!(
+        "RBAC does not let you {} in namespace \"{namespace}\"",
+        permission.describe()
+    )
+}
+
 /// Asks the API server (SelfSubjectAccessReview, authorization.k8s.io/v1) whether the client
 /// may do each of `permissions` in `namespace`; all at once. A review that fails counts as
 /// "not allowed", with the failure as the reason.
@@ -209,26 +244,9 @@ pub async fn can_i(client: &Client, namespace: &str, permissions: &[Permission])
     join_all(permissions.iter().map(|p| {
         let api = api.clone();
         async move {
-            let review = SelfSubjectAccessReview {
-                spec: SelfSubjectAccessReviewSpec {
-                    resource_attributes: Some(ResourceAttributes {
-                        namespace: Some(namespace.to_owned()),
-                        verb: Some(p.verb.to_owned()),
-                        group: Some(p.group.to_owned()),
-                        resource: Some(p.resource.to_owned()),
-                        subresource: p.subresource.map(str::to_owned),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                },
-                ..Default::default()
-            };
-            match api.create(&PostParams::default(), &review).await {
-                Ok(answer) if answer.status.as_ref().is_some_and(|s| s.allowed) => Allowed::yes(),
-                Ok(_) => Allowed::no(format!(
-                    "RBAC does not let you {} in namespace \"{namespace}\"",
-                    p.describe()
-                )),
+            match review(&api, namespace, p).await {
+                Ok(true) => Allowed::yes(),
+                Ok(false) => Allowed::no(not_allowed(p, namespace)),
                 Err(e) => Allowed::no(format!(
                     "could not ask whether you may {} in namespace \"{namespace}\": {}",
                     p.describe(),
@@ -238,6 +256,39 @@ pub async fn can_i(client: &Client, namespace: &str, permissions: &[Permission])
         }
     }))
     .await
+}
+
+/// Refuses `act` up front, before anything is changed, when RBAC answers no to any of
+/// `permissions` in `namespace` (SelfSubjectAccessReviews, all at once): an act that would
+/// fail part-way with a 403 is not begun. A review that cannot be made refuses nothing (the
+/// API server still judges each request).
+///
+/// `act` names what was asked, for the message: `delete pool "dev"`.
+///
+/// Errors: [`Error::Rejected`] (`Forbidden`) naming the first missing permission.
+pub async fn require(
+    client: &Client,
+    namespace: &str,
+    permissions: &[Permission],
+    act: &str,
+) -> Result<()> {
+    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let answers = join_all(permissions.iter().map(|p| review(&api, namespace, p))).await;
+    match permissions
+        .iter()
+        .zip(answers)
+        .find(|(_, answer)| matches!(answer, Ok(false)))
+    {
+        Some((p, _)) => Err(Error::rejected(
+            ErrorKind::Forbidden,
+            format!(
+                "cannot {act}: {}; nothing was changed",
+                not_allowed(p, namespace)
+            ),
+            "ask a cluster administrator for that RBAC access, or pick a namespace you may use",
+        )),
+        None => Ok(()),
+    }
 }
 
 /// What the acting identity may do in one namespace, for the app to show actions it may not
@@ -271,7 +322,7 @@ const CREATE_LEASES: Permission = Permission {
     resource: "leases",
     subresource: None,
 };
-const DELETE_LEASES: Permission = Permission {
+pub(crate) const DELETE_LEASES: Permission = Permission {
     verb: "delete",
     group: "coordination.k8s.io",
     resource: "leases",
@@ -283,7 +334,7 @@ const PATCH_VMS: Permission = Permission {
     resource: "virtualmachines",
     subresource: None,
 };
-const DELETE_VMS: Permission = Permission {
+pub(crate) const DELETE_VMS: Permission = Permission {
     verb: "delete",
     group: "kubevirt.io",
     resource: "virtualmachines",
@@ -295,7 +346,7 @@ const START_VMS: Permission = Permission {
     resource: "virtualmachines",
     subresource: Some("start"),
 };
-const CREATE_CLONES: Permission = Permission {
+pub(crate) const CREATE_CLONES: Permission = Permission {
     verb: "create",
     group: "clone.kubevirt.io",
     resource: "virtualmachineclones",

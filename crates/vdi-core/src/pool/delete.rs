@@ -64,6 +64,8 @@ fn assignment(state: MemberState, holder: Option<&str>) -> Option<String> {
 /// running VM).
 ///
 /// Errors: [`Error::Invalid`] for a bad pool or namespace name (no request sent);
+/// [`Error::Rejected`] (`Forbidden`, nothing deleted) when RBAC does not let the caller delete
+/// VirtualMachines and Leases in the namespace ([`crate::identity::require`]);
 /// [`Error::Rejected`] (`Conflict`, nothing deleted) while a member is assigned (label) or
 /// has an active Lease, naming each with its holder, unless `force`; [`Error::Kube`] when a
 /// request fails (a later run finishes the job).
@@ -75,6 +77,13 @@ pub async fn delete_pool(
     let (ns, pool) = (&request.namespace, &request.name);
     validate::pool_name(pool)?;
     validate::namespace(ns)?;
+    crate::identity::require(
+        client,
+        ns,
+        &[crate::identity::DELETE_VMS, crate::identity::DELETE_LEASES],
+        &format!("delete pool \"{pool}\""),
+    )
+    .await?;
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), ns);
     let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
     let mut members = vms

@@ -215,7 +215,10 @@ pub struct CreatePool {
 ///
 /// Errors:
 /// - [`Error::Invalid`]: bad input, refused before any request ([`validate_create`]);
-/// - [`Error::Rejected`], nothing created: the namespace or golden VM does not exist
+/// - [`Error::Rejected`], nothing created: RBAC does not let the caller create clone objects
+///   in the namespace (`Forbidden`, [`crate::identity::require`]; a label patch that RBAC
+///   refuses is found at the label step, and its VM removed, as any label failure); the namespace
+///   or golden VM does not exist
 ///   (`NotFound`), the golden VM cannot be cloned safely (`Invalid`, see [`golden_problems`]),
 ///   the pool or a member name or a claim Lease exists, a clone object targets a member, or
 ///   another create of the same pool got there first (`Conflict`; the message says
@@ -244,6 +247,13 @@ where
 
     // 2. The namespace, the clone API, the golden VM.
     validate::check_namespace(client, ns).await?;
+    crate::identity::require(
+        client,
+        ns,
+        &[crate::identity::CREATE_CLONES],
+        &format!("create pool \"{}\"", request.name),
+    )
+    .await?;
     let clone_api = discover_clone_api(client).await?;
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), ns);
     let golden = golden::check_golden(client, &vms, request).await?;
