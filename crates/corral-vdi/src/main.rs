@@ -276,9 +276,10 @@ pub(crate) fn print_table<const N: usize>(rows: &[[String; N]], indent: &str) {
 fn power_text(power: &PowerAction) -> String {
     match power {
         PowerAction::Started => "started".into(),
-        PowerAction::AlreadyRunning(why) => format!("already running ({why})"),
+        PowerAction::AlreadyRunning(why) => format!("no start needed: {why}"),
         PowerAction::Stopped => "stopping".into(),
         PowerAction::AlreadyStopped => "already stopped".into(),
+        PowerAction::AlreadyStopping => "already stopping".into(),
     }
 }
 

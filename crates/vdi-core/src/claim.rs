@@ -81,12 +81,16 @@ pub struct UnassignOptions {
 pub enum PowerAction {
     /// The start subresource accepted a start.
     Started,
-    /// It runs already, or its run strategy keeps it running; the reason says which.
+    /// No start was needed: it runs or starts already, or its run strategy keeps it running;
+    /// the reason says which ("printableStatus is already Starting").
     AlreadyRunning(String),
     /// The stop subresource accepted a stop.
     Stopped,
     /// It was not running.
     AlreadyStopped,
+    /// A stop was already under way (printableStatus `Stopping`, or KubeVirt refused a second
+    /// stop of a `Halted` VM whose VMI is still going away).
+    AlreadyStopping,
 }
 
 /// A successful claim.
@@ -491,6 +495,7 @@ pub async fn assign(
         members,
         lost,
         expired_skipped,
+        actor.identity().is_admin(),
     ))
 }
 
@@ -574,6 +579,7 @@ fn no_free_members(
     members: &[MemberView],
     lost: u32,
     expired_skipped: u32,
+    admin: bool,
 ) -> Error {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for m in members {
@@ -593,18 +599,27 @@ fn no_free_members(
         1 => "; 1 member's claim expired: an administrator can recover it".to_owned(),
         n => format!("; {n} members' claims expired: an administrator can recover them"),
     };
-    let suggestion = if expired_skipped > 0 {
-        format!(
-            "ask an administrator ({ADMIN_GROUP}) to recover the expired claims (corral-vdi \
-             unassign <member> -n {namespace}), or to create a bigger pool"
-        )
-    } else {
-        "unassign a member (corral-vdi unassign <member>) or create a bigger pool".to_owned()
+    let suggestion = match (admin, expired_skipped > 0) {
+        (true, _) => format!(
+            "unassign a member (corral-vdi unassign <member> -n {namespace}, --force for an \
+             active claim) or create a bigger pool"
+        ),
+        (false, true) => format!(
+            "ask an administrator ({ADMIN_GROUP}) to recover the expired claims, or to create a \
+             bigger pool"
+        ),
+        (false, false) => format!(
+            "try another pool, ask a holder to release their member, or ask an administrator \
+             ({ADMIN_GROUP}) for a bigger pool"
+        ),
+    };
+    let all = match members.len() {
+        1 => "its 1 member is".to_owned(),
+        n => format!("all {n} members are"),
     };
     Error::Refused {
         message: format!(
-            "pool has no free members: pool \"{pool}\" in namespace \"{namespace}\" has {} members ({}){races}{expired}",
-            members.len(),
+            "pool has no free members: {all} taken in \"{pool}\" (namespace \"{namespace}\"): {}{races}{expired}",
             breakdown.join(", ")
         ),
         suggestion: Some(suggestion),
@@ -782,7 +797,7 @@ async fn start(client: &Client, namespace: &str, vm: &VirtualMachine) -> Result<
         "Running" | "Starting" | "Provisioning" | "Migrating"
     ) {
         return Ok(PowerAction::AlreadyRunning(format!(
-            "printableStatus is {status}"
+            "printableStatus is already {status}"
         )));
     }
     match power_call(client, namespace, &name, "start").await {
@@ -830,13 +845,22 @@ async fn wait_until_stopped(client: &Client, namespace: &str, name: &str) -> Res
 
 async fn stop(client: &Client, namespace: &str, vm: &VirtualMachine) -> Result<PowerAction> {
     let name = vm.name_any();
-    if vm.printable_status() == "Stopped" {
-        return Ok(PowerAction::AlreadyStopped);
+    match vm.printable_status() {
+        "Stopped" => return Ok(PowerAction::AlreadyStopped),
+        "Stopping" | "Terminating" => return Ok(PowerAction::AlreadyStopping),
+        _ => {}
     }
     match power_call(client, namespace, &name, "stop").await {
         Ok(()) => Ok(PowerAction::Stopped),
         Err(kube::Error::Api(s)) if s.code == 409 && s.message.contains("not running") => {
             Ok(PowerAction::AlreadyStopped)
+        }
+        // KubeVirt (pkg/virt-api/rest/lifecycle.go): a second stop of a VM whose run strategy
+        // is already Halted, while its VMI is still going away.
+        Err(kube::Error::Api(s))
+            if s.code == 409 && s.message.contains("Halted only supports manual stop") =>
+        {
+            Ok(PowerAction::AlreadyStopping)
         }
         Err(e) => Err(Error::kube(
             format!("stop VirtualMachine {name} (subresources.kubevirt.io stop)"),
@@ -861,7 +885,8 @@ async fn stop(client: &Client, namespace: &str, vm: &VirtualMachine) -> Result<P
 /// Errors: [`Error::Invalid`] for a bad namespace or member name (no request sent), a VM that
 /// does not exist or is no pool member; [`Error::Refused`] for someone else's active Lease or a
 /// Lease that changed meanwhile; [`Error::Rejected`] (`Conflict`) for a conflict and a caller
-/// who is no administrator; [`Error::Partial`] when the label was removed but stopping failed.
+/// who is no administrator; [`Error::Rejected`] (`Forbidden`, nothing changed) for a force by
+/// someone who is no administrator while the guard is enforced; [`Error::Partial`] when the label was removed but stopping failed.
 pub async fn unassign(
     actor: &Actor,
     namespace: &str,
@@ -925,6 +950,26 @@ pub async fn unassign(
                      {member} --force`"
                 )),
             });
+        }
+        // The guard lets only administrators release someone else's claim: say so before
+        // anything (its refusal of the first write would say it less plainly).
+        if !actor.identity().is_admin()
+            && crate::guard::status(client)
+                .await
+                .is_ok_and(|s| s.enforced())
+        {
+            return Err(Error::rejected(
+                ErrorKind::Forbidden,
+                format!(
+                    "{caller} may not force-release {member} from {holder}: with the cluster's \
+                     Corral VDI guard only administrators ({ADMIN_GROUP}) release someone \
+                     else's desktop; nothing was changed"
+                ),
+                format!(
+                    "ask {holder} to release it, or wait until the Lease expires at {until}, or \
+                     ask a member of {ADMIN_GROUP}"
+                ),
+            ));
         }
         forced = true;
     }

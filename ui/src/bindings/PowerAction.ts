@@ -3,4 +3,4 @@
 /**
  * What happened to the VM's power.
  */
-export type PowerAction = { "kind": "started" } | { "kind": "alreadyRunning", "reason": string } | { "kind": "stopped" } | { "kind": "alreadyStopped" };
+export type PowerAction = { "kind": "started" } | { "kind": "alreadyRunning", "reason": string } | { "kind": "stopped" } | { "kind": "alreadyStopped" } | { "kind": "alreadyStopping" };

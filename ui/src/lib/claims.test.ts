@@ -309,10 +309,10 @@ describe("keys", () => {
 describe("describePower", () => {
   it("words each power action", () => {
     expect(describePower({ kind: "started" })).toBe("started");
-    expect(describePower({ kind: "alreadyRunning", reason: "printableStatus is Running" })).toBe(
-      "already running: printableStatus is Running",
-    );
-    expect(describePower({ kind: "alreadyRunning", reason: "" })).toBe("already running");
+    expect(
+      describePower({ kind: "alreadyRunning", reason: "printableStatus is already Running" }),
+    ).toBe("no start needed: printableStatus is already Running");
+    expect(describePower({ kind: "alreadyRunning", reason: "" })).toBe("no start needed");
     expect(describePower({ kind: "stopped" })).toBe("stopping");
     expect(describePower({ kind: "alreadyStopped" })).toBe("already stopped");
   });
@@ -339,13 +339,13 @@ describe("formatClaimed", () => {
     const resumed: Claimed = {
       ...claimed,
       resumed: true,
-      power: { kind: "alreadyRunning", reason: "printableStatus is Running" },
+      power: { kind: "alreadyRunning", reason: "printableStatus is already Running" },
     };
     expect(formatClaimed(resumed, "claim")).toBe(
-      "assigned devpool-1 → alice (already running: printableStatus is Running), already yours",
+      "assigned devpool-1 → alice (no start needed: printableStatus is already Running), already yours",
     );
     expect(formatClaimed(resumed, "assign")).toBe(
-      "assigned devpool-1 → alice (already running: printableStatus is Running), already held by alice",
+      "assigned devpool-1 → alice (no start needed: printableStatus is already Running), already held by alice",
     );
   });
 

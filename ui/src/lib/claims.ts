@@ -234,11 +234,13 @@ export function describePower(power: PowerAction): string {
     case "started":
       return "started";
     case "alreadyRunning":
-      return power.reason === "" ? "already running" : `already running: ${power.reason}`;
+      return power.reason === "" ? "no start needed" : `no start needed: ${power.reason}`;
     case "stopped":
       return "stopping";
     case "alreadyStopped":
       return "already stopped";
+    case "alreadyStopping":
+      return "already stopping";
   }
 }
 
