@@ -202,13 +202,21 @@ pub struct PoolsSnapshot {
 }
 
 /// An instant as every message says it: UTC to the second with its zone, and how far it is
-/// from `now` in one unit — "2026-12-01 12:10:04 UTC (in 57m)", "… (3m ago)", "… (now)".
+/// from `now` in one unit — "2026-12-01 12:10:04 UTC (in 57m)", "… (3m ago)", "… (now)" —
+/// counted in whole seconds, a future instant's rounded up (as the app's countdowns count).
 pub fn describe_instant(at: Timestamp, now: Timestamp) -> String {
     let exact = at
         .round(jiff::Unit::Second)
         .unwrap_or(at)
         .strftime("%Y-%m-%d %H:%M:%S UTC");
-    let seconds = at.as_second() - now.as_second();
+    // Whole seconds, rounded up for a future instant and down for a past one, as the app's
+    // countdowns do: an hour's Lease read 0.3 s after it was written is "in 1h" in both.
+    let millis = at.duration_since(now).as_millis();
+    let seconds = if millis > 0 {
+        (millis + 999) / 1000
+    } else {
+        millis / 1000
+    };
     let magnitude = seconds.unsigned_abs();
     let unit = match magnitude {
         0..60 => format!("{magnitude}s"),
@@ -907,6 +915,13 @@ mod tests {
             "2026-12-01 11:10:00 UTC (3m ago)"
         );
         assert_eq!(describe_instant(now, now), "2026-12-01 11:13:04 UTC (now)");
+        // An hour's Lease read 0.3 s after it was written: "in 1h", as the app's countdown
+        // says (never "in 59m" in one place and "in 1h" in another).
+        let hour = now + jiff::SignedDuration::from_millis(3_599_700);
+        assert_eq!(
+            describe_instant(hour, now),
+            "2026-12-01 12:13:04 UTC (in 1h)"
+        );
         let days: Timestamp = "2026-12-03T11:13:04Z".parse().unwrap();
         assert_eq!(
             describe_instant(days, now),
