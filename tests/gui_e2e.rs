@@ -1413,18 +1413,63 @@ async fn ten_thousand_members_in_a_thousand_pools_stay_usable() {
         serde_json::json!([null, null]),
         "Enter in the open list claimed"
     );
+    // While typing, the line under the head and the button follow what is typed (no need to
+    // leave the box): a name that matches nothing leaves nothing to claim and says why, without
+    // moving the page; one that matches offers that pool; Escape goes back to the pick.
+    let list_top = "return Math.round(document.querySelector(\"[data-testid='pool-list']\").getBoundingClientRect().top)";
+    let top_before = js(client, list_top).await;
+    let select_all =
+        "document.querySelector(\"[data-testid='get-desktop-pool']\").select(); return null";
+    js(client, select_all).await;
+    type_into(client, "[data-testid='get-desktop-pool']", "zzz").await;
+    let why = wait_text(
+        client,
+        "[data-testid='get-desktop-blocked']",
+        "matches “zzz”",
+    )
+    .await;
+    assert!(
+        is_disabled(client, "[data-testid='get-desktop-submit']").await,
+        "Get a desktop enabled while the name typed matches no pool: {why}"
+    );
+    assert_eq!(
+        js(client, list_top).await,
+        top_before,
+        "the note moved the pools"
+    );
+    type_into(
+        client,
+        "[data-testid='get-desktop-pool']",
+        "\u{e003}\u{e003}\u{e003}pool0568",
+    )
+    .await;
+    wait_text(client, "[data-testid='get-desktop-line']", "pool0568").await;
+    assert!(!is_disabled(client, "[data-testid='get-desktop-submit']").await);
+    type_into(client, "[data-testid='get-desktop-pool']", "\u{e00c}").await;
+    wait_text(client, "[data-testid='get-desktop-line']", "pool0567").await;
+    assert_eq!(picked_pool(client).await, "pool0567 (corral-vms, 10 free)");
     // What was typed and matched nothing is not covering the earlier pick: leaving the box
     // leaves nothing to claim, and says why.
+    js(client, select_all).await;
     type_into(client, "[data-testid='get-desktop-pool']", "zzz\u{e004}").await;
     let why = wait_text(
         client,
         "[data-testid='get-desktop-blocked']",
-        "No pool matched",
+        "matches “zzz”",
     )
     .await;
     assert!(
         is_disabled(client, "[data-testid='get-desktop-submit']").await,
         "Get a desktop enabled after a name that matched no pool: {why}"
+    );
+    assert_eq!(
+        js(
+            client,
+            "return document.querySelector(\"[data-testid='get-desktop-pool']\").placeholder"
+        )
+        .await,
+        "Type to find a pool",
+        "the empty box says there is no pool while 1,000 are offered"
     );
 
     // End (outside a field) goes to the last pool; Home back to the first.

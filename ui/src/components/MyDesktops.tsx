@@ -1,4 +1,4 @@
-import { useId, useState } from "react";
+import { useCallback, useId, useState } from "react";
 import type { Identity } from "../bindings/Identity";
 import type { MemberView } from "../bindings/MemberView";
 import type { PoolView } from "../bindings/PoolView";
@@ -9,6 +9,7 @@ import {
   claimablePools,
   getDesktopBlocker,
   myDesktops,
+  type MyDesktop,
   type PoolChoice,
 } from "../lib/claims";
 import { offersConnect } from "../lib/connect";
@@ -41,6 +42,35 @@ type MyDesktopsProps = {
   unreadable: boolean;
 };
 
+/** What the pool box holds: nothing picked yet (the first pool on offer), a pool, or none. */
+type Pick =
+  | { kind: "default" }
+  | { kind: "pool"; choice: PoolChoice }
+  /** `query`: what was typed, which matched no pool ("" when the box was emptied). */
+  | { kind: "none"; query: string };
+
+/** Why a usable pool box offers nothing to claim. */
+function describeNoPick(pick: Pick): string {
+  switch (pick.kind) {
+    case "pool":
+      return `Pool ${pick.choice.pool} has no free member now: pick another pool.`;
+    case "none":
+      return pick.query.trim() === ""
+        ? "Type a pool's name, or pick one from the list."
+        : `No pool with a free member matches “${pick.query.trim()}”: type a pool's name and pick it from the list.`;
+    case "default":
+      return "No pool is picked: pick one from the list.";
+  }
+}
+
+/** What Get a desktop will do with `chosen`, given the desktops you hold. */
+function claimSentence(chosen: PoolChoice, mine: readonly MyDesktop[]): string {
+  const held = mine.find((d) => d.namespace === chosen.namespace && d.pool === chosen.pool);
+  return held !== undefined
+    ? `You hold ${held.member.name} in ${chosen.pool}: Get a desktop gives you that one again.`
+    : `Get a desktop claims a free member of ${chosen.pool} for you and starts its VM.`;
+}
+
 /** The members you hold, and "Get a desktop". */
 export function MyDesktops({
   identity,
@@ -57,22 +87,31 @@ export function MyDesktops({
 }: MyDesktopsProps) {
   const headingId = useId();
   const pickerId = useId();
-  const blockerId = useId();
+  const lineId = useId();
   // What was picked in the pool box: nothing yet (the first pool on offer is shown), a pool,
-  // or none (what was typed matched no pool).
-  const [pick, setPick] = useState<
-    { kind: "default" } | { kind: "pool"; choice: PoolChoice } | { kind: "none" }
-  >({
-    kind: "default",
-  });
+  // or none (what was typed matched no pool, or nothing was typed).
+  const [pick, setPick] = useState<Pick>({ kind: "default" });
+  // While a pool's name is being typed: what Enter (or leaving the box) would take, so that
+  // the note and the button follow the typing instead of the pick it is replacing.
+  const [typing, setTyping] = useState<Pick | null>(null);
+  const current = typing ?? pick;
+  const onTyping = useCallback((preview: { choice: PoolChoice | null; query: string } | null) => {
+    setTyping(
+      preview === null
+        ? null
+        : preview.choice === null
+          ? { kind: "none", query: preview.query }
+          : { kind: "pool", choice: preview.choice },
+    );
+  }, []);
 
   const username = identity?.username ?? null;
   const mine = myDesktops(pools, username);
   const choices = claimablePools(pools);
   const chosen =
-    pick.kind === "none"
+    current.kind === "none"
       ? null
-      : chooseClaimPool(choices, pick.kind === "pool" ? pick.choice.key : null);
+      : chooseClaimPool(choices, current.kind === "pool" ? current.choice.key : null);
   const blocker = loading
     ? "Waiting for the pools to load."
     : unreadable
@@ -80,15 +119,13 @@ export function MyDesktops({
       : (claimDenied ?? getDesktopBlocker(username !== null, choices, scope));
   // Why the pool box, usable, offers nothing to claim: a claim goes to the pool picked or to
   // none, never to another in its place.
-  const pickNote =
-    blocker !== null || chosen !== null
-      ? null
-      : pick.kind === "pool"
-        ? `Pool ${pick.choice.pool} has no free member now: pick another pool.`
-        : "No pool matched what was typed: type a pool's name and pick it from the list.";
+  const pickNote = blocker !== null || chosen !== null ? null : describeNoPick(current);
   const claiming = running.has(actionKeys.claim);
   const disabled = blocker !== null || chosen === null || claiming;
   const why = blocker ?? pickNote;
+  // The line under the head always holds one sentence (why Get a desktop cannot be used, or
+  // what it will do), so that a note coming or going never moves the page.
+  const line = why ?? (chosen !== null ? claimSentence(chosen, mine) : "");
 
   return (
     <section className="my-desktops" data-testid="my-desktops" aria-labelledby={headingId}>
@@ -118,12 +155,14 @@ export function MyDesktops({
             id={pickerId}
             choices={choices}
             chosen={chosen}
-            onChoose={(choice) => {
-              setPick(choice === null ? { kind: "none" } : { kind: "pool", choice });
+            onChoose={(choice, query) => {
+              setTyping(null);
+              setPick(choice === null ? { kind: "none", query } : { kind: "pool", choice });
             }}
+            onTyping={onTyping}
             // Not while claiming: a keyboard user's focus stays where it was.
             disabled={blocker !== null}
-            describedBy={why !== null ? blockerId : undefined}
+            describedBy={why !== null ? lineId : undefined}
             placeholder={
               loading
                 ? "Loading pools…"
@@ -138,23 +177,21 @@ export function MyDesktops({
             data-testid="get-desktop-submit"
             disabled={disabled}
             aria-busy={claiming || undefined}
-            aria-describedby={why !== null ? blockerId : undefined}
-            title={
-              why ??
-              (chosen
-                ? `Claim a free member of ${chosen.pool} for you and start its VM`
-                : undefined)
-            }
+            aria-describedby={line !== "" ? lineId : undefined}
+            title={line !== "" ? line : undefined}
           >
             {claiming ? <Working /> : "Get a desktop"}
           </button>
         </form>
       </div>
-      {why !== null ? (
-        <p id={blockerId} className="my-blocker" data-testid="get-desktop-blocked">
-          {why}
-        </p>
-      ) : null}
+      <p
+        id={lineId}
+        className={why !== null ? "my-line my-blocker" : "my-line muted"}
+        data-testid={why !== null ? "get-desktop-blocked" : "get-desktop-line"}
+        title={line}
+      >
+        {line}
+      </p>
       {username === null ? (
         <p className="muted my-empty">Without your identity, your desktops cannot be listed.</p>
       ) : loading ? (

@@ -8,8 +8,16 @@ type PoolPickerProps = {
   choices: readonly PoolChoice[];
   /** The pool chosen now, shown while nothing is being typed; null when none is. */
   chosen: PoolChoice | null;
-  /** A pool was picked, or what was typed matched none (null). */
-  onChoose: (choice: PoolChoice | null) => void;
+  /**
+   * A pool was picked, or what was typed (`query`) matched none or was nothing (null; `query`
+   * is "" when a pool was picked from the list).
+   */
+  onChoose: (choice: PoolChoice | null, query: string) => void;
+  /**
+   * While a pool's name is typed: the pool Enter or leaving the box would take now (null:
+   * none) with what was typed; null once the typing ends (taken or abandoned).
+   */
+  onTyping: (preview: { choice: PoolChoice | null; query: string } | null) => void;
   disabled: boolean;
   /** Shown in the empty box when no pool is offered ("Loading pools…"). */
   placeholder: string;
@@ -44,6 +52,7 @@ export function PoolPicker({
   choices,
   chosen,
   onChoose,
+  onTyping,
   disabled,
   placeholder,
   describedBy,
@@ -66,7 +75,8 @@ export function PoolPicker({
   const close = useCallback(() => {
     setOpen(false);
     setQuery(null);
-  }, []);
+    onTyping(null);
+  }, [onTyping]);
 
   // The list is fixed to the window (the section around the box clips what overflows it): it
   // is placed from the box as it opens (openAt), and closed when the page scrolls or resizes.
@@ -81,9 +91,14 @@ export function PoolPicker({
     };
   }, [shownOpen, close]);
 
-  const take = (choice: PoolChoice) => {
-    onChoose(choice);
+  const take = (choice: PoolChoice | null) => {
+    onChoose(choice, choice === null ? (query ?? "") : "");
     close();
+  };
+  // Moves the highlight while typing, and says what it would take.
+  const highlight = (index: number, typed: string | null, among: readonly PoolChoice[]) => {
+    setActive(index);
+    if (typed !== null) onTyping({ choice: index >= 0 ? among[index] : null, query: typed });
   };
   const openAt = (index: number) => {
     if (!shownOpen && boxRef.current !== null) setPlace(popupPlace(boxRef.current));
@@ -112,7 +127,7 @@ export function PoolPicker({
         autoComplete="off"
         spellCheck={false}
         value={query ?? chosen?.label ?? ""}
-        placeholder={chosen === null ? placeholder : "Type to find a pool"}
+        placeholder={choices.length === 0 ? placeholder : "Type to find a pool"}
         disabled={disabled}
         aria-describedby={describedBy}
         aria-autocomplete="list"
@@ -122,8 +137,12 @@ export function PoolPicker({
           shownOpen && activeIndex >= 0 ? `${optionId}-${activeIndex}` : undefined
         }
         onChange={(e) => {
-          setQuery(e.target.value);
+          const typed = e.target.value;
+          const found = matchClaimPools(choices, typed).slice(0, POOL_MATCHES_SHOWN);
+          setQuery(typed);
           openAt(0);
+          // An emptied box highlights nothing: it lists the pools to pick from.
+          highlight(typed.trim() === "" || found.length === 0 ? -1 : 0, typed, found);
         }}
         onClick={(e) => {
           if (shownOpen) return;
@@ -137,9 +156,10 @@ export function PoolPicker({
         }}
         onBlur={() => {
           if (query !== null && shownOpen) {
-            onChoose(activeIndex >= 0 ? shown[activeIndex] : null);
+            take(activeIndex >= 0 ? shown[activeIndex] : null);
+          } else {
+            close();
           }
-          close();
         }}
         onKeyDown={(e) => {
           if (e.key === "ArrowDown" || e.key === "ArrowUp") {
@@ -147,12 +167,17 @@ export function PoolPicker({
             if (!shownOpen) {
               openAtChosen();
             } else if (shown.length > 0) {
-              const step = e.key === "ArrowDown" ? 1 : -1;
-              setActive((activeIndex + step + shown.length) % shown.length);
+              const next =
+                activeIndex < 0
+                  ? e.key === "ArrowDown"
+                    ? 0
+                    : shown.length - 1
+                  : (activeIndex + (e.key === "ArrowDown" ? 1 : -1) + shown.length) % shown.length;
+              highlight(next, query, shown);
             }
           } else if (e.key === "Enter" && shownOpen) {
             e.preventDefault();
-            if (activeIndex >= 0) take(shown[activeIndex]);
+            take(activeIndex >= 0 ? shown[activeIndex] : null);
           } else if (e.key === "Escape" && shownOpen) {
             e.preventDefault();
             close();
