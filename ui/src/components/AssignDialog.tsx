@@ -35,14 +35,15 @@ export function AssignDialog({
   const submit = (event: SubmitEvent<HTMLFormElement>) => {
     event.preventDefault();
     if (busy) return;
-    const value = user.trim();
-    if (value === "") {
+    if (user.trim() === "") {
       setMissing(true);
       inputRef.current?.focus();
       return;
     }
     setMissing(false);
-    onSubmit(value);
+    // Sent as typed: a name with a space around it is refused by the backend's validation
+    // (the CLI's), with the reason shown here, rather than quietly becoming another name.
+    onSubmit(user);
   };
 
   return (

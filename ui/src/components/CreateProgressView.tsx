@@ -230,10 +230,9 @@ export function CreateProgressView({ state, onClose, onCleanUp }: CreateProgress
               {describeTally(tally)}
             </span>
             <span className="muted tabular">
+              {/* Once it succeeded, the result above says how long it took. */}
               {state.kind === "running" ? (
                 <Working label={`${formatDuration(runElapsedMs ?? 0)} elapsed`} />
-              ) : state.kind === "succeeded" ? (
-                `took ${formatElapsed(state.created.elapsedMs)}`
               ) : null}
             </span>
           </div>
@@ -272,7 +271,10 @@ export function CreateProgressView({ state, onClose, onCleanUp }: CreateProgress
           ) : null}
           <div className="table-wrap">
             <table className="members progress-table">
-              <caption className="sr-only">Members of pool {request.name} being created</caption>
+              <caption className="sr-only">
+                Members of pool {request.name}
+                {running ? " being created" : ""}
+              </caption>
               <colgroup>
                 <col className="col-progress-member" />
                 <col className="col-progress-step" />

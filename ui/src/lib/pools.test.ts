@@ -248,7 +248,7 @@ describe("applyCreateProgress", () => {
     expect(status(run, "devpool-2")?.step).toBe("cloneCreated");
   });
 
-  it("follows each member's steps, phase and message", () => {
+  it("follows each member's steps, last phase and message", () => {
     const run = fold(initial, [
       started,
       report("devpool-1", "cloneCreated", { elapsedMs: 50 }),
@@ -265,7 +265,8 @@ describe("applyCreateProgress", () => {
       member: "devpool-1",
       clone: "corral-vdi-clone-devpool-1",
       step: "done",
-      phase: null,
+      // The last phase reported stays after the clone (labelling and done report none).
+      phase: "SnapshotInProgress",
       message: null,
       error: null,
       done: true,

@@ -144,7 +144,7 @@ export type MemberStatus = {
   /** Its VirtualMachineClone object, once reported. */
   clone: string | null;
   step: CreateStep;
-  /** The clone's phase as KubeVirt reports it. */
+  /** The clone's last phase as KubeVirt reported it (kept through the steps after it). */
   phase: string | null;
   /** The clone's condition message. */
   message: string | null;
@@ -213,21 +213,22 @@ export function applyCreateProgress(run: CreateRun, event: CreateProgress): Crea
       members: event.members.map((name) => known.get(name) ?? queued(name)),
     };
   }
+  const index = run.members.findIndex((m) => m.member === event.member);
+  const current = index < 0 ? null : run.members[index];
   const next: MemberStatus = {
     member: event.member,
     clone: event.clone,
     step: event.step,
-    phase: event.phase,
+    // The steps after the clone (labelling, done) report no phase: its last one stays.
+    phase: event.phase ?? current?.phase ?? null,
     message: event.message,
     error: event.error,
     done: event.done,
     elapsedMs: event.elapsedMs,
   };
-  const index = run.members.findIndex((m) => m.member === event.member);
-  if (index < 0) {
+  if (current === null) {
     return run.started === null ? { ...run, members: [...run.members, next] } : run;
   }
-  const current = run.members[index];
   if (current.done && !event.done) {
     return run;
   }
