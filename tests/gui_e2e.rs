@@ -1672,6 +1672,15 @@ async fn all_namespaces_refused_says_so_and_offers_a_namespace() {
         !card.contains("You have no desktop") && !card.contains("has a free member"),
         "{card}"
     );
+    // Said once, where the namespaces are offered: no banner repeats the refusal above it.
+    assert_eq!(
+        js(
+            client,
+            "return [...document.querySelectorAll(\"[data-testid='banner']\")].map(b => b.textContent)"
+        )
+        .await,
+        serde_json::json!([])
+    );
     gui.screenshot("e2e-all-namespaces-refused.png");
     click(client, "[data-testid='pick-namespace-corral-vms']").await;
     wait_text(client, "[data-testid='pool-corral-vms-legacy']", "legacy-2").await;

@@ -510,6 +510,12 @@ export function App() {
 
   const scope = makeScope(allNamespaces, namespace);
   const status = snapshot?.status ?? null;
+  // The cluster said no to a cluster-wide list: the main area says so with a namespace picker,
+  // so no banner repeats it.
+  const allNamespacesRefused =
+    snapshot?.scope.kind === "all" &&
+    status?.kind === "failing" &&
+    status.error.kind === "forbidden";
   const allPools = snapshot?.pools ?? NO_POOLS;
   const shownPools = useMemo(
     () => sortPools(filterPools(allPools, filter), order),
@@ -570,7 +576,7 @@ export function App() {
           }
         />
       ) : null}
-      {status?.kind === "failing" ? (
+      {status?.kind === "failing" && !allNamespacesRefused ? (
         <Banner
           severity="error"
           source="Live feed"
@@ -836,11 +842,7 @@ export function App() {
     ) : (
       <LoadingPools message="Loading pools from the cluster…" />
     );
-  } else if (
-    snapshot.scope.kind === "all" &&
-    snapshot.status.kind === "failing" &&
-    snapshot.status.error.kind === "forbidden"
-  ) {
+  } else if (allNamespacesRefused && snapshot.status.kind === "failing") {
     // Not "offline": the cluster answered, and said no to a cluster-wide list.
     const candidates = [
       ...new Set([
