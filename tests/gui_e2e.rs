@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use corral_tests::gui::{Guard, free_port, tauri_driver, webdriver, xvfb};
 use corral_tests::{client_as, sandbox, target_dir};
 use fantoccini::{Client, Locator};
+use k8s_openapi::api::coordination::v1::Lease;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use vdi_core::labels::POOL_LABEL;
@@ -1944,6 +1945,59 @@ async fn screens_at_900_and_1280_light_and_dark_pass_the_accessibility_check() {
     .unwrap();
     Api::<VirtualMachine>::namespaced(admin.client().clone(), "corral-vms")
         .delete(&held.member, &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
+/// Assign, as an administrator: a name with a space around it is refused in the dialog, with the
+/// CLI's reason, and nothing is claimed (it is not quietly trimmed into another name); the name
+/// as the cluster knows it gets the member.
+#[tokio::test]
+async fn assign_refuses_a_name_with_a_space_and_takes_the_exact_name() {
+    corral_tests::desktop_member("corral-vms", "asg", "asg-1", false).await;
+    let admin = client_as("admin").await;
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), "corral-vms");
+    let gui = Gui::launch().await;
+    let client = &gui.client;
+    click(client, "[data-testid='assign-corral-vms-asg']").await;
+    type_into(client, "[data-testid='assign-user']", " alice").await;
+    click(client, "[data-testid='assign-submit']").await;
+    let said = wait_text(
+        client,
+        "[data-testid='action-error']",
+        "starts or ends with a space",
+    )
+    .await;
+    assert!(said.contains("user \" alice\""), "{said}");
+    assert!(
+        leases.get_opt("corral-vdi-asg-1").await.unwrap().is_none(),
+        "a refused assign wrote a Lease"
+    );
+    js(
+        client,
+        "document.querySelector(\"[data-testid='assign-user']\").select(); return null",
+    )
+    .await;
+    type_into(client, "[data-testid='assign-user']", "alice").await;
+    click(client, "[data-testid='assign-submit']").await;
+    wait_text(client, "[data-testid='member-asg-1']", "alice").await;
+    let lease = leases.get("corral-vdi-asg-1").await.unwrap();
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity).as_deref(),
+        Some("alice")
+    );
+    gui.close().await;
+    let actor = corral_tests::actor_as("admin").await;
+    vdi_core::claim::unassign(
+        &actor,
+        "corral-vms",
+        "asg-1",
+        &vdi_core::claim::UnassignOptions { force: true },
+    )
+    .await
+    .unwrap();
+    Api::<VirtualMachine>::namespaced(admin, "corral-vms")
+        .delete("asg-1", &DeleteParams::default())
         .await
         .unwrap();
 }

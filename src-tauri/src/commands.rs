@@ -321,7 +321,8 @@ pub async fn permissions(
     Ok(identity::permissions(&actor, &namespace, guarded).await)
 }
 
-/// Hands a free member of `pool` to `user` (an administrator's assign).
+/// Hands a free member of `pool` to `user` (an administrator's assign). `user` is taken as
+/// typed: a name with a space around it is refused by the shared validation, as in the CLI.
 #[tauri::command]
 pub async fn assign_member(
     state: State<'_, AppState>,
@@ -330,15 +331,9 @@ pub async fn assign_member(
     user: String,
 ) -> Result<Claimed, ErrorView> {
     let (actor, _) = actor(&state)?;
-    claim::assign(
-        &actor,
-        &namespace,
-        &pool,
-        user.trim(),
-        &ClaimOptions::default(),
-    )
-    .await
-    .map_err(|e| e.view())
+    claim::assign(&actor, &namespace, &pool, &user, &ClaimOptions::default())
+        .await
+        .map_err(|e| e.view())
 }
 
 /// Claims a member of `pool` for the identity the cluster reports ("Get a desktop").
