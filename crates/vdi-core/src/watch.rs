@@ -58,6 +58,12 @@ fn retry_backoff() -> TimerResetOnly<ResetTimerBackoff<watcher::ExponentialBacko
     ))
 }
 
+/// kube-runtime's default watch retry policy (800 ms doubling to 30 s, with jitter), reset only
+/// by its own timer ([`TimerResetOnly`]): for the watches other than the pool feed's.
+pub(crate) fn default_backoff() -> TimerResetOnly<watcher::DefaultBackoff> {
+    TimerResetOnly(watcher::DefaultBackoff::default())
+}
+
 /// A watch retry policy that starts again from its shortest delay only by its own timer
 /// (a [`ResetTimerBackoff`] inside: a whole period without a failure), never because the
 /// stream yielded an item.

@@ -80,12 +80,9 @@ fn changes(api: Api<Meta>, labels: Option<&str>, what: &'static str) -> impl Str
     if let Some(labels) = labels {
         config = config.labels(labels);
     }
-    // kube-runtime's default policy (800 ms doubling to 30 s), reset only by its own timer: a
-    // refused watch (a user without RBAC for it) backs off to 30 s instead of retrying at once.
+    // A refused watch (a user without RBAC for it) backs off to 30 s, not retrying at once.
     watcher(api, config)
-        .backoff(crate::watch::TimerResetOnly(
-            watcher::DefaultBackoff::default(),
-        ))
+        .backoff(crate::watch::default_backoff())
         .filter_map(move |event| {
             std::future::ready(match event {
                 Ok(Event::Init | Event::InitApply(_)) => None,

@@ -718,7 +718,7 @@ async fn dispatch(
     watch_error: Arc<Mutex<Option<String>>>,
 ) {
     let config = watcher::Config::default().labels(&format!("{RUN_LABEL}={run_id}"));
-    let mut stream = pin!(watcher::watcher(api, config).default_backoff());
+    let mut stream = pin!(watcher::watcher(api, config).backoff(crate::watch::default_backoff()));
     while let Some(event) = stream.next().await {
         match event {
             Ok(Event::Apply(obj) | Event::InitApply(obj)) => {
