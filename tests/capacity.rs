@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use corral_tests::{
     actor_as, add_node, client_as, cordon_node, eventually, golden_vm, grant_capacity_reader,
-    launcher_pod, namespace, permit_device, recording_client, wait_power,
+    grant_role, launcher_pod, namespace, permit_device, recording_client, wait_power,
 };
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
@@ -652,59 +652,23 @@ async fn an_ordinary_user_needs_read_access_to_judge_capacity() {
         "{err:?}"
     );
 
-    // Nor can bob's pool create judge it, once RBAC lets him create pools there (clone
-    // objects and VM patches, checked first): refused before anything is created.
-    let roles: Api<DynamicObject> = Api::namespaced_with(
-        client_as("admin").await,
+    // Nor can bob's pool create judge it, once RBAC lets him create clone objects there (what
+    // a create checks first): refused before anything is created.
+    grant_role(
         &ns,
-        &resource("rbac.authorization.k8s.io", "v1", "Role", "roles"),
-    );
-    let role = json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-        "metadata": { "name": "clone-maker" },
-        "rules": [{ "apiGroups": ["clone.kubevirt.io"], "resources": ["virtualmachineclones"],
-                    "verbs": ["create"] }] });
-    roles
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(role).unwrap(),
-        )
-        .await
-        .unwrap();
-    let bindings: Api<DynamicObject> = Api::namespaced_with(
-        client_as("admin").await,
-        &ns,
-        &resource(
-            "rbac.authorization.k8s.io",
-            "v1",
-            "RoleBinding",
-            "rolebindings",
-        ),
-    );
-    let binding = json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": { "name": "clone-maker-bob" },
-        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "clone-maker" },
-        "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob" }] });
-    bindings
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(binding).unwrap(),
-        )
-        .await
-        .unwrap();
+        "bob",
+        json!([{ "apiGroups": ["clone.kubevirt.io"], "resources": ["virtualmachineclones"],
+                 "verbs": ["create"] }]),
+    )
+    .await;
     let bob = client_as("bob").await;
-    let create_clones = vdi_core::identity::Permission {
-        verb: "create",
-        group: "clone.kubevirt.io",
-        resource: "virtualmachineclones",
-        subresource: None,
-    };
     eventually(
         "RBAC to let bob create clone objects",
         Duration::from_secs(10),
         || {
             let (bob, ns) = (bob.clone(), ns.clone());
             async move {
-                vdi_core::identity::can_i(&bob, &ns, &[create_clones]).await[0]
+                vdi_core::identity::can_i(&bob, &ns, &[vdi_core::identity::CREATE_CLONES]).await[0]
                     .allowed
                     .then_some(())
             }

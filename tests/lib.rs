@@ -102,6 +102,30 @@ pub fn start(configure: impl FnOnce(&mut Options)) -> Result<Shared> {
     rx.recv()?
 }
 
+/// Gives `user` the RBAC `rules` in `ns`, as admin: a Role and a RoleBinding both named
+/// `<user>-extra`.
+pub async fn grant_role(ns: &str, user: &str, rules: Value) {
+    let admin = client_as("admin").await;
+    let role: k8s_openapi::api::rbac::v1::Role = serde_json::from_value(json!({
+        "metadata": { "name": format!("{user}-extra"), "namespace": ns }, "rules": rules,
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::rbac::v1::Role>::namespaced(admin.clone(), ns)
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    let binding: k8s_openapi::api::rbac::v1::RoleBinding = serde_json::from_value(json!({
+        "metadata": { "name": format!("{user}-extra"), "namespace": ns },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": format!("{user}-extra") },
+        "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user }],
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(admin, ns)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+}
+
 /// A client of `user` that records the path of every request it sends.
 pub async fn recording_client(user: &str, paths: Arc<std::sync::Mutex<Vec<String>>>) -> Client {
     let kubeconfig = kube::config::Kubeconfig::read_from(&sandbox().kubeconfig).unwrap();

@@ -12,11 +12,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use corral_tests::{add_knob, client_as, eventually, golden_vm, namespace};
+use corral_tests::{add_knob, client_as, eventually, golden_vm, grant_role, namespace};
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::Event;
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
 use kube::ResourceExt;
@@ -623,28 +622,6 @@ async fn a_failed_clone_reports_its_condition_message_at_once() {
     assert_member_ready(&admin, &ns, "failp", "failp-2").await;
 }
 
-async fn grant(ns: &str, user: &str, rules: Value) {
-    let admin = client_as("admin").await;
-    let role: Role = serde_json::from_value(json!({
-        "metadata": { "name": format!("{user}-extra"), "namespace": ns }, "rules": rules,
-    }))
-    .unwrap();
-    Api::<Role>::namespaced(admin.clone(), ns)
-        .create(&PostParams::default(), &role)
-        .await
-        .unwrap();
-    let binding: RoleBinding = serde_json::from_value(json!({
-        "metadata": { "name": format!("{user}-extra"), "namespace": ns },
-        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": format!("{user}-extra") },
-        "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user }],
-    }))
-    .unwrap();
-    Api::<RoleBinding>::namespaced(admin, ns)
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
-}
-
 fn clone_rule() -> Value {
     json!({ "apiGroups": ["clone.kubevirt.io"], "resources": ["virtualmachineclones"],
             "verbs": ["get", "list", "watch", "create", "delete"] })
@@ -655,7 +632,7 @@ async fn a_member_that_cannot_be_labelled_is_deleted_or_reported_exactly() {
     // carol may read VMs and clone them here, but not patch VMs: every label patch is refused.
     let ns = namespace("nolabel").await;
     golden_vm(&ns, "gold", "Halted", |_| {}).await;
-    grant(
+    grant_role(
         &ns,
         "carol",
         json!([clone_rule(),
@@ -700,7 +677,7 @@ async fn a_member_that_cannot_be_labelled_is_deleted_or_reported_exactly() {
     // Without the right to delete VMs either, the unlabelled VM stays and is named exactly.
     let ns = namespace("nodelete").await;
     golden_vm(&ns, "gold", "Halted", |_| {}).await;
-    grant(&ns, "carol", json!([clone_rule()])).await;
+    grant_role(&ns, "carol", json!([clone_rule()])).await;
     let failure = incomplete(
         create_pool(&carol, &request(&ns, "nd", "gold", 1), |_| {})
             .await

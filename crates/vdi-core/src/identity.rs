@@ -346,7 +346,8 @@ const START_VMS: Permission = Permission {
     resource: "virtualmachines",
     subresource: Some("start"),
 };
-pub(crate) const CREATE_CLONES: Permission = Permission {
+/// Create VirtualMachineClone objects (what a pool create needs first).
+pub const CREATE_CLONES: Permission = Permission {
     verb: "create",
     group: "clone.kubevirt.io",
     resource: "virtualmachineclones",
