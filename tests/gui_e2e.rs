@@ -375,6 +375,27 @@ async fn element(client: &Client, css: &str) -> fantoccini::elements::Element {
         .unwrap_or_else(|e| panic!("find {css}: {e}"))
 }
 
+/// Types `keys` over the whole of Get a desktop's pool box ("zzz", or "zzz" then Tab), a name
+/// that matches no pool: the note says so and Get a desktop is disabled.
+async fn type_unmatched_pool(client: &Client, keys: &str) {
+    js(
+        client,
+        "document.querySelector(\"[data-testid='get-desktop-pool']\").select(); return null",
+    )
+    .await;
+    type_into(client, "[data-testid='get-desktop-pool']", keys).await;
+    let why = wait_text(
+        client,
+        "[data-testid='get-desktop-blocked']",
+        "matches “zzz”",
+    )
+    .await;
+    assert!(
+        is_disabled(client, "[data-testid='get-desktop-submit']").await,
+        "Get a desktop enabled with {keys:?} typed, which matches no pool: {why}"
+    );
+}
+
 /// Opens New pool, picks `golden` once the list offers it, and types `name`.
 async fn open_new_pool(client: &Client, golden: &str, name: &str) {
     click(client, "[data-testid='new-pool']").await;
@@ -1419,20 +1440,7 @@ async fn ten_thousand_members_in_a_thousand_pools_stay_usable() {
     // moving the page; one that matches offers that pool; Escape goes back to the pick.
     let list_top = "return Math.round(document.querySelector(\"[data-testid='pool-list']\").getBoundingClientRect().top)";
     let top_before = js(client, list_top).await;
-    let select_all =
-        "document.querySelector(\"[data-testid='get-desktop-pool']\").select(); return null";
-    js(client, select_all).await;
-    type_into(client, "[data-testid='get-desktop-pool']", "zzz").await;
-    let why = wait_text(
-        client,
-        "[data-testid='get-desktop-blocked']",
-        "matches “zzz”",
-    )
-    .await;
-    assert!(
-        is_disabled(client, "[data-testid='get-desktop-submit']").await,
-        "Get a desktop enabled while the name typed matches no pool: {why}"
-    );
+    type_unmatched_pool(client, "zzz").await;
     assert_eq!(
         js(client, list_top).await,
         top_before,
@@ -1451,18 +1459,7 @@ async fn ten_thousand_members_in_a_thousand_pools_stay_usable() {
     assert_eq!(picked_pool(client).await, "pool0567 (corral-vms, 10 free)");
     // What was typed and matched nothing is not covering the earlier pick: leaving the box
     // leaves nothing to claim, and says why.
-    js(client, select_all).await;
-    type_into(client, "[data-testid='get-desktop-pool']", "zzz\u{e004}").await;
-    let why = wait_text(
-        client,
-        "[data-testid='get-desktop-blocked']",
-        "matches “zzz”",
-    )
-    .await;
-    assert!(
-        is_disabled(client, "[data-testid='get-desktop-submit']").await,
-        "Get a desktop enabled after a name that matched no pool: {why}"
-    );
+    type_unmatched_pool(client, "zzz\u{e004}").await;
     assert_eq!(
         js(
             client,
