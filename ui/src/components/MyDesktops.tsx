@@ -49,8 +49,11 @@ type Pick =
   /** `query`: what was typed, which matched no pool ("" when the box was emptied). */
   | { kind: "none"; query: string };
 
-/** Why a usable pool box offers nothing to claim. */
-function describeNoPick(pick: Pick): string {
+/**
+ * Why a usable pool box offers nothing to claim. (With nothing picked the first pool on offer
+ * is, so a box with pools never lacks one by default.)
+ */
+function describeNoPick(pick: Exclude<Pick, { kind: "default" }>): string {
   switch (pick.kind) {
     case "pool":
       return `Pool ${pick.choice.pool} has no free member now: pick another pool.`;
@@ -58,8 +61,6 @@ function describeNoPick(pick: Pick): string {
       return pick.query.trim() === ""
         ? "Type a pool's name, or pick one from the list."
         : `No pool with a free member matches “${pick.query.trim()}”: type a pool's name and pick it from the list.`;
-    case "default":
-      return "No pool is picked: pick one from the list.";
   }
 }
 
@@ -119,7 +120,10 @@ export function MyDesktops({
       : (claimDenied ?? getDesktopBlocker(username !== null, choices, scope));
   // Why the pool box, usable, offers nothing to claim: a claim goes to the pool picked or to
   // none, never to another in its place.
-  const pickNote = blocker !== null || chosen !== null ? null : describeNoPick(current);
+  const pickNote =
+    blocker !== null || chosen !== null || current.kind === "default"
+      ? null
+      : describeNoPick(current);
   const claiming = running.has(actionKeys.claim);
   const disabled = blocker !== null || chosen === null || claiming;
   const why = blocker ?? pickNote;
