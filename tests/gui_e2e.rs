@@ -1576,64 +1576,83 @@ impl Drop for NamedSandbox {
     }
 }
 
-/// Writes `from` over `to` as tools do: a temporary file in the same folder, renamed.
-fn replace_file(from: &std::path::Path, to: &std::path::Path) {
-    let temporary = to.with_extension("tmp");
-    std::fs::copy(from, &temporary).unwrap();
-    std::fs::rename(&temporary, to).unwrap();
-}
-
 /// The cluster goes away with the app open and comes back on a new address with a new
-/// kubeconfig: the app says it is reconnecting, then reconnects by itself within 5 s of the
-/// new kubeconfig being written, with no banner left over.
+/// kubeconfig, twice: the app follows the sandbox's own kubeconfig, which `sandbox down` removes
+/// with its folder and `sandbox up` writes again. Each time the app says it is reconnecting,
+/// then reconnects by itself within 5 s of the new kubeconfig being written, with no banner
+/// left over.
 #[tokio::test]
 async fn the_app_reconnects_by_itself_when_its_cluster_comes_back_on_a_new_address() {
     let cluster = NamedSandbox {
         name: format!("recover{}", std::process::id()),
         state: tempdir(),
     };
-    let folder = tempdir();
-    let kubeconfig = folder.join("config");
-    replace_file(&cluster.up(), &kubeconfig);
+    let kubeconfig = cluster.up();
     let gui = Gui::launch_on(&kubeconfig, &[]).await;
     let client = &gui.client;
     wait_text(client, "[data-testid='pool-corral-vms-legacy']", "legacy-2").await;
     wait_text(client, "[data-testid='feed-status']", "live").await;
 
-    cluster.down();
-    wait_text(client, "[data-testid='feed-status']", "reconnecting").await;
-    gui.screenshot("e2e-recovery-down.png");
+    for round in 1..=2 {
+        cluster.down();
+        assert!(
+            !kubeconfig.parent().unwrap().exists(),
+            "down left the folder"
+        );
+        // With its kubeconfig gone the app has no cluster to reconnect to.
+        wait_text(client, "[data-testid='feed-status']", "offline").await;
+        wait_text(
+            client,
+            ".banners",
+            "none of the files KUBECONFIG names exists",
+        )
+        .await;
+        // Nothing of the lost session is offered: one banner, no identity, no actions.
+        let offered = js(
+            client,
+            "return ['[data-testid=banner]', '[data-testid=identity-badge]', \
+             '[data-testid=my-desktops]', '[data-testid=new-pool]', \
+             '[data-testid=pool-list]'].map((css) => document.querySelectorAll(css).length)",
+        )
+        .await;
+        assert_eq!(offered, serde_json::json!([1, 0, 0, 0, 0]), "round {round}");
+        if round == 1 {
+            gui.screenshot("e2e-recovery-down.png");
+        }
 
-    let restarted = cluster.up();
-    replace_file(&restarted, &kubeconfig);
-    let written = Instant::now();
-    wait_text_within(
-        client,
-        "[data-testid='feed-status']",
-        "live",
-        Duration::from_secs(5),
-    )
-    .await;
-    wait_text_within(
-        client,
-        "[data-testid='pool-corral-vms-legacy']",
-        "legacy-2",
-        Duration::from_secs(5).saturating_sub(written.elapsed()),
-    )
-    .await;
-    eprintln!(
-        "reconnected {:.1?} after the new kubeconfig was written",
-        written.elapsed()
-    );
-    let banners = js(
-        client,
-        "return document.querySelector('.banners').textContent",
-    )
-    .await;
-    assert_eq!(banners, serde_json::json!(""), "a banner stayed");
+        assert_eq!(cluster.up(), kubeconfig);
+        let written = Instant::now();
+        wait_text_within(
+            client,
+            "[data-testid='feed-status']",
+            "live",
+            Duration::from_secs(5),
+        )
+        .await;
+        wait_text_within(
+            client,
+            "[data-testid='pool-corral-vms-legacy']",
+            "legacy-2",
+            Duration::from_secs(5).saturating_sub(written.elapsed()),
+        )
+        .await;
+        eprintln!(
+            "round {round}: reconnected {:.1?} after the new kubeconfig was written",
+            written.elapsed()
+        );
+        let banners = js(
+            client,
+            "return document.querySelector('.banners').textContent",
+        )
+        .await;
+        assert_eq!(
+            banners,
+            serde_json::json!(""),
+            "round {round}: a banner stayed"
+        );
+    }
     gui.screenshot("e2e-recovery-back.png");
     gui.close().await;
-    let _ = std::fs::remove_dir_all(&folder);
 }
 
 /// alice may not list pools cluster-wide: with All namespaces ticked the app says so (not

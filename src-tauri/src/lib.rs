@@ -33,8 +33,6 @@ pub struct AppState {
     pub page_loaded: std::sync::atomic::AtomicBool,
     /// The live Capacity view, while it is open.
     pub capacity: Mutex<Option<capacity::CapacityWatch>>,
-    /// Watches the kubeconfig files while the app runs (`None` if the system refused).
-    pub kubeconfig_watch: Option<notify::RecommendedWatcher>,
 }
 
 /// What the app changed in its environment before the window system started, for the log.
@@ -115,9 +113,8 @@ pub fn run() {
                 tracing::info!(note, "display");
             }
             hint_if_blank(app.handle());
-            let kubeconfig_watch = kubeconfig::follow(app.handle(), source.clone());
+            kubeconfig::follow(app.handle(), source.clone());
             app.manage(AppState {
-                kubeconfig_watch,
                 source,
                 session: Mutex::new(None),
                 prepared: Mutex::new(prepared),
