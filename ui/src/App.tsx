@@ -510,6 +510,10 @@ export function App() {
 
   const scope = makeScope(allNamespaces, namespace);
   const status = snapshot?.status ?? null;
+  // The kubeconfig cannot be read (removed with a stopped sandbox, say): nothing of the session
+  // made from it is offered until it can be read again, when the app reconnects by itself.
+  const kubeconfigUnreadable = contextsState.kind === "failed";
+  const shownSession = kubeconfigUnreadable ? null : session;
   // The cluster said no to a cluster-wide list: the main area says so with a namespace picker,
   // so no banner repeats it.
   const allNamespacesRefused =
@@ -576,7 +580,7 @@ export function App() {
           }
         />
       ) : null}
-      {status?.kind === "failing" && !allNamespacesRefused ? (
+      {status?.kind === "failing" && !allNamespacesRefused && !kubeconfigUnreadable ? (
         <Banner
           severity="error"
           source="Live feed"
@@ -592,26 +596,26 @@ export function App() {
           }
         />
       ) : null}
-      {session?.identityError ? (
+      {shownSession?.identityError ? (
         <Banner
           severity="warning"
           source="Who am I"
-          error={session.identityError}
+          error={shownSession.identityError}
           note="Pools are still shown; only your identity could not be determined."
         />
       ) : null}
     </div>
   );
 
-  const identity = session?.identity ?? null;
+  const identity = shownSession?.identity ?? null;
   const username = identity?.username ?? null;
   // The namespaces on screen: the session's one, or those of the pools listed.
-  const sessionNamespace = session === null ? null : scopeNamespace(session.scope);
+  const sessionNamespace = shownSession === null ? null : scopeNamespace(shownSession.scope);
   const shownNamespaces =
     sessionNamespace !== null
       ? [sessionNamespace]
       : [...new Set((snapshot?.pools ?? []).map((p) => p.namespace))];
-  const permissions = usePermissions(identity === null ? null : session, shownNamespaces);
+  const permissions = usePermissions(identity === null ? null : shownSession, shownNamespaces);
   const claimDenied =
     sessionNamespace === null
       ? null
@@ -629,7 +633,7 @@ export function App() {
   ) : null;
 
   const myDesktops =
-    backendError === null && session !== null && snapshot !== null ? (
+    backendError === null && shownSession !== null && snapshot !== null ? (
       <MyDesktops
         identity={identity}
         pools={snapshot.pools}
@@ -651,7 +655,7 @@ export function App() {
     poolNamespace === null ? null : (permissions.get(poolNamespace)?.createPool ?? null);
   const createDenied = createAllowed !== null && !createAllowed.allowed;
   const toolbar =
-    backendError === null && session !== null ? (
+    backendError === null && shownSession !== null ? (
       <div className="pools-toolbar">
         <button
           type="button"
@@ -789,7 +793,7 @@ export function App() {
 
   if (dialog === null && usbOpen) {
     // Desktops come from the pools on screen, and only while the session is connected.
-    const connected = backendError === null && session !== null && snapshot !== null;
+    const connected = backendError === null && shownSession !== null && snapshot !== null;
     dialog = (
       <UsbView
         usb={usb}
@@ -802,10 +806,10 @@ export function App() {
     );
   }
 
-  if (dialog === null && capacityOpen && session !== null) {
+  if (dialog === null && capacityOpen && shownSession !== null) {
     dialog = (
       <CapacityView
-        session={session}
+        session={shownSession}
         onClose={() => {
           setCapacityOpen(false);
         }}
@@ -824,7 +828,8 @@ export function App() {
   } else if (contextsState.kind === "failed") {
     content = (
       <Placeholder title="No kubeconfig contexts">
-        Fix the kubeconfig problem above, then try again.
+        Fix the kubeconfig problem above, or wait: the console reconnects by itself when the
+        kubeconfig can be read again.
       </Placeholder>
     );
   } else if (waitingForContext) {
@@ -1050,7 +1055,7 @@ export function App() {
           allNamespaces={allNamespaces}
           onAllNamespacesChange={onAllNamespacesChange}
           identity={identity}
-          guard={session?.guard ?? null}
+          guard={shownSession?.guard ?? null}
           feed={feed}
           sessionCounts={sessionCounts(sessions.sessions)}
           onOpenSessions={() => {
@@ -1062,7 +1067,7 @@ export function App() {
             setUsbOpen(true);
           }}
           onOpenCapacity={
-            session === null
+            shownSession === null
               ? null
               : () => {
                   setCapacityOpen(true);
