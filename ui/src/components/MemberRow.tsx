@@ -48,7 +48,7 @@ export const MemberRow = memo(function MemberRow({
       role="row"
       aria-rowindex={rowIndex}
       className={`member-row${tall ? " member-row-tall" : ""}${last ? " member-row-last" : ""}`}
-      style={{ transform: `translateY(${top}px)` }}
+      style={{ top }}
       data-testid={`member-${member.name}`}
     >
       <div role="rowheader" className="cell-member">

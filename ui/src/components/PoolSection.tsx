@@ -67,7 +67,7 @@ export const PoolSection = memo(function PoolSection({
       className={collapsed ? "pool pool-collapsed" : "pool"}
       data-testid={poolTestId(pool.namespace, pool.name)}
       aria-labelledby={headingId}
-      style={{ transform: `translateY(${top}px)`, height }}
+      style={{ top, height }}
     >
       <div className="pool-head">
         <button
