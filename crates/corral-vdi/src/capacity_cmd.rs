@@ -37,14 +37,14 @@ pub async fn run(
     let conn = source.connect(context).await?;
     let Some(golden) = args.from else {
         let view = cluster_capacity(&conn.client).await?;
-        println!("devices per node, and who holds them (VM, pool):");
-        print!("{}", cluster_table(&view));
+        out!("devices per node, and who holds them (VM, pool):");
+        crate::write_out(format_args!("{}", cluster_table(&view)));
         return Ok(ExitCode::SUCCESS);
     };
     let namespace = args.namespace.unwrap_or(conn.default_namespace.clone());
     let plan = preview(&conn.client, &namespace, &golden, args.size).await?;
     if plan.needs.is_empty() {
-        println!(
+        out!(
             "golden VM \"{golden}\" (ns/{namespace}) asks for no GPU or host device: a pool of \
              any size passes capacity admission without a check"
         );
@@ -63,7 +63,7 @@ pub async fn run(
             )
         })
         .collect();
-    println!(
+    out!(
         "golden VM \"{golden}\" (ns/{namespace}): each VM needs {}, all on one node; a pool of \
          {} needs {}",
         needs.join(" and "),
@@ -74,12 +74,12 @@ pub async fn run(
             .collect::<Vec<_>>()
             .join(" and ")
     );
-    print!("{}", plan_table(&plan));
-    println!("{}", verdict(&plan));
+    crate::write_out(format_args!("{}", plan_table(&plan)));
+    out!("{}", verdict(&plan));
     for note in &plan.notes {
-        println!("note: {note}");
+        out!("note: {note}");
     }
-    println!("{NOT_A_RESERVATION}");
+    out!("{NOT_A_RESERVATION}");
     Ok(if plan.admitted {
         ExitCode::SUCCESS
     } else {

@@ -120,7 +120,7 @@ pub async fn connect(
     let Reach { client, ns } = open(source, context, &args).await?;
     let paths = connect::paths(&client, &ns, &args.member).await?;
     let member = &args.member;
-    println!(
+    out!(
         "{member} (ns/{ns}, {})",
         paths
             .phase
@@ -137,8 +137,8 @@ pub async fn connect(
             PathKind::Ssh => ("SSH", format!("corral-vdi ssh {member} -n {ns}")),
         };
         match (&path.available, &path.reason) {
-            (true, _) => println!("  {name:<4} available    {how}"),
-            (false, reason) => println!(
+            (true, _) => out!("  {name:<4} available    {how}"),
+            (false, reason) => out!(
                 "  {name:<4} unavailable  {}",
                 reason.as_deref().unwrap_or("unknown reason")
             ),
@@ -216,7 +216,7 @@ pub async fn vnc(
         .await?;
     let port = started.local.port();
     if args.proxy_only {
-        println!("{{\"port\":{port}}}");
+        out!("{{\"port\":{port}}}");
     } else {
         let viewer = connect::viewer_command(port, &format!("{member} ({ns})"))?;
         eprintln!("VNC on 127.0.0.1:{port}; starting {}", viewer.program);
@@ -302,7 +302,7 @@ pub async fn port_forward(
                 local,
             )
             .await?;
-        println!("Forwarding from {} -> {member}:{remote}", started.local);
+        out!("Forwarding from {} -> {member}:{remote}", started.local);
         sessions.push(started.id);
     }
     let _ = tokio::signal::ctrl_c().await;
@@ -347,7 +347,7 @@ pub async fn rdp(
                     "pick a writable path for --rdp-file",
                 )
             })?;
-            println!(
+            out!(
                 "RDP on 127.0.0.1:{port}; open {} with your RDP client (Ctrl-C ends the forward)",
                 path.display()
             );

@@ -16,14 +16,14 @@ pub enum GuardCommand {
 }
 
 fn print_status(status: &GuardStatus) {
-    println!("{}", status.summary);
+    out!("{}", status.summary);
     for object in &status.objects {
         let state = match (object.present, object.current) {
             (false, _) => "missing",
             (true, true) => "current",
             (true, false) => "from another version",
         };
-        println!("  {:<34} {:<42} {state}", object.kind, object.name);
+        out!("  {:<34} {:<42} {state}", object.kind, object.name);
     }
 }
 
@@ -43,9 +43,9 @@ pub async fn run(
         GuardCommand::Uninstall => {
             let deleted = guard::uninstall(&conn.client).await?;
             if deleted.is_empty() {
-                println!("the Corral VDI guard was not installed: nothing to remove");
+                out!("the Corral VDI guard was not installed: nothing to remove");
             } else {
-                println!("removed the Corral VDI guard: {}", deleted.join(", "));
+                out!("removed the Corral VDI guard: {}", deleted.join(", "));
             }
         }
     }

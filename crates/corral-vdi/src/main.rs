@@ -4,6 +4,17 @@
 //! defaults to the context's. Who acts is always the identity the cluster reports for the
 //! credentials (SelfSubjectReview), never a name typed on the command line.
 
+/// `println!` for the command's output, which ends the CLI quietly (exit 0) once stdout's
+/// reader has gone (`corral-vdi pool list | head`): see [`write_out`].
+macro_rules! out {
+    () => {
+        $crate::write_out(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::write_out(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 mod capacity_cmd;
 mod connect_cmd;
 mod guard_cmd;
@@ -20,8 +31,22 @@ use vdi_core::claim::{
 use vdi_core::cluster::{Impersonation, KubeconfigSource, ServerClock};
 use vdi_core::identity::Actor;
 use vdi_core::labels::lease_name;
-use vdi_core::model::{MemberState, MemberView, PoolView, Scope, describe_instant};
+use vdi_core::model::{MemberState, MemberView, PoolView, Scope, describe_instant, exact_instant};
 use vdi_core::watch::list_pools;
+
+/// Writes `text` to stdout. A reader that closed the pipe (`| head`) chose to stop reading: the
+/// CLI then exits with 0 and says nothing, where `println!` would panic. Any other write failure
+/// (a full disk) ends it with 1 and the reason on stderr.
+pub(crate) fn write_out(text: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    if let Err(e) = std::io::stdout().lock().write_fmt(text) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("corral-vdi: cannot write the output: {e}");
+        std::process::exit(1);
+    }
+}
 
 #[derive(Parser)]
 #[command(
@@ -121,7 +146,7 @@ enum Command {
 
 #[derive(Subcommand)]
 enum PoolCommand {
-    /// List pools and their members: state, holder, claimed-at, lease expiry, power.
+    /// List pools and their members: state, holder, when claimed, when the Lease ends, power.
     List {
         /// Namespace (default: the context's namespace).
         #[arg(short = 'n', long, conflicts_with = "all_namespaces")]
@@ -153,8 +178,8 @@ async fn watch_pools(client: kube::Client, scope: Scope, clock: ServerClock) {
             vdi_core::model::FeedStatus::Syncing => {}
             vdi_core::model::FeedStatus::Live => {
                 last_error = None;
-                println!("--- {} (live)", snapshot.judged_at);
-                print_pools(&snapshot.pools, &scope);
+                out!("--- {} (live)", exact_instant(snapshot.judged_at));
+                print_pools(&snapshot.pools, &scope, snapshot.judged_at);
             }
             vdi_core::model::FeedStatus::Failing { error } => {
                 if last_error.as_ref() != Some(error) {
@@ -191,13 +216,19 @@ fn or_dash(value: Option<&str>) -> &str {
     value.filter(|v| !v.is_empty()).unwrap_or("-")
 }
 
-fn member_row(m: &MemberView) -> [String; 6] {
+/// A member's row; its times as every message gives them, relative to `now` (the API server's
+/// time): "2026-12-03 00:47:52 UTC (5m ago)". A claimed-at annotation that is not a valid time
+/// is printed as written.
+fn member_row(m: &MemberView, now: jiff::Timestamp) -> [String; 6] {
     let expires = m
         .lease
         .as_ref()
         .and_then(|l| l.expires_at)
-        // Whole seconds, as `assign` prints it and as CLAIMED-AT is stored.
-        .map(|t| t.round(jiff::Unit::Second).unwrap_or(t).to_string());
+        .map(|t| describe_instant(t, now));
+    let claimed = m.claimed_at.as_deref().filter(|c| !c.is_empty()).map(|c| {
+        c.parse()
+            .map_or_else(|_| c.to_owned(), |t| describe_instant(t, now))
+    });
     let holder = match (&m.holder, &m.label_holder) {
         (Some(lease), Some(label)) if m.state == MemberState::Conflict => {
             format!("{lease} (label: {label})")
@@ -208,19 +239,19 @@ fn member_row(m: &MemberView) -> [String; 6] {
         m.name.clone(),
         m.state_label.clone(),
         holder,
-        or_dash(m.claimed_at.as_deref()).to_owned(),
+        or_dash(claimed.as_deref()).to_owned(),
         or_dash(expires.as_deref()).to_owned(),
         m.power.clone(),
     ]
 }
 
 /// Prints pools the way the seed's walkthrough shows them: a heading per pool, then one
-/// aligned row per member.
-fn print_pools(pools: &[PoolView], scope: &Scope) {
+/// aligned row per member, times relative to `now` (the API server's time).
+fn print_pools(pools: &[PoolView], scope: &Scope, now: jiff::Timestamp) {
     if pools.is_empty() {
         match scope {
-            Scope::Namespace(ns) => println!("no pools in namespace {ns}"),
-            Scope::All => println!("no pools in any namespace you may read"),
+            Scope::Namespace(ns) => out!("no pools in namespace {ns}"),
+            Scope::All => out!("no pools in any namespace you may read"),
         }
         return;
     }
@@ -228,16 +259,16 @@ fn print_pools(pools: &[PoolView], scope: &Scope) {
         "MEMBER",
         "STATE",
         "HOLDER",
-        "CLAIMED-AT",
-        "LEASE-EXPIRES",
+        "CLAIMED",
+        "LEASE-ENDS",
         "POWER",
     ]
     .map(str::to_owned);
     for (i, pool) in pools.iter().enumerate() {
         if i > 0 {
-            println!();
+            out!();
         }
-        println!(
+        out!(
             "{} (ns/{}, {} {}: {} free, {} taken)",
             pool.name,
             pool.namespace,
@@ -251,7 +282,7 @@ fn print_pools(pools: &[PoolView], scope: &Scope) {
             pool.counts.taken
         );
         let rows: Vec<[String; 6]> = std::iter::once(header.clone())
-            .chain(pool.members.iter().map(member_row))
+            .chain(pool.members.iter().map(|m| member_row(m, now)))
             .collect();
         print_table(&rows, "  ");
     }
@@ -269,7 +300,7 @@ pub(crate) fn print_table<const N: usize>(rows: &[[String; N]], indent: &str) {
             .zip(&widths)
             .map(|(cell, w)| format!("{cell:<w$}"))
             .collect();
-        println!("{indent}{}", line.join("  ").trim_end());
+        out!("{indent}{}", line.join("  ").trim_end());
     }
 }
 
@@ -343,7 +374,7 @@ async fn run(cli: Cli) -> vdi_core::Result<ExitCode> {
                 watch_pools(conn.client.clone(), scope, clock).await;
             } else {
                 let pools = list_pools(&conn.client, &scope, &clock).await?;
-                print_pools(&pools, &scope);
+                print_pools(&pools, &scope, clock.now());
             }
         }
         Command::Assign {
@@ -367,14 +398,14 @@ async fn run(cli: Cli) -> vdi_core::Result<ExitCode> {
             } else {
                 ""
             };
-            println!("assigned {} → {}{again}", claimed.member, claimed.identity);
-            println!(
+            out!("assigned {} → {}{again}", claimed.member, claimed.identity);
+            out!(
                 "lease: {} until {}",
                 lease_name(&claimed.member),
                 describe_instant(claimed.lease_expires_at, actor.clock().now())
             );
-            println!("power: {}", power_text(&claimed.power));
-            println!("connect: corral-vdi connect {}", claimed.member);
+            out!("power: {}", power_text(&claimed.power));
+            out!("connect: corral-vdi connect {}", claimed.member);
         }
         Command::Unassign {
             member,
@@ -395,14 +426,15 @@ async fn run(cli: Cli) -> vdi_core::Result<ExitCode> {
                 .previous_holder
                 .map(|h| format!(" (was {h})"))
                 .unwrap_or_else(|| " (it was not assigned)".into());
-            println!("released {}{was}", released.member);
+            out!("released {}{was}", released.member);
             if released.forced {
-                println!(
+                out!(
                     "forced: recorded as an Event on VirtualMachine {} (kubectl describe vm -n {ns} {})",
-                    released.member, released.member
+                    released.member,
+                    released.member
                 );
             }
-            println!("power: {}", power_text(&released.power));
+            out!("power: {}", power_text(&released.power));
         }
         Command::Guard(command) => guard_cmd::run(&source, context, command).await?,
         Command::Connect(args) => connect_cmd::connect(&source, context, args).await?,

@@ -154,14 +154,14 @@ pub async fn create(
     for warning in &created.warnings {
         eprintln!("warning: {warning}");
     }
-    println!(
+    out!(
         "pool \"{}\" created: {} member{}",
         created.name,
         created.members.len(),
         if created.members.len() == 1 { "" } else { "s" }
     );
     for member in &created.members {
-        println!("{member}");
+        out!("{member}");
     }
     Ok(())
 }
@@ -182,9 +182,10 @@ pub async fn delete(
     let deleted = delete_pool(&conn.client, &request, &clock).await?;
     if deleted.is_empty() {
         if args.ignore_not_found {
-            println!(
+            out!(
                 "pool \"{}\" in namespace {}: nothing to delete",
-                deleted.name, deleted.namespace
+                deleted.name,
+                deleted.namespace
             );
             return Ok(());
         }
@@ -201,26 +202,26 @@ pub async fn delete(
             ),
         ));
     }
-    println!(
+    out!(
         "pool \"{}\" deleted: {} member{}",
         deleted.name,
         deleted.members.len(),
         if deleted.members.len() == 1 { "" } else { "s" }
     );
     for member in &deleted.members {
-        println!("{member}");
+        out!("{member}");
     }
     if !deleted.leases.is_empty() {
-        println!("leases removed: {}", deleted.leases.join(", "));
+        out!("leases removed: {}", deleted.leases.join(", "));
     }
     if !deleted.clones.is_empty() {
-        println!(
+        out!(
             "leftover clone objects removed: {}",
             deleted.clones.join(", ")
         );
     }
     if !deleted.unlabelled.is_empty() {
-        println!(
+        out!(
             "VMs made by this pool's clone objects but never labelled, removed: {}",
             deleted.unlabelled.join(", ")
         );

@@ -56,8 +56,8 @@ fn list() {
     let list = usb::current();
     if list.devices.is_empty() {
         match &list.problem {
-            Some(problem) => println!("no USB devices: {problem}"),
-            None => println!("no USB devices are plugged in"),
+            Some(problem) => out!("no USB devices: {problem}"),
+            None => out!("no USB devices are plugged in"),
         }
         return;
     }
@@ -150,17 +150,17 @@ async fn redir(
     let id = supervisor
         .start_usb(streams, &ns, &args.member, &device, &spec, &program)
         .await?;
-    println!("attached {described} to {} (Ctrl-C detaches)", args.member);
+    out!("attached {described} to {} (Ctrl-C detaches)", args.member);
     let mut changes = supervisor.subscribe();
     loop {
         if let Some(SessionState::Ended { reason, .. }) = supervisor.get(id).map(|s| s.state) {
-            println!("detached {described}: {reason}");
+            out!("detached {described}: {reason}");
             return Ok(());
         }
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {
                 supervisor.stop(id);
-                println!("detached {described}");
+                out!("detached {described}");
                 return Ok(());
             }
             changed = changes.changed() => if changed.is_err() { return Ok(()) },

@@ -25,7 +25,29 @@ fn pool_list_prints_the_legacy_pool_like_the_walkthrough() {
         row.contains("assigned (legacy, label-only)") && row.contains("alice"),
         "{row}"
     );
-    assert!(row.contains("2026-01-15T09:30:00Z"), "{row}");
+    // Times as every message gives them: to the second, with the zone, and how long ago.
+    assert!(row.contains("2026-01-15 09:30:00 UTC ("), "{row}");
+    assert!(row.contains("d ago)"), "{row}");
+}
+
+/// A reader that stops reading (`corral-vdi pool list | head -1`) ends the CLI quietly: exit 0,
+/// nothing on stderr (it used to panic with "failed printing to stdout: Broken pipe").
+#[test]
+fn a_reader_that_closes_the_pipe_ends_the_listing_quietly() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_corral-vdi"))
+        .args(["pool", "list"])
+        .env("KUBECONFIG", &sandbox().kubeconfig)
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run corral-vdi");
+    // Closed before the CLI has asked the cluster anything, so its first line meets no reader.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert_eq!(stderr, "");
 }
 
 #[test]

@@ -201,14 +201,20 @@ pub struct PoolsSnapshot {
     pub judged_at: Timestamp,
 }
 
+/// An instant to the nearest second with its zone, as every message and table gives it:
+/// "2026-12-01 12:10:04 UTC" (the app's tables give the same, in the local zone).
+pub fn exact_instant(at: Timestamp) -> String {
+    at.round(jiff::Unit::Second)
+        .unwrap_or(at)
+        .strftime("%Y-%m-%d %H:%M:%S UTC")
+        .to_string()
+}
+
 /// An instant as every message says it: UTC to the second with its zone, and how far it is
 /// from `now` in one unit — "2026-12-01 12:10:04 UTC (in 57m)", "… (3m ago)", "… (now)" —
 /// counted in whole seconds, a future instant's rounded up (as the app's countdowns count).
 pub fn describe_instant(at: Timestamp, now: Timestamp) -> String {
-    let exact = at
-        .round(jiff::Unit::Second)
-        .unwrap_or(at)
-        .strftime("%Y-%m-%d %H:%M:%S UTC");
+    let exact = exact_instant(at);
     // Whole seconds, rounded up for a future instant and down for a past one, as the app's
     // countdowns do: an hour's Lease read 0.3 s after it was written is "in 1h" in both.
     let millis = at.duration_since(now).as_millis();
