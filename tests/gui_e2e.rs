@@ -1836,7 +1836,7 @@ return problems;";
 /// Actions cells whose buttons do not fit inside the cell's padding (a cell that does not wrap
 /// shows an ellipsis for a button that overflows it): "button texts in row", each.
 const CLIPPED_ACTIONS: &str = "return [...document.querySelectorAll('.cell-actions')]
-  .filter((cell) => cell.scrollWidth > cell.clientWidth + 1)
+  .filter((cell) => cell.scrollWidth > cell.clientWidth)
   .map((cell) => `${[...cell.querySelectorAll('button')].map((b) => b.textContent.trim()).join(' + ')} in ${cell.parentElement.dataset.testid}`);";
 
 /// The window at its minimum width (900 × 600) and at 1280 × 820, light and dark: no table

@@ -33,7 +33,7 @@ function WarningIcon({ label }: { label: string }) {
 function leaseDetails(lease: LeaseView): string {
   const at = (iso: string | null) => formatDateTimeWithZone(iso) ?? iso ?? "unknown";
   const lines = [
-    `Expires: ${at(lease.expiresAt)}`,
+    `Ends: ${at(lease.expiresAt)}`,
     `Holder: ${lease.holder ?? "none"}`,
     `Acquired: ${at(lease.acquiredAt)}`,
     `Renewed: ${at(lease.renewedAt)}`,

@@ -228,7 +228,7 @@ export function MyDesktops({
                 <th scope="col">Pool</th>
                 <th scope="col">State</th>
                 <th scope="col">Power</th>
-                <th scope="col">Lease expires</th>
+                <th scope="col">Lease ends</th>
                 <th scope="col">
                   <span className="sr-only">Actions</span>
                 </th>
