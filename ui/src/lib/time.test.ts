@@ -160,6 +160,12 @@ describe("formatDateTimeWithZone", () => {
     );
   });
 
+  it("rounds to the nearest second, as the CLI does", () => {
+    expect(formatDateTimeWithZone("2026-12-03T00:26:15.917Z", 0)).toBe("2026-12-03 00:26:16 UTC");
+    expect(formatDateTimeWithZone("2026-12-03T00:26:15.499Z", 0)).toBe("2026-12-03 00:26:15 UTC");
+    expect(formatDateTimeWithZone("2026-12-31T23:59:59.600Z", 0)).toBe("2027-01-01 00:00:00 UTC");
+  });
+
   it("uses the local zone by default", () => {
     const iso = "2026-07-01T12:00:00Z";
     const text = formatDateTimeWithZone(iso);

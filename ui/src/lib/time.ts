@@ -118,16 +118,18 @@ export function formatUtcOffset(offsetMinutes: number): string {
 /**
  * "YYYY-MM-DD HH:MM:SS UTC+01:00": the wall-clock time at `offsetMinutes` east of UTC, with the
  * offset, so that a time read off the screen is never ambiguous. Without `offsetMinutes`, the
- * local zone's offset at that instant (daylight saving included). Null when not a valid time.
+ * local zone's offset at that instant (daylight saving included). Rounded to the nearest second,
+ * as the CLI prints it (vdi-core's `describe_instant`). Null when not a valid time.
  */
 export function formatDateTimeWithZone(
   iso: string | null | undefined,
   offsetMinutes?: number,
 ): string | null {
-  const ms = parseIso(iso);
-  if (ms === null) {
+  const exact = parseIso(iso);
+  if (exact === null) {
     return null;
   }
+  const ms = Math.round(exact / 1000) * 1000;
   // Date's offset is minutes *west* of UTC.
   const offset = offsetMinutes ?? -new Date(ms).getTimezoneOffset();
   const d = new Date(ms + offset * MINUTE);
