@@ -52,6 +52,7 @@ import {
   POOL_ORDERS,
   describeFilter,
   filterPools,
+  stateQuery,
   parsePoolOrder,
   sortPools,
   stateTotals,
@@ -927,7 +928,7 @@ export function App() {
                   className="link-button"
                   title={`Show only members that are ${entry.label}`}
                   onClick={() => {
-                    setFilter(entry.label);
+                    setFilter(stateQuery(entry.label));
                   }}
                 >
                   {entry.label}

@@ -17,6 +17,7 @@ import {
   describeFilter,
   describeMembersToCreate,
   filterPools,
+  stateQuery,
   describeTally,
   finishCreateRun,
   formatPoolCreated,
@@ -569,6 +570,24 @@ describe("filterPools", () => {
     const shown = filterPools(pools, "bob");
     expect(describeFilter(shown, pools, " bob ")).toBe('1 of 2 pools, 1 member match "bob"');
   });
+
+  it("matches a whole field for a quoted query, as a state's count asks", () => {
+    const legacy = [
+      pool("legacy", [
+        member("legacy-1", { holder: "carol", stateLabel: "assigned" }),
+        member("legacy-2", { holder: "alice", stateLabel: "assigned (legacy, label-only)" }),
+      ]),
+    ];
+    const names = (query: string) =>
+      filterPools(legacy, query).flatMap((p) => p.members.map((m) => m.name));
+    expect(names("assigned")).toEqual(["legacy-1", "legacy-2"]);
+    expect(names(stateQuery("assigned"))).toEqual(["legacy-1"]);
+    expect(names(' "Assigned (legacy, label-only)" ')).toEqual(["legacy-2"]);
+    expect(names('"assign"')).toEqual([]);
+    expect(
+      describeFilter(filterPools(legacy, stateQuery("assigned")), legacy, stateQuery("assigned")),
+    ).toBe('1 of 1 pool, 1 member match exactly "assigned"');
+  });
 });
 
 describe("sortPools", () => {
@@ -601,15 +620,15 @@ describe("sortPools", () => {
 });
 
 describe("stateTotals", () => {
-  it("counts members per state, largest first", () => {
+  it("counts members per state, by the state's name whatever the counts", () => {
     const pools = [
       pool("a", [member("a-1"), member("a-2", { stateLabel: "assigned" })]),
       pool("b", [member("b-1"), member("b-2", { stateLabel: "claiming" })]),
     ];
     expect(stateTotals(pools)).toEqual([
-      { label: "free", count: 2 },
       { label: "assigned", count: 1 },
       { label: "claiming", count: 1 },
+      { label: "free", count: 2 },
     ]);
     expect(stateTotals([])).toEqual([]);
   });

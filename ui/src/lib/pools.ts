@@ -407,16 +407,34 @@ export function formatPoolDeleted(deleted: PoolDeleted): string {
 
 // ---------- Filter ----------
 
+/** A filter query read: what to look for, and whether a field must be exactly that (the query
+ * in double quotes, as a state count's button puts it: `"assigned"` finds the assigned members,
+ * not also those "assigned (legacy, label-only)"). */
+function readQuery(query: string): { needle: string; exact: boolean } {
+  const trimmed = query.trim();
+  const quoted = trimmed.length >= 2 && trimmed.startsWith('"') && trimmed.endsWith('"');
+  return {
+    needle: (quoted ? trimmed.slice(1, -1) : trimmed).toLowerCase(),
+    exact: quoted,
+  };
+}
+
+/** The query a state's count filters by: exactly that state. */
+export function stateQuery(label: string): string {
+  return `"${label}"`;
+}
+
 /**
- * The pools that match `query` (case-insensitive, surrounding spaces ignored): a pool whose
- * name or namespace contains it is kept whole; otherwise only its members whose name, holder,
- * labelled holder, state or power contains it, and pools left without members are dropped.
- * An empty query keeps everything (the same array).
+ * The pools that match `query` (case-insensitive, surrounding spaces ignored; in double quotes,
+ * a whole field must match): a pool whose name or namespace matches is kept whole; otherwise
+ * only its members whose name, holder, labelled holder, state or power matches, and pools left
+ * without members are dropped. An empty query keeps everything (the same array).
  */
 export function filterPools(pools: readonly PoolView[], query: string): readonly PoolView[] {
-  const needle = query.trim().toLowerCase();
+  const { needle, exact } = readQuery(query);
   if (needle === "") return pools;
-  const has = (text: string | null) => text !== null && text.toLowerCase().includes(needle);
+  const has = (text: string | null) =>
+    text !== null && (exact ? text.toLowerCase() === needle : text.toLowerCase().includes(needle));
   const out: PoolView[] = [];
   for (const pool of pools) {
     if (has(pool.name) || has(pool.namespace)) {
@@ -432,15 +450,18 @@ export function filterPools(pools: readonly PoolView[], query: string): readonly
   return out;
 }
 
-/** "3 of 1,000 pools, 12 members match "alice"" : what a filter shows. */
+/** "3 of 1,000 pools, 12 members match "alice"" : what a filter shows ("match exactly" for a
+ * quoted query). */
 export function describeFilter(
   shown: readonly PoolView[],
   all: readonly PoolView[],
   query: string,
 ): string {
+  const { exact } = readQuery(query);
   const members = shown.reduce((n, p) => n + p.members.length, 0);
   const pools = `${shown.length.toLocaleString("en-US")} of ${all.length.toLocaleString("en-US")} ${all.length === 1 ? "pool" : "pools"}`;
-  return `${pools}, ${members.toLocaleString("en-US")} ${members === 1 ? "member" : "members"} match "${query.trim()}"`;
+  const match = exact ? `match exactly ${query.trim()}` : `match "${query.trim()}"`;
+  return `${pools}, ${members.toLocaleString("en-US")} ${members === 1 ? "member" : "members"} ${match}`;
 }
 
 // ---------- Order and totals ----------
@@ -479,7 +500,8 @@ export function sortPools(pools: readonly PoolView[], order: PoolOrder): readonl
     .map((e) => e.pool);
 }
 
-/** How many members are in each state, over `pools`; states with none are left out. */
+/** How many members are in each state, over `pools`, by the state's name; states with none
+ * are left out. */
 export function stateTotals(pools: readonly PoolView[]): { label: string; count: number }[] {
   const counts = new Map<string, number>();
   for (const pool of pools) {
@@ -487,7 +509,8 @@ export function stateTotals(pools: readonly PoolView[]): { label: string; count:
       counts.set(member.stateLabel, (counts.get(member.stateLabel) ?? 0) + 1);
     }
   }
+  // By name, so that a count changing never moves the buttons.
   return [...counts.entries()]
     .map(([label, count]) => ({ label, count }))
-    .sort((a, b) => b.count - a.count || a.label.localeCompare(b.label));
+    .sort((a, b) => a.label.localeCompare(b.label));
 }
