@@ -13,7 +13,7 @@ use corral_tests::{client_as, sandbox, target_dir};
 use fantoccini::{Client, Locator};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use vdi_core::labels::POOL_LABEL;
 use vdi_core::resources::{VirtualMachine, VirtualMachineSpec};
 
@@ -2018,33 +2018,37 @@ async fn assign_refuses_a_name_with_a_space_and_takes_the_exact_name() {
         .unwrap();
 }
 
-/// A create refused before it made anything (the name is an existing pool's) offers no Clean up
-/// or Retry, which would delete that pool: it says nothing was made, and the pool keeps its
-/// members.
+/// A name the list shows taken is refused in the dialog (Create disabled, with the reason). A
+/// create the server refuses before it made anything (a member's name is another pool's VM)
+/// offers no Clean up or Retry, which would delete that VM: it says nothing was made, and the
+/// VM stays.
 #[tokio::test]
 async fn a_create_refused_up_front_offers_no_clean_up() {
     let vms: Api<VirtualMachine> = Api::namespaced(client_as("admin").await, "corral-vms");
-    let legacy = || async {
-        let mut names: Vec<String> = vms
-            .list(&ListParams::default().labels(&format!("{POOL_LABEL}=legacy")))
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .map(|vm| vm.name_any())
-            .collect();
-        names.sort();
-        names
-    };
-    let before = legacy().await;
-    assert!(!before.is_empty(), "the seeded legacy pool");
+    corral_tests::desktop_member("corral-vms", "upfront", "taken-1", false).await;
     let gui = Gui::launch().await;
     let client = &gui.client;
-    text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
+    text_of(client, "[data-testid='pool-corral-vms-upfront']").await;
     open_new_pool(client, "golden-desktop", "legacy").await;
     wait_text(client, "[data-testid='new-pool-exists']", "already exists").await;
+    wait_text(client, "[data-testid='create-blocked']", "Choose a name").await;
+    assert!(is_disabled(client, "[data-testid='create-submit']").await);
+    let preview = text_of(client, "[data-testid='new-pool-preview']").await;
+    assert!(preview.starts_with("Would create"), "{preview}");
+
+    // "taken" is no pool's name, but its first member's name is upfront's VM.
+    for _ in 0.."legacy".len() {
+        type_into(client, "[data-testid='pool-name']", "\u{e003}").await;
+    }
+    type_into(client, "[data-testid='pool-name']", "taken").await;
+    wait_text(
+        client,
+        "[data-testid='new-pool-preview']",
+        "Will create taken-1",
+    )
+    .await;
     click(client, "[data-testid='create-submit']").await;
-    wait_text(client, "[data-testid='create-error']", "legacy").await;
+    wait_text(client, "[data-testid='create-error']", "taken-1").await;
     wait_text(
         client,
         "[data-testid='create-nothing-made']",
@@ -2060,8 +2064,15 @@ async fn a_create_refused_up_front_offers_no_clean_up() {
         "Retry offered"
     );
     click(client, "[data-testid='create-close']").await;
-    assert_eq!(legacy().await, before, "the existing pool lost members");
+    let vm = vms.get("taken-1").await.expect("taken-1 is still there");
+    assert_eq!(
+        vm.labels().get(POOL_LABEL).map(String::as_str),
+        Some("upfront")
+    );
     gui.close().await;
+    vms.delete("taken-1", &DeleteParams::default())
+        .await
+        .unwrap();
 }
 
 /// A create that fails part-way says so in the app's words (no CLI commands), shows the failed

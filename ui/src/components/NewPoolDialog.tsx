@@ -112,6 +112,9 @@ export function NewPoolDialog({ namespace, pools, onClose }: NewPoolDialogProps)
     );
   }
 
+  // A name the list shows taken is refused here rather than by the server (which refuses it
+  // too, and also what this list has not seen yet).
+  const nameTaken = name !== "" && poolExists(pools, namespace, name);
   let blocker: string | null;
   if (candidates.kind === "loading") {
     blocker = "Waiting for the list of VMs to clone.";
@@ -127,6 +130,9 @@ export function NewPoolDialog({ namespace, pools, onClose }: NewPoolDialogProps)
       numberProblem,
       invalid: validation.kind === "invalid",
     });
+    if (blocker === null && nameTaken) {
+      blocker = `Choose a name no pool in namespace ${namespace} has.`;
+    }
     if (blocker === null && capacity.kind === "ready") {
       blocker = planBlocker(capacity.plan);
     }
@@ -146,7 +152,6 @@ export function NewPoolDialog({ namespace, pools, onClose }: NewPoolDialogProps)
       ? { ok: true, members: validation.last.value }
       : { ok: false, message: validation.last.error.message };
   }
-  const nameTaken = name !== "" && poolExists(pools, namespace, name);
 
   const submit = async (event: SubmitEvent<HTMLFormElement>) => {
     event.preventDefault();
@@ -333,10 +338,10 @@ export function NewPoolDialog({ namespace, pools, onClose }: NewPoolDialogProps)
         <div id={checkId} className="form-check" aria-live="polite">
           {verdict === null ? null : verdict.ok ? (
             <p
-              className={blocker === null && !nameTaken ? "form-preview" : "form-hint"}
+              className={blocker === null ? "form-preview" : "form-hint"}
               data-testid="new-pool-preview"
             >
-              {describeMembersToCreate(verdict.members, blocker === null && !nameTaken)}
+              {describeMembersToCreate(verdict.members, blocker === null)}
             </p>
           ) : (
             <p className="form-invalid" data-testid="new-pool-invalid">
@@ -345,8 +350,8 @@ export function NewPoolDialog({ namespace, pools, onClose }: NewPoolDialogProps)
           )}
           {nameTaken ? (
             <p className="form-warning" data-testid="new-pool-exists">
-              A pool named {name} already exists in namespace {namespace} (as last seen); the create
-              will be refused.
+              A pool named {name} already exists in namespace {namespace}: a create would be
+              refused.
             </p>
           ) : null}
         </div>
