@@ -1262,6 +1262,39 @@ async fn slash_focuses_the_filter_which_finds_members_by_name_or_holder() {
         js(client, "return document.activeElement.dataset.testid").await,
         serde_json::json!("pool-filter")
     );
+    // From a list too (the theme's), which keeps its choice.
+    let theme = js(
+        client,
+        "return document.querySelector('[data-testid=theme-select]').value",
+    )
+    .await;
+    js(
+        client,
+        "document.querySelector('[data-testid=theme-select]').focus(); return null",
+    )
+    .await;
+    // Typed at the keyboard while the list has focus.
+    use fantoccini::actions::InputSource;
+    client
+        .perform_actions(
+            fantoccini::actions::KeyActions::new("keyboard".into())
+                .then(fantoccini::actions::KeyAction::Down { value: '/' })
+                .then(fantoccini::actions::KeyAction::Up { value: '/' }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        js(client, "return document.activeElement.dataset.testid").await,
+        serde_json::json!("pool-filter")
+    );
+    assert_eq!(
+        js(
+            client,
+            "return document.querySelector('[data-testid=theme-select]').value"
+        )
+        .await,
+        theme
+    );
     // (Other tests share the sandbox: count only what is this test's own.)
     type_into(client, "[data-testid='pool-filter']", "legacy-2").await;
     let result = wait_text(client, "[data-testid='pool-filter-result']", "match").await;

@@ -338,12 +338,14 @@ export function App() {
       if (event.ctrlKey || event.metaKey || event.altKey) return;
       if (!["/", "Home", "End"].includes(event.key)) return;
       const target = event.target;
-      if (
+      // Text fields take every key; a list (select) takes Home and End, not "/", which no
+      // option starts with.
+      const typing =
         target instanceof HTMLElement &&
-        (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName))
-      ) {
-        return;
-      }
+        (target.isContentEditable ||
+          ["INPUT", "TEXTAREA"].includes(target.tagName) ||
+          (target.tagName === "SELECT" && event.key !== "/"));
+      if (typing) return;
       if (target instanceof Element && target.closest("[role=dialog], .console-view") !== null) {
         return;
       }
