@@ -724,6 +724,7 @@ export function App() {
             key={dialogActionKey(spec)}
             member={spec.member}
             holder={spec.holder}
+            username={username}
             force={spec.force}
             busy={busy}
             error={openDialog.error}

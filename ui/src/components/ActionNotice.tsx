@@ -68,7 +68,7 @@ export function ActionError({
         {error.kind === "refused" ? <p className="banner-note">Nothing was changed.</p> : null}
         {error.suggestion ? (
           <p className="banner-suggestion">
-            <span className="banner-label">What to do:</span> {error.suggestion}
+            <span className="banner-label">Fix:</span> {error.suggestion}
           </p>
         ) : null}
       </div>

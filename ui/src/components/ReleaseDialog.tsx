@@ -7,6 +7,8 @@ import { Working } from "./Working";
 type ReleaseDialogProps = {
   member: string;
   holder: string | null;
+  /** Who you are (from the cluster); null when unknown. */
+  username: string | null;
   /** Someone else's active claim: an administrator's force release, recorded as an Event. */
   force: boolean;
   /** The release of this member is running. */
@@ -21,6 +23,7 @@ type ReleaseDialogProps = {
 export function ReleaseDialog({
   member,
   holder,
+  username,
   force,
   busy,
   error,
@@ -31,9 +34,11 @@ export function ReleaseDialog({
   const questionId = useId();
   const question = force
     ? `Take ${member} back from ${holder ?? "its holder"} now? Their desktop's VM will be stopped while they may be using it, and an Event on the VM records that you did it.`
-    : holder
-      ? `Release ${member} (held by ${holder})? Its VM will be stopped.`
-      : `Release ${member}? Its VM will be stopped.`;
+    : holder !== null && holder === username
+      ? `Release ${member}, your desktop? Its VM will be stopped.`
+      : holder
+        ? `Release ${member} (held by ${holder})? Its VM will be stopped.`
+        : `Release ${member}? Its VM will be stopped.`;
   const verb = force ? "Force release" : "Release";
   return (
     <Modal

@@ -330,9 +330,9 @@ describe("formatClaimed", () => {
     power: { kind: "started" },
   };
 
-  it("says who got which member and what happened to its VM", () => {
+  it("says who got which member and what happened to its VM, in the act's words", () => {
     expect(formatClaimed(claimed, "assign")).toBe("assigned devpool-1 → alice (started)");
-    expect(formatClaimed(claimed, "claim")).toBe("assigned devpool-1 → alice (started)");
+    expect(formatClaimed(claimed, "claim")).toBe("you got devpool-1 (started)");
   });
 
   it("says when the claim was resumed", () => {
@@ -342,7 +342,7 @@ describe("formatClaimed", () => {
       power: { kind: "alreadyRunning", reason: "printableStatus is already Running" },
     };
     expect(formatClaimed(resumed, "claim")).toBe(
-      "assigned devpool-1 → alice (no start needed: printableStatus is already Running), already yours",
+      "you already hold devpool-1 (no start needed: printableStatus is already Running)",
     );
     expect(formatClaimed(resumed, "assign")).toBe(
       "assigned devpool-1 → alice (no start needed: printableStatus is already Running), already held by alice",
@@ -351,10 +351,10 @@ describe("formatClaimed", () => {
 
   it("counts races lost, only when there were any", () => {
     expect(formatClaimed({ ...claimed, racesLost: 1 }, "claim")).toBe(
-      "assigned devpool-1 → alice (started); lost 1 race to other claimants first",
+      "you got devpool-1 (started); lost 1 race to other claimants first",
     );
-    expect(formatClaimed({ ...claimed, racesLost: 3, resumed: true }, "claim")).toBe(
-      "assigned devpool-1 → alice (started), already yours; lost 3 races to other claimants first",
+    expect(formatClaimed({ ...claimed, racesLost: 3, resumed: true }, "assign")).toBe(
+      "assigned devpool-1 → alice (started), already held by alice; lost 3 races to other claimants first",
     );
   });
 });
@@ -397,7 +397,7 @@ describe("deniedActions", () => {
     expect(deniedActions(userPermissions()).map((d) => d.action)).toEqual([
       "Assign…",
       "Delete…",
-      "Force release",
+      "Force release…",
     ]);
     expect(deniedActions(userPermissions())[1].reason).toBe(
       "RBAC does not let you delete virtualmachines.kubevirt.io",

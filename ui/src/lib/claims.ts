@@ -249,14 +249,21 @@ function plural(n: number, one: string, many: string): string {
 }
 
 /**
- * One line about a successful claim: "assigned devpool-1 → alice (started)", with
- * ", already yours" (or "already held by …" for an administrator's assign) when the claim was
- * resumed, and the races lost to other claimants when there were any.
+ * One line about a successful claim, in the words of the act: "Get a desktop" (`claim`) gives
+ * "you got devpool-1 (started)", or "you already hold devpool-1 (…)" when it was yours already;
+ * an administrator's Assign… gives "assigned devpool-1 → alice (started)", with ", already held
+ * by alice" when it was. The races lost to other claimants follow when there were any.
  */
 export function formatClaimed(claimed: Claimed, how: "claim" | "assign"): string {
-  let text = `assigned ${claimed.member} → ${claimed.identity} (${describePower(claimed.power)})`;
-  if (claimed.resumed) {
-    text += how === "claim" ? ", already yours" : `, already held by ${claimed.identity}`;
+  const power = describePower(claimed.power);
+  let text: string;
+  if (how === "claim") {
+    text = claimed.resumed
+      ? `you already hold ${claimed.member} (${power})`
+      : `you got ${claimed.member} (${power})`;
+  } else {
+    text = `assigned ${claimed.member} → ${claimed.identity} (${power})`;
+    if (claimed.resumed) text += `, already held by ${claimed.identity}`;
   }
   if (claimed.racesLost > 0) {
     const n = claimed.racesLost;
@@ -291,7 +298,7 @@ export function deniedActions(perms: Permissions): { action: string; reason: str
   for (const [action, verdict] of [
     ["Assign…", perms.assign],
     ["Delete…", perms.deletePool],
-    ["Force release", perms.forceRelease],
+    ["Force release…", perms.forceRelease],
   ] as const) {
     if (!verdict.allowed) {
       out.push({ action, reason: verdict.reason ?? "not allowed" });
