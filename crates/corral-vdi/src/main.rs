@@ -422,11 +422,13 @@ async fn run(cli: Cli) -> vdi_core::Result<ExitCode> {
             let actor = Actor::connect(conn.client).await?;
             actor.confirm_user(user.as_deref())?;
             let released = unassign(&actor, &ns, &member, &UnassignOptions { force }).await?;
-            let was = released
-                .previous_holder
-                .map(|h| format!(" (was {h})"))
-                .unwrap_or_else(|| " (it was not assigned)".into());
-            out!("released {}{was}", released.member);
+            match &released.previous_holder {
+                Some(holder) => out!("released {} (was {holder})", released.member),
+                None if released.lease_released || released.label_removed => {
+                    out!("released {} (it had no holder)", released.member);
+                }
+                None => out!("{} was not assigned: nothing to release", released.member),
+            }
             if released.forced {
                 out!(
                     "forced: recorded as an Event on VirtualMachine {} (kubectl describe vm -n {ns} {})",

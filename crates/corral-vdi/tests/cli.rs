@@ -150,6 +150,14 @@ async fn assign_and_unassign_print_the_walkthrough_lines() {
     let out = corral(&["--context", "alice", "unassign", "devpool-1", "-n", &ns]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).starts_with("released devpool-1 (was alice)"));
+    // Released again, it is free: nothing to release, and it says so.
+    let out = corral(&["--context", "bob", "unassign", "devpool-1", "-n", &ns]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with("devpool-1 was not assigned: nothing to release\n"),
+        "{}",
+        text(&out.stdout)
+    );
 }
 
 #[tokio::test]
