@@ -281,7 +281,7 @@ async fn alice_gets_a_desktop_and_bob_may_not_release_it() {
     wait_text(client, "[data-testid='pool-corral-vms-desk']", "2 free").await;
     pick_pool(client, "corral-vms/desk").await;
     click(client, "[data-testid='get-desktop-submit']").await;
-    let result = wait_text(client, "[data-testid='action-result']", "alice").await;
+    let result = wait_text(client, "[data-testid='action-result']", "you got desk-").await;
     eprintln!("alice's claim: {result}");
     let mine = wait_text(client, "[data-testid='my-desktops']", "desk-").await;
     let member = ["desk-1", "desk-2"]
@@ -409,6 +409,9 @@ async fn a_pool_of_three_is_created_and_deleted_through_the_dialogs() {
     let gui = Gui::launch().await;
     let client = &gui.client;
     text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
+    // Get a desktop's pool, shown by default: a new pool sorted before it does not replace it.
+    let picked = picked_pool(client).await;
+    assert!(!picked.is_empty(), "no pool shown under Get a desktop");
 
     open_new_pool(client, "golden-desktop", "guipool").await;
     wait_text(client, "[data-testid='new-pool-dialog']", "guipool-3").await;
@@ -429,6 +432,7 @@ async fn a_pool_of_three_is_created_and_deleted_through_the_dialogs() {
         .await;
     }
 
+    assert_eq!(picked_pool(client).await, picked);
     gui.screenshot("e2e-pool-created.png");
     click(client, "[data-testid='delete-corral-vms-guipool']").await;
     let listed = wait_text(client, "[data-testid='delete-dialog']", "guipool-3").await;

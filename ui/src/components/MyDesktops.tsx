@@ -113,6 +113,12 @@ export function MyDesktops({
     current.kind === "none"
       ? null
       : chooseClaimPool(choices, current.kind === "pool" ? current.choice.key : null);
+  // The first pool shown by default stays picked: a pool created or freed later, sorted
+  // before it, does not change the box under the user (set while rendering, React's way of
+  // adjusting state to what was just shown).
+  if (current.kind === "default" && chosen !== null) {
+    setPick({ kind: "pool", choice: chosen });
+  }
   const blocker = loading
     ? "Waiting for the pools to load."
     : unreadable
