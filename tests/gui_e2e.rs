@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use corral_tests::gui::{Guard, free_port, tauri_driver, webdriver, xvfb};
-use corral_tests::{client_as, sandbox, target_dir};
+use corral_tests::{NamedSandbox, client_as, sandbox, target_dir};
 use fantoccini::{Client, Locator};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::ResourceExt;
@@ -1568,51 +1568,6 @@ async fn ten_thousand_members_in_a_thousand_pools_stay_usable() {
     gui.close().await;
 }
 
-/// A named sandbox run by the `sandbox` program, as `make sandbox-up` runs one, with its state
-/// in a folder of its own; dropping it stops it.
-struct NamedSandbox {
-    name: String,
-    state: PathBuf,
-}
-
-impl NamedSandbox {
-    fn command(&self, verb: &str) -> std::process::Output {
-        Command::new(target_dir().join("sandbox"))
-            .args([verb, "--name", &self.name])
-            .env("XDG_STATE_HOME", &self.state)
-            .output()
-            .unwrap_or_else(|e| panic!("run sandbox {verb}: {e}"))
-    }
-
-    /// Starts it; returns its kubeconfig's path.
-    fn up(&self) -> PathBuf {
-        let out = self.command("up");
-        assert!(
-            out.status.success(),
-            "sandbox up: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        PathBuf::from(stdout.lines().last().expect("a kubeconfig path").trim())
-    }
-
-    fn down(&self) {
-        let out = self.command("down");
-        assert!(
-            out.status.success(),
-            "sandbox down: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
-
-impl Drop for NamedSandbox {
-    fn drop(&mut self) {
-        let _ = self.command("down");
-        let _ = std::fs::remove_dir_all(&self.state);
-    }
-}
-
 /// The cluster goes away with the app open and comes back on a new address with a new
 /// kubeconfig, twice: the app follows the sandbox's own kubeconfig, which `sandbox down` removes
 /// with its folder and `sandbox up` writes again. Each time the app says it is reconnecting,
@@ -1620,10 +1575,7 @@ impl Drop for NamedSandbox {
 /// left over.
 #[tokio::test]
 async fn the_app_reconnects_by_itself_when_its_cluster_comes_back_on_a_new_address() {
-    let cluster = NamedSandbox {
-        name: format!("recover{}", std::process::id()),
-        state: tempdir(),
-    };
+    let cluster = NamedSandbox::new(&format!("recover{}", std::process::id()));
     let kubeconfig = cluster.up();
     let gui = Gui::launch_on(&kubeconfig, &[]).await;
     let client = &gui.client;

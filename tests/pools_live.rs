@@ -552,3 +552,53 @@ async fn the_server_clock_agrees_with_this_machine() {
         clock.offset
     );
 }
+
+/// An API server that stops answering while its watch connections stay open (its process
+/// stopped, as a wedged server looks) is noticed by the heartbeat within a few seconds: the
+/// view says it is failing, with the reason, instead of "live" over stale data. Once the server
+/// answers again the view is live and current within 5 s.
+#[tokio::test]
+async fn a_silent_api_server_is_noticed_and_the_view_is_current_soon_after_it_answers() {
+    let cluster = corral_tests::NamedSandbox::new(&format!("silent{}", std::process::id()));
+    let kubeconfig = cluster.up();
+    let admin = sandbox::kubeconfig::client(&kubeconfig, "admin")
+        .await
+        .unwrap();
+    let feed = PoolFeed::spawn(
+        admin.clone(),
+        Scope::Namespace("corral-vms".into()),
+        clock(&admin).await,
+    );
+    let live = live_snapshot(&feed).await;
+    assert_eq!(live.status, FeedStatus::Live);
+
+    cluster.signal_apiserver("-STOP");
+    // Heartbeat every 3 s, each given 3 s to answer; the watches alone would see nothing.
+    let noticed = until(&feed, "the silence", |s| {
+        matches!(&s.status, FeedStatus::Failing { error } if error.message.contains("has not answered"))
+    })
+    .await;
+    eprintln!("silence noticed after {noticed:.1?}");
+    assert!(noticed <= Duration::from_secs(10), "{noticed:?}");
+
+    cluster.signal_apiserver("-CONT");
+    // A change made as it comes back shows in the view that caught up.
+    let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), "corral-vms");
+    vms.patch(
+        "legacy-1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "metadata": { "labels": { ASSIGNED_TO_LABEL: "carol" } } })),
+    )
+    .await
+    .unwrap();
+    let back = until(&feed, "live and current again", |s| {
+        s.status == FeedStatus::Live
+            && s.pools
+                .iter()
+                .flat_map(|p| &p.members)
+                .any(|m| m.name == "legacy-1" && m.holder.as_deref() == Some("carol"))
+    })
+    .await;
+    eprintln!("current again {back:.1?} after the server answered");
+    assert!(back <= Duration::from_secs(5), "{back:?}");
+}
