@@ -120,6 +120,8 @@ export function App() {
   const [sessionError, setSessionError] = useState<ErrorView | null>(null);
   const [snapshot, setSnapshot] = useState<PoolsSnapshot | null>(null);
   const [clockOffsetMs, setClockOffsetMs] = useState(0);
+  /** When the feed was last in sync (API server time), for which scope. */
+  const [lastInSync, setLastInSync] = useState<{ scope: Scope; at: string } | null>(null);
   const [credentials, setCredentials] = useState<CredentialState | null>(null);
   const actions = useClaimActions();
   const { closeDialog, dismissNotice } = actions;
@@ -165,6 +167,7 @@ export function App() {
     // Only a live snapshot's judgedAt is "now" on the server; a failing one keeps old data.
     if (next.status.kind === "live") {
       setClockOffsetMs(estimateClockOffset(next.judgedAt, Date.now()));
+      setLastInSync({ scope: next.scope, at: next.judgedAt });
     }
   }, []);
 
@@ -900,7 +903,14 @@ export function App() {
       );
     }
   } else {
-    const judged = formatDateTimeWithZone(snapshot.judgedAt);
+    // While the feed fails, the data is as of the last time it was in sync, not of now.
+    const stale = snapshot.status.kind === "failing";
+    const asOf = stale
+      ? lastInSync !== null && sameScope(lastInSync.scope, snapshot.scope)
+        ? lastInSync.at
+        : null
+      : snapshot.judgedAt;
+    const judged = formatDateTimeWithZone(asOf);
     content = (
       <div className={snapshot.status.kind === "failing" ? "pools pools-stale" : "pools"}>
         <div className="summary">
@@ -916,9 +926,13 @@ export function App() {
             <strong>{totals.taken.toLocaleString("en-US")}</strong> taken ·{" "}
             <strong>{totals.total.toLocaleString("en-US")}</strong> members
           </span>
-          {judged ? (
-            <span className="summary-judged" title={`${snapshot.judgedAt} (API server time)`}>
-              judged at <time dateTime={snapshot.judgedAt}>{judged}</time>
+          {judged !== null && asOf !== null ? (
+            <span
+              className="summary-judged"
+              data-testid="summary-judged"
+              title={`${asOf} (API server time)`}
+            >
+              {stale ? "last in sync at" : "judged at"} <time dateTime={asOf}>{judged}</time>
             </span>
           ) : null}
         </div>
