@@ -573,9 +573,13 @@ async fn a_silent_api_server_is_noticed_and_the_view_is_current_soon_after_it_an
     assert_eq!(live.status, FeedStatus::Live);
 
     cluster.signal_apiserver("-STOP");
-    // Heartbeat every 3 s, each given 3 s to answer; the watches alone would see nothing.
+    // Heartbeat every 3 s, each given 3 s to answer; the watches alone would see nothing. It
+    // is retried on its own (the app says "reconnecting…", not "offline").
     let noticed = until(&feed, "the silence", |s| {
-        matches!(&s.status, FeedStatus::Failing { error } if error.message.contains("has not answered"))
+        matches!(&s.status, FeedStatus::Failing { error }
+            if error.message.contains("has not answered")
+                && error.kind == ErrorKind::Timeout
+                && error.retryable)
     })
     .await;
     eprintln!("silence noticed after {noticed:.1?}");

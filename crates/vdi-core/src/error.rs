@@ -65,6 +65,14 @@ pub enum Error {
         /// The fix.
         suggestion: String,
     },
+    /// The API server stopped answering while the connections to it stayed open (a wedged or
+    /// stopped server): no answer to the heartbeat within its timeout. Not a refusal: it is
+    /// asked again on its own, so it is retryable (kind `Timeout`).
+    #[error("the API server has not answered for {seconds} s: the pools shown may be out of date")]
+    Silent {
+        /// How long it had been asked without an answer (seconds).
+        seconds: u64,
+    },
     /// virt-api (or the API server in front of it) refused to open a stream (VNC, port
     /// forward, USB redirection), before the upgrade.
     #[error("{0}")]
@@ -125,6 +133,7 @@ impl Error {
             Error::Config(_) => ErrorKind::Config,
             Error::Kube { source, .. } => kube_kind(source),
             Error::Rejected { kind, .. } => *kind,
+            Error::Silent { .. } => ErrorKind::Timeout,
             Error::Stream(refusal) => refusal.kind(),
             Error::PoolIncomplete(failure) => failure.kind(),
         }
@@ -139,6 +148,11 @@ impl Error {
             }
             Error::Partial { suggestion, .. } => Some(suggestion.clone()),
             Error::Rejected { suggestion, .. } => Some(suggestion.clone()),
+            Error::Silent { .. } => Some(
+                "it is asked again every few seconds and the view catches up by itself when it \
+                 answers; if it stays silent, check the cluster (kubectl get --raw /readyz)"
+                    .into(),
+            ),
             Error::Stream(refusal) => Some(refusal.suggestion.clone()),
             Error::PoolIncomplete(failure) => Some(failure.suggestion()),
             Error::Config(_) => Some(

@@ -245,14 +245,9 @@ fn heartbeat(client: Client) -> impl Stream<Item = Update> {
                 ),
                 Err(_) => Update::Failed(
                     Source::Heartbeat,
-                    Error::rejected(
-                        crate::model::ErrorKind::Timeout,
-                        format!(
-                            "the API server has not answered for {} s: the pools shown may be out of date",
-                            started.elapsed().as_secs()
-                        ),
-                        "It is asked again every few seconds and the view catches up by itself when it answers; if it stays silent, check the cluster (kubectl get --raw /readyz).",
-                    ),
+                    Error::Silent {
+                        seconds: started.elapsed().as_secs(),
+                    },
                 ),
             }
         }
