@@ -1,4 +1,8 @@
 import type { AppInfo } from "../bindings/AppInfo";
+import { shortenPath } from "../lib/presentation";
+
+/** Kubeconfig paths longer than this (characters) lose folders from their middle. */
+const KUBECONFIG_SHOWN = 48;
 
 export function Footer({ info }: { info: AppInfo | null }) {
   return (
@@ -11,7 +15,7 @@ export function Footer({ info }: { info: AppInfo | null }) {
         <span className="footer-item footer-kubeconfig">
           <span className="footer-label">Kubeconfig</span>
           <code className="selectable truncate" title={info.kubeconfigPaths.join("\n")}>
-            {info.kubeconfigPaths.join(", ")}
+            {info.kubeconfigPaths.map((p) => shortenPath(p, KUBECONFIG_SHOWN)).join(", ")}
           </code>
         </span>
       ) : null}

@@ -9,6 +9,7 @@ import {
   poolTestId,
   powerTone,
   sameScope,
+  shortenPath,
   stateTone,
 } from "./presentation";
 
@@ -97,5 +98,20 @@ describe("startNamespace", () => {
 describe("poolTestId", () => {
   it("joins namespace and name", () => {
     expect(poolTestId("corral-vms", "lab")).toBe("pool-corral-vms-lab");
+  });
+});
+
+describe("shortenPath", () => {
+  it("leaves a short path alone", () => {
+    expect(shortenPath("/root/.kube/config", 40)).toBe("/root/.kube/config");
+  });
+
+  it("leaves out whole folders from the middle, keeping the first and the last parts", () => {
+    const path = "/root/.local/state/corral-vdi/sandbox/demo/kubeconfig";
+    expect(shortenPath(path, 42)).toBe("/root/…/corral-vdi/sandbox/demo/kubeconfig");
+    expect(shortenPath(path, 41)).toBe("/root/…/sandbox/demo/kubeconfig");
+    expect(shortenPath(path, 30)).toBe("/root/…/demo/kubeconfig");
+    expect(shortenPath(path, 10)).toBe("/root/…/kubeconfig");
+    expect(shortenPath("relative/a/very/long/folder/name/config", 20)).toBe("relative/…/config");
   });
 });

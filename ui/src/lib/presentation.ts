@@ -89,3 +89,22 @@ export function startNamespace(context: ContextInfo | undefined): string {
 export function poolTestId(namespace: string, name: string): string {
   return `pool-${namespace}-${name}`;
 }
+
+/**
+ * A file path shortened to at most `max` characters by leaving out whole folders from its
+ * middle: its first folder and as many of its last parts as fit, the file's name always
+ * ("/root/…/sandbox/demo/kubeconfig"), so the part that tells files apart stays readable.
+ */
+export function shortenPath(path: string, max: number): string {
+  if (path.length <= max) return path;
+  const parts = path.split("/");
+  const head = parts[0] === "" ? `/${parts[1]}` : parts[0];
+  const rest = parts.slice(parts[0] === "" ? 2 : 1);
+  let tail = rest[rest.length - 1];
+  for (let i = rest.length - 2; i >= 0; i -= 1) {
+    const longer = `${rest[i]}/${tail}`;
+    if (`${head}/…/${longer}`.length > max) break;
+    tail = longer;
+  }
+  return `${head}/…/${tail}`;
+}
