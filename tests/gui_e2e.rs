@@ -1639,6 +1639,13 @@ async fn the_app_reconnects_by_itself_when_its_cluster_comes_back_on_a_new_addre
             serde_json::json!(""),
             "round {round}: a banner stayed"
         );
+        // The kubeconfig appears once the sandbox is whole, so the session it reconnects to
+        // finds the guard installed (it used to find it not yet installed, and kept "guard off").
+        assert_eq!(
+            text_of(client, "[data-testid='guard-badge']").await,
+            "guard on",
+            "round {round}"
+        );
     }
     gui.screenshot("e2e-recovery-back.png");
     gui.close().await;

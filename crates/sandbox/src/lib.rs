@@ -244,9 +244,13 @@ impl Sandbox {
 
         let server = format!("https://127.0.0.1:{api_port}");
         let kubeconfig = dir.join("kubeconfig");
-        kubeconfig::write(&kubeconfig, &options.name, &server, &pki.ca_pem, &users)?;
+        // Written under another name and renamed into place at the end: whatever follows the
+        // kubeconfig's path (the console reconnecting to a restarted sandbox) finds the cluster
+        // as a user will, its CRDs, guard and seed installed, not half set up.
+        let starting = dir.join("kubeconfig.starting");
+        kubeconfig::write(&starting, &options.name, &server, &pki.ca_pem, &users)?;
 
-        let admin = kubeconfig::client(&kubeconfig, "admin").await?;
+        let admin = kubeconfig::client(&starting, "admin").await?;
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
             if let Some(status) = apiserver.try_wait()? {
@@ -293,6 +297,8 @@ impl Sandbox {
                 bootstrap::wait_for_seed(&admin).await?;
             }
         }
+        fs::rename(&starting, &kubeconfig)
+            .with_context(|| format!("publish {}", kubeconfig.display()))?;
         Ok(Sandbox {
             name: options.name,
             dir,
