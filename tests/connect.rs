@@ -22,6 +22,37 @@ use vdi_core::model::ErrorKind;
 use vdi_core::session::{SessionKind, SessionState, Supervisor, Target};
 use vdi_core::stream::{self, Subresource};
 
+/// Waits until the emulator has marked VMI `name` in `ns` paused, or not (`paused`): the
+/// condition the stream refusals follow, set on its next reconcile after the annotation.
+async fn wait_paused(ns: &str, name: &str, paused: bool) {
+    let vmis = sandbox::bootstrap::dynamic(
+        &client_as("admin").await,
+        "kubevirt.io",
+        "v1",
+        "VirtualMachineInstance",
+        "virtualmachineinstances",
+        ns,
+    );
+    corral_tests::eventually(
+        &format!("{name} paused: {paused}"),
+        Duration::from_secs(20),
+        || async {
+            let vmi = vmis.get(name).await.ok()?;
+            let marked = vmi
+                .data
+                .pointer("/status/conditions")
+                .and_then(serde_json::Value::as_array)
+                .is_some_and(|conditions| {
+                    conditions
+                        .iter()
+                        .any(|c| c["type"] == "Paused" && c["status"] == "True")
+                });
+            (marked == paused).then_some(())
+        },
+    )
+    .await;
+}
+
 fn free(port: u16) -> bool {
     std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
 }
@@ -120,8 +151,7 @@ async fn each_refusal_is_explained_once_and_leaves_nothing_behind() {
         if let Some((key, value)) = knob {
             annotate(&ns, vm, key, Some(value)).await;
             if key == "sandbox.corral.dev/paused" {
-                // The emulator marks the VMI paused on its next reconcile.
-                tokio::time::sleep(Duration::from_millis(500)).await;
+                wait_paused(&ns, vm, true).await;
             }
         }
         // A client of its own per case: the API server's aggregator may close a connection
@@ -142,6 +172,10 @@ async fn each_refusal_is_explained_once_and_leaves_nothing_behind() {
         messages.insert(err.to_string());
         if let Some((key, _)) = knob {
             annotate(&ns, vm, key, None).await;
+            if key == "sandbox.corral.dev/paused" {
+                // Or the next case meets a VMI still paused (it did, on a loaded machine).
+                wait_paused(&ns, vm, false).await;
+            }
         }
     }
     assert_eq!(messages.len(), 7, "each refusal has its own message");
