@@ -25,14 +25,7 @@ use vdi_core::stream::{self, Subresource};
 /// Waits until the emulator has marked VMI `name` in `ns` paused, or not (`paused`): the
 /// condition the stream refusals follow, set on its next reconcile after the annotation.
 async fn wait_paused(ns: &str, name: &str, paused: bool) {
-    let vmis = sandbox::bootstrap::dynamic(
-        &client_as("admin").await,
-        "kubevirt.io",
-        "v1",
-        "VirtualMachineInstance",
-        "virtualmachineinstances",
-        ns,
-    );
+    let vmis = corral_tests::vmis(&client_as("admin").await, ns);
     corral_tests::eventually(
         &format!("{name} paused: {paused}"),
         Duration::from_secs(20),

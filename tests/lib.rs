@@ -387,6 +387,18 @@ pub fn vms(client: &Client, ns: &str) -> Api<DynamicObject> {
     )
 }
 
+/// The VirtualMachineInstances of `ns`, untyped.
+pub fn vmis(client: &Client, ns: &str) -> Api<DynamicObject> {
+    sandbox::bootstrap::dynamic(
+        client,
+        "kubevirt.io",
+        "v1",
+        "VirtualMachineInstance",
+        "virtualmachineinstances",
+        ns,
+    )
+}
+
 /// A running desktop `name` in `ns` (the golden spec, started), after `tweak`; waits for
 /// Running.
 pub async fn running_vm(ns: &str, name: &str, tweak: impl FnOnce(&mut Value)) {

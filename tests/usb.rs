@@ -14,7 +14,6 @@ use corral_tests::{
     cli_binary, desktop_member, eventually, namespace, sandbox, stand_in_usbredirect_dir,
     usb_fixture, wait_power,
 };
-use kube::api::Api;
 
 const YUBIKEY: &str = "1050:0407";
 
@@ -72,14 +71,7 @@ async fn alices_desktop(prefix: &str, passthrough: bool) -> (String, String) {
 /// How many devices the emulated virt-api says are attached to `member`'s VMI.
 async fn attached(ns: &str, member: &str) -> u32 {
     let admin = corral_tests::client_as("admin").await;
-    let vmis: Api<kube::api::DynamicObject> = sandbox::bootstrap::dynamic(
-        &admin,
-        "kubevirt.io",
-        "v1",
-        "VirtualMachineInstance",
-        "virtualmachineinstances",
-        ns,
-    );
+    let vmis = corral_tests::vmis(&admin, ns);
     vmis.get(member)
         .await
         .ok()
