@@ -409,39 +409,40 @@ async fn a_pool_of_three_is_created_and_deleted_through_the_dialogs() {
     let gui = Gui::launch().await;
     let client = &gui.client;
     text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
-    // Get a desktop's pool, shown by default: a new pool sorted before it does not replace it.
+    // Get a desktop's pool, shown by default: a new pool sorted before every other one
+    // ("a-guipool") does not replace it.
     let picked = picked_pool(client).await;
     assert!(!picked.is_empty(), "no pool shown under Get a desktop");
 
-    open_new_pool(client, "golden-desktop", "guipool").await;
-    wait_text(client, "[data-testid='new-pool-dialog']", "guipool-3").await;
+    open_new_pool(client, "golden-desktop", "a-guipool").await;
+    wait_text(client, "[data-testid='new-pool-dialog']", "a-guipool-3").await;
     click(client, "[data-testid='create-submit']").await;
-    wait_text(client, "[data-testid='create-progress']", "guipool-1").await;
+    wait_text(client, "[data-testid='create-progress']", "a-guipool-1").await;
     let result = wait_text(client, "[data-testid='create-result']", "3 members").await;
     eprintln!("create result: {result}");
     for i in 1..=3 {
-        assert!(exists(client, &format!("[data-testid='progress-guipool-{i}']")).await);
+        assert!(exists(client, &format!("[data-testid='progress-a-guipool-{i}']")).await);
     }
     click(client, "[data-testid='create-close']").await;
     for i in 1..=3 {
         wait_text(
             client,
-            "[data-testid='pool-corral-vms-guipool']",
-            &format!("guipool-{i}"),
+            "[data-testid='pool-corral-vms-a-guipool']",
+            &format!("a-guipool-{i}"),
         )
         .await;
     }
 
     assert_eq!(picked_pool(client).await, picked);
     gui.screenshot("e2e-pool-created.png");
-    click(client, "[data-testid='delete-corral-vms-guipool']").await;
-    let listed = wait_text(client, "[data-testid='delete-dialog']", "guipool-3").await;
-    assert!(listed.contains("guipool-1"), "{listed}");
-    type_into(client, "[data-testid='delete-confirm-name']", "guipool").await;
+    click(client, "[data-testid='delete-corral-vms-a-guipool']").await;
+    let listed = wait_text(client, "[data-testid='delete-dialog']", "a-guipool-3").await;
+    assert!(listed.contains("a-guipool-1"), "{listed}");
+    type_into(client, "[data-testid='delete-confirm-name']", "a-guipool").await;
     click(client, "[data-testid='delete-submit']").await;
-    wait_text(client, "[data-testid='action-result']", "guipool").await;
+    wait_text(client, "[data-testid='action-result']", "a-guipool").await;
     let deadline = Instant::now() + Duration::from_secs(20);
-    while exists(client, "[data-testid='pool-corral-vms-guipool']").await {
+    while exists(client, "[data-testid='pool-corral-vms-a-guipool']").await {
         assert!(
             Instant::now() < deadline,
             "the deleted pool stayed on screen"
@@ -450,7 +451,7 @@ async fn a_pool_of_three_is_created_and_deleted_through_the_dialogs() {
     }
     let vms: Api<VirtualMachine> = Api::namespaced(client_as("admin").await, "corral-vms");
     let left = vms
-        .list(&kube::api::ListParams::default().labels(&format!("{POOL_LABEL}=guipool")))
+        .list(&kube::api::ListParams::default().labels(&format!("{POOL_LABEL}=a-guipool")))
         .await
         .unwrap();
     assert!(
@@ -916,14 +917,7 @@ async fn alice_redirects_a_recorded_security_key_into_her_desktop_and_detaches_i
         shown, 1,
         "only the YubiKey at 1-7 is attached, not its twin at 1-9"
     );
-    let vmis = sandbox::bootstrap::dynamic(
-        &client_as("admin").await,
-        "kubevirt.io",
-        "v1",
-        "VirtualMachineInstance",
-        "virtualmachineinstances",
-        "corral-vms",
-    );
+    let vmis = corral_tests::vmis(&client_as("admin").await, "corral-vms");
     let count = |vmi: kube::api::DynamicObject| {
         vmi.metadata
             .annotations
