@@ -120,8 +120,8 @@ export function App() {
   const [sessionError, setSessionError] = useState<ErrorView | null>(null);
   const [snapshot, setSnapshot] = useState<PoolsSnapshot | null>(null);
   const [clockOffsetMs, setClockOffsetMs] = useState(0);
-  /** When the feed was last in sync (API server time), for which scope. */
-  const [lastInSync, setLastInSync] = useState<{ scope: Scope; at: string } | null>(null);
+  /** When the feed on screen was last in sync (API server time); null while it never was. */
+  const [lastInSync, setLastInSync] = useState<string | null>(null);
   const [credentials, setCredentials] = useState<CredentialState | null>(null);
   const actions = useClaimActions();
   const { closeDialog, dismissNotice } = actions;
@@ -167,7 +167,6 @@ export function App() {
     // Only a live snapshot's judgedAt is "now" on the server; a failing one keeps old data.
     if (next.status.kind === "live") {
       setClockOffsetMs(estimateClockOffset(next.judgedAt, Date.now()));
-      setLastInSync({ scope: next.scope, at: next.judgedAt });
     }
   }, []);
 
@@ -179,6 +178,10 @@ export function App() {
       latestRef.current = merged;
       if (sameScope(merged.snapshot.scope, expectedScopeRef.current)) {
         applySnapshot(merged.snapshot);
+        // A feed's first update is its full list: what an earlier feed (another context or
+        // cluster) was in sync with says nothing about this one.
+        if (update.status.kind === "live") setLastInSync(update.judgedAt);
+        else if (update.full) setLastInSync(null);
       }
     },
     [applySnapshot],
@@ -543,7 +546,7 @@ export function App() {
     return { ...counts, byState: stateTotals(allPools) };
   }, [allPools]);
   const feed = feedIndicator({
-    disconnected: backendError !== null || contextsState.kind === "failed" || sessionError !== null,
+    disconnected: backendError !== null || kubeconfigUnreadable || sessionError !== null,
     waitingForContext,
     status,
     judgedAt: snapshot?.judgedAt ?? null,
@@ -905,11 +908,7 @@ export function App() {
   } else {
     // While the feed fails, the data is as of the last time it was in sync, not of now.
     const stale = snapshot.status.kind === "failing";
-    const asOf = stale
-      ? lastInSync !== null && sameScope(lastInSync.scope, snapshot.scope)
-        ? lastInSync.at
-        : null
-      : snapshot.judgedAt;
+    const asOf = stale ? lastInSync : snapshot.judgedAt;
     const judged = formatDateTimeWithZone(asOf);
     content = (
       <div className={snapshot.status.kind === "failing" ? "pools pools-stale" : "pools"}>
