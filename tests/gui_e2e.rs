@@ -1562,8 +1562,8 @@ async fn ten_thousand_members_in_a_thousand_pools_stay_usable() {
     gui.close().await;
 }
 
-/// The cluster goes away with the app open and comes back on a new address with a new
-/// kubeconfig, twice: the app follows the sandbox's own kubeconfig, which `sandbox down` removes
+/// The API server freezes and thaws with the app open; then the cluster goes away and comes
+/// back on a new address with a new kubeconfig, twice: the app follows the sandbox's own kubeconfig, which `sandbox down` removes
 /// with its folder and `sandbox up` writes again. Each time the app says it is reconnecting,
 /// then reconnects by itself within 5 s of the new kubeconfig being written, with no banner
 /// left over.
@@ -1575,6 +1575,15 @@ async fn the_app_reconnects_by_itself_when_its_cluster_comes_back_on_a_new_addre
     let client = &gui.client;
     wait_text(client, "[data-testid='pool-corral-vms-legacy']", "legacy-2").await;
     wait_text(client, "[data-testid='feed-status']", "live").await;
+
+    // Frozen (stopped with its connections open): the app says it is reconnecting and dates the
+    // pools it keeps by when it was last in sync, not by a time that keeps moving.
+    cluster.signal_apiserver("-STOP");
+    wait_text(client, "[data-testid='feed-status']", "reconnecting").await;
+    wait_text(client, "[data-testid='summary-judged']", "last in sync at").await;
+    cluster.signal_apiserver("-CONT");
+    wait_text(client, "[data-testid='feed-status']", "live").await;
+    wait_text(client, "[data-testid='summary-judged']", "judged at").await;
 
     for round in 1..=2 {
         cluster.down();

@@ -120,8 +120,8 @@ export function App() {
   const [sessionError, setSessionError] = useState<ErrorView | null>(null);
   const [snapshot, setSnapshot] = useState<PoolsSnapshot | null>(null);
   const [clockOffsetMs, setClockOffsetMs] = useState(0);
-  /** When the feed on screen was last in sync (API server time); null while it never was. */
-  const [lastInSync, setLastInSync] = useState<string | null>(null);
+  /** When the feed on screen (by its number) was last in sync (API server time). */
+  const [lastInSync, setLastInSync] = useState<{ feed: number; at: string } | null>(null);
   const [credentials, setCredentials] = useState<CredentialState | null>(null);
   const actions = useClaimActions();
   const { closeDialog, dismissNotice } = actions;
@@ -162,11 +162,17 @@ export function App() {
   const connectOpenerRef = useRef<HTMLElement | null>(null);
   const consoleWasOpenRef = useRef(false);
 
-  const applySnapshot = useCallback((next: PoolsSnapshot) => {
+  /** Shows what feed number `feed` sent, merged. */
+  const applySnapshot = useCallback(({ feed, snapshot: next }: Received) => {
     setSnapshot(next);
     // Only a live snapshot's judgedAt is "now" on the server; a failing one keeps old data.
     if (next.status.kind === "live") {
       setClockOffsetMs(estimateClockOffset(next.judgedAt, Date.now()));
+      setLastInSync({ feed, at: next.judgedAt });
+    } else {
+      // What an earlier feed (another context or cluster) was in sync with says nothing
+      // about this one.
+      setLastInSync((previous) => (previous?.feed === feed ? previous : null));
     }
   }, []);
 
@@ -177,11 +183,7 @@ export function App() {
       if (update.status.kind === "live") markOnce("first-live-update");
       latestRef.current = merged;
       if (sameScope(merged.snapshot.scope, expectedScopeRef.current)) {
-        applySnapshot(merged.snapshot);
-        // A feed's first update is its full list: what an earlier feed (another context or
-        // cluster) was in sync with says nothing about this one.
-        if (update.status.kind === "live") setLastInSync(update.judgedAt);
-        else if (update.full) setLastInSync(null);
+        applySnapshot(merged);
       }
     },
     [applySnapshot],
@@ -237,8 +239,8 @@ export function App() {
           setAllNamespaces(opened.scope.kind === "all");
         }
         // The feed may have spoken before open_session answered.
-        const latest = latestRef.current?.snapshot ?? null;
-        if (latest !== null && sameScope(latest.scope, opened.scope)) {
+        const latest = latestRef.current;
+        if (latest !== null && sameScope(latest.snapshot.scope, opened.scope)) {
           applySnapshot(latest);
         }
       });
@@ -908,7 +910,7 @@ export function App() {
   } else {
     // While the feed fails, the data is as of the last time it was in sync, not of now.
     const stale = snapshot.status.kind === "failing";
-    const asOf = stale ? lastInSync : snapshot.judgedAt;
+    const asOf = stale ? (lastInSync?.at ?? null) : snapshot.judgedAt;
     const judged = formatDateTimeWithZone(asOf);
     content = (
       <div className={snapshot.status.kind === "failing" ? "pools pools-stale" : "pools"}>
