@@ -12,14 +12,16 @@ use std::time::{Duration, Instant};
 use corral_tests::{
     annotate, client_as, counting_stream_client, namespace, running_vm, streams_as, vms, wait_power,
 };
+use futures::StreamExt;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
 use vdi_core::connect::{self, PathKind};
 use vdi_core::model::ErrorKind;
-use vdi_core::session::{SessionKind, SessionState, Supervisor, Target};
+use vdi_core::session::{HANDSHAKE_TIMEOUT, SessionKind, SessionState, Supervisor, Target};
 use vdi_core::stream::{self, Subresource};
 
 /// Waits until the emulator has marked VMI `name` in `ns` paused, or not (`paused`): the
@@ -424,6 +426,121 @@ async fn helpers_live_and_die_with_their_sessions() {
         })
         .await;
     }
+}
+
+#[tokio::test]
+async fn the_console_waits_for_no_silent_client_and_refuses_a_wrong_secret() {
+    let ns = namespace("consgate").await;
+    running_vm(&ns, "quiet-1", |_| {}).await;
+    let supervisor = Supervisor::new();
+    let console = supervisor
+        .start_console(streams_as("alice").await, &ns, "quiet-1", true)
+        .await
+        .unwrap();
+    let (addr, secret) = corral_tests::console_address(&console.url);
+    // A client that connects and sends nothing.
+    let mut silent = TcpStream::connect(addr).await.unwrap();
+    let silent_since = Instant::now();
+    // A wrong secret of the same length is refused (403), however close.
+    let mut wrong = secret.to_owned();
+    let last = if wrong.ends_with('0') { "1" } else { "0" };
+    wrong.replace_range(wrong.len() - 1.., last);
+    let refused = tokio_tungstenite::connect_async(format!("ws://{addr}/{wrong}")).await;
+    assert!(
+        matches!(
+            &refused,
+            Err(tokio_tungstenite::tungstenite::Error::Http(answer))
+                if answer.status() == http::StatusCode::FORBIDDEN
+        ),
+        "{refused:?}"
+    );
+    // The app's own client gets the console meanwhile.
+    let (mut ws, _) = tokio::time::timeout(
+        Duration::from_secs(10),
+        tokio_tungstenite::connect_async(console.url.as_str()),
+    )
+    .await
+    .expect("the silent client holds up no other")
+    .unwrap();
+    let frame = tokio::time::timeout(Duration::from_secs(10), ws.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(&frame, Message::Binary(data) if data.starts_with(b"RFB 003.008")),
+        "{frame:?}"
+    );
+    // The silent one is closed once its time for the handshake is up.
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(
+        HANDSHAKE_TIMEOUT + Duration::from_secs(5),
+        silent.read_to_end(&mut rest),
+    )
+    .await;
+    assert!(matches!(read, Ok(Ok(0))), "{read:?}");
+    assert!(silent_since.elapsed() >= HANDSHAKE_TIMEOUT);
+    let view = supervisor.get(console.id).unwrap();
+    assert_eq!(view.connections_total, 1, "only the app's client: {view:?}");
+}
+
+#[tokio::test]
+async fn the_apps_ssh_line_knows_the_host_key_whatever_the_port() {
+    let ns = namespace("sshalias").await;
+    running_vm(&ns, "keyed-1", |_| {}).await;
+    let shared = corral_tests::sandbox();
+    let known = std::env::temp_dir().join(format!("corral-known-{}", std::process::id()));
+    let _ = std::fs::remove_file(&known);
+    let supervisor = Supervisor::new();
+    let alice = streams_as("alice").await;
+    // Two forwards, two ports: the first accepts the key (under the alias), the second must
+    // find it known, as the app's line gives it.
+    for checking in ["accept-new", "yes"] {
+        let started = supervisor
+            .start_forward(
+                alice.clone(),
+                &ns,
+                "keyed-1",
+                SessionKind::Ssh,
+                Target::Port(22),
+                None,
+            )
+            .await
+            .unwrap();
+        let line = connect::ssh_line(started.local.port(), &shared.ssh_user, &ns, "keyed-1");
+        assert!(
+            line.contains(&format!("-o HostKeyAlias=vmi.keyed-1.{ns} ")),
+            "{line}"
+        );
+        let out = tokio::process::Command::new("ssh")
+            .args(connect::ssh_args(
+                started.local.port(),
+                &shared.ssh_user,
+                &ns,
+                "keyed-1",
+            ))
+            .arg("-i")
+            .arg(&shared.ssh_client_key)
+            .args(["-o", &format!("UserKnownHostsFile={}", known.display())])
+            .args(["-o", &format!("StrictHostKeyChecking={checking}")])
+            .args(["-o", "HashKnownHosts=no", "-o", "BatchMode=yes"])
+            .args(["-o", "LogLevel=ERROR"])
+            .args(["echo", "known"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{checking}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "known");
+        supervisor.stop(started.id);
+    }
+    let hosts = std::fs::read_to_string(&known).unwrap();
+    assert!(hosts.starts_with(&format!("vmi.keyed-1.{ns} ")), "{hosts}");
+    let _ = std::fs::remove_file(known);
 }
 
 /// Whether process `pid` is a zombie (exited, not yet reaped).

@@ -1,8 +1,9 @@
 //! USB redirection against the sandbox, through the CLI: every refusal before anything
 //! starts, a redirect end to end with the stand-in `usbredirect` (no USB bus here; it speaks
 //! usbredir on the wire like the real one), four attached and the fifth refused, the real
-//! `usbredirect`'s "Failed to open device!" turned into a plain sentence, and no helper left
-//! when the CLI is killed. Device lists come from the recorded fixture
+//! `usbredirect`'s "Failed to open device!" turned into a plain sentence, no helper left
+//! when the CLI is killed, and the bridge taking only its own usbredirect's connection (the
+//! test makes a second Unix user: it needs root, as CI has). Device lists come from the recorded fixture
 //! (tests/fixtures/usb-devices.json, `CORRAL_USB_FIXTURE`), which needs the `usb-fixture`
 //! feature (`make test` builds everything with every feature).
 
@@ -11,8 +12,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use corral_tests::{
-    cli_binary, desktop_member, eventually, namespace, sandbox, stand_in_usbredirect_dir,
-    usb_fixture, wait_power,
+    OTHER_USER, assert_other_gets_nothing, cli_binary, desktop_member, eventually, namespace,
+    other_user, sandbox, stand_in_usbredirect_dir, usb_fixture, wait_power,
 };
 
 const YUBIKEY: &str = "1050:0407";
@@ -366,5 +367,72 @@ async fn four_devices_attach_the_fifth_is_refused_and_detaching_frees_a_slot() {
         usbredirect_pids().is_empty().then_some(())
     })
     .await;
+    wait_attached(&ns, &member, 0).await;
+}
+
+#[tokio::test]
+async fn the_bridge_takes_only_its_own_usbredirect() {
+    let other = other_user();
+    let (ns, member) = alices_desktop("usbown", true).await;
+    // The stand-in waits 4 s before connecting: others try the port first.
+    let mut child = cli("alice", YUBIKEY)
+        .env("CORRAL_STAND_IN_CONNECT_DELAY_MS", "4000")
+        .args([
+            "usb", "redir", &member, "--device", YUBIKEY, "--yes", "-n", &ns,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let to: std::net::SocketAddr = eventually(
+        "usbredirect started, with its --to",
+        Duration::from_secs(10),
+        || async {
+            let pid = *usbredirect_pids().first()?;
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let args: Vec<String> = cmdline
+                .split(|b| *b == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            let at = args.iter().position(|a| a == "--to")?;
+            args.get(at + 1)?.parse().ok()
+        },
+    )
+    .await;
+    // Another user, then another process of the same user: each closed at once.
+    assert_other_gets_nothing("the USB bridge", to, b"").await;
+    let mut mine = tokio::net::TcpStream::connect(to).await.unwrap();
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(
+        Duration::from_secs(2),
+        tokio::io::AsyncReadExt::read_to_end(&mut mine, &mut got),
+    )
+    .await;
+    assert!(
+        matches!(read, Ok(Ok(0))),
+        "a process that is not its usbredirect is closed at once: {read:?}"
+    );
+    assert_eq!(attached(&ns, &member).await, 0, "nothing attached for them");
+    // Its own usbredirect still gets the bridge.
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("attached"), "{line}");
+    wait_attached(&ns, &member, 1).await;
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().unwrap();
+    let (_, stderr) = text(&out);
+    assert!(
+        stderr.contains(&format!("(a socket of uid {other}): it is not process")),
+        "the refusal of {OTHER_USER} logged with its uid: {stderr}"
+    );
+    assert_eq!(
+        stderr.matches("it is not process").count(),
+        2,
+        "both refusals logged: {stderr}"
+    );
     wait_attached(&ns, &member, 0).await;
 }

@@ -149,7 +149,9 @@ pub async fn save_rdp_file(
     })
 }
 
-/// Starts a forward to `member`'s port 22, and ssh in the system's terminal when one is found.
+/// Starts a forward to `member`'s port 22, and ssh in the system's terminal when one is found,
+/// with the member's host key known under the same alias as the CLI's `ssh`
+/// ([`connect::ssh_host_alias`]).
 #[tauri::command]
 pub async fn open_ssh(
     state: State<'_, AppState>,
@@ -160,13 +162,9 @@ pub async fn open_ssh(
     vdi_core::validate::identity(&user).map_err(view)?;
     let started = forward(&state, &namespace, &member, SessionKind::Ssh, SSH_PORT).await?;
     let port = started.local.port();
-    let command_line = connect::ssh_line(port, &user);
-    let ssh = vec![
-        "ssh".to_owned(),
-        "-p".to_owned(),
-        port.to_string(),
-        format!("{user}@127.0.0.1"),
-    ];
+    let command_line = connect::ssh_line(port, &user, &namespace, &member);
+    let mut ssh = vec!["ssh".to_owned()];
+    ssh.extend(connect::ssh_args(port, &user, &namespace, &member));
     let terminal = match connect::terminal_command(&ssh) {
         Some(launch) => state
             .supervisor

@@ -5,7 +5,8 @@
 //! - the devices it can "open" are listed in `CORRAL_STAND_IN_DEVICES` (comma-separated
 //!   `vid:pid` or `bus-dev`); any other prints "Failed to open device!" and exits with
 //!   status 0, as the real one does;
-//! - it connects to `--to` ("Failed to connect to the server", status 1, if it cannot),
+//! - it connects to `--to` ("Failed to connect to the server", status 1, if it cannot), after
+//!   `CORRAL_STAND_IN_CONNECT_DELAY_MS` milliseconds if set (so a test can connect first),
 //!   sends a real usbredir hello (header `{u32 type = 0, u32 length = 68, u32 id = 0}`,
 //!   `char version[64]`, one `u32` of capabilities, little-endian), reads the server's hello,
 //!   then stays until it is killed, or exits with a message when the server closes.
@@ -30,6 +31,12 @@ fn main() -> ExitCode {
     if !present.split(',').any(|d| d.trim() == device) {
         eprintln!("Failed to open device!");
         return ExitCode::SUCCESS;
+    }
+    if let Some(ms) = std::env::var("CORRAL_STAND_IN_CONNECT_DELAY_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
     }
     let Ok(mut stream) = TcpStream::connect(&to) else {
         eprintln!("Failed to connect to the server");

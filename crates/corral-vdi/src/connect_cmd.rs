@@ -1,9 +1,12 @@
 //! `connect`, `vnc`, `port-forward`, `rdp` and `ssh`: reaching a desktop without virtctl, over
 //! KubeVirt's subresource websockets (vdi-core `stream`, `session`, `connect`).
 //!
-//! Every forward listens on 127.0.0.1 only. Helper programs (remote-viewer or vncviewer,
-//! xfreerdp, ssh) are started with argument vectors; the commands run until Ctrl-C or until
-//! the helper exits, then end their forwards.
+//! Every forward listens on 127.0.0.1 only and serves only the user who ran the command
+//! (another user's connection is closed and logged as a warning: vdi-core `peer`). Helper
+//! programs (remote-viewer or vncviewer, xfreerdp, ssh) are started with argument vectors;
+//! the commands run until Ctrl-C or until the helper exits, then end their forwards. `ssh`
+//! knows the guest's host key under the alias the app's SSH line uses too
+//! (vdi-core `connect::ssh_host_alias`).
 
 use std::time::Duration;
 
@@ -400,7 +403,7 @@ pub async fn ssh(
         ns.clone(),
     ]);
     let proxy_command: Vec<String> = proxy.iter().map(|a| shell_quote(a)).collect();
-    let host = format!("vmi.{member}.{ns}");
+    let host = connect::ssh_host_alias(&ns, member);
     let mut ssh_args = vec![
         "-o".to_owned(),
         format!("ProxyCommand={}", proxy_command.join(" ")),

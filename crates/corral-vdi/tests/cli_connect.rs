@@ -1,7 +1,8 @@
 //! `corral-vdi connect | vnc | ssh | rdp` against the sandbox, no virtctl: the paths printed,
 //! refusals with exit 1, SSH through our forward to a real sshd, VNC's proxy speaking RFB
-//! again and again while respecting a viewer, and an .rdp file pointing at a forward that
-//! speaks RDP.
+//! again and again while respecting a viewer, an .rdp file pointing at a forward that
+//! speaks RDP, and every forward serving only the user who started it (the test makes a
+//! second Unix user: it needs root, as CI has).
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -9,7 +10,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use corral_tests::{
-    namespace, rfb_handshake, rfb_update, running_vm, sandbox, streams_as, wait_power,
+    OTHER_USER, assert_echoes, assert_other_gets_nothing, namespace, other_user,
+    rdp_connection_confirm, rfb_handshake, rfb_update, running_vm, sandbox, streams_as, wait_power,
 };
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
@@ -297,19 +299,88 @@ async fn an_rdp_file_points_at_a_forward_that_speaks_rdp() {
     assert!(line.contains(&format!("127.0.0.1:{port}")), "{line}");
     // An RDP X.224 Connection Request gets a Connection Confirm through the forward.
     let mut tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    let request = [
-        0x03, 0x00, 0x00, 0x13, 0x0e, 0xe0, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x08, 0x00,
-        0x03, 0x00, 0x00, 0x00,
-    ];
-    tcp.write_all(&request).await.unwrap();
-    let mut answer = [0u8; 11];
-    tokio::time::timeout(Duration::from_secs(10), tcp.read_exact(&mut answer))
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(answer[0], 0x03, "TPKT");
-    assert_eq!(answer[5] & 0xf0, 0xd0, "X.224 Connection Confirm");
+    rdp_connection_confirm(&mut tcp).await;
     interrupt(&mut rdp);
     assert!(free(port));
+    let _ = std::fs::remove_file(file);
+}
+
+/// Starts `corral-vdi ARGS` with its stdout and stderr piped, and returns it with its first
+/// line on stdout.
+fn start(args: &[&str]) -> (std::process::Child, String) {
+    let mut child = cli()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (child, line)
+}
+
+/// The `127.0.0.1:PORT` in `line`.
+fn local_address(line: &str) -> SocketAddr {
+    line.split_whitespace()
+        .find_map(|w| w.trim_end_matches(';').parse().ok())
+        .unwrap_or_else(|| panic!("an address in {line:?}"))
+}
+
+#[tokio::test]
+async fn each_forward_serves_only_the_user_who_started_it() {
+    let other = other_user();
+    let ns = namespace("cliowner").await;
+    running_vm(&ns, "mine-1", |vm| {
+        vm["metadata"]["annotations"]["sandbox.corral.dev/guest-ports"] = json!("22,3389,7777");
+    })
+    .await;
+    let (mut vnc, line) = start(&["vnc", "mine-1", "--proxy-only", "-n", &ns]);
+    let port: u16 = serde_json::from_str::<Value>(&line).unwrap()["port"]
+        .as_u64()
+        .and_then(|p| p.try_into().ok())
+        .unwrap_or_else(|| panic!("a port in {line:?}"));
+    let vnc_at = SocketAddr::from(([127, 0, 0, 1], port));
+    let (mut forward, line) = start(&["port-forward", "mine-1", "7777", "-n", &ns]);
+    let forward_at = local_address(&line);
+    let file = std::env::temp_dir().join(format!("corral-owner-{}.rdp", std::process::id()));
+    let file_arg = file.display().to_string();
+    let (mut rdp, line) = start(&["rdp", "mine-1", "-n", &ns, "--rdp-file", &file_arg]);
+    let rdp_at = local_address(&line);
+
+    // Another user: closed at once, nothing from the desktop (VNC's server and the echo would
+    // have answered through a stream within the probe's wait).
+    assert_other_gets_nothing("vnc --proxy-only", vnc_at, b"").await;
+    assert_other_gets_nothing("port-forward", forward_at, b"echo me").await;
+    assert_other_gets_nothing(
+        "rdp --rdp-file",
+        rdp_at,
+        &corral_tests::RDP_CONNECTION_REQUEST,
+    )
+    .await;
+
+    // The owner still gets RFB, the echo and an RDP answer.
+    let mut viewer = TcpStream::connect(vnc_at).await.unwrap();
+    assert_eq!(rfb_handshake(&mut viewer).await, (1024, 768));
+    drop(viewer);
+    assert_echoes(forward_at).await;
+    let mut tcp = TcpStream::connect(rdp_at).await.unwrap();
+    rdp_connection_confirm(&mut tcp).await;
+
+    // Each refusal was logged with the other user's uid.
+    for (what, child) in [
+        ("vnc", &mut vnc),
+        ("port-forward", &mut forward),
+        ("rdp", &mut rdp),
+    ] {
+        interrupt(child);
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+        assert!(
+            stderr.contains(&format!("its socket belongs to uid {other}")),
+            "{what} logs the refusal of {OTHER_USER} (uid {other}): {stderr}"
+        );
+    }
     let _ = std::fs::remove_file(file);
 }

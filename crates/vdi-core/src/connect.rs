@@ -336,9 +336,29 @@ pub fn rdp_file(port: u16) -> String {
     )
 }
 
-/// The command line to copy for SSH through a forward on `port`.
-pub fn ssh_line(port: u16, user: &str) -> String {
-    format!("ssh -p {port} {user}@127.0.0.1")
+/// The name ssh knows `member`'s host key under: `vmi.MEMBER.NAMESPACE`, whatever local port
+/// or ProxyCommand reaches it (without it, a forward's new port every time looks like a new
+/// host to ssh and trains users to accept new host keys). `member` and `namespace` are checked
+/// names (DNS labels), so the alias needs no quoting.
+pub fn ssh_host_alias(namespace: &str, member: &str) -> String {
+    format!("vmi.{member}.{namespace}")
+}
+
+/// ssh's arguments for `user` on `member` through a forward on 127.0.0.1:`port`, its host key
+/// known under [`ssh_host_alias`]: `-p PORT -o HostKeyAlias=vmi.MEMBER.NS USER@127.0.0.1`.
+pub fn ssh_args(port: u16, user: &str, namespace: &str, member: &str) -> Vec<String> {
+    vec![
+        "-p".to_owned(),
+        port.to_string(),
+        "-o".to_owned(),
+        format!("HostKeyAlias={}", ssh_host_alias(namespace, member)),
+        format!("{user}@127.0.0.1"),
+    ]
+}
+
+/// The command line to copy for SSH through a forward on `port`: `ssh` and [`ssh_args`].
+pub fn ssh_line(port: u16, user: &str, namespace: &str, member: &str) -> String {
+    format!("ssh {}", ssh_args(port, user, namespace, member).join(" "))
 }
 
 /// A terminal emulator found on PATH, and the arguments that make it run `command` (an
@@ -383,7 +403,7 @@ pub struct RdpFileSaved {
 pub struct SshOpened {
     /// The forward to guest port 22.
     pub session: crate::session::SessionView,
-    /// `ssh -p PORT user@127.0.0.1`, to copy.
+    /// `ssh -p PORT -o HostKeyAlias=vmi.MEMBER.NAMESPACE user@127.0.0.1`, to copy.
     pub command_line: String,
     /// Whether a terminal was found and started with it.
     pub terminal: bool,
@@ -408,7 +428,10 @@ mod tests {
     fn rdp_files_and_ssh_lines() {
         let rdp = rdp_file(40123);
         assert!(rdp.starts_with("full address:s:127.0.0.1:40123\r\n"));
-        assert_eq!(ssh_line(40123, "alice"), "ssh -p 40123 alice@127.0.0.1");
+        assert_eq!(
+            ssh_line(40123, "alice", "corral-vms", "desk-1"),
+            "ssh -p 40123 -o HostKeyAlias=vmi.desk-1.corral-vms alice@127.0.0.1"
+        );
     }
 
     #[test]

@@ -6,9 +6,11 @@
 //!
 //! A forward listens on 127.0.0.1 only (an ephemeral port unless one is asked for) and opens
 //! one KubeVirt stream per accepted connection, as virtctl does, so reconnecting works as
-//! often as the user likes. Bytes are copied both ways with backpressure (a frame is sent
-//! before the next read), virt-api's pings are answered, and the connection ends when either
-//! side ends.
+//! often as the user likes. Every listener serves only the user who started it: another
+//! user's connection is closed before any stream is opened, and logged with its uid
+//! ([`crate::peer`]); the USB bridge takes only its own usbredirect's. Bytes are copied both
+//! ways with backpressure (a frame is sent before the next read), virt-api's pings are
+//! answered, and the connection ends when either side ends.
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -271,7 +273,8 @@ impl Supervisor {
     }
 
     /// Starts a forward: listens on 127.0.0.1 (`local_port`, or an ephemeral port) and, for
-    /// every accepted connection, opens `target` on `member` through `client` (a
+    /// every accepted connection of this process's user ([`crate::peer::same_user`]; others
+    /// are closed at once), opens `target` on `member` through `client` (a
     /// [`stream::stream_client`]) and copies bytes both ways.
     ///
     /// Errors: the local port cannot be bound (in use).
@@ -308,6 +311,9 @@ impl Supervisor {
                 let (client, ns, name) = (client.clone(), ns.clone(), name.clone());
                 let (counters, last_error) = (counters.clone(), last_error.clone());
                 connections.spawn(async move {
+                    if !admitted(id, crate::peer::same_user(&tcp)) {
+                        return;
+                    }
                     match stream::open(&client, &ns, &name, target.subresource()).await {
                         Ok(ws) => {
                             tracing::debug!(%peer, member = %name, target = ?target, "stream opened");
@@ -562,6 +568,18 @@ impl Supervisor {
     }
 }
 
+/// Whether session `id` may serve a connection, as `check` ([`crate::peer`]) found; a refusal
+/// is logged with the peer's uid, and the caller drops (closes at once) the connection.
+fn admitted(id: u32, check: std::result::Result<(), crate::peer::Refused>) -> bool {
+    match check {
+        Ok(()) => true,
+        Err(refused) => {
+            tracing::warn!(session = id, peer = %refused.peer, uid = ?refused.uid, "{refused}");
+            false
+        }
+    }
+}
+
 /// Size of one read from the local side, in bytes (one websocket frame at most).
 const CHUNK: usize = 32 * 1024;
 
@@ -672,8 +690,9 @@ fn die_with_parent(command: &mut tokio::process::Command) {
 }
 
 /// The in-app console of a member: a websocket on 127.0.0.1 that only the app can use (its
-/// path holds a 128-bit secret made per session, and only the app's own origins are
-/// accepted), relaying RFB bytes to and from the VMI's `vnc` stream for noVNC.
+/// path holds a 128-bit secret made per session, only the app's own origins and its own user's
+/// connections are accepted, and a client that has not done its handshake within 10 s is
+/// closed), relaying RFB bytes to and from the VMI's `vnc` stream for noVNC.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
@@ -735,46 +754,57 @@ impl Supervisor {
             Some(local),
         );
         let (counters, last_error) = self.shared(id);
-        let (ns, name, path) = (namespace.to_owned(), member.to_owned(), format!("/{token}"));
+        let (ns, name) = (namespace.to_owned(), member.to_owned());
+        let path: Arc<str> = format!("/{token}").into();
         let task = tokio::spawn(async move {
-            let mut first = Some(first);
+            let first = Arc::new(Mutex::new(Some(first)));
             let mut connections = JoinSet::new();
             loop {
                 let Ok((tcp, _)) = listener.accept().await else {
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                     continue;
                 };
-                let check = ConsoleGate { path: path.clone() };
-                let Ok(local_ws) = tokio_tungstenite::accept_hdr_async(tcp, check).await else {
-                    continue;
-                };
-                let vmi_ws = match first.take() {
-                    Some(ws) => Ok(ws),
-                    None => {
-                        stream::open(
-                            &client,
-                            &ns,
-                            &name,
-                            Subresource::Vnc {
-                                preserve_session: true,
-                            },
-                        )
-                        .await
+                let (client, ns, name, path) =
+                    (client.clone(), ns.clone(), name.clone(), path.clone());
+                let (first, counters, last_error) =
+                    (first.clone(), counters.clone(), last_error.clone());
+                // Each connection on its own: a client that sends nothing holds up no other.
+                connections.spawn(async move {
+                    if !admitted(id, crate::peer::same_user(&tcp)) {
+                        return;
                     }
-                };
-                match vmi_ws {
-                    Ok(vmi_ws) => {
-                        let counters = counters.clone();
-                        connections.spawn(async move { relay(vmi_ws, local_ws, &counters).await });
-                    }
-                    Err(e) => {
-                        if let Ok(mut last) = last_error.lock() {
-                            *last = Some(e.to_string());
+                    let check = ConsoleGate { path };
+                    let handshake = tokio_tungstenite::accept_hdr_async(tcp, check);
+                    let Ok(Ok(local_ws)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await
+                    else {
+                        return;
+                    };
+                    let kept = first.lock().ok().and_then(|mut f| f.take());
+                    let vmi_ws = match kept {
+                        Some(ws) => Ok(ws),
+                        None => {
+                            stream::open(
+                                &client,
+                                &ns,
+                                &name,
+                                Subresource::Vnc {
+                                    preserve_session: true,
+                                },
+                            )
+                            .await
                         }
-                        let mut local_ws = local_ws;
-                        let _ = local_ws.close(None).await;
+                    };
+                    match vmi_ws {
+                        Ok(vmi_ws) => relay(vmi_ws, local_ws, &counters).await,
+                        Err(e) => {
+                            if let Ok(mut last) = last_error.lock() {
+                                *last = Some(e.to_string());
+                            }
+                            let mut local_ws = local_ws;
+                            let _ = local_ws.close(None).await;
+                        }
                     }
-                }
+                });
                 while connections.try_join_next().is_some() {}
             }
         });
@@ -786,10 +816,15 @@ impl Supervisor {
     }
 }
 
-/// Lets only the app's own pages open a console websocket: the secret path, and an origin of
-/// [`CONSOLE_ORIGINS`] (or none: a native client on this machine).
+/// How long a console client has to complete its websocket handshake; one that connects and
+/// sends nothing is closed then.
+pub const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Lets only the app's own pages open a console websocket: the secret path (compared in
+/// constant time), and an origin of [`CONSOLE_ORIGINS`] (or none: a native client on this
+/// machine).
 struct ConsoleGate {
-    path: String,
+    path: Arc<str>,
 }
 
 impl tokio_tungstenite::tungstenite::handshake::server::Callback for ConsoleGate {
@@ -808,7 +843,10 @@ impl tokio_tungstenite::tungstenite::handshake::server::Callback for ConsoleGate
         // A debug build also serves its pages from Vite's dev server (`tauri dev`).
         let dev = cfg!(debug_assertions) && origin == Some("http://localhost:1420");
         let origin_ok = dev || origin.is_none_or(|o| CONSOLE_ORIGINS.contains(&o));
-        if request.uri().path() == self.path && origin_ok {
+        let secret_ok: bool =
+            subtle::ConstantTimeEq::ct_eq(request.uri().path().as_bytes(), self.path.as_bytes())
+                .into();
+        if secret_ok && origin_ok {
             Ok(response)
         } else {
             let mut refusal =
@@ -870,7 +908,8 @@ where
 impl Supervisor {
     /// Redirects a local USB device into `member` as KubeVirt's own client does: a listener on
     /// 127.0.0.1, `usbredirect --device <vid:pid> --to 127.0.0.1:PORT` (`program`), and its one
-    /// connection bridged to the VMI's `usbredir` stream. The session (kind `usb`) ends when
+    /// connection bridged to the VMI's `usbredir` stream (a connection that is not this
+    /// usbredirect's, whoever makes it, is closed at once: [`crate::peer::from_process`]). The session (kind `usb`) ends when
     /// the device goes (usbredirect exits), the desktop goes (the stream ends), or it is
     /// stopped (Detach). `spec` is how the device was named (passed to usbredirect as it is).
     /// Call [`crate::usb::check_redirect`] first.
@@ -929,10 +968,13 @@ impl Supervisor {
             "--to".to_owned(),
             local.to_string(),
         ];
-        if let Err(e) = self.attach_helper(id, &program.display().to_string(), &args, None) {
-            self.end(id, "usbredirect could not start");
-            return Err(e);
-        }
+        let pid = match self.attach_helper(id, &program.display().to_string(), &args, None) {
+            Ok(pid) => pid,
+            Err(e) => {
+                self.end(id, "usbredirect could not start");
+                return Err(e);
+            }
+        };
         let mut changes = self.subscribe();
         let ended = async {
             loop {
@@ -945,7 +987,7 @@ impl Supervisor {
             }
         };
         let accepted = tokio::select! {
-            accepted = tokio::time::timeout(std::time::Duration::from_secs(15), listener.accept()) => accepted,
+            accepted = tokio::time::timeout(std::time::Duration::from_secs(15), accept_from(&listener, id, pid)) => accepted,
             reason = ended => {
                 let not_present = reason.contains("Failed to open device");
                 return Err(if not_present {
@@ -967,7 +1009,7 @@ impl Supervisor {
             }
         };
         let tcp = match accepted {
-            Ok(Ok((tcp, _))) => tcp,
+            Ok(Ok(tcp)) => tcp,
             Ok(Err(e)) => {
                 self.end(id, "usbredirect could not connect");
                 return Err(Error::Config(format!(
@@ -1000,5 +1042,22 @@ impl Supervisor {
         });
         self.add_task(id, task);
         Ok(id)
+    }
+}
+
+/// The first connection to `listener` that process `pid` (session `id`'s helper) makes; any
+/// other, another user's or another process's, is closed at once and logged.
+///
+/// Errors: the listener fails.
+async fn accept_from(
+    listener: &TcpListener,
+    id: u32,
+    pid: u32,
+) -> std::io::Result<tokio::net::TcpStream> {
+    loop {
+        let (tcp, _) = listener.accept().await?;
+        if admitted(id, crate::peer::from_process(&tcp, pid)) {
+            return Ok(tcp);
+        }
     }
 }

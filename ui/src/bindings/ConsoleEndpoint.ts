@@ -2,8 +2,9 @@
 
 /**
  * The in-app console of a member: a websocket on 127.0.0.1 that only the app can use (its
- * path holds a 128-bit secret made per session, and only the app's own origins are
- * accepted), relaying RFB bytes to and from the VMI's `vnc` stream for noVNC.
+ * path holds a 128-bit secret made per session, only the app's own origins and its own user's
+ * connections are accepted, and a client that has not done its handshake within 10 s is
+ * closed), relaying RFB bytes to and from the VMI's `vnc` stream for noVNC.
  */
 export type ConsoleEndpoint = { 
 /**

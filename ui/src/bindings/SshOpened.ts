@@ -10,7 +10,7 @@ export type SshOpened = {
  */
 session: SessionView, 
 /**
- * `ssh -p PORT user@127.0.0.1`, to copy.
+ * `ssh -p PORT -o HostKeyAlias=vmi.MEMBER.NAMESPACE user@127.0.0.1`, to copy.
  */
 commandLine: string, 
 /**
