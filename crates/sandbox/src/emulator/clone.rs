@@ -2,7 +2,9 @@
 //! `SnapshotInProgress` → `RestoreInProgress` → `CreatingTargetVM` → `Succeeded` (or
 //! `Failed`), `cloneStepMillis` apart, ending in a target VM with the source's spec,
 //! `runStrategy: Halted`, labels and annotations copied through the filters, MAC addresses and
-//! the firmware UUID blanked.
+//! the firmware UUID blanked, then the clone's `spec.patches` (v1beta1) applied to it as
+//! KubeVirt's restore applies them (a patch that does not apply leaves the clone in
+//! `CreatingTargetVM` with a warning Event).
 //!
 //! Faithful failure modes: a missing source stays pending with a condition saying so; a source
 //! with persistent TPM or EFI (backend storage) goes `Failed`; a source whose PVC/DataVolume
@@ -28,6 +30,9 @@ use super::knobs::Knobs;
 use super::types::{VirtualMachine, VirtualMachineClone, VmSpec};
 use super::vm::ReconcileError;
 use crate::bootstrap::MANAGER;
+
+/// The annotation KubeVirt's restore writes on every VM it creates or restores.
+const LAST_RESTORE_ANNOTATION: &str = "restore.kubevirt.io/lastRestoreUID";
 
 struct Ctx {
     client: Client,
@@ -258,7 +263,16 @@ async fn reconcile(
             .await?;
         }
         "CreatingTargetVM" => {
-            create_target(&vms, &source, &spec, &target_name).await?;
+            let restore = format!("tmp-restore-{}", clone.uid().unwrap_or_default());
+            let vm = match target_vm(&source, &spec, &target_name, &restore) {
+                Ok(vm) => vm,
+                Err(why) => {
+                    // KubeVirt's restore fails the same way on every retry; the clone waits.
+                    warn_once(&ctx.client, &clone, "VirtualMachineRestoreError", &why).await?;
+                    return Ok(Action::requeue(Duration::from_secs(2)));
+                }
+            };
+            create_target(&vms, &vm).await?;
             set_phase(
                 &clones,
                 &name,
@@ -378,12 +392,19 @@ async fn set_phase(
         .map(|_| ())
 }
 
-async fn create_target(
-    vms: &Api<VirtualMachine>,
+/// The VM a clone creates, as KubeVirt's restore builds it: the source's spec halted, labels
+/// and annotations through the filters, MACs and firmware UUID blanked, the annotation
+/// `restore.kubevirt.io/lastRestoreUID` set, and then the clone's `spec.patches` (JSON patch
+/// strings, RFC 6902) applied to the whole object, all or none (kubevirt
+/// `pkg/storage/snapshot/restore.go`, `generateRestoredVMSpec`, `patchVM`). Errors: a patch
+/// that is not a JSON patch operation or does not apply, in KubeVirt's words ("error patching
+/// VM …").
+fn target_vm(
     source: &VirtualMachine,
     spec: &Value,
     target: &str,
-) -> Result<(), kube::Error> {
+    restore: &str,
+) -> Result<VirtualMachine, String> {
     let label_filters = string_list(spec.get("labelFilters"));
     let annotation_filters = string_list(spec.get("annotationFilters"));
     let template_label_filters = string_list(spec.pointer("/template/labelFilters"));
@@ -435,16 +456,33 @@ async fn create_target(
     vm.metadata.namespace = source.namespace();
     vm.metadata.labels =
         serde_json::from_value(filtered(source.metadata.labels.as_ref(), &label_filters)).ok();
-    vm.metadata.annotations = serde_json::from_value(filtered(
-        source.metadata.annotations.as_ref(),
-        &annotation_filters,
-    ))
-    .ok();
+    let mut annotations = filtered(source.metadata.annotations.as_ref(), &annotation_filters);
+    annotations[LAST_RESTORE_ANNOTATION] = json!(restore);
+    vm.metadata.annotations = serde_json::from_value(annotations).ok();
+    let patches = string_list(spec.get("patches"));
+    if patches.is_empty() {
+        return Ok(vm);
+    }
+    let patching = |e: &dyn std::fmt::Display| {
+        format!("VirtualMachineRestore encountered error error patching VM {target}: {e}")
+    };
+    let operations = patches
+        .iter()
+        .map(|p| serde_json::from_str::<json_patch::PatchOperation>(p))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| patching(&e))?;
+    let mut doc = serde_json::to_value(&vm).map_err(|e| patching(&e))?;
+    json_patch::patch(&mut doc, &operations).map_err(|e| patching(&e))?;
+    serde_json::from_value(doc).map_err(|e| patching(&e))
+}
+
+/// Creates the clone's target VM; one that exists already (a retry) is left as it is.
+async fn create_target(vms: &Api<VirtualMachine>, vm: &VirtualMachine) -> Result<(), kube::Error> {
     let params = PostParams {
         field_manager: Some(MANAGER.into()),
         ..Default::default()
     };
-    match vms.create(&params, &vm).await {
+    match vms.create(&params, vm).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
         Err(e) => Err(e),
@@ -508,7 +546,7 @@ async fn record_once(
 
 #[cfg(test)]
 mod tests {
-    use super::passes;
+    use super::{VirtualMachine, json, passes, target_vm};
 
     #[test]
     fn filters_follow_kubevirt_rules() {
@@ -518,5 +556,34 @@ mod tests {
         assert!(!passes(&f(&["app*"]), "team"));
         assert!(!passes(&f(&["*", "!corral.dev/*"]), "corral.dev/vdi-pool"));
         assert!(passes(&f(&["*", "!corral.dev/*"]), "team"));
+    }
+
+    #[test]
+    fn patches_apply_to_the_target_after_the_filters_all_or_none() {
+        let source: VirtualMachine = serde_json::from_value(json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": { "name": "gold", "annotations": { "corral.dev/vdi-x": "no", "note": "yes" } },
+            "spec": { "runStrategy": "Always" }
+        }))
+        .unwrap();
+        let mark = r#"{"op":"add","path":"/metadata/annotations/corral.dev~1vdi-cloned-by","value":"c/r"}"#;
+        let spec = json!({ "annotationFilters": ["*", "!corral.dev/vdi-*"], "patches": [mark] });
+        let vm = target_vm(&source, &spec, "gold-1", "tmp-restore-u").unwrap();
+        let annotations = vm.metadata.annotations.unwrap();
+        assert_eq!(annotations.get("corral.dev/vdi-cloned-by").unwrap(), "c/r");
+        assert_eq!(annotations.get("note").unwrap(), "yes");
+        assert!(!annotations.contains_key("corral.dev/vdi-x"));
+        assert_eq!(
+            annotations
+                .get("restore.kubevirt.io/lastRestoreUID")
+                .unwrap(),
+            "tmp-restore-u"
+        );
+        assert_eq!(vm.spec.fields["runStrategy"], "Halted");
+        // A patch that does not apply fails them all, in KubeVirt's words.
+        let bad = r#"{"op":"remove","path":"/metadata/labels/missing"}"#;
+        let spec = json!({ "patches": [mark, bad] });
+        let err = target_vm(&source, &spec, "gold-1", "tmp-restore-u").unwrap_err();
+        assert!(err.contains("error patching VM gold-1"), "{err}");
     }
 }
