@@ -187,12 +187,18 @@ pub async fn delete(
                 deleted.name,
                 deleted.namespace
             );
+            print_left_alone(&deleted.left_alone);
             return Ok(());
         }
+        let left_alone = if deleted.left_alone.is_empty() {
+            String::new()
+        } else {
+            format!("; not ours, left alone: {}", deleted.left_alone.join("; "))
+        };
         return Err(vdi_core::Error::rejected(
             ErrorKind::NotFound,
             format!(
-                "pool \"{}\" not found in namespace \"{}\": no member, Lease or clone object of it exists",
+                "pool \"{}\" not found in namespace \"{}\": no member, Lease or clone object of it exists{left_alone}",
                 deleted.name, deleted.namespace
             ),
             format!(
@@ -232,5 +238,17 @@ pub async fn delete(
             deleted.forced.join(", ")
         );
     }
+    print_left_alone(&deleted.left_alone);
     Ok(())
+}
+
+/// What claimed to belong to the pool but was not proven ours: one line each, on stdout with
+/// the rest of the result.
+fn print_left_alone(left_alone: &[String]) {
+    if !left_alone.is_empty() {
+        out!("not ours, left alone:");
+        for item in left_alone {
+            out!("  {item}");
+        }
+    }
 }

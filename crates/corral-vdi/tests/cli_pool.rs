@@ -1,6 +1,6 @@
 //! `corral-vdi pool create` and `pool delete` against the sandbox: the walkthrough's output,
 //! progress on stderr, refusals with exit code 1, two processes racing, and delete's
-//! refusal and `--force`.
+//! refusal and `--force`, and what it leaves alone as not ours.
 
 mod common;
 
@@ -8,6 +8,12 @@ use std::process::{Command, Stdio};
 
 use common::{corral, text};
 use corral_tests::{add_knob, golden_vm, namespace, sandbox};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::json;
+use vdi_core::labels::POOL_LABEL;
+use vdi_core::resources::VirtualMachine;
 
 #[tokio::test]
 async fn create_and_delete_print_like_the_walkthrough() {
@@ -339,4 +345,80 @@ async fn ctrl_c_cancels_a_create_and_leaves_no_clone_behind() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(!stdout.contains("leftover clone"), "{stdout}");
+}
+
+#[tokio::test]
+async fn delete_names_what_claims_to_belong_but_is_left_alone() {
+    let ns = namespace("clileft").await;
+    let admin = corral_tests::client_as("admin").await;
+    golden_vm(&ns, "golden-desktop", "Halted", |_| {}).await;
+    // A clone object labelled with the pool that names the golden VM, and a Lease labelled
+    // with the pool that is no member's claim.
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("clone.kubevirt.io", "v1beta1", "VirtualMachineClone"),
+        "virtualmachineclones",
+    );
+    let planted: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "clone.kubevirt.io/v1beta1", "kind": "VirtualMachineClone",
+        "metadata": { "name": "planted", "namespace": ns, "labels": { POOL_LABEL: "tp" } },
+        "spec": {
+            "source": { "apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": "gone" },
+            "target": { "apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": "golden-desktop" },
+        }
+    }))
+    .unwrap();
+    Api::<DynamicObject>::namespaced_with(admin.clone(), &ns, &ar)
+        .create(&PostParams::default(), &planted)
+        .await
+        .unwrap();
+    let lease: Lease = serde_json::from_value(json!({
+        "metadata": { "name": "not-a-claim", "labels": { POOL_LABEL: "tp" } },
+        "spec": { "holderIdentity": "mallory" }
+    }))
+    .unwrap();
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns);
+    leases.create(&PostParams::default(), &lease).await.unwrap();
+    let stray = "  Lease not-a-claim (labelled with the pool, but not the claim Lease \
+                 corral-vdi-<member> of a VM deleted here)\n";
+
+    let out = corral(&["pool", "delete", "tp", "-n", &ns]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        stdout.starts_with(
+            "pool \"tp\" deleted: 0 members\nleftover clone objects removed: planted\n\
+             not ours, left alone:\n  VirtualMachine golden-desktop (named by clone object \
+             \"planted\", but "
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.ends_with(stray), "{stdout}");
+    let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), &ns);
+    assert!(
+        vms.get("golden-desktop")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_none()
+    );
+
+    // Nothing of the pool is left: "not found", still naming what was left alone and why.
+    let out = corral(&["pool", "delete", "tp", "-n", &ns]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "pool \"tp\" not found in namespace \"{ns}\": no member, Lease or clone object of it \
+             exists; not ours, left alone: Lease not-a-claim (labelled with the pool"
+        )),
+        "{stderr}"
+    );
+    let out = corral(&["pool", "delete", "tp", "-n", &ns, "--ignore-not-found"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        format!("pool \"tp\" in namespace {ns}: nothing to delete\nnot ours, left alone:\n{stray}")
+    );
+    assert!(leases.get_opt("not-a-claim").await.unwrap().is_some());
 }

@@ -13,7 +13,7 @@ use kube::api::{Api, DynamicObject, ListParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use vdi_core::labels::{ASSIGNED_TO_LABEL, MEMBER_LABEL, POOL_LABEL};
-use vdi_core::pool::RUN_LABEL;
+use vdi_core::pool::{RUN_LABEL, creation_mark_patch};
 use vdi_core::resources::VirtualMachine;
 
 /// Every VM, Lease and VirtualMachineClone of `ns` with its resourceVersion (and, for VMs, the
@@ -310,15 +310,15 @@ async fn pool_delete_removes_what_its_own_clone_objects_made_and_go_cli_debris()
     };
     let timeout = std::time::Duration::from_secs(20);
 
-    // An interrupted create of ours: its clone object (with our labels) made an unlabelled VM.
+    // An interrupted create of ours: its clone object (with our labels and the patch writing our
+    // creation mark) made an unlabelled VM.
     let ours = json!({ POOL_LABEL: "half", MEMBER_LABEL: "half-1", RUN_LABEL: "0123456789abcdef" });
-    clone_api
-        .create(
-            &Default::default(),
-            &clone_of("corral-vdi-clone-half-1", "half-1", ours),
-        )
-        .await
-        .unwrap();
+    let mut half = clone_of("corral-vdi-clone-half-1", "half-1", ours);
+    half.data["spec"]["patches"] = json!([creation_mark_patch(
+        "corral-vdi-clone-half-1",
+        "0123456789abcdef"
+    )]);
+    clone_api.create(&Default::default(), &half).await.unwrap();
     corral_tests::eventually(
         "our clone done",
         timeout,

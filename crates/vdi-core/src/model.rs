@@ -624,6 +624,11 @@ pub struct PoolDeleted {
     pub unlabelled: Vec<String>,
     /// Members that were assigned and deleted anyway because of `force`, with their holder.
     pub forced: Vec<String>,
+    /// What claims to belong to the pool but that delete cannot prove this product made, and
+    /// so left alone, each with why: `VirtualMachine golden-desktop (named by clone object
+    /// "x", but created before it …)`, `Lease other (labelled with the pool, but no member's
+    /// claim Lease)`.
+    pub left_alone: Vec<String>,
 }
 
 impl PoolDeleted {

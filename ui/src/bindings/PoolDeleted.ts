@@ -33,4 +33,11 @@ unlabelled: Array<string>,
 /**
  * Members that were assigned and deleted anyway because of `force`, with their holder.
  */
-forced: Array<string>, };
+forced: Array<string>, 
+/**
+ * What claims to belong to the pool but that delete cannot prove this product made, and
+ * so left alone, each with why: `VirtualMachine golden-desktop (named by clone object
+ * "x", but created before it …)`, `Lease other (labelled with the pool, but no member's
+ * claim Lease)`.
+ */
+leftAlone: Array<string>, };

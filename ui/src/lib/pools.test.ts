@@ -513,6 +513,7 @@ describe("formatPoolDeleted", () => {
     clones: [],
     unlabelled: [],
     forced: [],
+    leftAlone: [],
   };
 
   it("counts what was removed", () => {
@@ -534,6 +535,20 @@ describe("formatPoolDeleted", () => {
       formatPoolDeleted({ ...deleted, forced: ["devpool-1 (alice)", "devpool-3 (bob)"] }),
     ).toBe(
       "deleted pool devpool: 3 members, 2 Leases, 0 clone objects; taken from their users: devpool-1 (alice), devpool-3 (bob)",
+    );
+  });
+
+  it("names what claimed to belong but was left alone, and why", () => {
+    expect(
+      formatPoolDeleted({
+        ...deleted,
+        leftAlone: [
+          'VirtualMachine golden-desktop (named by clone object "planted", but without the corral.dev/vdi-cloned-by mark our clones write)',
+          "Lease other (labelled with the pool, but not the claim Lease corral-vdi-<member> of a VM deleted here)",
+        ],
+      }),
+    ).toBe(
+      'deleted pool devpool: 3 members, 2 Leases, 0 clone objects; not ours, left alone: VirtualMachine golden-desktop (named by clone object "planted", but without the corral.dev/vdi-cloned-by mark our clones write); Lease other (labelled with the pool, but not the claim Lease corral-vdi-<member> of a VM deleted here)',
     );
   });
 });

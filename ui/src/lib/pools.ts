@@ -389,8 +389,9 @@ export function deleteBlocker(
 }
 
 /**
- * "deleted pool devpool: 3 members, 3 Leases, 0 clone objects", and the assigned members that
- * were deleted because of force.
+ * "deleted pool devpool: 3 members, 3 Leases, 0 clone objects", the assigned members that
+ * were deleted because of force, and what claimed to belong but was left alone as not ours
+ * (each with why).
  */
 export function formatPoolDeleted(deleted: PoolDeleted): string {
   const removed = [
@@ -401,6 +402,9 @@ export function formatPoolDeleted(deleted: PoolDeleted): string {
   let text = `deleted pool ${deleted.name}: ${removed.join(", ")}`;
   if (deleted.forced.length > 0) {
     text += `; taken from their users: ${deleted.forced.join(", ")}`;
+  }
+  if (deleted.leftAlone.length > 0) {
+    text += `; not ours, left alone: ${deleted.leftAlone.join("; ")}`;
   }
   return text;
 }

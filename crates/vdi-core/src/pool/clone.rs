@@ -26,8 +26,9 @@ use tokio::time::Instant;
 
 use super::free::Namespaced;
 use super::{
-    CLONE_FILTERS, CLONE_GROUP, CLONE_KIND, CLONE_PREFIX, CLONE_VERSIONS, CancelHandle, CreatePool,
-    FIELD_MANAGER, RUN_LABEL, cancelled,
+    CLONE_FILTERS, CLONE_GROUP, CLONE_KIND, CLONE_PREFIX, CLONE_VERSIONS, CREATION_MARK_ANNOTATION,
+    CancelHandle, CreatePool, FIELD_MANAGER, RUN_LABEL, cancelled, creation_mark,
+    creation_mark_patch,
 };
 use crate::error::{Error, Result, describe, is_status};
 use crate::labels::{MEMBER_LABEL, POOL_LABEL};
@@ -286,6 +287,12 @@ impl<P: Fn(CreateProgress) + Send + Sync> Run<'_, P> {
                 "annotationFilters": CLONE_FILTERS,
             }
         });
+        // v1alpha1 has no patches (the API server would prune them): there the label step
+        // writes the mark.
+        if self.clone_api.version != "v1alpha1" {
+            obj.data["spec"]["patches"] =
+                json!([creation_mark_patch(&clone_name(member), &self.run_id)]);
+        }
         obj
     }
 
@@ -503,7 +510,8 @@ impl<P: Fn(CreateProgress) + Send + Sync> Run<'_, P> {
         ))
     }
 
-    /// The clone succeeded: label its VM, make sure it is halted, remove the clone object.
+    /// The clone succeeded: label its VM (with the creation mark, if the clone could not write
+    /// it), make sure it is halted, remove the clone object.
     async fn finish(&self, member: &str, created: &CreatedClone) -> Outcome {
         self.report(member, CreateStep::Labelling, None, None);
         let ns = &self.scope.namespace;
@@ -532,7 +540,14 @@ impl<P: Fn(CreateProgress) + Send + Sync> Run<'_, P> {
             }
         };
 
-        let label = json!({ "metadata": { "labels": { POOL_LABEL: self.scope.pool } } });
+        // The creation mark goes on with the label where the clone could not write it
+        // (v1alpha1); a mark already there, from the clone, is left as it is.
+        let mut label = json!({ "metadata": { "labels": { POOL_LABEL: self.scope.pool } } });
+        if !vm.annotations().contains_key(CREATION_MARK_ANNOTATION) {
+            label["metadata"]["annotations"] = json!({
+                CREATION_MARK_ANNOTATION: creation_mark(&created.name, &self.run_id)
+            });
+        }
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..Default::default()

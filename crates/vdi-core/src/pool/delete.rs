@@ -1,5 +1,8 @@
 //! Pool delete (SPEC "Pool list / delete"): the members, their Leases, leftover clone objects
-//! and VMs this pool's clone objects made that never got the pool label.
+//! and VMs this pool's clone objects made that never got the pool label — only what it can
+//! prove this product made for the pool. Whatever else claims to belong (a clone object
+//! labelled with the pool that names an older VM, a Lease labelled with the pool under another
+//! name) is left alone and listed with why ([`PoolDeleted::left_alone`]).
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -7,12 +10,12 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions};
 use kube::{Client, ResourceExt};
 
-use super::CLONE_KIND;
 use super::clone::{discover_clone_api, target_of};
+use super::{CLONE_KIND, CREATION_MARK_ANNOTATION, RUN_LABEL, creation_mark};
 use crate::cluster::ServerClock;
 use crate::error::{Error, Result, is_status};
 use crate::labels::{POOL_LABEL, lease_name};
-use crate::model::{ErrorKind, MemberState, PoolDeleted};
+use crate::model::{ErrorKind, MemberState, PoolDeleted, exact_instant};
 use crate::resources::VirtualMachine;
 use crate::state::member_view;
 use crate::validate;
@@ -53,11 +56,61 @@ fn assignment(state: MemberState, holder: Option<&str>) -> Option<String> {
     }
 }
 
-/// Deletes a pool: its member VMs, their claim Leases (`corral-vdi-<member>`, and Leases
-/// labelled with the pool), leftover clone objects (labelled with the pool, or targeting a
-/// member name `<pool>-<n>`, as the Go CLI's `clone-<pool>-<n>-<time>` do) and VMs that this
-/// pool's own clone objects produced but that never got the pool label. Clone objects go first, so none can make a new member meanwhile; Leases last, so no
-/// one claims a member that is being deleted. Judged at the API server's time (`clock`).
+/// Why the VM `vm` cannot be proven to be the product of `clone`, the pool's clone object that
+/// names it as its target, or `None` when it is: it carries the creation mark our clone step
+/// writes ([`creation_mark`] of that clone object's name and run id, [`CREATION_MARK_ANNOTATION`])
+/// and was created no earlier than the clone object (KubeVirt creates the target only after its
+/// clone object exists, and never over an existing VM). Anyone who may create clone objects can
+/// label one with the pool and name any VM as its target; neither proves the VM was made by it.
+fn unproven(vm: &VirtualMachine, clone: &DynamicObject) -> Option<String> {
+    let clone_name = clone.name_any();
+    let created = |meta: &kube::api::ObjectMeta| meta.creation_timestamp.as_ref().map(|t| t.0);
+    match (created(&vm.metadata), created(&clone.metadata)) {
+        (Some(vm_at), Some(clone_at)) if vm_at < clone_at => {
+            return Some(format!(
+                "named by clone object \"{clone_name}\", but created at {}, before that object \
+                 ({}): a clone never makes a VM that already exists",
+                exact_instant(vm_at),
+                exact_instant(clone_at)
+            ));
+        }
+        (Some(_), Some(_)) => {}
+        _ => {
+            return Some(format!(
+                "named by clone object \"{clone_name}\", but a creation time is missing, so \
+                 which came first is unknown"
+            ));
+        }
+    }
+    let Some(run) = clone.labels().get(RUN_LABEL) else {
+        return Some(format!(
+            "named by clone object \"{clone_name}\", but that object has no {RUN_LABEL} \
+             label: it is not one of ours, so no creation mark can be checked"
+        ));
+    };
+    let expected = creation_mark(&clone_name, run);
+    match vm.annotations().get(CREATION_MARK_ANNOTATION) {
+        Some(mark) if *mark == expected => None,
+        Some(mark) => Some(format!(
+            "named by clone object \"{clone_name}\", but its {CREATION_MARK_ANNOTATION} is \
+             \"{mark}\", not \"{expected}\""
+        )),
+        None => Some(format!(
+            "named by clone object \"{clone_name}\", but without the \
+             {CREATION_MARK_ANNOTATION} mark our clones write"
+        )),
+    }
+}
+
+/// Deletes a pool: its member VMs (the pool label), leftover clone objects (labelled with the
+/// pool, or targeting a member name `<pool>-<n>`, as the Go CLI's `clone-<pool>-<n>-<time>`
+/// do), the VMs without the pool label that such a clone object labelled with the pool provably
+/// made (an interrupted create: the VM carries that object's [`crate::pool::creation_mark`] and
+/// was created after it), and the claim Leases `corral-vdi-<vm>` of the VMs deleted. A VM a
+/// clone object names without that proof, and a Lease labelled with the pool under another
+/// name, are left alone and listed in [`PoolDeleted::left_alone`].
+/// Clone objects go first, so none can make a new member meanwhile; Leases last, so no one
+/// claims a member that is being deleted. Judged at the API server's time (`clock`).
 ///
 /// Idempotent: with nothing left, it succeeds with an empty [`PoolDeleted`]. VMs already being
 /// deleted are listed as deleted. It does not wait for VMs to be gone (KubeVirt first stops a
@@ -111,16 +164,6 @@ pub async fn delete_pool(
         .map_err(|e| Error::kube(format!("list Leases in namespace \"{ns}\""), e))?
         .items;
     let lease_of: HashMap<String, &Lease> = all_leases.iter().map(|l| (l.name_any(), l)).collect();
-    let doomed_leases: Vec<String> = all_leases
-        .iter()
-        .filter(|l| {
-            l.labels().get(POOL_LABEL) == Some(pool)
-                || crate::labels::member_of_lease(&l.name_any())
-                    .is_some_and(|m| member_names.contains(m))
-        })
-        .map(|l| l.name_any())
-        .collect();
-
     let now = clock.now();
     let mut blocked = Vec::new();
     let mut forced = Vec::new();
@@ -154,9 +197,10 @@ pub async fn delete_pool(
     }
 
     // Leftover clone objects, so that none produces a member while the pool goes; what our own
-    // clone objects produced without the pool label (an interrupted create) goes too.
+    // clone objects provably produced without the pool label (an interrupted create) goes too.
     let mut clones_deleted = Vec::new();
-    let mut produced = Vec::new();
+    let mut produced: Vec<(String, DynamicObject)> = Vec::new();
+    let mut left_alone = Vec::new();
     let clone_api = match discover_clone_api(client).await {
         Ok(api) => Some(api),
         Err(Error::Rejected { .. }) => None,
@@ -183,7 +227,7 @@ pub async fn delete_pool(
                 Ok(_) => {
                     clones_deleted.push(name);
                     if ours && let Some(target) = target {
-                        produced.push(target);
+                        produced.push((target, clone.clone()));
                     }
                 }
                 Err(e) if is_status(&e, 404) => {}
@@ -227,7 +271,7 @@ pub async fn delete_pool(
     }
 
     let mut unlabelled_deleted = Vec::new();
-    for name in produced {
+    for (name, clone) in produced {
         if member_names.contains(&name) {
             continue;
         }
@@ -237,9 +281,21 @@ pub async fn delete_pool(
                 e,
             )
         })?;
-        let Some(vm) = vm.filter(|vm| !vm.labels().contains_key(POOL_LABEL)) else {
+        let Some(vm) = vm else {
             continue;
         };
+        if let Some(other) = vm.labels().get(POOL_LABEL) {
+            left_alone.push(format!(
+                "VirtualMachine {name} (named by clone object \"{}\", but a member of pool \
+                 \"{other}\")",
+                clone.name_any()
+            ));
+            continue;
+        }
+        if let Some(why) = unproven(&vm, &clone) {
+            left_alone.push(format!("VirtualMachine {name} ({why})"));
+            continue;
+        }
         let params = DeleteParams {
             preconditions: vm.uid().map(|uid| Preconditions {
                 uid: Some(uid),
@@ -262,6 +318,22 @@ pub async fn delete_pool(
         }
     }
 
+    // The claim Leases of the VMs deleted, by name alone; a Lease that only carries the pool
+    // label proves nothing.
+    let mut doomed_leases = Vec::new();
+    for lease in &all_leases {
+        let name = lease.name_any();
+        if crate::labels::member_of_lease(&name)
+            .is_some_and(|m| member_names.contains(m) || unlabelled_deleted.iter().any(|u| u == m))
+        {
+            doomed_leases.push(name);
+        } else if lease.labels().get(POOL_LABEL) == Some(pool) {
+            left_alone.push(format!(
+                "Lease {name} (labelled with the pool, but not the claim Lease \
+                 corral-vdi-<member> of a VM deleted here)"
+            ));
+        }
+    }
     let mut leases_deleted = Vec::new();
     for name in doomed_leases {
         match leases.delete(&name, &DeleteParams::default()).await {
@@ -287,5 +359,77 @@ pub async fn delete_pool(
         clones: clones_deleted,
         unlabelled: unlabelled_deleted,
         forced: if request.force { forced } else { Vec::new() },
+        left_alone,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const CLONE_AT: &str = "2026-12-03T10:00:00Z";
+
+    fn vm(created: Option<&str>, mark: Option<&str>) -> VirtualMachine {
+        let annotations = match mark {
+            Some(m) => json!({ CREATION_MARK_ANNOTATION: m }),
+            None => json!({}),
+        };
+        serde_json::from_value(json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": { "name": "desk", "creationTimestamp": created, "annotations": annotations },
+            "spec": {}
+        }))
+        .unwrap()
+    }
+
+    fn clone_object(run: Option<&str>) -> DynamicObject {
+        let labels = match run {
+            Some(r) => json!({ POOL_LABEL: "p", RUN_LABEL: r }),
+            None => json!({ POOL_LABEL: "p" }),
+        };
+        serde_json::from_value(json!({
+            "apiVersion": "clone.kubevirt.io/v1beta1", "kind": "VirtualMachineClone",
+            "metadata": { "name": "c", "creationTimestamp": CLONE_AT, "labels": labels },
+            "spec": { "target": { "name": "desk" } }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_the_clones_own_mark_on_a_vm_made_after_it_proves_the_vm_ours() {
+        let clone = clone_object(Some("r1"));
+        let mark = creation_mark("c", "r1");
+        let later = Some("2026-12-03T10:00:07Z");
+        assert_eq!(unproven(&vm(later, Some(&mark)), &clone), None);
+        // Creation times are whole seconds: the same second is not "before".
+        assert_eq!(unproven(&vm(Some(CLONE_AT), Some(&mark)), &clone), None);
+        // A VM older than the clone object is never its product, whatever it carries.
+        assert_eq!(
+            unproven(&vm(Some("2026-12-03T09:59:59Z"), Some(&mark)), &clone).unwrap(),
+            "named by clone object \"c\", but created at 2026-12-03 09:59:59 UTC, before that \
+             object (2026-12-03 10:00:00 UTC): a clone never makes a VM that already exists"
+        );
+        assert_eq!(
+            unproven(&vm(later, None), &clone).unwrap(),
+            "named by clone object \"c\", but without the corral.dev/vdi-cloned-by mark our \
+             clones write"
+        );
+        // Another clone object's (or run's) mark is not this one's.
+        assert_eq!(
+            unproven(&vm(later, Some(&creation_mark("c", "r2"))), &clone).unwrap(),
+            "named by clone object \"c\", but its corral.dev/vdi-cloned-by is \"c/r2\", not \
+             \"c/r1\""
+        );
+        assert!(
+            unproven(&vm(later, Some(&mark)), &clone_object(None))
+                .unwrap()
+                .contains("but that object has no corral.dev/vdi-create-run label")
+        );
+        assert!(
+            unproven(&vm(None, Some(&mark)), &clone)
+                .unwrap()
+                .contains("a creation time is missing")
+        );
+    }
 }

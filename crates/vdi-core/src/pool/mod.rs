@@ -44,9 +44,18 @@
 //! still waiting are treated like failed ones (their clone objects deleted, a VM they produced
 //! removed), and the error lists the members that exist.
 //!
-//! **Delete** (`delete.rs`) removes the members, their `corral-vdi-<member>` Leases and
-//! leftover clone objects, refusing while any member is assigned (label or active Lease) unless
-//! forced. Run twice, the second run finds nothing to delete and succeeds.
+//! **Creation mark.** Each clone object (`v1beta1`) carries a patch that KubeVirt applies to
+//! the VM it creates: the annotation [`CREATION_MARK_ANNOTATION`] = `<clone object>/<run id>`
+//! ([`creation_mark_patch`]). The label step writes it too where it is missing (`v1alpha1`
+//! has no patches), in the same patch as the pool label.
+//!
+//! **Delete** (`delete.rs`) removes only what it can prove this product made for the pool: the
+//! members (the pool label), VMs without the label that carry the creation mark of the pool's
+//! clone object naming them and were created after it (an interrupted create), the
+//! `corral-vdi-<member>` Leases of those, and leftover clone objects; whatever else merely
+//! claims to belong (a clone object naming an older VM, a Lease labelled with the pool under
+//! another name) is listed as left alone. It refuses while any member is assigned (label or
+//! active Lease) unless forced. Run twice, the second run finds nothing to delete and succeeds.
 
 mod capacity;
 mod clone;
@@ -97,12 +106,42 @@ pub const CLONE_VERSIONS: [&str; 2] = ["v1beta1", "v1alpha1"];
 pub const RUN_LABEL: &str = "corral.dev/vdi-create-run";
 /// Prefix of a member's clone object name: `corral-vdi-clone-<member>`.
 pub const CLONE_PREFIX: &str = "corral-vdi-clone-";
+/// Annotation our clone step writes on every VM it makes, the *creation mark*:
+/// [`creation_mark`] of the clone object that made it. Pool delete removes a VM without the
+/// pool label only when it carries the mark of the clone object naming it, and was created
+/// after that object (`delete.rs`). One of the `corral.dev/vdi-*` keys that [`CLONE_FILTERS`]
+/// keep from being copied, so a golden VM's own mark never reaches its clones.
+pub const CREATION_MARK_ANNOTATION: &str = "corral.dev/vdi-cloned-by";
 /// Label and annotation filters of every clone: copy everything from the golden VM except
 /// Corral's own keys (pool, assignment, claimed-at), so members start unassigned. KubeVirt's
 /// filter rules: `*` only at the end, `!` only at the start.
 pub const CLONE_FILTERS: [&str; 2] = ["*", "!corral.dev/vdi-*"];
 /// Field manager of the patches pool create makes.
 pub const FIELD_MANAGER: &str = "corral-vdi";
+
+/// The creation mark of a VM made by clone object `clone` of the create run `run_id` (the
+/// clone object's [`RUN_LABEL`], random per run): `<clone>/<run id>`, e.g.
+/// `corral-vdi-clone-devpool-1/9f86d081884c7d65`.
+pub fn creation_mark(clone: &str, run_id: &str) -> String {
+    format!("{clone}/{run_id}")
+}
+
+/// The `spec.patches` entry of a VirtualMachineClone (`v1beta1`; `v1alpha1` has no patches)
+/// that writes [`creation_mark`] onto the target VM as KubeVirt creates it: a JSON patch (RFC
+/// 6902) `add` of [`CREATION_MARK_ANNOTATION`]. KubeVirt applies a clone's patches to the
+/// target VM manifest before creating it, after its own filter patches, and the restore always
+/// writes an annotation first, so `/metadata/annotations` exists (kubevirt
+/// `pkg/storage/snapshot/restore.go`, `patchVM`, `setLastRestoreAnnotation`).
+pub fn creation_mark_patch(clone: &str, run_id: &str) -> String {
+    let path = format!(
+        "/metadata/annotations/{}",
+        CREATION_MARK_ANNOTATION
+            .replace('~', "~0")
+            .replace('/', "~1")
+    );
+    serde_json::json!({ "op": "add", "path": path, "value": creation_mark(clone, run_id) })
+        .to_string()
+}
 
 /// How a pool create behaves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -303,6 +342,20 @@ pub(super) mod tests {
         fn send<T: Send>(_: &T) {}
         send(&create_pool(client, create, |_| {}));
         send(&delete_pool(client, delete, &ServerClock::default()));
+    }
+
+    #[test]
+    fn the_creation_mark_patch_adds_the_annotation_with_its_slash_escaped() {
+        let patch: serde_json::Value =
+            serde_json::from_str(&creation_mark_patch("corral-vdi-clone-p-1", "00ff")).unwrap();
+        assert_eq!(
+            patch,
+            serde_json::json!({
+                "op": "add",
+                "path": "/metadata/annotations/corral.dev~1vdi-cloned-by",
+                "value": "corral-vdi-clone-p-1/00ff",
+            })
+        );
     }
 
     #[tokio::test]
