@@ -2112,3 +2112,56 @@ async fn a_failed_create_offers_clean_up_in_the_dialog() {
     }
     gui.close().await;
 }
+
+/// A claim Lease whose times run off the end of the calendar, and a stray Lease labelled for
+/// another pool (tests/lib.rs `poisoned`): the member shows its own problem, the stray Lease is
+/// named in its pool's head, and the view stays live with no banner.
+#[tokio::test]
+async fn a_poisoned_lease_is_shown_as_its_members_problem_while_the_view_stays_live() {
+    let (ns, bobs) = corral_tests::poisoned("guipoison").await;
+    let gui = Gui::launch().await;
+    let client = &gui.client;
+    text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
+    let input = element(client, "[data-testid='namespace-input']").await;
+    input.clear().await.unwrap();
+    input.send_keys(&format!("{ns}\u{e007}")).await.unwrap();
+    let row = wait_text(
+        client,
+        &format!("[data-testid='member-{bobs}']"),
+        "unreadable claim",
+    )
+    .await;
+    assert!(
+        row.contains("bob") && row.contains("cannot be read"),
+        "{row}"
+    );
+    let why = js(
+        client,
+        &format!(
+            "return document.querySelector(\"[data-testid='member-{bobs}'] .lease-problem\").title"
+        ),
+    )
+    .await;
+    assert!(
+        why.as_str()
+            .is_some_and(|t| t.contains("renewTime plus leaseDurationSeconds 3600 is beyond")),
+        "{why}"
+    );
+    let dev = text_of(client, &format!("[data-testid='pool-{ns}-dev']")).await;
+    assert!(dev.contains("2 free"), "{dev}");
+    assert_eq!(
+        text_of(client, &format!("[data-testid='stray-{ns}-legacy']")).await,
+        "1 stray Lease"
+    );
+    wait_text(client, "[data-testid='feed-status']", "live").await;
+    assert_eq!(
+        js(
+            client,
+            "return [...document.querySelectorAll(\"[data-testid='banner']\")].map(b => b.textContent)"
+        )
+        .await,
+        serde_json::json!([])
+    );
+    gui.screenshot("e2e-poisoned-lease.png");
+    gui.close().await;
+}

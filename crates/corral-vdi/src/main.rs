@@ -235,9 +235,14 @@ fn member_row(m: &MemberView, now: jiff::Timestamp) -> [String; 6] {
         }
         (holder, _) => or_dash(holder.as_deref()).to_owned(),
     };
+    // An unreadable claim says why in its state: the member's own problem, in the table.
+    let state = match m.lease.as_ref().and_then(|l| l.problem.as_deref()) {
+        Some(problem) => format!("{}: {problem}", m.state_label),
+        None => m.state_label.clone(),
+    };
     [
         m.name.clone(),
-        m.state_label.clone(),
+        state,
         holder,
         or_dash(claimed.as_deref()).to_owned(),
         or_dash(expires.as_deref()).to_owned(),
@@ -285,6 +290,12 @@ fn print_pools(pools: &[PoolView], scope: &Scope, now: jiff::Timestamp) {
             .chain(pool.members.iter().map(|m| member_row(m, now)))
             .collect();
         print_table(&rows, "  ");
+        for lease in &pool.stray_leases {
+            out!(
+                "  stray Lease {lease}: labelled for this pool, but no member's claim \
+                 (corral-vdi-<member>); not joined, left alone"
+            );
+        }
     }
 }
 

@@ -21,6 +21,7 @@
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 
+use crate::lease::ClaimLease;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{Event as KubeEvent, EventSource, ObjectReference};
@@ -171,11 +172,9 @@ fn lease_object(
     member: &str,
     now: Timestamp,
     lease_seconds: i32,
-    previous: Option<&Lease>,
+    previous: Option<&ClaimLease>,
 ) -> Lease {
-    let transitions = previous
-        .and_then(|l| l.spec.as_ref())
-        .map_or(0, |s| s.lease_transitions.unwrap_or(0) + 1);
+    let transitions = previous.map_or(0, |l| l.transitions().saturating_add(1));
     let resource_version = previous.and_then(|l| l.resource_version());
     Lease {
         metadata: ObjectMeta {
@@ -321,16 +320,9 @@ pub async fn assign(
             ),
         ));
     }
-    let leases = leases_api
-        .list(&selector)
-        .await
-        .map_err(|e| {
-            Error::kube(
-                format!("list the Leases of pool \"{pool}\" in namespace \"{namespace}\""),
-                e,
-            )
-        })?
-        .items;
+    // Every claim Lease of the namespace, joined to members by name (crate::lease): one
+    // without labels still holds its member.
+    let leases = crate::lease::list(client, namespace).await?;
     let now = clock.now();
     let pools = group_pools(&vms, &leases, now);
     let members = pools
@@ -700,7 +692,6 @@ async fn label_member(
     );
     let member = vm.name_any();
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), namespace);
-    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
     let mut current = vm.clone();
     for _ in 0..5 {
         if let Some(foreign) = current
@@ -738,11 +729,9 @@ async fn label_member(
                     .get(&member)
                     .await
                     .map_err(|e| Error::kube(format!("re-read VirtualMachine {member}"), e))?;
-                let lease = leases.get(&lease_name(&member)).await.map_err(|e| {
-                    Error::kube(format!("re-read Lease {}", lease_name(&member)), e)
-                })?;
-                let held = crate::state::lease_view(&lease, clock.now());
-                if !(held.active && held.holder.as_deref() == Some(assignee)) {
+                let lease = crate::lease::get(client, namespace, &lease_name(&member)).await?;
+                let held = lease.map(|l| crate::lease::lease_view(&l, clock.now()));
+                if !held.is_some_and(|h| h.active && h.holder.as_deref() == Some(assignee)) {
                     return Err(Error::Refused {
                         message: format!(
                             "{assignee} lost the claim on {member} while labelling it"
@@ -897,7 +886,6 @@ pub async fn unassign(
     let client = actor.client();
     let caller = actor.username();
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), namespace);
-    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
     let vm = vms
         .get_opt(member)
         .await
@@ -921,24 +909,27 @@ pub async fn unassign(
             "unassign works on pool members only",
         ));
     }
-    let lease = leases
-        .get_opt(&lease_name(member))
-        .await
-        .map_err(|e| Error::kube(format!("read Lease {}", lease_name(member)), e))?;
+    let lease = crate::lease::get(client, namespace, &lease_name(member)).await?;
     let view = member_view(&vm, lease.as_ref(), actor.clock().now());
     if view.state == MemberState::Conflict && !actor.identity().is_admin() {
         return Err(conflict_error(&view));
     }
     let mut forced = false;
-    if let Some(l) = view.lease.as_ref().filter(|l| l.active)
+    // A Lease that cannot be judged may be live: only its holder (or a forcing administrator)
+    // releases it.
+    if let Some(l) = view
+        .lease
+        .as_ref()
+        .filter(|l| l.active || l.problem.is_some())
         && l.holder.as_deref() != Some(caller)
         && view.state != MemberState::Conflict
     {
         let holder = l.holder.clone().unwrap_or_default();
-        let until = l
-            .expires_at
-            .map(|t| crate::model::describe_instant(t, actor.clock().now()))
-            .unwrap_or_else(|| "(no expiry)".into());
+        let until = match (&l.problem, l.expires_at) {
+            (Some(problem), _) => format!("an unknown time (its Lease cannot be read: {problem})"),
+            (None, Some(t)) => crate::model::describe_instant(t, actor.clock().now()),
+            (None, None) => "(no expiry)".into(),
+        };
         if !options.force {
             return Err(Error::Refused {
                 message: format!(
@@ -974,6 +965,12 @@ pub async fn unassign(
         forced = true;
     }
 
+    // The claim changes first and the power last: whether the Lease may be deleted (RBAC, the
+    // guard) is asked with a dry run before anything changes, so a refusal leaves the VM as it
+    // was. The Lease itself goes last, so nobody claims the member while it stops.
+    if let Some(lease) = &lease {
+        delete_lease(client, namespace, member, lease, true).await?;
+    }
     let has_presentation = vm.labels().contains_key(ASSIGNED_TO_LABEL)
         || vm.annotations().contains_key(CLAIMED_AT_ANNOTATION);
     if has_presentation {
@@ -1000,31 +997,7 @@ pub async fn unassign(
             source: Box::new(e),
         })?;
     if let Some(lease) = &lease {
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                resource_version: lease.resource_version(),
-                uid: lease.uid(),
-            }),
-            ..Default::default()
-        };
-        match leases.delete(&lease.name_any(), &params).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) if is_status(&e, 409) => {
-                return Err(Error::Refused {
-                    message: format!(
-                        "the Lease of {member} changed while it was being released (someone claimed it meanwhile)"
-                    ),
-                    suggestion: Some("list the pool again to see who holds it".into()),
-                });
-            }
-            Err(e) => {
-                return Err(Error::kube(
-                    format!("release Lease {}", lease.name_any()),
-                    e,
-                ));
-            }
-        }
+        delete_lease(client, namespace, member, lease, false).await?;
     }
     if forced {
         record_force_release(actor, namespace, &vm, view.holder.as_deref().unwrap_or("")).await;
@@ -1039,6 +1012,54 @@ pub async fn unassign(
         power,
         forced,
     })
+}
+
+/// Deletes `member`'s claim Lease with its resourceVersion and uid as preconditions, or with
+/// `dry_run` only asks the API server (RBAC, the guard) whether it would. Gone already is
+/// fine.
+///
+/// Errors: [`Error::Refused`] when the Lease changed meanwhile (409: someone claimed it);
+/// [`Error::Kube`] for any other refusal (a guard denial names its rule).
+async fn delete_lease(
+    client: &Client,
+    namespace: &str,
+    member: &str,
+    lease: &ClaimLease,
+    dry_run: bool,
+) -> Result<()> {
+    let params = DeleteParams {
+        dry_run,
+        preconditions: Some(Preconditions {
+            resource_version: lease.resource_version(),
+            uid: lease.uid(),
+        }),
+        ..Default::default()
+    };
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    match leases.delete(&lease.name_any(), &params).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_status(&e, 404) => Ok(()),
+        Err(e) if is_status(&e, 409) => Err(Error::Refused {
+            message: format!(
+                "the Lease of {member} changed while it was being released (someone claimed it \
+                 meanwhile){}",
+                if dry_run { "; nothing was changed" } else { "" }
+            ),
+            suggestion: Some("list the pool again to see who holds it".into()),
+        }),
+        Err(e) => Err(Error::kube(
+            format!(
+                "release Lease {}{}",
+                lease.name_any(),
+                if dry_run {
+                    " (asked before anything changed: nothing was)"
+                } else {
+                    ""
+                }
+            ),
+            e,
+        )),
+    }
 }
 
 /// Reason of the Event a forced release leaves on the VM.

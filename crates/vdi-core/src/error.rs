@@ -73,6 +73,13 @@ pub enum Error {
         /// How long it had been asked without an answer (seconds).
         seconds: u64,
     },
+    /// The live view's task ended, which it never should (a defect: a panic, or its watches
+    /// ended): nothing updates the view any more. Kind `Other`, not retryable by waiting.
+    #[error("the live view stopped: {why}; the pools shown are no longer updated")]
+    FeedStopped {
+        /// What ended it (a panic's message).
+        why: String,
+    },
     /// virt-api (or the API server in front of it) refused to open a stream (VNC, port
     /// forward, USB redirection), before the upgrade.
     #[error("{0}")]
@@ -134,6 +141,7 @@ impl Error {
             Error::Kube { source, .. } => kube_kind(source),
             Error::Rejected { kind, .. } => *kind,
             Error::Silent { .. } => ErrorKind::Timeout,
+            Error::FeedStopped { .. } => ErrorKind::Other,
             Error::Stream(refusal) => refusal.kind(),
             Error::PoolIncomplete(failure) => failure.kind(),
         }
@@ -151,6 +159,11 @@ impl Error {
             Error::Silent { .. } => Some(
                 "it is asked again every few seconds and the view catches up by itself when it \
                  answers; if it stays silent, check the cluster (kubectl get --raw /readyz)"
+                    .into(),
+            ),
+            Error::FeedStopped { .. } => Some(
+                "switch the context or namespace (or restart the app) to start it again, and \
+                 report this with the log: it is a defect"
                     .into(),
             ),
             Error::Stream(refusal) => Some(refusal.suggestion.clone()),

@@ -13,6 +13,7 @@ pub mod golden;
 pub mod guard;
 pub mod identity;
 pub mod labels;
+pub mod lease;
 pub mod model;
 pub mod peer;
 pub mod pool;

@@ -33,6 +33,10 @@ pub enum MemberState {
     /// them (e.g. the label-only `corral vdi` Go CLI). Not claimable, never resumed over; an
     /// administrator resolves it with unassign.
     Conflict,
+    /// The Lease cannot be judged: a time beyond the calendar the product can hold, an expiry
+    /// that overflows it, or a duration out of range ([`LeaseView::problem`] says which).
+    /// Not claimable; its holder or an administrator releases it.
+    Unreadable,
 }
 
 impl MemberState {
@@ -46,6 +50,7 @@ impl MemberState {
             MemberState::Assigned => "assigned",
             MemberState::AssignedLeaseExpired => "assigned, lease expired",
             MemberState::Conflict => "conflict (label and Lease disagree)",
+            MemberState::Unreadable => "unreadable claim",
         }
     }
 
@@ -78,6 +83,10 @@ pub struct LeaseView {
     pub transitions: i32,
     /// `metadata.resourceVersion`, which a takeover must carry.
     pub resource_version: Option<String>,
+    /// Why the Lease cannot be judged ("renewTime 9999-12-31T23:59:59.000000Z is out of
+    /// range"), if it cannot: then it is not active and its times are absent
+    /// ([`crate::lease::lease_view`]).
+    pub problem: Option<String>,
 }
 
 /// One pool member, ready to show.
@@ -135,6 +144,10 @@ pub struct PoolView {
     pub members: Vec<MemberView>,
     /// Counts by claimability.
     pub counts: PoolCounts,
+    /// Leases labelled with this pool whose name is no member's claim (`corral-vdi-<member>`):
+    /// never joined to a member, never deleted with the pool; shown so that an administrator
+    /// can look at them.
+    pub stray_leases: Vec<String>,
 }
 
 /// Which namespaces a view covers.
@@ -893,6 +906,7 @@ mod tests {
                 taken: 0,
                 total: free,
             },
+            stray_leases: Vec::new(),
         }
     }
 

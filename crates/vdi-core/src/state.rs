@@ -5,12 +5,12 @@
 use std::collections::{BTreeMap, HashMap};
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::coordination::v1::Lease;
 use kube::ResourceExt;
 
 use crate::labels::{
     self, ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, DecodedLabel, POOL_LABEL, lease_name,
 };
+use crate::lease::{ClaimLease, lease_view};
 use crate::model::{LeaseView, MemberState, MemberView, PoolCounts, PoolView};
 use crate::resources::VirtualMachine;
 
@@ -18,43 +18,14 @@ use crate::resources::VirtualMachine;
 /// as being in the future (allows for the one-second resolution of the `Date` header).
 pub const FUTURE_TOLERANCE: SignedDuration = SignedDuration::from_secs(5);
 
-/// Reads a claim Lease as of `now` (the API server's time).
-///
-/// Active means: `holderIdentity` is set and non-empty, and `renewTime` (else `acquireTime`)
-/// plus `leaseDurationSeconds` lies after `now`. A Lease without a duration never expires only
-/// if it has a holder; Kubernetes leaves the duration optional, Corral always sets it.
-pub fn lease_view(lease: &Lease, now: Timestamp) -> LeaseView {
-    let spec = lease.spec.clone().unwrap_or_default();
-    let holder = spec.holder_identity.filter(|h| !h.is_empty());
-    let acquired_at = spec.acquire_time.map(|t| t.0);
-    let renewed_at = spec.renew_time.map(|t| t.0);
-    let duration = spec.lease_duration_seconds;
-    let last = renewed_at.or(acquired_at);
-    let expires_at = match (last, duration) {
-        (Some(last), Some(secs)) => Some(last + SignedDuration::from_secs(i64::from(secs))),
-        _ => None,
-    };
-    let active = holder.is_some() && expires_at.is_none_or(|exp| exp > now);
-    let renew_time_in_future = renewed_at.is_some_and(|r| r > now + FUTURE_TOLERANCE);
-    LeaseView {
-        holder,
-        acquired_at,
-        renewed_at,
-        duration_seconds: duration,
-        expires_at,
-        active,
-        renew_time_in_future,
-        transitions: spec.lease_transitions.unwrap_or(0),
-        resource_version: lease.resource_version(),
-    }
-}
-
 /// A member's state from its assigned-to label (as written on the VM) and its Lease (SPEC
 /// "Member state" table). A label that is not the encoding of the active Lease's holder is a
-/// conflict.
+/// conflict; a Lease that cannot be judged ([`LeaseView::problem`]) is an unreadable claim,
+/// whatever the label says.
 pub fn member_state(assigned_label: Option<&str>, lease: Option<&LeaseView>) -> MemberState {
     let label = assigned_label.filter(|v| !v.is_empty());
     match (label, lease) {
+        (_, Some(l)) if l.problem.is_some() => MemberState::Unreadable,
         (None, None) => MemberState::Free,
         (None, Some(l)) if l.active => MemberState::Claiming,
         (None, Some(_)) => MemberState::FreeStaleLease,
@@ -76,7 +47,7 @@ pub fn label_holder(label: &str) -> String {
 }
 
 /// A member's view from its VM and (if any) its `corral-vdi-<member>` Lease, as of `now`.
-pub fn member_view(vm: &VirtualMachine, lease: Option<&Lease>, now: Timestamp) -> MemberView {
+pub fn member_view(vm: &VirtualMachine, lease: Option<&ClaimLease>, now: Timestamp) -> MemberView {
     let lease = lease.map(|l| lease_view(l, now));
     let assigned = vm.labels().get(ASSIGNED_TO_LABEL).filter(|v| !v.is_empty());
     let state = member_state(assigned.map(String::as_str), lease.as_ref());
@@ -109,14 +80,15 @@ fn member_order(name: &str) -> (u64, String) {
 }
 
 /// Groups labelled VMs into pools by (namespace, `corral.dev/vdi-pool` value), joining each VM
-/// with its Lease. VMs without the pool label are ignored. Pools come sorted by (namespace,
-/// name), members by index.
+/// with its Lease by name (`corral-vdi-<member>`, whatever its labels). VMs without the pool
+/// label are ignored; Leases labelled with a pool that join no member of it are that pool's
+/// [`PoolView::stray_leases`]. Pools come sorted by (namespace, name), members by index.
 pub fn group_pools<'a>(
     vms: impl IntoIterator<Item = &'a VirtualMachine>,
-    leases: impl IntoIterator<Item = &'a Lease>,
+    leases: impl IntoIterator<Item = &'a ClaimLease>,
     now: Timestamp,
 ) -> Vec<PoolView> {
-    let leases: HashMap<(String, String), &Lease> = leases
+    let leases: HashMap<(String, String), &ClaimLease> = leases
         .into_iter()
         .map(|l| ((l.namespace().unwrap_or_default(), l.name_any()), l))
         .collect();
@@ -134,9 +106,30 @@ pub fn group_pools<'a>(
             .or_default()
             .push(member_view(vm, lease, now));
     }
+    // Leases labelled with a pool that joined none of its members.
+    let mut strays: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for ((ns, lease), l) in &leases {
+        let Some(pool) = l.labels().get(POOL_LABEL) else {
+            continue;
+        };
+        let joined = labels::member_of_lease(lease).is_some_and(|m| {
+            pools
+                .get(&(ns.clone(), pool.clone()))
+                .is_some_and(|members| members.iter().any(|v| v.name == m))
+        });
+        if !joined {
+            strays
+                .entry((ns.clone(), pool.clone()))
+                .or_default()
+                .push(lease.clone());
+        }
+    }
     pools
         .into_iter()
-        .map(|((namespace, name), mut members)| {
+        .map(|(key, mut members)| {
+            let mut stray_leases = strays.remove(&key).unwrap_or_default();
+            stray_leases.sort();
+            let (namespace, name) = key;
             members.sort_by_cached_key(|m| member_order(&m.name));
             let mut counts = PoolCounts {
                 total: members.len() as u32,
@@ -154,6 +147,7 @@ pub fn group_pools<'a>(
                 name,
                 members,
                 counts,
+                stray_leases,
             }
         })
         .collect()
@@ -175,7 +169,7 @@ pub fn next_expiry(pools: &[PoolView], now: Timestamp) -> Option<Timestamp> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
     use kube::api::ObjectMeta;
 
@@ -183,9 +177,9 @@ mod tests {
         "2026-11-30T12:00:00Z".parse().unwrap()
     }
 
-    fn lease(member: &str, holder: Option<&str>, renewed_ago_secs: i64) -> Lease {
+    fn lease(member: &str, holder: Option<&str>, renewed_ago_secs: i64) -> ClaimLease {
         let renew = now() - SignedDuration::from_secs(renewed_ago_secs);
-        Lease {
+        ClaimLease::from(Lease {
             metadata: ObjectMeta {
                 name: Some(lease_name(member)),
                 namespace: Some("ns".into()),
@@ -200,7 +194,7 @@ mod tests {
                 lease_transitions: Some(1),
                 ..Default::default()
             }),
-        }
+        })
     }
 
     fn vm(name: &str, pool: &str, assigned: Option<&str>, power: Option<&str>) -> VirtualMachine {

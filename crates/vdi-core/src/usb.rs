@@ -817,12 +817,7 @@ pub async fn check_redirect(
             ));
         }
     };
-    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
-        Api::namespaced(client.clone(), namespace);
-    let lease = leases
-        .get_opt(&crate::labels::lease_name(member))
-        .await
-        .map_err(|e| Error::kube(format!("read Lease of {member}"), e))?;
+    let lease = crate::lease::get(client, namespace, &crate::labels::lease_name(member)).await?;
     let view = crate::state::member_view(&vm, lease.as_ref(), actor.clock().now());
     let me = actor.username();
     let mine = match &view.lease {

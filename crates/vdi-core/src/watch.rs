@@ -10,11 +10,10 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
-use futures::{Stream, StreamExt};
-use k8s_openapi::api::coordination::v1::Lease;
+use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
 use kube::api::{Api, ListParams};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::utils::{Backoff, ResetTimerBackoff};
 use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Client, Resource};
@@ -25,6 +24,7 @@ use tokio::task::JoinHandle;
 use crate::cluster::ServerClock;
 use crate::error::{Error, Result};
 use crate::labels::POOL_LABEL;
+use crate::lease::{ClaimLease, concerns_claims};
 use crate::model::{FeedStatus, PoolView, PoolsSnapshot, Scope};
 use crate::resources::VirtualMachine;
 use crate::state::{group_pools, next_expiry};
@@ -107,27 +107,44 @@ fn where_(scope: &Scope) -> String {
     }
 }
 
+/// The field selector of the Lease lists and watches: in all namespaces, every namespace but
+/// `kube-node-lease`, whose one Lease per node is renewed every 10 s (kubelet's node heartbeat)
+/// and is never a claim.
+fn lease_fields(scope: &Scope) -> Option<&'static str> {
+    match scope {
+        Scope::Namespace(_) => None,
+        Scope::All => Some("metadata.namespace!=kube-node-lease"),
+    }
+}
+
 /// Lists the pools in `scope` once, judged at the API server's time.
+///
+/// Leases are listed whole (not by label) and joined to members by name
+/// ([`crate::lease`]): an unlabelled claim Lease still keeps its member from being shown free.
 ///
 /// Errors: [`Error::Invalid`] for a bad namespace name (no request sent); the list of
 /// VirtualMachines or Leases failed (403 names the namespace; 404 means KubeVirt's CRDs are
-/// not installed).
+/// not installed). A Lease that cannot be judged never fails it: its member shows it.
 pub async fn list_pools(
     client: &Client,
     scope: &Scope,
     clock: &ServerClock,
 ) -> Result<Vec<PoolView>> {
     scope.validate()?;
-    let params = ListParams::default().labels(POOL_LABEL);
     let vms = api::<VirtualMachine>(client, scope)
-        .list(&params)
+        .list(&ListParams::default().labels(POOL_LABEL))
         .await
         .map_err(|e| Error::kube(format!("list VirtualMachines {}", where_(scope)), e))?;
-    let leases = api::<Lease>(client, scope)
-        .list(&params)
+    let mut lease_params = ListParams::default();
+    if let Some(fields) = lease_fields(scope) {
+        lease_params = lease_params.fields(fields);
+    }
+    let leases = api::<ClaimLease>(client, scope)
+        .list(&lease_params)
         .await
         .map_err(|e| Error::kube(format!("list Leases {}", where_(scope)), e))?;
-    Ok(group_pools(&vms.items, &leases.items, clock.now()))
+    let leases: Vec<ClaimLease> = leases.items.into_iter().filter(concerns_claims).collect();
+    Ok(group_pools(&vms.items, &leases, clock.now()))
 }
 
 /// A running live view. Dropping it stops the watches.
@@ -150,7 +167,9 @@ impl PoolFeed {
             judged_at: clock.now(),
         };
         let (tx, rx) = watch::channel(initial);
-        let task = tokio::spawn(run(client, scope, clock, tx));
+        let task = tokio::spawn(async move {
+            supervise(&tx, run(client, scope, clock, &tx)).await;
+        });
         PoolFeed { rx, task }
     }
 
@@ -188,9 +207,14 @@ enum Update {
     Tick,
 }
 
+/// Watches `api` into `writer`, keeping only the objects `keep` accepts: one that stops being
+/// kept (its labels changed) leaves the store, and a change to one never kept is no update at
+/// all, so the cluster's other objects cost no regrouping.
 fn reflect<K>(
     api: Api<K>,
-    writer: reflector::store::Writer<K>,
+    mut config: watcher::Config,
+    (store, writer): (Store<K>, reflector::store::Writer<K>),
+    keep: fn(&K) -> bool,
     source: Source,
     what: String,
 ) -> impl Stream<Item = Update>
@@ -208,10 +232,23 @@ where
     // brings anything newer. kube-rs: `watcher::Config::any_semantic`, and no page size:
     // kube-core leaves resourceVersion "0" out of a list that has a limit (the API server
     // would ignore the limit), which would make it a quorum read from etcd in pages of 500.
-    let mut config = watcher::Config::default().labels(POOL_LABEL).any_semantic();
+    config = config.any_semantic();
     config.page_size = None;
     watcher(api, config)
         .backoff(retry_backoff())
+        .try_filter_map(move |event| {
+            // The store holds what the events before this one made of it: the stream is
+            // sequential.
+            let known = |k: &K| store.get(&ObjectRef::from_obj(k)).is_some();
+            let event = match event {
+                Event::Apply(k) | Event::Delete(k) if !keep(&k) => {
+                    known(&k).then_some(Event::Delete(k))
+                }
+                Event::InitApply(k) if !keep(&k) => None,
+                other => Some(other),
+            };
+            std::future::ready(Ok(event))
+        })
         .reflect(writer)
         .filter_map(move |item| {
             let update = match item {
@@ -282,7 +319,7 @@ fn snapshot(
     scope: &Scope,
     status: FeedStatus,
     vms: &Store<VirtualMachine>,
-    leases: &Store<Lease>,
+    leases: &Store<ClaimLease>,
     clock: &ServerClock,
 ) -> PoolsSnapshot {
     let now = clock.now();
@@ -301,18 +338,49 @@ fn snapshot(
     }
 }
 
-async fn run(client: Client, scope: Scope, clock: ServerClock, tx: watch::Sender<PoolsSnapshot>) {
+/// Runs `feed` (the feed's loop, [`run`]) until it ends, which it does only when the feed's
+/// receivers are gone. Should it end otherwise (a panic, or watch streams that ended, neither
+/// of which it is built to do), the last snapshot turns `Failing` with
+/// [`Error::FeedStopped`]: the view says so instead of "live" over a list nobody updates.
+async fn supervise(tx: &watch::Sender<PoolsSnapshot>, feed: impl Future<Output = ()>) {
+    let ended = std::panic::AssertUnwindSafe(feed).catch_unwind().await;
+    if tx.is_closed() {
+        return;
+    }
+    let why = match ended {
+        Ok(()) => "its watches ended".to_owned(),
+        Err(panic) => panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_else(|| "it panicked".to_owned()),
+    };
+    tracing::error!(%why, "pool feed stopped");
+    let error = Error::FeedStopped { why }.view();
+    tx.send_modify(|snap| snap.status = FeedStatus::Failing { error });
+}
+
+async fn run(client: Client, scope: Scope, clock: ServerClock, tx: &watch::Sender<PoolsSnapshot>) {
     let (vm_store, vm_writer) = reflector::store::<VirtualMachine>();
-    let (lease_store, lease_writer) = reflector::store::<Lease>();
+    let (lease_store, lease_writer) = reflector::store::<ClaimLease>();
     let vms = reflect(
         api::<VirtualMachine>(&client, &scope),
-        vm_writer,
+        watcher::Config::default().labels(POOL_LABEL),
+        (vm_store.clone(), vm_writer),
+        |_| true,
         Source::Vms,
         format!("VirtualMachines {}", where_(&scope)),
     );
+    // Every Lease, not only labelled ones: a claim is joined by name (crate::lease).
+    let mut lease_config = watcher::Config::default();
+    if let Some(fields) = lease_fields(&scope) {
+        lease_config = lease_config.fields(fields);
+    }
     let leases = reflect(
-        api::<Lease>(&client, &scope),
-        lease_writer,
+        api::<ClaimLease>(&client, &scope),
+        lease_config,
+        (lease_store.clone(), lease_writer),
+        concerns_claims,
         Source::Leases,
         format!("Leases {}", where_(&scope)),
     );
@@ -396,5 +464,49 @@ async fn run(client: Client, scope: Scope, clock: ServerClock, tx: watch::Sender
         if tx.send(snap).is_err() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn channel() -> (watch::Sender<PoolsSnapshot>, watch::Receiver<PoolsSnapshot>) {
+        watch::channel(PoolsSnapshot {
+            scope: Scope::All,
+            status: FeedStatus::Live,
+            pools: Vec::new(),
+            judged_at: jiff::Timestamp::UNIX_EPOCH,
+        })
+    }
+
+    #[tokio::test]
+    async fn a_feed_that_panics_says_so_instead_of_staying_live() {
+        let (tx, rx) = channel();
+        supervise(&tx, async { panic!("adding to a timestamp overflowed") }).await;
+        match &rx.borrow().status {
+            FeedStatus::Failing { error } => {
+                assert_eq!(
+                    error.message,
+                    "the live view stopped: adding to a timestamp overflowed; the pools shown \
+                     are no longer updated"
+                );
+                assert!(!error.retryable);
+            }
+            other => panic!("still {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_feed_whose_watches_end_says_so_and_one_nobody_reads_says_nothing() {
+        let (tx, rx) = channel();
+        supervise(&tx, async {}).await;
+        assert!(
+            matches!(&rx.borrow().status, FeedStatus::Failing { error } if error.message.contains("its watches ended"))
+        );
+        let (tx, rx) = channel();
+        drop(rx);
+        supervise(&tx, async {}).await;
+        assert_eq!(tx.borrow().status, FeedStatus::Live);
     }
 }

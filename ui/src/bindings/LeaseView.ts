@@ -39,4 +39,10 @@ transitions: number,
 /**
  * `metadata.resourceVersion`, which a takeover must carry.
  */
-resourceVersion: string | null, };
+resourceVersion: string | null, 
+/**
+ * Why the Lease cannot be judged ("renewTime 9999-12-31T23:59:59.000000Z is out of
+ * range"), if it cannot: then it is not active and its times are absent
+ * ([`crate::lease::lease_view`]).
+ */
+problem: string | null, };

@@ -4,4 +4,4 @@
  * A member's claim state, derived from its VM's assigned-to label and its Lease
  * (SPEC "Member state"). Never stored anywhere.
  */
-export type MemberState = "free" | "freeStaleLease" | "claiming" | "assignedLegacy" | "assigned" | "assignedLeaseExpired" | "conflict";
+export type MemberState = "free" | "freeStaleLease" | "claiming" | "assignedLegacy" | "assigned" | "assignedLeaseExpired" | "conflict" | "unreadable";

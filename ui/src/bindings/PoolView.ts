@@ -21,4 +21,10 @@ members: Array<MemberView>,
 /**
  * Counts by claimability.
  */
-counts: PoolCounts, };
+counts: PoolCounts, 
+/**
+ * Leases labelled with this pool whose name is no member's claim (`corral-vdi-<member>`):
+ * never joined to a member, never deleted with the pool; shown so that an administrator
+ * can look at them.
+ */
+strayLeases: Array<string>, };

@@ -54,6 +54,15 @@ export function LeaseCell({
   if (lease === null) {
     return <Missing title="No ownership Lease" />;
   }
+  if (lease.problem !== null) {
+    const why = `This Lease cannot be read: ${lease.problem}. Only its holder (${lease.holder ?? "none"}) or an administrator can release the member.`;
+    return (
+      <span className="lease-cell lease-problem" title={why}>
+        cannot be read
+        <WarningIcon label={why} />
+      </span>
+    );
+  }
   const expiresMs = parseIso(lease.expiresAt);
   return (
     <span className="lease-cell">
@@ -136,7 +145,10 @@ export function HolderCell({ member }: { member: MemberView }) {
 }
 
 export function StateBadge({ member }: { member: MemberView }) {
-  const stateTitle = `${member.state}${member.claimable ? " · claimable" : " · not claimable"}`;
+  const problem = member.lease?.problem;
+  const stateTitle = `${member.state}${member.claimable ? " · claimable" : " · not claimable"}${
+    problem ? ` · its Lease cannot be read: ${problem}` : ""
+  }`;
   return (
     <span className={`badge tone-${stateTone(member.state)}`} title={stateTitle}>
       {member.stateLabel}

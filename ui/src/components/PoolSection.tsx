@@ -96,6 +96,17 @@ export const PoolSection = memo(function PoolSection({
         >
           {formatCounts(counts)}
         </span>
+        {pool.strayLeases.length > 0 ? (
+          <span
+            className="badge tone-amber pool-stray"
+            data-testid={`stray-${pool.namespace}-${pool.name}`}
+            title={`Labelled for this pool but no member's claim (a claim is the Lease corral-vdi-<member>): not joined to any member, and left alone by Delete: ${pool.strayLeases.join(", ")}`}
+          >
+            {pool.strayLeases.length === 1
+              ? "1 stray Lease"
+              : `${pool.strayLeases.length} stray Leases`}
+          </span>
+        ) : null}
         <button
           type="button"
           className="btn btn-small pool-assign"

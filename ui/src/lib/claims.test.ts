@@ -28,6 +28,7 @@ function pool(namespace: string, name: string, members: MemberView[]): PoolView 
     name,
     members: members.map((m) => ({ ...m, namespace })),
     counts: { free, taken: members.length - free, total: members.length },
+    strayLeases: [],
   };
 }
 
@@ -229,6 +230,7 @@ describe("releaseOffer", () => {
       renewTimeInFuture: false,
       transitions: 0,
       resourceVersion: "1",
+      problem: null,
     },
   });
 
@@ -257,6 +259,33 @@ describe("releaseOffer", () => {
     // The time as everywhere else: local, to the second, with the zone.
     expect(offer.kind !== "none" && offer.reason).toMatch(
       /^Claimed by bob until 2026-11-30 \d\d:\d\d:00 UTC([+-]\d\d:\d\d)?; only bob can release it/,
+    );
+  });
+
+  it("treats an unreadable claim as possibly live: its holder releases it, others must force", () => {
+    const lease = active("bob").lease;
+    const unreadable = member("m", {
+      ...active("bob"),
+      state: "unreadable",
+      lease: lease
+        ? {
+            ...lease,
+            active: false,
+            renewedAt: null,
+            expiresAt: null,
+            problem: "renewTime 9999-12-31T23:59:59.000000Z is out of range",
+          }
+        : null,
+    });
+    expect(releaseOffer(unreadable, "bob", userPermissions())).toEqual({
+      kind: "release",
+      enabled: true,
+      reason: null,
+    });
+    const offer = releaseOffer(unreadable, "alice", userPermissions());
+    expect(offer.kind).toBe("force");
+    expect(offer.kind !== "none" && offer.reason).toMatch(
+      /^Claimed by bob until an unknown time \(its Lease cannot be read: renewTime 9999-12-31T23:59:59.000000Z is out of range\)/,
     );
   });
 

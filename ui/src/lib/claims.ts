@@ -160,8 +160,13 @@ export function releaseOffer(
         };
   }
   const lease = member.lease;
-  if (lease !== null && lease.active && lease.holder !== username) {
-    const until = formatDateTimeWithZone(lease.expiresAt) ?? "(no expiry)";
+  // A Lease that cannot be read may be live: only its holder (or a forcing administrator)
+  // releases it, as the core decides.
+  if (lease !== null && (lease.active || lease.problem !== null) && lease.holder !== username) {
+    const until =
+      lease.problem !== null
+        ? `an unknown time (its Lease cannot be read: ${lease.problem})`
+        : (formatDateTimeWithZone(lease.expiresAt) ?? "(no expiry)");
     if (perms?.forceRelease.allowed) {
       return { kind: "force", enabled: true, reason: null };
     }

@@ -100,6 +100,7 @@ export function pool(name: string, members: MemberView[], namespace = "corral-vm
     name,
     members,
     counts: { free, taken: members.length - free, total: members.length },
+    strayLeases: [],
   };
 }
 

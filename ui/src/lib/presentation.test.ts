@@ -23,6 +23,7 @@ describe("stateTone", () => {
       assigned: "blue",
       assignedLeaseExpired: "amber",
       conflict: "red",
+      unreadable: "red",
     };
     for (const [state, tone] of Object.entries(expected)) {
       expect(stateTone(state as MemberState)).toBe(tone);

@@ -8,7 +8,7 @@ export type Tone = "green" | "blue" | "amber" | "grey" | "red";
 
 /**
  * Badge colour of a claim state: green free, blue assigned, amber stuck/expired/stale, grey
- * legacy, red conflict.
+ * legacy, red conflict or an unreadable claim.
  */
 export function stateTone(state: MemberState): Tone {
   switch (state) {
@@ -23,6 +23,7 @@ export function stateTone(state: MemberState): Tone {
     case "assignedLegacy":
       return "grey";
     case "conflict":
+    case "unreadable":
       return "red";
   }
 }

@@ -7,6 +7,8 @@
 use std::collections::{BTreeSet, HashMap};
 
 use k8s_openapi::api::coordination::v1::Lease;
+
+use crate::lease::ClaimLease;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions};
 use kube::{Client, ResourceExt};
 
@@ -52,6 +54,9 @@ fn assignment(state: MemberState, holder: Option<&str>) -> Option<String> {
         MemberState::AssignedLeaseExpired => Some(format!("assigned to {holder}, lease expired")),
         MemberState::Conflict => Some(format!(
             "in conflict: Lease held by {holder}, label naming someone else"
+        )),
+        MemberState::Unreadable => Some(format!(
+            "its Lease, held by {holder}, cannot be read, so it may be live"
         )),
     }
 }
@@ -158,12 +163,9 @@ pub async fn delete_pool(
         (index, name)
     });
     let member_names: BTreeSet<String> = members.iter().map(|vm| vm.name_any()).collect();
-    let all_leases = leases
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| Error::kube(format!("list Leases in namespace \"{ns}\""), e))?
-        .items;
-    let lease_of: HashMap<String, &Lease> = all_leases.iter().map(|l| (l.name_any(), l)).collect();
+    let all_leases = crate::lease::list(client, ns).await?;
+    let lease_of: HashMap<String, &ClaimLease> =
+        all_leases.iter().map(|l| (l.name_any(), l)).collect();
     let now = clock.now();
     let mut blocked = Vec::new();
     let mut forced = Vec::new();

@@ -3,7 +3,6 @@
 //! refused if KubeVirt would fail or stall its clones late ([`golden_problems`]).
 
 use jiff::Timestamp;
-use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use kube::{Client, ResourceExt};
 use serde_json::Value;
@@ -180,11 +179,7 @@ async fn check_golden_membership(
         return Ok(());
     };
     let name = golden.name_any();
-    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
-    let lease = leases
-        .get_opt(&lease_name(&name))
-        .await
-        .map_err(|e| Error::kube(format!("read Lease {}", lease_name(&name)), e))?;
+    let lease = crate::lease::get(client, namespace, &lease_name(&name)).await?;
     let view = member_view(golden, lease.as_ref(), Timestamp::now());
     if !view.claimable {
         return Err(Error::rejected(
