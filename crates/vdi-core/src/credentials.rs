@@ -126,7 +126,8 @@ async fn run_plugin(exec: &ExecConfig) -> std::result::Result<Issued, String> {
         .map_err(|_| format!("{command} did not answer within {PLUGIN_TIMEOUT_SECONDS} s"))?
         .map_err(|e| format!("{command} could not be run: {e}"))?;
     if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        // The plugin's words may carry a token: redacted before they reach a log or a banner.
+        let stderr = crate::redact::secrets(&String::from_utf8_lossy(&out.stderr));
         let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
         let tail: Vec<&str> = tail.into_iter().rev().collect();
         return Err(format!(

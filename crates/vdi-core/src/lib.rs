@@ -17,6 +17,7 @@ pub mod lease;
 pub mod model;
 pub mod peer;
 pub mod pool;
+pub mod redact;
 pub mod resources;
 pub mod session;
 pub mod state;
