@@ -374,9 +374,10 @@ async fn four_devices_attach_the_fifth_is_refused_and_detaching_frees_a_slot() {
 async fn the_bridge_takes_only_its_own_usbredirect() {
     let other = other_user();
     let (ns, member) = alices_desktop("usbown", true).await;
-    // The stand-in waits 4 s before connecting: others try the port first.
+    // The stand-in waits 8 s before connecting (longer than a probe waits for an answer):
+    // others try the port first.
     let mut child = cli("alice", YUBIKEY)
-        .env("CORRAL_STAND_IN_CONNECT_DELAY_MS", "4000")
+        .env("CORRAL_STAND_IN_CONNECT_DELAY_MS", "8000")
         .args([
             "usb", "redir", &member, "--device", YUBIKEY, "--yes", "-n", &ns,
         ])
