@@ -387,7 +387,7 @@ pub async fn assign(
             };
             return match written {
                 Ok(_) => {
-                    let expires = now + SignedDuration::from_secs(i64::from(lease_seconds));
+                    let expires = lease_end(now, lease_seconds);
                     finish(&claim, vm, expires, true, 0).await
                 }
                 Err(e) if is_status(&e, 409) => Err(Error::Refused {
@@ -460,7 +460,7 @@ pub async fn assign(
         match attempt {
             Ok(_) => {
                 tracing::info!(%namespace, %pool, member = %m.name, %assignee, actor = %actor.username(), races_lost = lost, "Lease won");
-                let expires = now + SignedDuration::from_secs(i64::from(lease_seconds));
+                let expires = lease_end(now, lease_seconds);
                 return finish(&claim, vm, expires, false, lost).await;
             }
             Err(e) if is_status(&e, 409) => {
@@ -1012,6 +1012,13 @@ pub async fn unassign(
         power,
         forced,
     })
+}
+
+/// When a Lease written at `now` for `seconds` ends; the end of the calendar if that is
+/// sooner (only a server clock gone wrong gets there: `seconds` is at most 7 days).
+fn lease_end(now: Timestamp, seconds: i32) -> Timestamp {
+    now.checked_add(SignedDuration::from_secs(i64::from(seconds)))
+        .unwrap_or(Timestamp::MAX)
 }
 
 /// Deletes `member`'s claim Lease with its resourceVersion and uid as preconditions, or with

@@ -400,7 +400,12 @@ impl ServerClock {
             .ok_or_else(|| Error::Config("the API server sent no Date header".into()))?;
         let midpoint = sent + received.duration_since(sent) / 2;
         // The header truncates to whole seconds: its true value lies in [date, date + 1 s).
-        let mut offset = (date + SignedDuration::from_millis(500)).duration_since(midpoint);
+        // Checked: the header is the server's word, and a date at the end of the calendar must
+        // not panic the client.
+        let mut offset = date
+            .checked_add(SignedDuration::from_millis(500))
+            .unwrap_or(date)
+            .duration_since(midpoint);
         // Within the header's resolution the clocks agree as far as can be told: keep the
         // local clock's sub-second precision rather than a ±0.5 s guess.
         if offset.abs() <= SignedDuration::from_secs(1) {
@@ -414,7 +419,16 @@ impl ServerClock {
 
     /// The API server's current time, as best known.
     pub fn now(&self) -> Timestamp {
-        Timestamp::now() + self.local_skew + self.offset
+        // Saturating: an offset measured from a server whose clock says the end of the
+        // calendar is its problem, not a panic here.
+        let ahead = self.local_skew.saturating_add(self.offset);
+        Timestamp::now()
+            .checked_add(ahead)
+            .unwrap_or(if ahead.is_negative() {
+                Timestamp::MIN
+            } else {
+                Timestamp::MAX
+            })
     }
 }
 
