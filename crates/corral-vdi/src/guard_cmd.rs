@@ -9,7 +9,7 @@ use vdi_core::guard::{self, GuardStatus};
 pub enum GuardCommand {
     /// Install (or update) the guard's admission policies (needs cluster-admin rights).
     Install,
-    /// Say whether the cluster has the guard, and whether it is this version's.
+    /// Say whether the cluster has the guard, and how it differs from this version's.
     Status,
     /// Remove the guard's admission policies.
     Uninstall,
@@ -21,7 +21,7 @@ fn print_status(status: &GuardStatus) {
         let state = match (object.present, object.current) {
             (false, _) => "missing",
             (true, true) => "current",
-            (true, false) => "from another version",
+            (true, false) => "differs (see above)",
         };
         out!("  {:<34} {:<42} {state}", object.kind, object.name);
     }

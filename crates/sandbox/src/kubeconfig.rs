@@ -51,11 +51,29 @@ pub fn write(
 
 /// A client for `context` of the kubeconfig at `path`.
 pub async fn client(path: &Path, context: &str) -> Result<Client> {
+    Ok(Client::try_from(config(path, context).await?)?)
+}
+
+/// A client for `context` of the kubeconfig at `path` that acts as `user` in `groups` through
+/// the API server's impersonation (`Impersonate-User`, `Impersonate-Group`); the context's user
+/// must be allowed to impersonate them (`admin` is).
+pub async fn client_impersonating(
+    path: &Path,
+    context: &str,
+    user: &str,
+    groups: &[&str],
+) -> Result<Client> {
+    let mut config = config(path, context).await?;
+    config.auth_info.impersonate = Some(user.to_owned());
+    config.auth_info.impersonate_groups = Some(groups.iter().map(|g| (*g).to_owned()).collect());
+    Ok(Client::try_from(config)?)
+}
+
+async fn config(path: &Path, context: &str) -> Result<Config> {
     let kubeconfig = Kubeconfig::read_from(path)?;
     let options = KubeConfigOptions {
         context: Some(context.to_owned()),
         ..Default::default()
     };
-    let config = Config::from_custom_kubeconfig(kubeconfig, &options).await?;
-    Ok(Client::try_from(config)?)
+    Ok(Config::from_custom_kubeconfig(kubeconfig, &options).await?)
 }

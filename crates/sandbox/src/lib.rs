@@ -282,8 +282,24 @@ impl Sandbox {
         }
         let sshd = ssh::SshServer::start(&dir.join("ssh"), &options.name).await?;
         let (emulator, guests) = if options.emulate {
-            let emulator =
-                emulator::start(admin.clone(), &pki, dir.join("guests"), Some(sshd.port)).await?;
+            // KubeVirt's parts act as KubeVirt's service accounts, whom the guard trusts as it
+            // would on a cluster; the admin impersonates them.
+            let as_kubevirt = |user| {
+                kubeconfig::client_impersonating(
+                    &starting,
+                    "admin",
+                    user,
+                    emulator::KUBEVIRT_GROUPS,
+                )
+            };
+            let emulator = emulator::start(
+                as_kubevirt(emulator::VIRT_API_USER).await?,
+                as_kubevirt(emulator::VIRT_CONTROLLER_USER).await?,
+                &pki,
+                dir.join("guests"),
+                Some(sshd.port),
+            )
+            .await?;
             bootstrap::register_virt_api(&admin, &pki, emulator.port).await?;
             (emulator.task, Some(emulator.guests))
         } else {

@@ -2,25 +2,37 @@
 //! kube-apiserver itself enforce the claim rules, so they hold for kubectl users too.
 //!
 //! The manifests live in `guard/guard.yaml` at the top of the repository and are compiled into
-//! this crate. [`install`] applies them (server-side apply), [`status`] compares what the
-//! cluster has with them, [`uninstall`] removes them. Installing needs cluster-admin rights
-//! (ValidatingAdmissionPolicies and RBAC objects are cluster-scoped) and Kubernetes 1.34 or
-//! newer (the policies use CEL's `lists.range`).
+//! this crate. [`install`] writes them (each object created, or replaced whole), [`status`]
+//! compares the cluster's policies and bindings with them field by field, [`uninstall`] removes
+//! them. Installing needs cluster-admin rights (ValidatingAdmissionPolicies and RBAC objects
+//! are cluster-scoped) and Kubernetes 1.34 or newer (the policies use CEL's `lists.range`).
 //!
 //! What the guard enforces, for Leases named `corral-vdi-*` or labelled
-//! `corral.dev/vdi-member`, and VMs labelled `corral.dev/vdi-pool`:
-//! - a Lease with a holder is updated or deleted only by its holder or an administrator
-//!   ([`crate::identity::ADMIN_GROUP`]); so a stale Lease is recovered by an administrator;
-//! - a Lease is created, or handed on, naming the caller unless the caller is an administrator;
+//! `corral.dev/vdi-member`, and VMs labelled `corral.dev/vdi-pool` (pool members), on
+//! everyone but administrators ([`crate::identity::ADMIN_GROUP`]):
+//! - a Lease with a holder is updated or deleted only by its holder; so a stale Lease is
+//!   recovered by an administrator;
+//! - a Lease is created, or handed on, naming the caller;
+//! - a Lease's `leaseDurationSeconds` is 1..=[`crate::validate::MAX_LEASE_SECONDS`] (required
+//!   when it names a holder), and its `acquireTime`/`renewTime` are micro-times
+//!   (`YYYY-MM-DDTHH:MM:SS.ffffffZ`) before the year 9000, so that jiff (whose range ends at
+//!   9999-12-30T22:00Z) reads them and adds a claim's duration to them;
 //! - the assigned-to label is set only to the caller's own encoded identity, and removed or
-//!   changed only by that identity or an administrator;
-//! - only an administrator moves a member out of its pool.
+//!   changed only by that identity; the claimed-at annotation is set only beside the caller's
+//!   own label, and removed only by whoever may remove the label;
+//! - only an administrator adds a VM to a pool or moves it out of one;
+//! - nothing else of a member changes: its other labels and annotations, `spec` (run strategy,
+//!   template), finalizers and owner references, nor is it deleted; KubeVirt's virt-api and
+//!   virt-controller (namespaces `kubevirt`, `openshift-cnv`) and the controller manager's
+//!   garbage collector and namespace controller are trusted with these (virt-api applies the
+//!   start/stop subresources by changing the run strategy), never with the claim labels.
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, ResourceExt};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use ts_rs::TS;
 
@@ -29,9 +41,10 @@ use crate::model::ErrorKind;
 
 /// The guard's manifests, as shipped (`guard/guard.yaml`).
 pub const MANIFEST: &str = include_str!("../../../guard/guard.yaml");
-/// Field manager of [`install`]'s server-side apply.
+/// Field manager of [`install`]'s writes.
 pub const FIELD_MANAGER: &str = "corral-vdi-guard";
-/// Annotation carrying the digest of the manifest an object was installed from.
+/// Annotation carrying the digest of the manifest an object was installed from: tells an
+/// object edited on the cluster from one another version installed.
 pub const DIGEST_ANNOTATION: &str = "corral.dev/guard-digest";
 /// Name of the policy (and binding) that guards claim Leases.
 pub const LEASE_POLICY: &str = "corral-vdi-claim-leases";
@@ -97,9 +110,13 @@ fn resource_of(obj: &DynamicObject) -> Result<ApiResource> {
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub enum GuardState {
-    /// Every object is there, from this version's manifest.
+    /// Every object is there, as this version's manifest has it (field by field; fields the
+    /// API server fills in with their defaults do not count).
     Installed,
-    /// Every object is there, some from another version's manifest.
+    /// Every object is there, but some differ from this version's manifest: installed by
+    /// another version, or edited on the cluster (a binding set to `Warn` or `Audit`, a changed
+    /// expression), so the API server may not enforce every claim rule. The summary names each
+    /// difference; `corral-vdi guard install` restores them.
     Outdated,
     /// Some objects are missing: the rules are not (all) enforced.
     Partial,
@@ -120,7 +137,7 @@ pub struct GuardObject {
     pub name: String,
     /// Whether the cluster has it.
     pub present: bool,
-    /// Whether it came from this version's manifest.
+    /// Whether it is as this version's manifest has it (see [`GuardState::Installed`]).
     pub current: bool,
 }
 
@@ -138,35 +155,53 @@ pub struct GuardStatus {
 }
 
 impl GuardStatus {
-    /// Whether the policies are in force (installed, possibly from another version).
+    /// Whether the policies are there (installed, possibly different from this version's): the
+    /// client then expects the API server's refusals and says them first.
     pub fn enforced(&self) -> bool {
         matches!(self.state, GuardState::Installed | GuardState::Outdated)
     }
 }
 
-/// Reads the guard's objects and compares them with the shipped manifest. Every signed-in user
-/// may read them once the guard is installed (it grants `get` on exactly these objects), so a
-/// 403 means it is not installed, or an older cluster role is in the way.
+/// Reads the guard's policies and bindings and compares each `spec` with the shipped manifest's
+/// ([`spec_differences`]). Every signed-in user may read them once the guard is installed (it
+/// grants `get` on exactly these objects), so a 403 means it is not installed, or an older
+/// cluster role is in the way.
 ///
 /// Errors: only when the cluster cannot be reached; a 403 gives [`GuardState::Unknown`].
 pub async fn status(client: &Client) -> Result<GuardStatus> {
     let digest = manifest_digest();
     let mut objects = Vec::new();
+    let mut differences = Vec::new();
+    let mut from_another_version = false;
     let mut forbidden = None;
-    for obj in objects_to_check()? {
-        let resource = resource_of(&obj)?;
+    for shipped in objects_to_check()? {
+        let resource = resource_of(&shipped)?;
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-        let name = obj.name_any();
+        let name = shipped.name_any();
         match api.get_opt(&name).await {
-            Ok(found) => objects.push(GuardObject {
-                kind: resource.kind.clone(),
-                present: found.is_some(),
-                current: found.is_some_and(|f| {
-                    f.annotations().get(DIGEST_ANNOTATION).map(String::as_str)
-                        == Some(digest.as_str())
-                }),
-                name,
-            }),
+            Ok(found) => {
+                let current = found.as_ref().is_some_and(|live| {
+                    let found = spec_differences(&shipped.data["spec"], &live.data["spec"]);
+                    if !found.is_empty()
+                        && live.annotations().get(DIGEST_ANNOTATION) != Some(&digest)
+                    {
+                        from_another_version = true;
+                    }
+                    let what = if resource.kind.ends_with("Binding") {
+                        "binding"
+                    } else {
+                        "policy"
+                    };
+                    differences.extend(found.iter().map(|d| format!("{what} {name}: {d}")));
+                    found.is_empty()
+                });
+                objects.push(GuardObject {
+                    kind: resource.kind.clone(),
+                    present: found.is_some(),
+                    current,
+                    name,
+                });
+            }
             Err(e) if is_status(&e, 403) => {
                 forbidden = Some(crate::error::describe(&e));
                 break;
@@ -206,18 +241,29 @@ pub async fn status(client: &Client) -> Result<GuardStatus> {
                 missing.join(", ")
             ),
         )
-    } else if objects.iter().all(|o| o.current) {
+    } else if differences.is_empty() {
         (
             GuardState::Installed,
             "the Corral VDI guard is installed: the API server itself enforces the claim rules"
                 .to_owned(),
         )
+    } else if from_another_version {
+        (
+            GuardState::Outdated,
+            format!(
+                "the Corral VDI guard is installed from another version ({}): run `corral-vdi \
+                 guard install` to bring it up to date",
+                differences.join("; ")
+            ),
+        )
     } else {
         (
             GuardState::Outdated,
-            "the Corral VDI guard is installed from another version: run `corral-vdi guard \
-             install` to bring it up to date"
-                .to_owned(),
+            format!(
+                "the Corral VDI guard was changed on the cluster, so the API server may not \
+                 enforce every claim rule ({}): run `corral-vdi guard install` to restore it",
+                differences.join("; ")
+            ),
         )
     };
     Ok(GuardStatus {
@@ -225,6 +271,114 @@ pub async fn status(client: &Client) -> Result<GuardStatus> {
         summary,
         objects,
     })
+}
+
+/// Fields the shipped manifest leaves out that the API server fills in, with their defaults
+/// (Kubernetes `pkg/apis/admissionregistration/v1/defaults.go`: `matchPolicy` of match
+/// resources, `scope` of resource rules; empty selectors are empty values).
+const SERVER_DEFAULTS: &[(&str, &str)] = &[("matchPolicy", "Equivalent"), ("scope", "*")];
+
+/// Longest value a difference quotes; a longer one (an expression) is said to differ.
+const QUOTED_CHARS: usize = 60;
+
+/// How a guard object's `spec` on the cluster (`live`) differs from the shipped one, each
+/// difference a phrase naming the field by its path: `validationActions is [Warn], this version
+/// ships [Deny]`, `validations[1].expression differs from this version's`, `matchResources is
+/// set, this version ships none`. A field the shipped spec leaves out counts unless the cluster
+/// has it empty or at the API server's default ([`SERVER_DEFAULTS`]), so a binding narrowed by
+/// hand (say, by a namespace selector) differs too. Empty when they match.
+pub fn spec_differences(shipped: &Value, live: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    differ("", shipped, live, &mut found);
+    found
+}
+
+fn differ(path: &str, shipped: &Value, live: &Value, found: &mut Vec<String>) {
+    let field = |key: &str| {
+        if path.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    match (shipped, live) {
+        (Value::Object(ours), Value::Object(theirs)) => {
+            for (key, value) in ours {
+                differ(
+                    &field(key),
+                    value,
+                    theirs.get(key).unwrap_or(&Value::Null),
+                    found,
+                );
+            }
+            for (key, value) in theirs {
+                if !ours.contains_key(key) && !defaulted(key, value) {
+                    differ(&field(key), &Value::Null, value, found);
+                }
+            }
+        }
+        (Value::Array(ours), Value::Array(theirs))
+            if ours.len() == theirs.len() && !ours.iter().all(is_scalar) =>
+        {
+            for (i, (ours, theirs)) in ours.iter().zip(theirs).enumerate() {
+                differ(&format!("{path}[{i}]"), ours, theirs, found);
+            }
+        }
+        (Value::Array(ours), Value::Array(theirs)) if !ours.iter().all(is_scalar) => {
+            found.push(format!(
+                "{path} has {} entries, this version ships {}",
+                theirs.len(),
+                ours.len()
+            ))
+        }
+        _ if shipped == live => {}
+        _ => found.push(match (quoted(live), quoted(shipped)) {
+            (_, Some(ours)) if live.is_null() => {
+                format!("{path} is not set, this version ships {ours}")
+            }
+            _ if live.is_null() => format!("{path} is not set"),
+            (None, _) if shipped.is_null() => format!("{path} is set, this version ships none"),
+            (Some(theirs), Some(ours)) => format!("{path} is {theirs}, this version ships {ours}"),
+            _ => format!("{path} differs from this version's"),
+        }),
+    }
+}
+
+fn is_scalar(value: &Value) -> bool {
+    !matches!(value, Value::Array(_) | Value::Object(_))
+}
+
+/// Whether field `key` of a live spec holds nothing but what the API server fills in: an empty
+/// value, a [`SERVER_DEFAULTS`] entry, or an object of only those (`matchResources` defaulted
+/// to an empty selector and `matchPolicy: Equivalent`).
+fn defaulted(key: &str, value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::String(s) => s.is_empty() || SERVER_DEFAULTS.contains(&(key, s.as_str())),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.iter().all(|(k, v)| defaulted(k, v)),
+        _ => false,
+    }
+}
+
+/// A value as a difference quotes it (`none`, `Fail`, `[Deny, Warn]`); `None` when it is too
+/// long or not a scalar or a list of scalars.
+fn quoted(value: &Value) -> Option<String> {
+    let text = match value {
+        Value::Null => "none".to_owned(),
+        Value::String(s) => s.clone(),
+        Value::Array(items) if items.iter().all(is_scalar) => format!(
+            "[{}]",
+            items
+                .iter()
+                .map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_owned))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Value::Object(_) | Value::Array(_) => return None,
+        other => other.to_string(),
+    };
+    (text.chars().count() <= QUOTED_CHARS && !text.contains('\n')).then_some(text)
 }
 
 /// The policies and their bindings: the objects whose presence makes the rules hold.
@@ -239,23 +393,24 @@ fn objects_to_check() -> Result<Vec<DynamicObject>> {
         .collect())
 }
 
-/// Installs (or updates) the guard: server-side apply of every object of [`MANIFEST`].
+/// Installs (or updates) the guard: every object of [`MANIFEST`] is created, or replaced whole
+/// (with the resourceVersion read, retried on a conflict), so that what was edited on the
+/// cluster goes, fields added by hand included (a server-side apply would keep those). Labels
+/// and annotations others put on the objects stay.
 ///
 /// Errors: 403 when the caller may not create cluster-scoped admission policies and RBAC
 /// objects (a cluster administrator's job); the API server's refusal of a policy (e.g. an API
 /// server older than 1.34 that lacks a CEL function) names the expression.
 pub async fn install(client: &Client) -> Result<GuardStatus> {
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..Default::default()
+    };
     for obj in objects()? {
         let resource = resource_of(&obj)?;
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
         let name = obj.name_any();
-        api.patch(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&obj),
-        )
-        .await
-        .map_err(|e| match &e {
+        let failed = |e: kube::Error| match &e {
             kube::Error::Api(s) if s.code == 403 => Error::rejected(
                 ErrorKind::Forbidden,
                 format!(
@@ -265,8 +420,20 @@ pub async fn install(client: &Client) -> Result<GuardStatus> {
                 "installing it takes a cluster administrator (it creates cluster-wide admission \
                  policies and RBAC objects)",
             ),
-            _ => Error::kube(format!("apply {} {name}", resource.kind), e),
-        })?;
+            _ => Error::kube(format!("write {} {name}", resource.kind), e),
+        };
+        for attempt in 1.. {
+            let written = match api.get_opt(&name).await.map_err(failed)? {
+                None => api.create(&params, &obj).await,
+                Some(live) => api.replace(&name, &params, &replacement(&obj, &live)).await,
+            };
+            match written {
+                Ok(_) => break,
+                // Someone else wrote it meanwhile (another install): read it again.
+                Err(e) if attempt < 5 && is_status(&e, 409) => {}
+                Err(e) => return Err(failed(e)),
+            }
+        }
     }
     // Wait (briefly) until the API server has compiled the policies: a policy's status says so.
     let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
@@ -288,6 +455,24 @@ pub async fn install(client: &Client) -> Result<GuardStatus> {
         }
     }
     status(client).await
+}
+
+/// `shipped` as the replacement of `live`: with its resourceVersion (the precondition), and the
+/// labels and annotations others put on it beside the manifest's.
+fn replacement(shipped: &DynamicObject, live: &DynamicObject) -> DynamicObject {
+    let mut obj = shipped.clone();
+    obj.metadata.resource_version = live.resource_version();
+    for (key, value) in live.labels() {
+        obj.labels_mut()
+            .entry(key.clone())
+            .or_insert_with(|| value.clone());
+    }
+    for (key, value) in live.annotations() {
+        obj.annotations_mut()
+            .entry(key.clone())
+            .or_insert_with(|| value.clone());
+    }
+    obj
 }
 
 /// Removes every object of the guard; those already gone are skipped. Returns what was deleted.
@@ -346,5 +531,80 @@ mod tests {
         }
         assert!(MANIFEST.contains(crate::identity::ADMIN_GROUP));
         assert!(MANIFEST.contains(DENIAL_PREFIX));
+        assert!(
+            MANIFEST.contains(&crate::validate::MAX_LEASE_SECONDS.to_string()),
+            "the guard bounds a claim's duration as the product does"
+        );
+    }
+
+    fn shipped(kind: &str, name: &str) -> Value {
+        objects()
+            .unwrap()
+            .into_iter()
+            .find(|o| o.types.as_ref().unwrap().kind == kind && o.name_any() == name)
+            .unwrap()
+            .data["spec"]
+            .clone()
+    }
+
+    #[test]
+    fn a_spec_with_the_server_defaults_added_matches() {
+        let ours = shipped("ValidatingAdmissionPolicy", MEMBER_POLICY);
+        let mut live = ours.clone();
+        let constraints = &mut live["matchConstraints"];
+        constraints["matchPolicy"] = "Equivalent".into();
+        constraints["namespaceSelector"] = serde_json::json!({});
+        constraints["objectSelector"] = serde_json::json!({});
+        constraints["resourceRules"][0]["scope"] = "*".into();
+        assert_eq!(spec_differences(&ours, &live), Vec::<String>::new());
+
+        let ours = shipped("ValidatingAdmissionPolicyBinding", MEMBER_POLICY);
+        let mut live = ours.clone();
+        live["matchResources"] = serde_json::json!({
+            "namespaceSelector": {}, "objectSelector": {}, "matchPolicy": "Equivalent"
+        });
+        assert_eq!(spec_differences(&ours, &live), Vec::<String>::new());
+    }
+
+    #[test]
+    fn each_difference_is_named_by_its_field() {
+        let ours = shipped("ValidatingAdmissionPolicyBinding", LEASE_POLICY);
+        let mut live = ours.clone();
+        live["validationActions"] = serde_json::json!(["Warn"]);
+        live["matchResources"] =
+            serde_json::json!({ "namespaceSelector": { "matchLabels": { "a": "b" } } });
+        assert_eq!(
+            spec_differences(&ours, &live),
+            [
+                "validationActions is [Warn], this version ships [Deny]",
+                "matchResources is set, this version ships none"
+            ]
+        );
+
+        let ours = shipped("ValidatingAdmissionPolicy", MEMBER_POLICY);
+        let mut live = ours.clone();
+        live["validations"][1]["expression"] = "true".into();
+        live["failurePolicy"] = "Ignore".into();
+        assert_eq!(
+            spec_differences(&ours, &live),
+            [
+                "failurePolicy is Ignore, this version ships Fail",
+                "validations[1].expression differs from this version's"
+            ]
+        );
+        live = ours.clone();
+        live["validations"].as_array_mut().unwrap().pop();
+        live.as_object_mut().unwrap().remove("failurePolicy");
+        let count = ours["validations"].as_array().unwrap().len();
+        assert_eq!(
+            spec_differences(&ours, &live),
+            [
+                "failurePolicy is not set, this version ships Fail".to_owned(),
+                format!(
+                    "validations has {} entries, this version ships {count}",
+                    count - 1
+                )
+            ]
+        );
     }
 }

@@ -17,6 +17,6 @@ name: string,
  */
 present: boolean, 
 /**
- * Whether it came from this version's manifest.
+ * Whether it is as this version's manifest has it (see [`GuardState::Installed`]).
  */
 current: boolean, };

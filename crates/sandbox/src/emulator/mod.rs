@@ -45,20 +45,43 @@ pub struct Emulator {
     pub guests: Arc<guests::Guests>,
 }
 
-/// Starts the controllers and the virt-api server with the admin client. Guest working files
-/// (Xvnc and RDP logs, RDP certificates) go under `guest_dir`; guest port 22 reaches the sshd
-/// on `ssh_port` (closed when `None`).
+/// Who KubeVirt's virt-api is on a cluster: its service account in the namespace `kubevirt`
+/// (KubeVirt `pkg/virt-operator/resource/generate/rbac`: `kubevirt-apiserver`). The emulated
+/// virt-api acts as it, so the Corral VDI guard trusts it with a pool member's run strategy as
+/// it trusts KubeVirt's (and, like KubeVirt's, never with the claim labels).
+pub const VIRT_API_USER: &str = "system:serviceaccount:kubevirt:kubevirt-apiserver";
+/// Who KubeVirt's virt-controller is (`kubevirt-controller`); the emulated controllers act as it.
+pub const VIRT_CONTROLLER_USER: &str = "system:serviceaccount:kubevirt:kubevirt-controller";
+/// The groups the emulator's identities act in: a service account's of namespace `kubevirt`,
+/// and `system:masters` for RBAC (the sandbox does not model KubeVirt's own cluster roles);
+/// never `corral-vdi:admins`.
+pub const KUBEVIRT_GROUPS: &[&str] = &[
+    "system:serviceaccounts",
+    "system:serviceaccounts:kubevirt",
+    "system:masters",
+];
+
+/// Starts the controllers (acting through `controller`, a client that is
+/// [`VIRT_CONTROLLER_USER`]) and the virt-api server (through `virt_api`, [`VIRT_API_USER`]).
+/// Guest working files (Xvnc and RDP logs, RDP certificates) go under `guest_dir`; guest port
+/// 22 reaches the sshd on `ssh_port` (closed when `None`).
 pub async fn start(
-    admin: Client,
+    virt_api: Client,
+    controller: Client,
     pki: &Pki,
     guest_dir: PathBuf,
     ssh_port: Option<u16>,
 ) -> Result<Emulator> {
-    let guests = guests::Guests::new(admin.clone(), guest_dir, ssh_port);
-    let (port, serve) = api::bind(admin.clone(), pki, guests.clone()).await?;
+    let guests = guests::Guests::new(virt_api.clone(), guest_dir, ssh_port);
+    let (port, serve) = api::bind(virt_api, pki, guests.clone()).await?;
     let reaper = guests.clone().run_reaper();
     let task = tokio::spawn(async move {
-        futures::join!(serve, vm::run(admin.clone()), clone::run(admin), reaper);
+        futures::join!(
+            serve,
+            vm::run(controller.clone()),
+            clone::run(controller),
+            reaper
+        );
     });
     Ok(Emulator { port, task, guests })
 }
