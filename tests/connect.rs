@@ -12,13 +12,11 @@ use std::time::{Duration, Instant};
 use corral_tests::{
     annotate, client_as, counting_stream_client, namespace, running_vm, streams_as, vms, wait_power,
 };
-use futures::StreamExt;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio_tungstenite::tungstenite::Message;
 use vdi_core::connect::{self, PathKind};
 use vdi_core::model::ErrorKind;
 use vdi_core::session::{HANDSHAKE_TIMEOUT, SessionKind, SessionState, Supervisor, Target};
@@ -454,23 +452,8 @@ async fn the_console_waits_for_no_silent_client_and_refuses_a_wrong_secret() {
         ),
         "{refused:?}"
     );
-    // The app's own client gets the console meanwhile.
-    let (mut ws, _) = tokio::time::timeout(
-        Duration::from_secs(10),
-        tokio_tungstenite::connect_async(console.url.as_str()),
-    )
-    .await
-    .expect("the silent client holds up no other")
-    .unwrap();
-    let frame = tokio::time::timeout(Duration::from_secs(10), ws.next())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    assert!(
-        matches!(&frame, Message::Binary(data) if data.starts_with(b"RFB 003.008")),
-        "{frame:?}"
-    );
+    // The app's own client gets the console meanwhile (the silent one holds up no other).
+    corral_tests::assert_console_speaks_rfb(&console.url).await;
     // The silent one is closed once its time for the handshake is up.
     let mut rest = Vec::new();
     let read = tokio::time::timeout(

@@ -945,6 +945,27 @@ pub fn console_address(url: &str) -> (std::net::SocketAddr, String) {
         .unwrap_or_else(|| panic!("ws://ADDRESS/SECRET, not {url}"))
 }
 
+/// Opens the console's websocket at `url` as the app's noVNC does and asserts that the VM's
+/// RFB banner comes back in a binary frame, each step within 10 s.
+pub async fn assert_console_speaks_rfb(url: &str) {
+    use futures::StreamExt;
+    let (mut ws, _) =
+        tokio::time::timeout(Duration::from_secs(10), tokio_tungstenite::connect_async(url))
+            .await
+            .expect("the console's handshake within 10 s")
+            .unwrap();
+    let frame = tokio::time::timeout(Duration::from_secs(10), ws.next())
+        .await
+        .expect("a frame within 10 s")
+        .expect("a frame, not the end")
+        .unwrap();
+    assert!(
+        matches!(&frame, tokio_tungstenite::tungstenite::Message::Binary(data)
+            if data.starts_with(b"RFB 003.008")),
+        "the RFB banner, not {frame:?}"
+    );
+}
+
 /// Asserts that a forward at `addr` to the guest's echo service (a port of
 /// `sandbox.corral.dev/guest-ports` other than 22 and 3389) sends back what it is sent.
 pub async fn assert_echoes(addr: std::net::SocketAddr) {

@@ -11,14 +11,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use corral_tests::{
-    OTHER_USER, assert_echoes, assert_other_gets_nothing, console_address, counting_stream_client,
-    namespace, other_user, rdp_connection_confirm, rfb_handshake, running_vm,
+    OTHER_USER, assert_console_speaks_rfb, assert_echoes, assert_other_gets_nothing,
+    console_address, counting_stream_client, namespace, other_user, rdp_connection_confirm,
+    rfb_handshake, running_vm,
 };
-use futures::StreamExt;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::TcpStream;
-use tokio_tungstenite::tungstenite::Message;
 use vdi_core::session::{SessionKind, Supervisor, Target};
 
 /// A websocket upgrade request for `path`, as noVNC's browser sends it (less the origin).
@@ -111,18 +110,7 @@ async fn the_apps_listeners_serve_only_their_owner() {
     let mut tcp = TcpStream::connect(rdp.local).await.unwrap();
     rdp_connection_confirm(&mut tcp).await;
     assert_echoes(echo.local).await;
-    let (mut ws, _) = tokio_tungstenite::connect_async(console.url.as_str())
-        .await
-        .unwrap();
-    let frame = tokio::time::timeout(Duration::from_secs(10), ws.next())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    let Message::Binary(data) = frame else {
-        panic!("RFB in a binary frame, not {frame:?}")
-    };
-    assert!(data.starts_with(b"RFB 003.008"), "{data:?}");
+    assert_console_speaks_rfb(&console.url).await;
     assert_eq!(
         streams.load(Ordering::Relaxed),
         opened + 4,

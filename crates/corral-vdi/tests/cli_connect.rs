@@ -15,7 +15,7 @@ use corral_tests::{
 };
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use vdi_core::model::ErrorKind;
 use vdi_core::session::Supervisor;
@@ -204,22 +204,9 @@ async fn ssh_runs_a_command_through_our_forward() {
 async fn vnc_proxy_only_speaks_rfb_over_and_over_and_respects_a_viewer() {
     let ns = namespace("clivnc").await;
     running_vm(&ns, "view-1", |_| {}).await;
-    let mut proxy = cli()
-        .args(["vnc", "view-1", "--proxy-only", "-n", &ns])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(proxy.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port: u16 = serde_json::from_str::<Value>(&line).unwrap()["port"]
-        .as_u64()
-        .unwrap()
-        .try_into()
-        .unwrap();
-    let local = SocketAddr::from(([127, 0, 0, 1], port));
+    let (mut proxy, line) = start(&["vnc", "view-1", "--proxy-only", "-n", &ns]);
+    let local = proxy_address(&line);
+    let port = local.port();
 
     let mut viewer = TcpStream::connect(local).await.unwrap();
     let (w, h) = rfb_handshake(&mut viewer).await;
@@ -278,17 +265,8 @@ async fn an_rdp_file_points_at_a_forward_that_speaks_rdp() {
     let ns = namespace("clirdp").await;
     running_vm(&ns, "win-1", |_| {}).await;
     let file = std::env::temp_dir().join(format!("corral-test-{}.rdp", std::process::id()));
-    let mut rdp = cli()
-        .args(["rdp", "win-1", "-n", &ns, "--rdp-file"])
-        .arg(&file)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(rdp.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let file_arg = file.display().to_string();
+    let (mut rdp, line) = start(&["rdp", "win-1", "-n", &ns, "--rdp-file", &file_arg]);
     let text = std::fs::read_to_string(&file).unwrap();
     let port: u16 = text
         .lines()
@@ -321,6 +299,16 @@ fn start(args: &[&str]) -> (std::process::Child, String) {
     (child, line)
 }
 
+/// Where `vnc --proxy-only` listens, from the `{"port":N}` it prints.
+fn proxy_address(line: &str) -> SocketAddr {
+    let port = serde_json::from_str::<Value>(line)
+        .ok()
+        .and_then(|v| v["port"].as_u64())
+        .and_then(|p| u16::try_from(p).ok())
+        .unwrap_or_else(|| panic!("{{\"port\":N}}, not {line:?}"));
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
 /// The `127.0.0.1:PORT` in `line`.
 fn local_address(line: &str) -> SocketAddr {
     line.split_whitespace()
@@ -337,11 +325,7 @@ async fn each_forward_serves_only_the_user_who_started_it() {
     })
     .await;
     let (mut vnc, line) = start(&["vnc", "mine-1", "--proxy-only", "-n", &ns]);
-    let port: u16 = serde_json::from_str::<Value>(&line).unwrap()["port"]
-        .as_u64()
-        .and_then(|p| p.try_into().ok())
-        .unwrap_or_else(|| panic!("a port in {line:?}"));
-    let vnc_at = SocketAddr::from(([127, 0, 0, 1], port));
+    let vnc_at = proxy_address(&line);
     let (mut forward, line) = start(&["port-forward", "mine-1", "7777", "-n", &ns]);
     let forward_at = local_address(&line);
     let file = std::env::temp_dir().join(format!("corral-owner-{}.rdp", std::process::id()));
