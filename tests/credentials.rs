@@ -311,7 +311,8 @@ async fn two_minute_certificates_are_renewed_and_a_failing_plugin_is_said_once()
         }
     };
     assert!(
-        message.contains("the refresh token was revoked"),
+        message.contains("the refresh token was revoked (refresh_token=[redacted])")
+            && !message.contains("RevokedT0ken"),
         "{message}"
     );
     tokio::time::sleep(Duration::from_secs(20)).await;

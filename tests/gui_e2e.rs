@@ -1144,7 +1144,8 @@ async fn a_credential_plugin_that_starts_failing_shows_one_banner_while_the_pool
     )
     .await;
     assert!(
-        banner.contains("the refresh token was revoked"),
+        banner.contains("the refresh token was revoked (refresh_token=[redacted])")
+            && !banner.contains("RevokedT0ken"),
         "the plugin's stderr: {banner}"
     );
     gui.screenshot("e2e-credentials-failing.png");

@@ -4,9 +4,12 @@
 //!
 //! `corral-test-cert-plugin --pki <dir> --user <name> --seconds <lifetime> [--log <file>]
 //! [--fail-if <file>]`: each run appends a line to the log; while the `--fail-if` file exists
-//! it fails like a plugin whose login expired (stderr and status 1).
+//! it fails like a plugin whose login expired (stderr naming the revoked token, and status 1).
 
 use std::io::Write;
+
+/// The token its failure names; the tests check that it never reaches a banner.
+const REVOKED_TOKEN: &str = "1//0gRevokedT0kenAbc123XyZ456";
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -34,7 +37,11 @@ fn main() -> ExitCode {
         let _ = writeln!(file, "{}", jiff::Timestamp::now());
     }
     if value("--fail-if").is_some_and(|f| std::path::Path::new(&f).exists()) {
-        eprintln!("identity provider: the refresh token was revoked; log in again");
+        // As plugins do, it echoes the secret it was refused with: redacted before anyone
+        // shows it (vdi_core::redact).
+        eprintln!(
+            "identity provider: the refresh token was revoked (refresh_token={REVOKED_TOKEN}); log in again"
+        );
         return ExitCode::from(1);
     }
     let Ok((cert, expiry)) = sandbox::pki::issue_client_cert(

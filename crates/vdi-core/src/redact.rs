@@ -72,6 +72,20 @@ pub fn secrets(text: &str) -> String {
     out.join("\n")
 }
 
+/// `word` masked, keeping the quotes, brackets and punctuation around it: `"abc",` becomes
+/// `"[redacted]",`.
+fn mask(word: &str) -> String {
+    let wrapping = |c: char| {
+        matches!(
+            c,
+            '"' | '\'' | '(' | ')' | '[' | ']' | '{' | '}' | ',' | ';'
+        )
+    };
+    let start = word.len() - word.trim_start_matches(wrapping).len();
+    let end = word.trim_end_matches(wrapping).len().max(start);
+    format!("{}{REDACTED}{}", &word[..start], &word[end..])
+}
+
 fn redact_line(line: &str) -> String {
     let mut words: Vec<String> = Vec::new();
     // Whether the next word is a secret's value (after `Bearer`, or after `token:`).
@@ -87,7 +101,7 @@ fn redact_line(line: &str) -> String {
             words.push(if value_next {
                 word.to_owned()
             } else {
-                REDACTED.to_owned()
+                mask(word)
             });
             continue;
         }
@@ -109,12 +123,12 @@ fn redact_line(line: &str) -> String {
                 value_next = true;
                 words.push(word.to_owned());
             } else {
-                words.push(format!("{}{REDACTED}", &word[..=at]));
+                words.push(format!("{}{}", &word[..=at], mask(value)));
             }
             continue;
         }
         if looks_like_secret(word) {
-            words.push(REDACTED.to_owned());
+            words.push(mask(word));
             continue;
         }
         words.push(word.to_owned());
@@ -152,6 +166,14 @@ mod tests {
             "{out}"
         );
         assert_eq!(out.lines().count(), 5, "{out}");
+        assert!(
+            out.contains("\"password\": \"[redacted]\", \"user\""),
+            "{out}"
+        );
+        assert_eq!(
+            secrets("revoked (refresh_token=1//0gAbc123XyZ456); log in again"),
+            "revoked (refresh_token=[redacted]); log in again"
+        );
     }
 
     #[test]
