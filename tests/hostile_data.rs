@@ -377,3 +377,57 @@ async fn a_claim_lease_is_joined_by_its_name_on_every_path_never_by_its_labels()
     );
     assert!(leases.get_opt("dev-2-claim").await.unwrap().is_some());
 }
+
+#[tokio::test]
+async fn a_refused_release_of_someone_elses_expired_claim_leaves_the_desktop_running() {
+    // bob's desktop, his claim expired and its label gone ("free (stale lease)"), still
+    // running: alice may not release it with the guard on, and asking changes nothing, the
+    // power least of all (the claim is asked about first, the power changed last).
+    let admin = client_as("admin").await;
+    let ns = namespace("stale").await;
+    corral_tests::desktop_member(&ns, "st", "st-1", false).await;
+    let bob = actor_as("bob").await;
+    let short = ClaimOptions {
+        lease_seconds: 1,
+        ..ClaimOptions::default()
+    };
+    assign(&bob, &ns, "st", "bob", &short).await.unwrap();
+    wait_power(&ns, "st-1", "Running").await;
+    corral_tests::vms(&admin, &ns)
+        .patch(
+            "st-1",
+            &Default::default(),
+            &kube::api::Patch::Merge(json!({ "metadata": { "labels": {
+                vdi_core::labels::ASSIGNED_TO_LABEL: null } } })),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let listed = pools(&admin, &ns).await;
+    assert_eq!(
+        pool(&listed, "st").members[0].state,
+        MemberState::FreeStaleLease
+    );
+
+    let alice = actor_as("alice").await;
+    let before = versions(&admin, &ns).await;
+    let err = unassign(&alice, &ns, "st-1", &UnassignOptions::default())
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("release Lease corral-vdi-st-1 (asked before anything changed")
+            && text.contains("corral-vdi guard"),
+        "{text}"
+    );
+    assert_eq!(versions(&admin, &ns).await, before, "nothing moved");
+    let listed = pools(&admin, &ns).await;
+    assert_eq!(pool(&listed, "st").members[0].power, "Running");
+
+    // bob, whose claim it was, releases it: the desktop stops.
+    let released = unassign(&bob, &ns, "st-1", &UnassignOptions::default())
+        .await
+        .unwrap();
+    assert!(released.lease_released);
+    wait_power(&ns, "st-1", "Stopped").await;
+}
