@@ -450,7 +450,24 @@ async fn with_the_guard_ordinary_users_change_a_pool_member_only_through_the_cla
         "alice's member did not move"
     );
 
-    // Members are an administrator's: bob neither deletes a free one nor makes a VM one.
+    // Members are an administrator's: bob neither deletes a free one nor makes a VM one, and
+    // the product says so before he tries (RBAC alone would let him delete the pool).
+    let bobs =
+        vdi_core::identity::permissions(&Actor::connect(bob.clone()).await.unwrap(), &ns, true)
+            .await
+            .delete_pool;
+    assert!(
+        !bobs.allowed
+            && bobs
+                .reason
+                .as_deref()
+                .is_some_and(|r| r.contains("only members of corral-vdi:admins may delete pools")),
+        "{bobs:?}"
+    );
+    let rbac_only =
+        vdi_core::identity::permissions(&Actor::connect(bob.clone()).await.unwrap(), &ns, false)
+            .await;
+    assert!(rbac_only.delete_pool.allowed, "{rbac_only:?}");
     let free_before = vm_version(&ns, free).await;
     denied(
         "bob deletes a free member",

@@ -364,7 +364,8 @@ fn all_of(answers: &[&Allowed]) -> Allowed {
 
 /// Reviews what `actor` may do in `namespace` (six SelfSubjectAccessReviews at once), with
 /// the guard's rules on top when `guard_installed`: then only administrators assign desktops
-/// to others and force releases.
+/// to others and force releases, and only they create and delete pools (the guard lets only
+/// them add a VM to a pool or delete a member; RBAC's refusal, when it refuses, is said first).
 pub async fn permissions(actor: &Actor, namespace: &str, guard_installed: bool) -> Permissions {
     let answers = can_i(
         actor.client(),
@@ -397,14 +398,21 @@ pub async fn permissions(actor: &Actor, namespace: &str, guard_installed: bool) 
     } else {
         (claim.clone(), all_of(&[delete_leases, patch]))
     };
+    let members = |rbac: Allowed, what: &str| {
+        if guard_installed && !admin && rbac.allowed {
+            admin_only(what)
+        } else {
+            rbac
+        }
+    };
     Permissions {
         namespace: namespace.to_owned(),
         admin,
         guarded: guard_installed,
         claim,
         assign,
-        create_pool: all_of(&[clones, patch]),
-        delete_pool: all_of(&[delete_vms, delete_leases]),
+        create_pool: members(all_of(&[clones, patch]), "create pools"),
+        delete_pool: members(all_of(&[delete_vms, delete_leases]), "delete pools"),
         force_release,
     }
 }
