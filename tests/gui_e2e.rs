@@ -1690,14 +1690,7 @@ async fn all_namespaces_refused_says_so_and_offers_a_namespace() {
         "{card}"
     );
     // Said once, where the namespaces are offered: no banner repeats the refusal above it.
-    assert_eq!(
-        js(
-            client,
-            "return [...document.querySelectorAll(\"[data-testid='banner']\")].map(b => b.textContent)"
-        )
-        .await,
-        serde_json::json!([])
-    );
+    assert_no_banner(client).await;
     gui.screenshot("e2e-all-namespaces-refused.png");
     click(client, "[data-testid='pick-namespace-corral-vms']").await;
     wait_text(client, "[data-testid='pool-corral-vms-legacy']", "legacy-2").await;
@@ -2114,6 +2107,18 @@ async fn a_failed_create_offers_clean_up_in_the_dialog() {
     gui.close().await;
 }
 
+/// Asserts that the window shows no banner.
+async fn assert_no_banner(client: &Client) {
+    assert_eq!(
+        js(
+            client,
+            "return [...document.querySelectorAll(\"[data-testid='banner']\")].map(b => b.textContent)"
+        )
+        .await,
+        serde_json::json!([])
+    );
+}
+
 /// A claim Lease whose times run off the end of the calendar, and a stray Lease labelled for
 /// another pool (tests/lib.rs `poisoned`): the member shows its own problem, the stray Lease is
 /// named in its pool's head, and the view stays live with no banner.
@@ -2155,14 +2160,7 @@ async fn a_poisoned_lease_is_shown_as_its_members_problem_while_the_view_stays_l
         "1 stray Lease"
     );
     wait_text(client, "[data-testid='feed-status']", "live").await;
-    assert_eq!(
-        js(
-            client,
-            "return [...document.querySelectorAll(\"[data-testid='banner']\")].map(b => b.textContent)"
-        )
-        .await,
-        serde_json::json!([])
-    );
+    assert_no_banner(client).await;
     gui.screenshot("e2e-poisoned-lease.png");
     gui.close().await;
 }

@@ -41,6 +41,26 @@ fn cli(context: &str, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// alice's `usb redir` of the recorded security key into `member`, which is not plugged in
+/// here: the claim check comes first. Returns the output and its text.
+fn redirect_as_alice(ns: &str, member: &str) -> (Output, String) {
+    let usb = cli(
+        "alice",
+        &[
+            "usb",
+            "redir",
+            member,
+            "-n",
+            ns,
+            "--device",
+            "1050:0407",
+            "--yes",
+        ],
+    );
+    let text = out(&usb);
+    (usb, text)
+}
+
 fn out(o: &Output) -> String {
     format!(
         "status {:?}\nstdout:\n{}\nstderr:\n{}",
@@ -192,20 +212,7 @@ async fn poisoned_leases_are_their_own_problem_and_every_other_path_works() {
 
     // USB redirection: into bob's unreadable claim, refused as someone else's desktop; into
     // alice's own, the claim check passes (the recorded device is not plugged in here).
-    let usb = cli(
-        "alice",
-        &[
-            "usb",
-            "redir",
-            &bobs,
-            "-n",
-            &ns,
-            "--device",
-            "1050:0407",
-            "--yes",
-        ],
-    );
-    let text = out(&usb);
+    let (usb, text) = redirect_as_alice(&ns, &bobs);
     assert_eq!(usb.status.code(), Some(1), "{text}");
     assert!(
         text.contains(&format!(
@@ -213,20 +220,7 @@ async fn poisoned_leases_are_their_own_problem_and_every_other_path_works() {
         )),
         "{text}"
     );
-    let usb = cli(
-        "alice",
-        &[
-            "usb",
-            "redir",
-            &claimed.member,
-            "-n",
-            &ns,
-            "--device",
-            "1050:0407",
-            "--yes",
-        ],
-    );
-    let text = out(&usb);
+    let (_, text) = redirect_as_alice(&ns, &claimed.member);
     assert!(!text.contains("not your desktop"), "{text}");
     assert!(!text.contains("Lease"), "{text}");
 
@@ -343,23 +337,10 @@ async fn a_claim_lease_is_joined_by_its_name_on_every_path_never_by_its_labels()
         .unwrap_err()
         .to_string();
     assert!(err.contains("dev-1 is claimed by carol until"), "{err}");
-    let usb = cli(
-        "alice",
-        &[
-            "usb",
-            "redir",
-            "dev-1",
-            "-n",
-            &ns,
-            "--device",
-            "1050:0407",
-            "--yes",
-        ],
-    );
+    let (_, text) = redirect_as_alice(&ns, "dev-1");
     assert!(
-        out(&usb).contains("dev-1 is not your desktop (it is assigned to carol)"),
-        "{}",
-        out(&usb)
+        text.contains("dev-1 is not your desktop (it is assigned to carol)"),
+        "{text}"
     );
     assert_eq!(versions(&admin, &ns).await, before);
     assert_eq!(feed.subscribe().borrow().status, FeedStatus::Live);
