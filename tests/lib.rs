@@ -949,11 +949,13 @@ pub fn console_address(url: &str) -> (std::net::SocketAddr, String) {
 /// RFB banner comes back in a binary frame, each step within 10 s.
 pub async fn assert_console_speaks_rfb(url: &str) {
     use futures::StreamExt;
-    let (mut ws, _) =
-        tokio::time::timeout(Duration::from_secs(10), tokio_tungstenite::connect_async(url))
-            .await
-            .expect("the console's handshake within 10 s")
-            .unwrap();
+    let (mut ws, _) = tokio::time::timeout(
+        Duration::from_secs(10),
+        tokio_tungstenite::connect_async(url),
+    )
+    .await
+    .expect("the console's handshake within 10 s")
+    .unwrap();
     let frame = tokio::time::timeout(Duration::from_secs(10), ws.next())
         .await
         .expect("a frame within 10 s")
