@@ -238,8 +238,11 @@ async fn poisoned_leases_are_their_own_problem_and_every_other_path_works() {
         .unwrap_err();
     let text = err.to_string();
     assert!(
-        text.contains(&format!("{bobs} is claimed by bob until an unknown time"))
-            && text.contains("cannot be read"),
+        text.contains(&format!(
+            "{bobs} is claimed by bob, but its Lease corral-vdi-{bobs} cannot be read \
+             (renewTime plus leaseDurationSeconds 3600 is beyond the end of the calendar), so it \
+             may be live; only bob can release it"
+        )) && !err.suggestion().unwrap_or_default().contains("wait until"),
         "{text}"
     );
     assert_eq!(versions(&admin, &ns).await, before);
@@ -411,4 +414,65 @@ async fn a_refused_release_of_someone_elses_expired_claim_leaves_the_desktop_run
         .unwrap();
     assert!(released.lease_released);
     wait_power(&ns, "st-1", "Stopped").await;
+}
+
+#[tokio::test]
+async fn a_desktop_released_right_after_its_claim_is_stopped_not_left_starting() {
+    // Found by a hostile trial: the release read printableStatus (still Stopped a moment after
+    // the start) as "already stopped" and left the run strategy Always, so the next claimant
+    // got a desktop someone else had started.
+    let admin = client_as("admin").await;
+    let ns = namespace("quick").await;
+    pool_vms(&admin, &ns, "q", 1).await.unwrap();
+    let alice = actor_as("alice").await;
+    assign(&alice, &ns, "q", "alice", &ClaimOptions::default())
+        .await
+        .unwrap();
+    unassign(&alice, &ns, "q-1", &UnassignOptions::default())
+        .await
+        .unwrap();
+    let vm = corral_tests::vms(&admin, &ns).get("q-1").await.unwrap();
+    assert_eq!(vm.data["spec"]["runStrategy"], "Halted", "{:?}", vm.data);
+    wait_power(&ns, "q-1", "Stopped").await;
+}
+
+#[tokio::test]
+async fn escape_codes_and_huge_values_from_the_cluster_are_printed_escaped_and_cut() {
+    // Found by a hostile trial: a holder with escape codes reached the terminal raw (a new
+    // window title, a cleared screen), and a 70,000-character cell panicked the table.
+    let admin = client_as("admin").await;
+    let ns = namespace("ansi").await;
+    pool_vms(&admin, &ns, "a", 2).await.unwrap();
+    let evil = "evil\u{1b}]0;pwned\u{7}\u{1b}[2J\u{202e}LTR\nfake-row";
+    for (member, holder) in [("a-1", evil.to_owned()), ("a-2", "h".repeat(70_000))] {
+        plant_lease(
+            &admin,
+            &ns,
+            &lease_name(member),
+            json!({}),
+            json!({ "holderIdentity": holder, "acquireTime": now_micro(),
+                    "renewTime": now_micro(), "leaseDurationSeconds": 3600 }),
+        )
+        .await;
+    }
+    let listing = cli("alice", &["pool", "list", "-n", &ns]);
+    let text = out(&listing);
+    assert!(listing.status.success(), "{text}");
+    assert!(
+        !text.contains('\u{1b}') && !text.contains('\u{202e}'),
+        "{text}"
+    );
+    assert!(
+        text.contains("evil\\u{1b}]0;pwned\\u{7}\\u{1b}[2J\\u{202e}LTR\\u{a}fake-row"),
+        "{text}"
+    );
+    assert!(text.contains("… (69800 more characters)"), "{text}");
+    // A refusal naming that holder is escaped as well.
+    let refused = cli("alice", &["unassign", "a-1", "-n", &ns]);
+    let text = out(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{text}");
+    assert!(
+        !text.contains('\u{1b}') && text.contains("a-1 is claimed by evil\\u{1b}"),
+        "{text}"
+    );
 }

@@ -172,13 +172,13 @@ async fn serve(supervisor: &Supervisor, session: u32) -> vdi_core::Result<()> {
                      client works on its own, or use --proxy-only / --rdp-file with another client",
                 ));
             }
-            eprintln!("{reason}");
+            err!("{reason}");
             return Ok(());
         }
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {
                 supervisor.stop(session);
-                eprintln!("stopped");
+                err!("stopped");
                 return Ok(());
             }
             changed = changes.changed() => if changed.is_err() { return Ok(()) },
@@ -222,7 +222,7 @@ pub async fn vnc(
         out!("{{\"port\":{port}}}");
     } else {
         let viewer = connect::viewer_command(port, &format!("{member} ({ns})"))?;
-        eprintln!("VNC on 127.0.0.1:{port}; starting {}", viewer.program);
+        err!("VNC on 127.0.0.1:{port}; starting {}", viewer.program);
         launch(&supervisor, started.id, viewer)?;
     }
     serve(&supervisor, started.id).await
@@ -310,7 +310,7 @@ pub async fn port_forward(
     }
     let _ = tokio::signal::ctrl_c().await;
     supervisor.stop_all();
-    eprintln!("stopped");
+    err!("stopped");
     Ok(())
 }
 
@@ -357,7 +357,7 @@ pub async fn rdp(
         }
         None => {
             let client = connect::rdp_command(port, member)?;
-            eprintln!("RDP on 127.0.0.1:{port}; starting {}", client.program);
+            err!("RDP on 127.0.0.1:{port}; starting {}", client.program);
             launch(&supervisor, started.id, client)?;
         }
     }

@@ -15,10 +15,18 @@ macro_rules! out {
     };
 }
 
+/// `eprintln!` with the cluster's text made safe for a terminal ([`terminal::escaped`]).
+macro_rules! err {
+    ($($arg:tt)*) => {
+        eprintln!("{}", $crate::terminal::escaped(&format!($($arg)*), true))
+    };
+}
+
 mod capacity_cmd;
 mod connect_cmd;
 mod guard_cmd;
 mod pool_cmd;
+mod terminal;
 mod usb_cmd;
 
 use std::path::PathBuf;
@@ -39,7 +47,11 @@ use vdi_core::watch::list_pools;
 /// (a full disk) ends it with 1 and the reason on stderr.
 pub(crate) fn write_out(text: std::fmt::Arguments<'_>) {
     use std::io::Write;
-    if let Err(e) = std::io::stdout().lock().write_fmt(text) {
+    let text = text.to_string();
+    if let Err(e) = std::io::stdout()
+        .lock()
+        .write_all(terminal::escaped(&text, true).as_bytes())
+    {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
             std::process::exit(0);
         }
@@ -183,9 +195,9 @@ async fn watch_pools(client: kube::Client, scope: Scope, clock: ServerClock) {
             }
             vdi_core::model::FeedStatus::Failing { error } => {
                 if last_error.as_ref() != Some(error) {
-                    eprintln!("watch failing (retrying): {}", error.message);
+                    err!("watch failing (retrying): {}", error.message);
                     if let Some(fix) = &error.suggestion {
-                        eprintln!("fix: {fix}");
+                        err!("fix: {fix}");
                     }
                     last_error = Some(error.clone());
                 }
@@ -220,11 +232,15 @@ fn or_dash(value: Option<&str>) -> &str {
 /// time): "2026-12-03 00:47:52 UTC (5m ago)". A claimed-at annotation that is not a valid time
 /// is printed as written.
 fn member_row(m: &MemberView, now: jiff::Timestamp) -> [String; 6] {
-    let expires = m
-        .lease
-        .as_ref()
-        .and_then(|l| l.expires_at)
-        .map(|t| describe_instant(t, now));
+    let expires = m.lease.as_ref().and_then(|l| {
+        let at = describe_instant(l.expires_at?, now);
+        // SPEC: a renewTime ahead of the API server's clock is flagged, never trusted quietly.
+        Some(if l.renew_time_in_future {
+            format!("{at} [renewTime ahead of the server's clock]")
+        } else {
+            at
+        })
+    });
     let claimed = m.claimed_at.as_deref().filter(|c| !c.is_empty()).map(|c| {
         c.parse()
             .map_or_else(|_| c.to_owned(), |t| describe_instant(t, now))
@@ -292,8 +308,8 @@ fn print_pools(pools: &[PoolView], scope: &Scope, now: jiff::Timestamp) {
         print_table(&rows, "  ");
         for lease in &pool.stray_leases {
             out!(
-                "  stray Lease {lease}: labelled for this pool, but no member's claim \
-                 (corral-vdi-<member>); not joined, left alone"
+                "  stray Lease {lease}: labelled for this pool, but not the claim of any of its \
+                 members (a claim is the Lease corral-vdi-<member>); not joined, left alone"
             );
         }
     }
@@ -302,10 +318,15 @@ fn print_pools(pools: &[PoolView], scope: &Scope, now: jiff::Timestamp) {
 /// Prints `rows` (the header first) as columns as wide as their widest cell, two spaces
 /// apart, each line after `indent`.
 pub(crate) fn print_table<const N: usize>(rows: &[[String; N]], indent: &str) {
+    // Escaped and cut first: a cell from the cluster may hold anything (terminal::cell).
+    let rows: Vec<[String; N]> = rows
+        .iter()
+        .map(|row| row.each_ref().map(|c| terminal::cell(c)))
+        .collect();
     let widths: Vec<usize> = (0..N)
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
         .collect();
-    for row in rows {
+    for row in &rows {
         let line: Vec<String> = row
             .iter()
             .zip(&widths)
@@ -449,7 +470,7 @@ async fn run(cli: Cli) -> vdi_core::Result<ExitCode> {
             }
             out!("power: {}", power_text(&released.power));
         }
-        Command::Guard(command) => guard_cmd::run(&source, context, command).await?,
+        Command::Guard(command) => return guard_cmd::run(&source, context, command).await,
         Command::Connect(args) => connect_cmd::connect(&source, context, args).await?,
         Command::Vnc(args) => connect_cmd::vnc(&source, context, args).await?,
         Command::PortForward(args) => connect_cmd::port_forward(&source, context, args).await?,
@@ -468,9 +489,9 @@ async fn main() -> ExitCode {
     match run(cli).await {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err}");
+            err!("error: {err}");
             if let Some(fix) = err.suggestion() {
-                eprintln!("hint: {fix}");
+                err!("hint: {fix}");
             }
             ExitCode::FAILURE
         }

@@ -118,7 +118,7 @@ async fn cancel_on_ctrl_c(cancel: CancelHandle) {
     if tokio::signal::ctrl_c().await.is_err() {
         return;
     }
-    eprintln!(
+    err!(
         "cancelling: deleting this run's unfinished clones (press Ctrl-C again to quit at once \
          and leave them)"
     );
@@ -152,7 +152,7 @@ pub async fn create(
     };
     let created = create_pool(&conn.client, &request, print_progress).await?;
     for warning in &created.warnings {
-        eprintln!("warning: {warning}");
+        err!("warning: {warning}");
     }
     out!(
         "pool \"{}\" created: {} member{}",
@@ -233,7 +233,7 @@ pub async fn delete(
         );
     }
     if !deleted.forced.is_empty() {
-        eprintln!(
+        err!(
             "note: deleted while assigned (--force): {}",
             deleted.forced.join(", ")
         );

@@ -85,14 +85,14 @@ fn list() {
     crate::print_table(&rows, "");
     for d in list.devices.iter().filter(|d| !d.access.writable) {
         if let Some(fix) = &d.access.fix {
-            eprintln!("to use {} ({}): {fix}", d.id, d.describe());
+            err!("to use {} ({}): {fix}", d.id, d.describe());
         }
     }
 }
 
 fn confirm(member: &str, device: &str) -> bool {
-    eprintln!("Redirecting {device} into {member}.");
-    eprintln!("{}", usb::SECURITY_NOTICE);
+    err!("Redirecting {device} into {member}.");
+    err!("{}", usb::SECURITY_NOTICE);
     eprint!("Attach it? [y/N] ");
     let _ = std::io::stderr().flush();
     let mut answer = String::new();
@@ -139,7 +139,7 @@ async fn redir(
     let (device, program) = usb::check_redirect(&actor, &ns, &args.member, &spec).await?;
     let described = format!("{} ({})", device.id, device.describe());
     if args.yes {
-        eprintln!("{}", usb::SECURITY_NOTICE);
+        err!("{}", usb::SECURITY_NOTICE);
     } else if !confirm(&args.member, &described) {
         return Err(vdi_core::Error::invalid(
             "not attached: the security notice was not accepted",

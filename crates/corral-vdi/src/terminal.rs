@@ -1,0 +1,82 @@
+//! Text from the cluster made safe for a terminal. Names, holders, annotations and messages are
+//! written by whoever may write objects, so a holder can carry escape sequences (a new window
+//! title, a cleared screen, colours, a cursor sent elsewhere), bidirectional overrides that
+//! reorder what is shown, or a line break that fakes a row; and a cell can be longer than
+//! formatting can pad (Rust's format width stops at 65,535). Everything the CLI prints passes
+//! through here.
+
+use std::borrow::Cow;
+
+/// The most characters a table cell shows; longer values end in "…" with how many were left
+/// out.
+pub(crate) const CELL_MAX: usize = 200;
+
+/// Whether `c` changes how a terminal shows text instead of being shown: C0 and C1 control
+/// characters and DEL, and the Unicode bidirectional controls (marks, embeddings, overrides,
+/// isolates).
+fn is_control(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        )
+}
+
+/// `text` with every control character written as an escape (`\u{1b}`), except line breaks
+/// and tabs when `keep_lines` (the CLI's own multi-line output).
+pub(crate) fn escaped(text: &str, keep_lines: bool) -> Cow<'_, str> {
+    let kept = |c: char| keep_lines && matches!(c, '\n' | '\t');
+    if !text.chars().any(|c| is_control(c) && !kept(c)) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if is_control(c) && !kept(c) {
+            out.push_str(&c.escape_unicode().to_string());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// A table cell: escaped, line breaks included, and at most [`CELL_MAX`] characters.
+pub(crate) fn cell(text: &str) -> String {
+    let text = escaped(text, false);
+    let count = text.chars().count();
+    if count <= CELL_MAX {
+        return text.into_owned();
+    }
+    let kept: String = text.chars().take(CELL_MAX).collect();
+    format!("{kept}… ({} more characters)", count - CELL_MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_codes_overrides_and_breaks_and_keeps_the_rest() {
+        let holder = "evil\u{1b}]0;pwned\u{7}\u{1b}[2J\u{202e}LTR\nfake row";
+        assert_eq!(
+            cell(holder),
+            "evil\\u{1b}]0;pwned\\u{7}\\u{1b}[2J\\u{202e}LTR\\u{a}fake row"
+        );
+        assert_eq!(escaped("one\n\ttwo", true), "one\n\ttwo");
+        assert!(matches!(
+            escaped("alice@example.com", false),
+            Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
+    fn a_long_cell_is_cut_and_says_so() {
+        let long = "2".repeat(70_000);
+        let shown = cell(&long);
+        assert_eq!(
+            shown.chars().count(),
+            CELL_MAX + "… (69800 more characters)".chars().count()
+        );
+        assert!(shown.ends_with("… (69800 more characters)"));
+    }
+}
