@@ -539,6 +539,29 @@ async fn with_the_guard_ordinary_users_change_a_pool_member_only_through_the_cla
         )
         .await
         .expect("bob's own label and claimed-at");
+    // Even on his own desktop, what he writes there is a time and nothing else: not a screen
+    // of escape codes, not a value longer than any cell can show.
+    let own_before = vm_version(&ns, free).await;
+    let huge = "2".repeat(70_000);
+    for (what, value) in [
+        ("escape codes", "\u{1b}]0;owned\u{7}\u{1b}[2J"),
+        ("70,000 characters", huge.as_str()),
+        ("a date without a time", "2026-01-01"),
+    ] {
+        denied(
+            &format!("bob writes {what} as his claimed-at"),
+            vms_as(&bob)
+                .patch(
+                    free,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({ "metadata": { "annotations": {
+                        CLAIMED_AT_ANNOTATION: value } } })),
+                )
+                .await,
+            "must be an RFC 3339 UTC time",
+        );
+    }
+    assert_eq!(vm_version(&ns, free).await, own_before);
     vms_as(&bob)
         .patch(free, &PatchParams::default(), &presentation(None, None))
         .await
@@ -795,6 +818,15 @@ async fn guard_status_names_what_was_changed_on_the_cluster_and_install_restores
             .unwrap();
         assert!(binding.present && !binding.current, "{binding:?}");
     }
+    // The CLI says so in its exit status too, for scripts that watch the guard.
+    let cli = std::process::Command::new(corral_tests::cli_binary())
+        .env("KUBECONFIG", &corral_tests::sandbox().kubeconfig)
+        .args(["--context", "admin", "guard", "status"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&cli.stdout);
+    assert_eq!(cli.status.code(), Some(1), "{said}");
+    assert!(said.contains("validationActions is [Warn]"), "{said}");
 
     // A policy's expression edited by hand, and the other binding narrowed to some namespaces.
     let mut policy = policies.get(guard::MEMBER_POLICY).await.unwrap();

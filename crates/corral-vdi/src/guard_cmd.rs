@@ -9,7 +9,8 @@ use vdi_core::guard::{self, GuardStatus};
 pub enum GuardCommand {
     /// Install (or update) the guard's admission policies (needs cluster-admin rights).
     Install,
-    /// Say whether the cluster has the guard, and how it differs from this version's.
+    /// Say whether the cluster has the guard, and how it differs from this version's (exit
+    /// status 1 unless it is installed as this version ships it).
     Status,
     /// Remove the guard's admission policies.
     Uninstall,
@@ -32,14 +33,22 @@ pub async fn run(
     source: &KubeconfigSource,
     context: Option<&str>,
     command: GuardCommand,
-) -> vdi_core::Result<()> {
+) -> vdi_core::Result<std::process::ExitCode> {
     let conn = source.connect(context).await?;
     match command {
         GuardCommand::Install => {
             let status = guard::install(&conn.client).await?;
             print_status(&status);
         }
-        GuardCommand::Status => print_status(&guard::status(&conn.client).await?),
+        GuardCommand::Status => {
+            let status = guard::status(&conn.client).await?;
+            print_status(&status);
+            // A script that watches the guard must see a guard that differs from this
+            // version's, or is missing, without reading the words.
+            if status.state != guard::GuardState::Installed {
+                return Ok(std::process::ExitCode::FAILURE);
+            }
+        }
         GuardCommand::Uninstall => {
             let deleted = guard::uninstall(&conn.client).await?;
             if deleted.is_empty() {
@@ -49,5 +58,5 @@ pub async fn run(
             }
         }
     }
-    Ok(())
+    Ok(std::process::ExitCode::SUCCESS)
 }
