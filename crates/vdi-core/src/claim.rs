@@ -834,9 +834,16 @@ async fn wait_until_stopped(client: &Client, namespace: &str, name: &str) -> Res
 
 async fn stop(client: &Client, namespace: &str, vm: &VirtualMachine) -> Result<PowerAction> {
     let name = vm.name_any();
+    // The run strategy says where the VM is going, printableStatus only where it is: a VM
+    // started a moment ago still reads Stopped while its run strategy is Always, and would run
+    // on, unclaimed, if that were taken for stopped.
+    let halted = match vm.spec.run_strategy.as_deref() {
+        Some(strategy) => strategy == "Halted",
+        None => vm.spec.running == Some(false),
+    };
     match vm.printable_status() {
-        "Stopped" => return Ok(PowerAction::AlreadyStopped),
-        "Stopping" | "Terminating" => return Ok(PowerAction::AlreadyStopping),
+        "Stopped" if halted => return Ok(PowerAction::AlreadyStopped),
+        "Stopping" | "Terminating" if halted => return Ok(PowerAction::AlreadyStopping),
         _ => {}
     }
     match power_call(client, namespace, &name, "stop").await {
@@ -931,14 +938,29 @@ pub async fn unassign(
             (None, None) => "(no expiry)".into(),
         };
         if !options.force {
-            return Err(Error::Refused {
-                message: format!(
-                    "{member} is claimed by {holder} until {until}; only {holder} can release it"
+            // An unreadable Lease never expires by itself: no "wait until".
+            let (message, wait) = match &l.problem {
+                Some(problem) => (
+                    format!(
+                        "{member} is claimed by {holder}, but its Lease {} cannot be read \
+                         ({problem}), so it may be live; only {holder} can release it",
+                        lease_name(member)
+                    ),
+                    String::new(),
                 ),
+                None => (
+                    format!(
+                        "{member} is claimed by {holder} until {until}; only {holder} can \
+                         release it"
+                    ),
+                    format!(", or wait until the Lease expires at {until}"),
+                ),
+            };
+            return Err(Error::Refused {
+                message,
                 suggestion: Some(format!(
-                    "ask {holder} to release it, or wait until the Lease expires at {until}; an \
-                     administrator ({ADMIN_GROUP}) can take it back now with `corral-vdi unassign \
-                     {member} --force`"
+                    "ask {holder} to release it{wait}; an administrator ({ADMIN_GROUP}) can take \
+                     it back now with `corral-vdi unassign {member} --force`"
                 )),
             });
         }
