@@ -100,7 +100,7 @@ export const PoolSection = memo(function PoolSection({
           <span
             className="badge tone-amber pool-stray"
             data-testid={`stray-${pool.namespace}-${pool.name}`}
-            title={`Labelled for this pool but no member's claim (a claim is the Lease corral-vdi-<member>): not joined to any member, and left alone by Delete: ${pool.strayLeases.join(", ")}`}
+            title={`Labelled for this pool, but not the claim of any of its members (a claim is the Lease corral-vdi-<member>): not joined to any member, and left alone by Delete: ${pool.strayLeases.join(", ")}`}
           >
             {pool.strayLeases.length === 1
               ? "1 stray Lease"
