@@ -662,19 +662,6 @@ async fn an_ordinary_user_needs_read_access_to_judge_capacity() {
     )
     .await;
     let bob = client_as("bob").await;
-    eventually(
-        "RBAC to let bob create clone objects",
-        Duration::from_secs(10),
-        || {
-            let (bob, ns) = (bob.clone(), ns.clone());
-            async move {
-                vdi_core::identity::can_i(&bob, &ns, &[vdi_core::identity::CREATE_CLONES]).await[0]
-                    .allowed
-                    .then_some(())
-            }
-        },
-    )
-    .await;
     let before = world(&ns).await;
     let err = create_pool(&bob, &request(&ns, "bobs", "gold", 1), |_| {})
         .await

@@ -103,7 +103,9 @@ pub fn start(configure: impl FnOnce(&mut Options)) -> Result<Shared> {
 }
 
 /// Gives `user` the RBAC `rules` in `ns`, as admin: a Role and a RoleBinding both named
-/// `<user>-extra`.
+/// `<user>-extra`; returns once the API server grants the first verb of the first rule (its
+/// RBAC authorizer reads Roles through a cache, so a grant holds a moment after it is written:
+/// a request straight after it was refused under CI's load).
 pub async fn grant_role(ns: &str, user: &str, rules: Value) {
     let admin = client_as("admin").await;
     let role: k8s_openapi::api::rbac::v1::Role = serde_json::from_value(json!({
@@ -120,10 +122,30 @@ pub async fn grant_role(ns: &str, user: &str, rules: Value) {
         "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user }],
     }))
     .unwrap();
-    Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(admin, ns)
+    Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(admin.clone(), ns)
         .create(&PostParams::default(), &binding)
         .await
         .unwrap();
+    let rule = &rules[0];
+    let review: k8s_openapi::api::authorization::v1::SubjectAccessReview =
+        serde_json::from_value(json!({ "spec": { "user": user, "resourceAttributes": {
+            "namespace": ns, "verb": rule["verbs"][0], "group": rule["apiGroups"][0],
+            "resource": rule["resources"][0] } } }))
+        .unwrap();
+    let reviews =
+        Api::<k8s_openapi::api::authorization::v1::SubjectAccessReview>::all(admin.clone());
+    eventually(
+        &format!("RBAC to grant {user} its role in {ns}"),
+        Duration::from_secs(10),
+        || {
+            let (reviews, review) = (reviews.clone(), review.clone());
+            async move {
+                let answer = reviews.create(&PostParams::default(), &review).await.ok()?;
+                answer.status.is_some_and(|s| s.allowed).then_some(())
+            }
+        },
+    )
+    .await;
 }
 
 /// A client of `user` that records the path of every request it sends.
