@@ -41,7 +41,7 @@ use crate::labels::{
     ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, DEFAULT_LEASE_SECONDS, MEMBER_LABEL, POOL_LABEL,
     encode_identity, lease_name,
 };
-use crate::model::{ErrorKind, MemberState, MemberView};
+use crate::model::{ErrorKind, MemberState, MemberView, Scope};
 use crate::resources::VirtualMachine;
 use crate::state::{group_pools, label_holder, member_view};
 use crate::validate;
@@ -322,7 +322,7 @@ pub async fn assign(
     }
     // Every claim Lease of the namespace, joined to members by name (crate::lease): one
     // without labels still holds its member.
-    let leases = crate::lease::list(client, namespace).await?;
+    let leases = crate::lease::list(client, &Scope::Namespace(namespace.to_owned())).await?;
     let now = clock.now();
     let pools = group_pools(&vms, &leases, now);
     let members = pools

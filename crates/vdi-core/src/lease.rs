@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::labels::{LEASE_PREFIX, POOL_LABEL};
-use crate::model::LeaseView;
+use crate::model::{LeaseView, Scope};
 
 /// A Lease (coordination.k8s.io/v1) as read for a claim: metadata as usual, the spec with its
 /// times as strings (see the module doc).
@@ -214,19 +214,39 @@ pub fn lease_view(lease: &ClaimLease, now: Timestamp) -> LeaseView {
     }
 }
 
-/// Lists every Lease in `namespace` that [`concerns_claims`], decoded leniently.
+/// The field selector of Lease lists and watches in `scope`: in all namespaces, every namespace
+/// but `kube-node-lease`, whose one Lease per node is renewed every 10 s (kubelet's node
+/// heartbeat) and is never a claim.
+pub(crate) fn fields(scope: &Scope) -> Option<&'static str> {
+    match scope {
+        Scope::Namespace(_) => None,
+        Scope::All => Some("metadata.namespace!=kube-node-lease"),
+    }
+}
+
+/// Lists every Lease in `scope` that [`concerns_claims`], decoded leniently.
 ///
 /// All Leases are listed, not only labelled ones: a claim Lease is found by its name, and one
 /// written without labels (by another tool, or by hand) must still keep its member from being
 /// shown free (SPEC: the claim of M is the Lease `corral-vdi-M`).
 ///
 /// Errors: [`Error::Kube`] when the list fails (403 names the namespace).
-pub async fn list(client: &Client, namespace: &str) -> Result<Vec<ClaimLease>> {
-    let api: Api<ClaimLease> = Api::namespaced(client.clone(), namespace);
+pub async fn list(client: &Client, scope: &Scope) -> Result<Vec<ClaimLease>> {
+    let (api, where_): (Api<ClaimLease>, _) = match scope {
+        Scope::Namespace(ns) => (
+            Api::namespaced(client.clone(), ns),
+            format!("in namespace \"{ns}\""),
+        ),
+        Scope::All => (Api::all(client.clone()), "in all namespaces".to_owned()),
+    };
+    let mut params = ListParams::default();
+    if let Some(fields) = fields(scope) {
+        params = params.fields(fields);
+    }
     let list = api
-        .list(&ListParams::default())
+        .list(&params)
         .await
-        .map_err(|e| Error::kube(format!("list Leases in namespace \"{namespace}\""), e))?;
+        .map_err(|e| Error::kube(format!("list Leases {where_}"), e))?;
     Ok(list.items.into_iter().filter(concerns_claims).collect())
 }
 

@@ -107,16 +107,6 @@ fn where_(scope: &Scope) -> String {
     }
 }
 
-/// The field selector of the Lease lists and watches: in all namespaces, every namespace but
-/// `kube-node-lease`, whose one Lease per node is renewed every 10 s (kubelet's node heartbeat)
-/// and is never a claim.
-fn lease_fields(scope: &Scope) -> Option<&'static str> {
-    match scope {
-        Scope::Namespace(_) => None,
-        Scope::All => Some("metadata.namespace!=kube-node-lease"),
-    }
-}
-
 /// Lists the pools in `scope` once, judged at the API server's time.
 ///
 /// Leases are listed whole (not by label) and joined to members by name
@@ -135,15 +125,7 @@ pub async fn list_pools(
         .list(&ListParams::default().labels(POOL_LABEL))
         .await
         .map_err(|e| Error::kube(format!("list VirtualMachines {}", where_(scope)), e))?;
-    let mut lease_params = ListParams::default();
-    if let Some(fields) = lease_fields(scope) {
-        lease_params = lease_params.fields(fields);
-    }
-    let leases = api::<ClaimLease>(client, scope)
-        .list(&lease_params)
-        .await
-        .map_err(|e| Error::kube(format!("list Leases {}", where_(scope)), e))?;
-    let leases: Vec<ClaimLease> = leases.items.into_iter().filter(concerns_claims).collect();
+    let leases = crate::lease::list(client, scope).await?;
     Ok(group_pools(&vms.items, &leases, clock.now()))
 }
 
@@ -373,7 +355,7 @@ async fn run(client: Client, scope: Scope, clock: ServerClock, tx: &watch::Sende
     );
     // Every Lease, not only labelled ones: a claim is joined by name (crate::lease).
     let mut lease_config = watcher::Config::default();
-    if let Some(fields) = lease_fields(&scope) {
+    if let Some(fields) = crate::lease::fields(&scope) {
         lease_config = lease_config.fields(fields);
     }
     let leases = reflect(

@@ -163,7 +163,8 @@ pub async fn delete_pool(
         (index, name)
     });
     let member_names: BTreeSet<String> = members.iter().map(|vm| vm.name_any()).collect();
-    let all_leases = crate::lease::list(client, ns).await?;
+    let all_leases =
+        crate::lease::list(client, &crate::model::Scope::Namespace(ns.clone())).await?;
     let lease_of: HashMap<String, &ClaimLease> =
         all_leases.iter().map(|l| (l.name_any(), l)).collect();
     let now = clock.now();
