@@ -909,9 +909,9 @@ impl Supervisor {
     /// Redirects a local USB device into `member` as KubeVirt's own client does: a listener on
     /// 127.0.0.1, `usbredirect --device <vid:pid> --to 127.0.0.1:PORT` (`program`), and its one
     /// connection bridged to the VMI's `usbredir` stream (a connection that is not this
-    /// usbredirect's, whoever makes it, is closed at once: [`crate::peer::from_process`]). The session (kind `usb`) ends when
-    /// the device goes (usbredirect exits), the desktop goes (the stream ends), or it is
-    /// stopped (Detach). `spec` is how the device was named (passed to usbredirect as it is).
+    /// usbredirect's, whoever makes it, is closed at once: [`crate::peer::from_process`]). The
+    /// session (kind `usb`) ends when the device goes (usbredirect exits), the desktop goes (the
+    /// stream ends), or it is stopped (Detach). `spec` is how the device was named (passed to usbredirect as it is).
     /// Call [`crate::usb::check_redirect`] first.
     ///
     /// Errors: usbredirect exits before connecting — `NotFound` "device … is not present" when
