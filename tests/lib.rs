@@ -415,6 +415,18 @@ pub fn leases(client: &Client, ns: &str) -> Api<DynamicObject> {
     sandbox::bootstrap::dynamic(client, "coordination.k8s.io", "v1", "Lease", "leases", ns)
 }
 
+/// The VirtualMachineClones (clone.kubevirt.io v1beta1) of `ns`, untyped.
+pub fn clones(client: &Client, ns: &str) -> Api<DynamicObject> {
+    sandbox::bootstrap::dynamic(
+        client,
+        "clone.kubevirt.io",
+        "v1beta1",
+        "VirtualMachineClone",
+        "virtualmachineclones",
+        ns,
+    )
+}
+
 /// The VirtualMachineInstances of `ns`, untyped.
 pub fn vmis(client: &Client, ns: &str) -> Api<DynamicObject> {
     sandbox::bootstrap::dynamic(

@@ -14,7 +14,6 @@ use std::time::Duration;
 use corral_tests::{client_as, eventually, golden_vm, grant_role, namespace};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use kube::api::{Api, DynamicObject, ObjectMeta, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use vdi_core::cluster::ServerClock;
@@ -25,14 +24,6 @@ use vdi_core::pool::{
     create_pool, creation_mark, creation_mark_patch, delete_pool,
 };
 use vdi_core::resources::VirtualMachine;
-
-fn clones(client: &Client, ns: &str) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("clone.kubevirt.io", "v1beta1", "VirtualMachineClone"),
-        "virtualmachineclones",
-    );
-    Api::namespaced_with(client.clone(), ns, &ar)
-}
 
 /// A v1beta1 clone object `name` of `source` into `target`, with `labels` and `patches`.
 fn clone_object(
@@ -153,7 +144,7 @@ async fn a_planted_clone_object_and_a_foreign_lease_survive_pool_delete() {
         json!({ POOL_LABEL: "tpool", MEMBER_LABEL: "tpool-2", RUN_LABEL: run }),
         vec![creation_mark_patch("planted", run)],
     );
-    clones(&carol, &ns)
+    corral_tests::clones(&carol, &ns)
         .create(&PostParams::default(), &planted)
         .await
         .unwrap();
@@ -225,7 +216,7 @@ async fn an_interrupted_create_of_ours_is_cleaned_up_and_an_unmarked_vm_is_not()
     let ns = namespace("interrupted").await;
     let admin = client_as("admin").await;
     golden_vm(&ns, "golden-desktop", "Halted", |_| {}).await;
-    let api = clones(&admin, &ns);
+    let api = corral_tests::clones(&admin, &ns);
     let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), &ns);
     let run = "fedcba9876543210";
     let labels = |member: &str| json!({ POOL_LABEL: "half", MEMBER_LABEL: member, RUN_LABEL: run });

@@ -20,7 +20,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 use vdi_core::Error;
 use vdi_core::cluster::ServerClock;
@@ -36,14 +35,6 @@ use vdi_core::pool::{
 };
 use vdi_core::resources::VirtualMachine;
 use vdi_core::watch::list_pools;
-
-fn clones_api(client: &Client, ns: &str) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("clone.kubevirt.io", "v1beta1", "VirtualMachineClone"),
-        "virtualmachineclones",
-    );
-    Api::namespaced_with(client.clone(), ns, &ar)
-}
 
 /// What a namespace holds that pool create could touch: VMs (name → labels), clone objects and
 /// Leases, by name.
@@ -61,7 +52,7 @@ async fn world(ns: &str) -> World {
         .list(&all)
         .await
         .unwrap();
-    let clones = clones_api(&admin, ns).list(&all).await.unwrap();
+    let clones = corral_tests::clones(&admin, ns).list(&all).await.unwrap();
     let leases = Api::<Lease>::namespaced(admin.clone(), ns)
         .list(&all)
         .await
@@ -454,7 +445,7 @@ async fn golden_vms_kubevirt_would_fail_late_are_refused_early() {
                   "target": { "apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": "by-hand-vm" } }
     }))
     .unwrap();
-    clones_api(&admin, &ns)
+    corral_tests::clones(&admin, &ns)
         .create(&PostParams::default(), &clone)
         .await
         .unwrap();
@@ -478,7 +469,10 @@ async fn golden_vms_kubevirt_would_fail_late_are_refused_early() {
         Some("Virtual Machine volume rootdisk does not support snapshots")
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let pending = clones_api(&admin, &ns).get("by-hand").await.unwrap();
+    let pending = corral_tests::clones(&admin, &ns)
+        .get("by-hand")
+        .await
+        .unwrap();
     assert_eq!(pending.data.pointer("/status/phase"), None, "still pending");
 }
 
@@ -793,7 +787,7 @@ async fn a_leftover_clone_of_an_aborted_run_is_found_before_new_clones_start() {
                   "target": { "apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": "left-2" } }
     }))
     .unwrap();
-    clones_api(&admin, &ns)
+    corral_tests::clones(&admin, &ns)
         .create(&PostParams::default(), &leftover)
         .await
         .unwrap();
@@ -805,7 +799,7 @@ async fn a_leftover_clone_of_an_aborted_run_is_found_before_new_clones_start() {
                   "target": { "apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": "hand-3" } }
     }))
     .unwrap();
-    clones_api(&admin, &ns)
+    corral_tests::clones(&admin, &ns)
         .create(&PostParams::default(), &by_hand)
         .await
         .unwrap();

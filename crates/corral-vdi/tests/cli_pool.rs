@@ -10,7 +10,6 @@ use common::{corral, text};
 use corral_tests::{add_knob, golden_vm, namespace, sandbox};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DynamicObject, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 use vdi_core::labels::POOL_LABEL;
 use vdi_core::resources::VirtualMachine;
@@ -354,10 +353,6 @@ async fn delete_names_what_claims_to_belong_but_is_left_alone() {
     golden_vm(&ns, "golden-desktop", "Halted", |_| {}).await;
     // A clone object labelled with the pool that names the golden VM, and a Lease labelled
     // with the pool that is no member's claim.
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("clone.kubevirt.io", "v1beta1", "VirtualMachineClone"),
-        "virtualmachineclones",
-    );
     let planted: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "clone.kubevirt.io/v1beta1", "kind": "VirtualMachineClone",
         "metadata": { "name": "planted", "namespace": ns, "labels": { POOL_LABEL: "tp" } },
@@ -367,7 +362,7 @@ async fn delete_names_what_claims_to_belong_but_is_left_alone() {
         }
     }))
     .unwrap();
-    Api::<DynamicObject>::namespaced_with(admin.clone(), &ns, &ar)
+    corral_tests::clones(&admin, &ns)
         .create(&PostParams::default(), &planted)
         .await
         .unwrap();

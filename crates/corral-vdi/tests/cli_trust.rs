@@ -38,7 +38,7 @@ async fn snapshot(admin: &Client, ns: &str) -> BTreeMap<String, String> {
             lease.resource_version().unwrap_or_default(),
         );
     }
-    for clone in clones(admin, ns)
+    for clone in corral_tests::clones(admin, ns)
         .list(&ListParams::default())
         .await
         .unwrap()
@@ -49,17 +49,6 @@ async fn snapshot(admin: &Client, ns: &str) -> BTreeMap<String, String> {
         );
     }
     out
-}
-
-fn clones(admin: &Client, ns: &str) -> Api<DynamicObject> {
-    sandbox::bootstrap::dynamic(
-        admin,
-        "clone.kubevirt.io",
-        "v1beta1",
-        "VirtualMachineClone",
-        "virtualmachineclones",
-        ns,
-    )
 }
 
 /// Waits until `vm` runs (the emulator stops changing its status).
@@ -285,7 +274,7 @@ async fn pool_delete_removes_what_its_own_clone_objects_made_and_go_cli_debris()
     let ns = namespace("debris").await;
     let admin = client_as("admin").await;
     golden_vm(&ns, "golden-desktop", "Halted", |_| {}).await;
-    let clone_api = clones(&admin, &ns);
+    let clone_api = corral_tests::clones(&admin, &ns);
     let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), &ns);
     let clone_of = |name: &str, target: &str, labels: serde_json::Value| {
         serde_json::from_value::<DynamicObject>(json!({
