@@ -63,8 +63,10 @@ lint: ui
 
 # The UI's TypeScript types are generated from the Rust types (ts-rs) during `cargo test`;
 # a stale checked-in copy fails the build.
+# (The workspace's feature set and test targets, as the lint's build: `-p vdi-core` alone
+# would unify features differently and compile much of the tree a second time.)
 bindings:
-	cargo test --quiet -p vdi-core export_bindings >/dev/null
+	cargo test --quiet --workspace --all-features --lib export_bindings >/dev/null
 	@test -z "$$(git status --porcelain -- ui/src/bindings)" || { git status --short -- ui/src/bindings; echo "ui/src/bindings is stale: commit the regenerated files"; exit 1; }
 
 test: lint app bindings
@@ -72,8 +74,11 @@ test: lint app bindings
 	scripts/test-rust.sh
 	$(MAKE) test-install
 
-# The installers, tried as a user would (scripts/test-install.sh): needs root or sudo.
-test-install: package
+# The installers, tried as a user would (scripts/test-install.sh): needs root or sudo. They
+# hold the debug binaries `make app` built (scripts/package.sh --debug), so the test compiles
+# nothing again; `make package` builds the release installers.
+test-install: app
+	scripts/package.sh --debug
 	scripts/test-install.sh
 
 bench: deps ui

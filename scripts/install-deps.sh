@@ -4,13 +4,14 @@
 #     and the helper programs the app drives: usbredirect, FreeRDP, TigerVNC, virt-viewer);
 #   - the UI's npm packages (npm ci, skipped when package-lock.json has not changed);
 #   - tauri-driver (cargo install, into the cache);
-#   - the sandbox's kube-apiserver and etcd (go build from the Go module proxy, cached by pin).
+#   - the sandbox's kube-apiserver and etcd (go build from the Go module proxy, cached by pin;
+#     Go's build cache is filled first, in the background).
 # Needs Rust (cargo), Go and Node.js/npm already installed. Uses sudo for apt when not root.
 #
-# On a fresh machine the work that needs nothing from apt (npm, tauri-driver, fetching the Go
-# modules) runs beside apt, and the Go build of kube-apiserver and etcd is left running in the
-# background while `make` goes on compiling Rust: the sandbox waits for it (a file lock) when
-# it first starts. Its log: $CORRAL_CACHE_DIR/logs/sandbox-prepare.log.
+# On a fresh machine the longest single job, compiling kube-apiserver's and etcd's Go packages,
+# starts first and runs in the background while everything else (apt, npm, tauri-driver, the
+# Rust build) goes on: the sandbox's own `go build` waits for it (a file lock) and then only
+# links. Logs: $CORRAL_CACHE_DIR/logs/go-build.log and sandbox-prepare.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +22,19 @@ mkdir -p "$LOGS"
 for tool in cargo go npm; do
   command -v "$tool" >/dev/null || { echo "install-deps: '$tool' is not on PATH (install Rust, Go and Node.js first)" >&2; exit 1; }
 done
+
+# First, in the background and not waited for here: compile the Go packages of the pinned
+# kube-apiserver and etcd into Go's build cache, holding the lock that the sandbox's build
+# (crates/sandbox/src/binaries.rs, GO_BUILD_LOCK) waits on. Once per pin (a stamp).
+go_pin=$(cat crates/sandbox/go/go.mod crates/sandbox/go/go.sum crates/sandbox/go/cmd/etcd/main.go | sha256sum | cut -c1-16)
+go_stamp="$CACHE/sandbox-bin/.go-warm-$go_pin"
+if [ ! -f "$go_stamp" ]; then
+  mkdir -p "$CACHE/sandbox-bin"
+  echo "install-deps: compiling kube-apiserver's and etcd's Go packages in the background (log: $LOGS/go-build.log)"
+  nohup flock "$CACHE/sandbox-bin/.go-build.lock" bash -c \
+    "cd crates/sandbox/go && GOFLAGS=-mod=mod go build ./cmd/etcd k8s.io/kubernetes/cmd/kube-apiserver && touch '$go_stamp'" \
+    >"$LOGS/go-build.log" 2>&1 </dev/null &
+fi
 
 # Jobs run beside each other, each with its log; `finish` waits for all and fails, showing the
 # log, if any failed.
@@ -63,8 +77,6 @@ if [ ! -x "$CACHE/tools/bin/tauri-driver" ] || [ "$(cat "$CACHE/tools/.tauri-dri
     && echo '$TAURI_DRIVER_VERSION' > '$CACHE/tools/.tauri-driver-version'"
 fi
 
-# The modules kube-apiserver and etcd are built from (a no-op when the module cache has them).
-start go-modules bash -c "cd crates/sandbox/go && GOFLAGS=-mod=mod go mod download"
 
 APT_PACKAGES=(
   build-essential pkg-config file libssl-dev libxdo-dev librsvg2-dev libayatana-appindicator3-dev

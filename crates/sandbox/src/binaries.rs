@@ -1,6 +1,10 @@
 //! The real `kube-apiserver` and `etcd`, built with `go build` from the Go module proxy at the
 //! versions pinned in `crates/sandbox/go/go.mod`, and cached outside the repository keyed by a
 //! hash of the pin. A changed pin builds new binaries; an unchanged one reuses the cache.
+//!
+//! On a fresh machine `scripts/install-deps.sh` starts compiling the same Go packages before
+//! any Rust is built (filling Go's own build cache), holding [`GO_BUILD_LOCK`]; [`ensure`]
+//! waits on that lock, so the build here then only links.
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
@@ -18,6 +22,12 @@ const BUILD_RECIPE: &str = "ldflags-version-stamp-1";
 
 /// Kubernetes release of the sandbox's kube-apiserver.
 pub const KUBERNETES_VERSION: &str = "v1.35.4";
+
+/// The file, under `sandbox-bin/` in [`cache_root`], whose `flock(2)` lock is held by whoever
+/// runs `go build` for the sandbox: [`ensure`] and the shell's warm-up of Go's build cache
+/// (`flock(1)` in `scripts/install-deps.sh`), so that the two never compile the same packages
+/// at once on a two-core machine.
+pub const GO_BUILD_LOCK: &str = ".go-build.lock";
 
 /// Paths of the two server binaries.
 #[derive(Clone, Debug)]
@@ -83,7 +93,8 @@ fn pinned() -> Binaries {
 /// Returns the binaries for the current pin, building them first if the cache lacks them.
 ///
 /// Several processes may call this at once (parallel test binaries): a file lock makes one
-/// build while the others wait. A cold build takes several minutes on two cores.
+/// build while the others wait, and the build waits for a warm-up of Go's build cache that
+/// holds [`GO_BUILD_LOCK`]. A cold build takes several minutes on two cores.
 ///
 /// Errors: `go` is not on PATH, or the build fails (its output is in the error).
 pub fn ensure() -> Result<Binaries> {
@@ -99,6 +110,10 @@ pub fn ensure() -> Result<Binaries> {
     fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
     let lock = File::create(dir.join(".lock"))?;
     lock.lock().context("lock the sandbox binary cache")?;
+    let go_lock = File::create(cache_root().join("sandbox-bin").join(GO_BUILD_LOCK))?;
+    go_lock
+        .lock()
+        .context("wait for the Go build cache's warm-up (scripts/install-deps.sh)")?;
     if let Some(binaries) = cached() {
         return Ok(binaries);
     }
