@@ -81,7 +81,7 @@ fi
 APT_PACKAGES=(
   build-essential pkg-config file libssl-dev libxdo-dev librsvg2-dev libayatana-appindicator3-dev
   libwebkit2gtk-4.1-dev libusb-1.0-0-dev
-  xvfb xauth webkit2gtk-driver imagemagick
+  xvfb xauth webkit2gtk-driver imagemagick jq
   usbredirect freerdp2-x11 tigervnc-viewer virt-viewer rpm procps
   tigervnc-standalone-server x11-utils x11-xserver-utils freerdp2-shadow-x11 openssh-server openssh-client
 )

@@ -1,22 +1,73 @@
 #!/usr/bin/env bash
-# Every Rust test. The credential-renewal test lives five minutes of sandbox time while doing
-# almost nothing, so it runs beside the others instead of after them (cargo runs test binaries
-# one by one); either failing fails this script. It runs the very binary the build below
+# Every Rust test: each test binary `cargo test --workspace --all-features` builds, run from its
+# package's folder as cargo runs it, CORRAL_TEST_JOBS (default 2) at a time; then the doc
+# tests. Most of a test binary's time is spent waiting on its own sandbox (a real
+# kube-apiserver and etcd), so two binaries share two cores well. The credential-renewal test
+# (ignored in the normal run) lives five minutes of sandbox time while doing almost nothing,
+# so it runs beside all of them. Each binary's output is printed whole when it ends; any
+# failure fails the script, after every binary has run. The binaries are the ones this build
 # made: a second `cargo test` with other target filters would unify features differently and
 # rebuild much of the tree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+jobs=${CORRAL_TEST_JOBS:-2}
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+
 built=$(cargo test --workspace --all-features --no-run --message-format=json)
-slow_exe=$(grep -o '"executable":"[^"]*/deps/credentials-[0-9a-f]*"' <<<"$built" | tail -n 1 | cut -d'"' -f4)
+# "name<TAB>package folder<TAB>executable" for each test binary; the GUI tests (the longest)
+# first, so that the others fill the second slot around them.
+list=$(jq -r 'select(.reason == "compiler-artifact" and .profile.test and .executable != null)
+  | "\(.target.name)-\(.target.kind[0])\t\(.manifest_path | rtrimstr("/Cargo.toml"))\t\(.executable)"' <<<"$built" \
+  | awk -F'\t' '{ print ($1 ~ /^gui/ ? 0 : 1) "\t" $0 }' | sort -s -t$'\t' -k1,1n | cut -f2-)
+[ -n "$list" ] || { echo "test-rust: the build made no test binary" >&2; exit 1; }
+slow_exe=$(awk -F'\t' '$1 == "credentials-test" { print $3 }' <<<"$list")
 [ -x "$slow_exe" ] || { echo "test-rust: the credentials test binary was not built" >&2; exit 1; }
-log=$(mktemp)
-(cd tests && "$slow_exe" --ignored) >"$log" 2>&1 &
+
+# run NAME DIR EXE [ARGS...]: runs one binary in the background; NAME.done holds
+# "<exit status> <seconds>" when it has ended.
+run() {
+  local name=$1 dir=$2
+  shift 2
+  (
+    start=$SECONDS
+    status=0
+    (cd "$dir" && "$@") >"$logs/$name.log" 2>&1 </dev/null || status=$?
+    echo "$status $((SECONDS - start))" >"$logs/$name.done"
+  ) &
+}
+failed=()
+# Prints every binary that has ended since the last call, with its whole output.
+report() {
+  local done name status secs
+  for done in "$logs"/*.done; do
+    [ -e "$done" ] || continue
+    name=$(basename "$done" .done)
+    read -r status secs <"$done"
+    rm "$done"
+    echo "=== $name: $([ "$status" -eq 0 ] && echo passed || echo "FAILED (exit $status)") in ${secs}s"
+    cat "$logs/$name.log"
+    [ "$status" -eq 0 ] || failed+=("$name")
+  done
+}
+
+run credentials-renewal tests "$slow_exe" --ignored
 slow=$!
-status=0
-cargo test --workspace --all-features || status=$?
-slow_status=0
-wait "$slow" || slow_status=$?
-echo "--- the credential-renewal test (run beside the others) ---"
-cat "$log"
-rm -f "$log"
-[ "$status" -eq 0 ] && [ "$slow_status" -eq 0 ]
+while IFS=$'\t' read -r name dir exe; do
+  while [ "$(jobs -rp | grep -cvx "$slow")" -ge "$jobs" ]; do
+    wait -n || true
+    report
+  done
+  run "$name" "$dir" "$exe"
+done <<<"$list"
+wait
+report
+
+echo "=== doc tests"
+cargo test --workspace --all-features --doc || failed+=("doc tests")
+
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "test-rust: failed: ${failed[*]}" >&2
+  exit 1
+fi
+echo "test-rust: every test binary passed"
