@@ -11,18 +11,18 @@ use vdi_core::credentials::CredentialState;
 use vdi_core::golden::{self, GoldenCandidate, NewPool};
 use vdi_core::guard::{self, GuardStatus};
 use vdi_core::identity::{self, Actor, Permissions};
-use vdi_core::model::{AppInfo, Contexts, ErrorView, Scope, SessionInfo};
+use vdi_core::model::{AppInfo, ClusterInfo, Contexts, ErrorView, Scope};
 use vdi_core::model::{PoolCreated, PoolDeleted, PoolsDiff, PoolsUpdate};
 use vdi_core::pool::{self, CreatePool, DeletePool};
 use vdi_core::watch::PoolFeed;
 
 use crate::{AppState, CREATE_PROGRESS_EVENT};
 
-/// The number of the next session's pools feed (see [`vdi_core::model::PoolsUpdate::feed`]).
+/// The number of the next cluster link's pools feed (see [`vdi_core::model::PoolsUpdate::feed`]).
 static NEXT_FEED: AtomicU32 = AtomicU32::new(1);
 
-/// An open session: dropping it stops the feed and its forwarding.
-pub struct Session {
+/// The open connection to a cluster: dropping it stops the feed and its forwarding.
+pub struct ClusterLink {
     client: kube::Client,
     /// A client for KubeVirt's streams (no automatic retries).
     streams: kube::Client,
@@ -37,7 +37,7 @@ pub struct Session {
     credentials: tauri::async_runtime::JoinHandle<()>,
 }
 
-impl Drop for Session {
+impl Drop for ClusterLink {
     fn drop(&mut self) {
         self.forward.abort();
         self.credentials.abort();
@@ -90,8 +90,8 @@ async fn establish(
     let (actor, guard) = tokio::join!(Actor::connect(conn.client.clone()), async {
         guard::status(&conn.client).await.ok()
     });
-    // Not logged here: a session prepared at start-up may get this far before the log is set
-    // up. `open_session` logs it.
+    // Not logged here: a link prepared at start-up may get this far before the log is set
+    // up. `connect_cluster` logs it.
     let (actor, identity_error) = match actor {
         Ok(actor) => (Some(actor), None),
         Err(e) => (None, Some(e.view())),
@@ -116,9 +116,9 @@ async fn establish(
     })
 }
 
-/// The session the app opens while GTK, WebKit and its window start, for the kubeconfig's
+/// The cluster link the app opens while GTK, WebKit and its window start, for the kubeconfig's
 /// current context in the namespace the window will ask for
-/// ([`vdi_core::model::ContextInfo::start_namespace`]): the window's first `open_session` takes
+/// ([`vdi_core::model::ContextInfo::start_namespace`]): the window's first `connect_cluster` takes
 /// it over instead of starting from nothing, so the cluster's first answers arrive while WebKit
 /// is still starting.
 pub struct Prepared {
@@ -129,7 +129,7 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// Starts opening the current context's session; `None` when the kubeconfig names no
+    /// Starts connecting to the current context; `None` when the kubeconfig names no
     /// current context (the window lets the user pick one) or cannot be read (the window says
     /// why).
     pub fn start(source: &vdi_core::cluster::KubeconfigSource) -> Option<Prepared> {
@@ -144,7 +144,7 @@ impl Prepared {
         })
     }
 
-    /// The prepared session, once open, when a request for `context` (`None`: current) and
+    /// The prepared link, once open, when a request for `context` (`None`: current) and
     /// `scope` is the one prepared; `None` when it is another, or the prepared one failed or
     /// was cut short (the caller connects afresh rather than show an old error).
     async fn take_over(mut self, context: Option<&str>, scope: &Scope) -> Option<Opened> {
@@ -164,30 +164,30 @@ impl Drop for Prepared {
 
 /// Connects to `context` (`null`: current) and starts the live pools feed for `scope` (`null`:
 /// the context's start namespace, [`vdi_core::model::ContextInfo::start_namespace`], so that
-/// the window can ask before it has read the contexts), replacing the previous session (the
-/// first call takes over the session prepared at start, [`Prepared`], when it asks for the
+/// the window can ask before it has read the contexts), replacing the previous link (the
+/// first call takes over the link prepared at start, [`Prepared`], when it asks for the
 /// same). Identity failures do not fail the call: the feed reports reachability and RBAC
 /// problems itself.
 ///
 /// Errors: `scope` is null and the kubeconfig names no current context (or not `context`);
 /// the kubeconfig cannot be read; a bad namespace name.
 ///
-/// The session streams to the window through the two channels it passes (Tauri channels, not
-/// events: ordered, bound to this session, and a large message is fetched by the page rather
+/// The link streams to the window through the two channels it passes (Tauri channels, not
+/// events: ordered, bound to this link, and a large message is fetched by the page rather
 /// than evaluated as a script): `pools` gets a [`PoolsUpdate`] now and on every change (the
 /// whole list first, then the pools that changed), `credentials` the [`CredentialState`] now
 /// and on every change (an exec plugin's credentials renewed, or the plugin failing). Both end
-/// when the next `open_session` replaces this session.
+/// when the next `connect_cluster` replaces this link.
 #[tauri::command]
-pub async fn open_session(
+pub async fn connect_cluster(
     state: State<'_, AppState>,
     context: Option<String>,
     scope: Option<Scope>,
     pools: Channel<PoolsUpdate>,
     credentials: Channel<CredentialState>,
-) -> Result<SessionInfo, ErrorView> {
+) -> Result<ClusterInfo, ErrorView> {
     // Stop the old feed first, so no stale snapshot arrives after the new one.
-    drop(state.session.lock().map_err(|_| poisoned())?.take());
+    drop(state.cluster.lock().map_err(|_| poisoned())?.take());
     // The Capacity view watched the old cluster: the window starts it again if it is open.
     drop(state.capacity.lock().map_err(|_| poisoned())?.take());
     let prepared = state.prepared.lock().map_err(|_| poisoned())?.take();
@@ -217,7 +217,7 @@ pub async fn open_session(
         user = opened.actor.as_ref().map_or("(unknown)", |a| a.username()),
         guard = ?opened.guard.as_ref().map(|g| g.state),
         prepared = from_start,
-        "session opened"
+        "cluster connected"
     );
     if let Some(e) = &opened.identity_error {
         tracing::warn!(error = %e.message, "identity unknown");
@@ -253,7 +253,7 @@ pub async fn open_session(
         }
     });
     let identity = opened.actor.as_ref().map(|a| a.identity().clone());
-    *state.session.lock().map_err(|_| poisoned())? = Some(Session {
+    *state.cluster.lock().map_err(|_| poisoned())? = Some(ClusterLink {
         client: opened.conn.client,
         streams: opened.conn.streams,
         actor: opened.actor,
@@ -263,7 +263,7 @@ pub async fn open_session(
         forward,
         credentials,
     });
-    Ok(SessionInfo {
+    Ok(ClusterInfo {
         context,
         identity,
         identity_error: opened.identity_error,
@@ -272,18 +272,18 @@ pub async fn open_session(
     })
 }
 
-/// The open session's client and clock; an error naming the fix when none is open.
+/// The open cluster link's client and clock; an error naming the fix when none is open.
 pub fn current(state: &State<'_, AppState>) -> Result<(kube::Client, ServerClock), ErrorView> {
-    let guard = state.session.lock().map_err(|_| poisoned())?;
-    let session = guard.as_ref().ok_or_else(not_connected)?;
-    Ok((session.client.clone(), session.clock))
+    let guard = state.cluster.lock().map_err(|_| poisoned())?;
+    let link = guard.as_ref().ok_or_else(not_connected)?;
+    Ok((link.client.clone(), link.clock))
 }
 
-/// The open session's client for streams.
+/// The open cluster link's client for streams.
 pub fn stream_client(state: &State<'_, AppState>) -> Result<kube::Client, ErrorView> {
-    let guard = state.session.lock().map_err(|_| poisoned())?;
-    let session = guard.as_ref().ok_or_else(not_connected)?;
-    Ok(session.streams.clone())
+    let guard = state.cluster.lock().map_err(|_| poisoned())?;
+    let link = guard.as_ref().ok_or_else(not_connected)?;
+    Ok(link.streams.clone())
 }
 
 fn not_connected() -> ErrorView {
@@ -295,17 +295,17 @@ fn not_connected() -> ErrorView {
     }
 }
 
-/// The open session's actor (who acts, from the cluster), and whether the guard is enforced.
+/// The open cluster link's actor (who acts, from the cluster), and whether the guard is enforced.
 pub fn actor(state: &State<'_, AppState>) -> Result<(Actor, bool), ErrorView> {
-    let guard = state.session.lock().map_err(|_| poisoned())?;
-    let session = guard.as_ref().ok_or_else(not_connected)?;
-    let actor = session.actor.clone().ok_or_else(|| ErrorView {
+    let guard = state.cluster.lock().map_err(|_| poisoned())?;
+    let link = guard.as_ref().ok_or_else(not_connected)?;
+    let actor = link.actor.clone().ok_or_else(|| ErrorView {
         kind: vdi_core::model::ErrorKind::Unauthorized,
         message: "the cluster did not say who you are (SelfSubjectReview failed)".into(),
         suggestion: Some("check your credentials, then pick the context again".into()),
         retryable: false,
     })?;
-    let enforced = session.guard.as_ref().is_some_and(GuardStatus::enforced);
+    let enforced = link.guard.as_ref().is_some_and(GuardStatus::enforced);
     Ok((actor, enforced))
 }
 
@@ -429,7 +429,7 @@ pub async fn delete_pool(
 pub fn poisoned() -> ErrorView {
     ErrorView {
         kind: vdi_core::model::ErrorKind::Other,
-        message: "internal error: the session lock was poisoned".into(),
+        message: "internal error: the cluster link's lock was poisoned".into(),
         suggestion: Some("restart the app".into()),
         retryable: false,
     }

@@ -1,5 +1,5 @@
 //! The desktop shell: Tauri commands as thin adapters over vdi-core, and the live pools feed
-//! forwarded to the window through the channel it opened the session with. No cluster logic
+//! forwarded to the window through the channel it connected the cluster with. No cluster logic
 //! lives here.
 
 mod capacity;
@@ -21,9 +21,9 @@ pub const CREATE_PROGRESS_EVENT: &str = "pool-create-progress";
 pub struct AppState {
     /// Where the kubeconfig comes from (`KUBECONFIG`, else `~/.kube/config`).
     pub source: KubeconfigSource,
-    /// The open session: its live feed and the task forwarding it to the window.
-    pub session: Mutex<Option<commands::Session>>,
-    /// The session opened while the window starts, until the window's first `open_session`.
+    /// The open cluster link: its live feed and the task forwarding it to the window.
+    pub cluster: Mutex<Option<commands::ClusterLink>>,
+    /// The cluster link opened while the window starts, until the window's first `connect_cluster`.
     pub prepared: Mutex<Option<commands::Prepared>>,
     /// The log file the app writes (shown in the app).
     pub log_file: std::path::PathBuf,
@@ -101,7 +101,7 @@ const BLANK_WINDOW_HINT_AFTER: std::time::Duration = std::time::Duration::from_s
 /// Builds and runs the app until its window closes.
 pub fn run() {
     // The cluster's first answers take longest: ask for them while GTK and WebKit start (what
-    // happens before the log is set up is recorded when the window opens the session).
+    // happens before the log is set up is recorded when the window connects to the cluster).
     let source = KubeconfigSource::default();
     let prepared = commands::Prepared::start(&source);
     tauri::Builder::default()
@@ -116,7 +116,7 @@ pub fn run() {
             kubeconfig::follow(app.handle(), source.clone());
             app.manage(AppState {
                 source,
-                session: Mutex::new(None),
+                cluster: Mutex::new(None),
                 prepared: Mutex::new(prepared),
                 log_file,
                 supervisor: vdi_core::session::Supervisor::new(),
@@ -141,7 +141,7 @@ pub fn run() {
         .invoke_handler(tauri::generate_handler![
             commands::app_info,
             commands::list_contexts,
-            commands::open_session,
+            commands::connect_cluster,
             commands::permissions,
             commands::assign_member,
             commands::claim_desktop,

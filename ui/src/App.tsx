@@ -13,7 +13,7 @@ import {
   backendAvailable,
   listContexts,
   onKubeconfigChanged,
-  openSession,
+  connectCluster,
   type Result,
 } from "./api";
 import type { Contexts } from "./bindings/Contexts";
@@ -27,8 +27,8 @@ import type { PoolView } from "./bindings/PoolView";
 import type { PoolsSnapshot } from "./bindings/PoolsSnapshot";
 import type { PoolsUpdate } from "./bindings/PoolsUpdate";
 import type { Scope } from "./bindings/Scope";
-import type { SessionInfo } from "./bindings/SessionInfo";
-import { takeEarlyStart, type Opening } from "./earlySession";
+import type { ClusterInfo } from "./bindings/ClusterInfo";
+import { takeEarlyStart, type Opening } from "./earlyCluster";
 import { ActionNotice } from "./components/ActionNotice";
 import { AssignDialog } from "./components/AssignDialog";
 import { Banner } from "./components/Banner";
@@ -116,7 +116,7 @@ export function App() {
   const [namespace, setNamespace] = useState(FALLBACK_NAMESPACE);
   const [namespaceDraft, setNamespaceDraft] = useState(FALLBACK_NAMESPACE);
   const [allNamespaces, setAllNamespaces] = useState(false);
-  const [session, setSession] = useState<SessionInfo | null>(null);
+  const [session, setSession] = useState<ClusterInfo | null>(null);
   const [sessionError, setSessionError] = useState<ErrorView | null>(null);
   const [snapshot, setSnapshot] = useState<PoolsSnapshot | null>(null);
   const [clockOffsetMs, setClockOffsetMs] = useState(0);
@@ -150,7 +150,7 @@ export function App() {
   const scrollElement = useCallback(() => mainRef.current, []);
 
   // Bookkeeping read only in callbacks, never while rendering.
-  /** Incremented per open_session call, so that a late answer to an older call is ignored. */
+  /** Incremented per connect_cluster call, so that a late answer to an older call is ignored. */
   const requestRef = useRef(0);
   /** Snapshots for any other scope belong to an older session and are dropped. */
   const expectedScopeRef = useRef<Scope | null>(null);
@@ -238,7 +238,7 @@ export function App() {
           allNamespacesRef.current = opened.scope.kind === "all";
           setAllNamespaces(opened.scope.kind === "all");
         }
-        // The feed may have spoken before open_session answered.
+        // The feed may have spoken before connect_cluster answered.
         const latest = latestRef.current;
         if (latest !== null && sameScope(latest.snapshot.scope, opened.scope)) {
           applySnapshot(latest);
@@ -260,7 +260,7 @@ export function App() {
       setSession(null);
       setSessionError(null);
       setCredentials(null);
-      follow(context, scope, (streams) => openSession(context, scope, streams));
+      follow(context, scope, (streams) => connectCluster(context, scope, streams));
     },
     [closeDialog, dismissNotice, follow],
   );

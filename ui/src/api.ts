@@ -24,7 +24,7 @@ import type { PoolsUpdate } from "./bindings/PoolsUpdate";
 import type { RdpFileSaved } from "./bindings/RdpFileSaved";
 import type { Released } from "./bindings/Released";
 import type { Scope } from "./bindings/Scope";
-import type { SessionInfo } from "./bindings/SessionInfo";
+import type { ClusterInfo } from "./bindings/ClusterInfo";
 import type { SessionView } from "./bindings/SessionView";
 import type { SshOpened } from "./bindings/SshOpened";
 import type { UsbList } from "./bindings/UsbList";
@@ -58,7 +58,7 @@ export function listContexts(): Promise<Result<Contexts>> {
 }
 
 /** Where an open session streams to, each handler called in the order the backend sent. */
-export type SessionStreams = {
+export type ClusterStreams = {
   /** The live pools view: a full list now, then the pools that changed (`applyPoolsUpdate`). */
   pools: (update: PoolsUpdate) => void;
   /** Where the session's credentials stand, now and on every change (an exec plugin's
@@ -72,14 +72,14 @@ export type SessionStreams = {
  * previous session, whose streams then fall silent. The streams are Tauri channels of this
  * session alone, and may speak before the call resolves.
  */
-export function openSession(
+export function connectCluster(
   context: string | null,
   scope: Scope | null,
-  streams: SessionStreams,
-): Promise<Result<SessionInfo>> {
+  streams: ClusterStreams,
+): Promise<Result<ClusterInfo>> {
   const pools = new Channel<PoolsUpdate>(streams.pools);
   const credentials = new Channel<CredentialState>(streams.credentials);
-  return call<SessionInfo>("open_session", { context, scope, pools, credentials });
+  return call<ClusterInfo>("connect_cluster", { context, scope, pools, credentials });
 }
 
 /**

@@ -1,14 +1,14 @@
 import { StrictMode } from "react";
 import { createRoot } from "react-dom/client";
 import { App } from "./App";
-import { openEarlySession } from "./earlySession";
+import { openEarlyCluster } from "./earlyCluster";
 import { followTheme } from "./lib/theme";
 import "./styles.css";
 
 // Before the first paint, so a dark choice never flashes light.
 followTheme();
 // Before the first render, so that the cluster's first answers travel while React renders.
-openEarlySession();
+openEarlyCluster();
 
 const root = document.getElementById("root");
 if (!root) {

@@ -1,7 +1,7 @@
 import { useEffect, useState } from "react";
 import { permissions as fetchPermissions } from "./api";
 import type { Permissions } from "./bindings/Permissions";
-import type { SessionInfo } from "./bindings/SessionInfo";
+import type { ClusterInfo } from "./bindings/ClusterInfo";
 
 /**
  * What the session's identity may do in each of `namespaces`, asked of the cluster once per
@@ -10,11 +10,11 @@ import type { SessionInfo } from "./bindings/SessionInfo";
  * missing, so its actions stay offered and the server judges them.
  */
 export function usePermissions(
-  session: SessionInfo | null,
+  session: ClusterInfo | null,
   namespaces: readonly string[],
 ): ReadonlyMap<string, Permissions> {
   const [answers, setAnswers] = useState<{
-    session: SessionInfo | null;
+    session: ClusterInfo | null;
     byNamespace: ReadonlyMap<string, Permissions>;
   }>({ session: null, byNamespace: new Map() });
   const key = namespaces.join("\n");

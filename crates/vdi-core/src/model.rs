@@ -466,11 +466,11 @@ pub struct AppInfo {
     pub kubeconfig_paths: Vec<String>,
 }
 
-/// What opening a session connected to.
+/// What connecting to a cluster reached: the context, who you are there, the scope, the guard.
 #[derive(Debug, Clone, PartialEq, Serialize, TS)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
-pub struct SessionInfo {
+pub struct ClusterInfo {
     /// The context asked for (`null`: the current context).
     pub context: Option<String>,
     /// Who the API server says you are (SelfSubjectReview); `null` if it could not say.

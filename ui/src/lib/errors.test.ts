@@ -22,9 +22,9 @@ describe("toErrorView", () => {
   });
 
   it("wraps a plain string rejection", () => {
-    expect(toErrorView("command open_session not found")).toEqual({
+    expect(toErrorView("command connect_cluster not found")).toEqual({
       kind: "other",
-      message: "command open_session not found",
+      message: "command connect_cluster not found",
       suggestion: null,
       retryable: true,
     });

@@ -16,7 +16,7 @@ export type FeedIndicator = {
 };
 
 export type FeedInput = {
-  /** The app could not be connected (no backend, kubeconfig unreadable, open_session failed). */
+  /** The app could not be connected (no backend, kubeconfig unreadable, connect_cluster failed). */
   disconnected: boolean;
   /** Nothing to connect to until the user picks a context. */
   waitingForContext: boolean;

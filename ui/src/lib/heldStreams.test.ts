@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { PoolsUpdate } from "../bindings/PoolsUpdate";
-import type { SessionStreams as Streams } from "../api";
+import type { ClusterStreams as Streams } from "../api";
 import { heldStreams } from "./heldStreams";
 import { member, pool } from "./fixtures";
 

@@ -1,4 +1,4 @@
-import type { SessionStreams as Streams } from "../api";
+import type { ClusterStreams as Streams } from "../api";
 
 /** Streams that hold what they receive until `attach` names where it goes. */
 export type HeldStreams = {

@@ -1,12 +1,12 @@
 import {
   backendAvailable,
   listContexts,
-  openSession,
+  connectCluster,
   type Result,
-  type SessionStreams,
+  type ClusterStreams,
 } from "./api";
 import type { Contexts } from "./bindings/Contexts";
-import type { SessionInfo } from "./bindings/SessionInfo";
+import type { ClusterInfo } from "./bindings/ClusterInfo";
 import { heldStreams } from "./lib/heldStreams";
 import { markOnce } from "./lib/timing";
 
@@ -14,7 +14,7 @@ import { markOnce } from "./lib/timing";
  * A session being opened, seen from the page: given where its streams go, the backend's answer.
  * What the streams sent before the call is delivered first.
  */
-export type Opening = (streams: SessionStreams) => Promise<Result<SessionInfo>>;
+export type Opening = (streams: ClusterStreams) => Promise<Result<ClusterInfo>>;
 
 /** What the page asked for as its script started. */
 export type EarlyStart = {
@@ -34,11 +34,11 @@ let early: EarlyStart | null = null;
  * The contexts, for the picker, are asked for at the same time. Does nothing outside the
  * app's window.
  */
-export function openEarlySession(): void {
+export function openEarlyCluster(): void {
   if (!backendAvailable() || early !== null) return;
   markOnce("session-requested");
   const held = heldStreams();
-  const result = openSession(null, null, held.streams);
+  const result = connectCluster(null, null, held.streams);
   early = {
     open: (streams) => {
       held.attach(streams);
@@ -48,7 +48,7 @@ export function openEarlySession(): void {
   };
 }
 
-/** What [`openEarlySession`] asked for, once: later calls get null. */
+/** What [`openEarlyCluster`] asked for, once: later calls get null. */
 export function takeEarlyStart(): EarlyStart | null {
   const taken = early;
   early = null;

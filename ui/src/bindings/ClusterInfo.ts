@@ -5,9 +5,9 @@ import type { Identity } from "./Identity";
 import type { Scope } from "./Scope";
 
 /**
- * What opening a session connected to.
+ * What connecting to a cluster reached: the context, who you are there, the scope, the guard.
  */
-export type SessionInfo = { 
+export type ClusterInfo = { 
 /**
  * The context asked for (`null`: the current context).
  */
