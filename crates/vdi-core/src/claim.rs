@@ -76,7 +76,7 @@ pub struct UnassignOptions {
 }
 
 /// What happened to the VM's power.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase", tag = "kind", content = "reason")]
 #[ts(export)]
 pub enum PowerAction {
@@ -95,7 +95,7 @@ pub enum PowerAction {
 }
 
 /// A successful claim.
-#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct Claimed {
@@ -118,7 +118,7 @@ pub struct Claimed {
 }
 
 /// A successful release.
-#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct Released {

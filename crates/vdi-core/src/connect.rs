@@ -29,7 +29,7 @@ pub const RDP_PORT: u16 = 3389;
 pub const SSH_PORT: u16 = 22;
 
 /// A way to reach a desktop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub enum PathKind {
@@ -42,7 +42,7 @@ pub enum PathKind {
 }
 
 /// One path to a member, available or not.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct ConnectPath {
@@ -55,7 +55,7 @@ pub struct ConnectPath {
 }
 
 /// Every path to a member.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct MemberPaths {
@@ -386,7 +386,7 @@ pub fn terminal_command(command: &[String]) -> Option<Launch> {
 }
 
 /// What "Save .rdp file" made: the forward's session and the file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct RdpFileSaved {
@@ -397,7 +397,7 @@ pub struct RdpFileSaved {
 }
 
 /// What "SSH" opened: the forward, the command line to copy, and whether a terminal runs it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct SshOpened {

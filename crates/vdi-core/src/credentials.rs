@@ -35,7 +35,7 @@ pub const FIRST_BACKOFF: Duration = Duration::from_secs(5);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
 /// Where the credentials of a connection stand.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(
     rename_all = "camelCase",
     rename_all_fields = "camelCase",
@@ -62,6 +62,7 @@ pub enum CredentialState {
         expires_at: Option<Timestamp>,
         /// Seconds until the next try.
         #[ts(type = "number")]
+        #[specta(type = f64)]
         retry_in_seconds: u64,
         /// How many times the plugin has run.
         runs: u32,

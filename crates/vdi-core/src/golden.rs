@@ -13,7 +13,7 @@ use crate::pool::golden_problems;
 use crate::resources::VirtualMachine;
 
 /// One VM that could be a golden VM.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct GoldenCandidate {
@@ -64,7 +64,7 @@ pub async fn golden_candidates(client: &Client, namespace: &str) -> Result<Vec<G
 }
 
 /// What the app's "New pool" dialog asks for.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct NewPool {

@@ -106,7 +106,7 @@ fn resource_of(obj: &DynamicObject) -> Result<ApiResource> {
 }
 
 /// How far the cluster's guard is from the shipped one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub enum GuardState {
@@ -127,7 +127,7 @@ pub enum GuardState {
 }
 
 /// One object of the guard on the cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct GuardObject {
@@ -142,7 +142,7 @@ pub struct GuardObject {
 }
 
 /// Whether the cluster enforces the claim rules itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct GuardStatus {

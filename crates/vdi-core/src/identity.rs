@@ -147,7 +147,7 @@ impl Actor {
 }
 
 /// Whether something is allowed, and if not, why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct Allowed {
@@ -293,7 +293,7 @@ pub async fn require(
 
 /// What the acting identity may do in one namespace, for the app to show actions it may not
 /// take as disabled with the reason. The API server stays the judge when an action runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct Permissions {

@@ -12,7 +12,7 @@ use ts_rs::TS;
 
 /// A member's claim state, derived from its VM's assigned-to label and its Lease
 /// (SPEC "Member state"). Never stored anywhere.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub enum MemberState {
@@ -61,7 +61,7 @@ impl MemberState {
 }
 
 /// What the member's ownership Lease (`corral-vdi-<member>`) says.
-#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct LeaseView {
@@ -90,7 +90,7 @@ pub struct LeaseView {
 }
 
 /// One pool member, ready to show.
-#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct MemberView {
@@ -119,7 +119,7 @@ pub struct MemberView {
 }
 
 /// Member counts of a pool, by claimability.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct PoolCounts {
@@ -132,7 +132,7 @@ pub struct PoolCounts {
 }
 
 /// A pool: the VMs labelled `corral.dev/vdi-pool=<name>` in one namespace.
-#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct PoolView {
@@ -151,7 +151,7 @@ pub struct PoolView {
 }
 
 /// Which namespaces a view covers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase", tag = "kind", content = "namespace")]
 #[ts(export)]
 pub enum Scope {
@@ -183,7 +183,7 @@ impl Scope {
 }
 
 /// The live view's state of its connection to the cluster.
-#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase", tag = "kind")]
 #[ts(export)]
 pub enum FeedStatus {
@@ -200,7 +200,7 @@ pub enum FeedStatus {
 
 /// Everything the pools view shows at one moment (the CLI's view; the app gets
 /// [`PoolsUpdate`]s made from these).
-#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct PoolsSnapshot {
@@ -251,7 +251,7 @@ pub fn describe_instant(at: Timestamp, now: Timestamp) -> String {
 }
 
 /// Names one pool: its namespace and its name.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct PoolKey {
@@ -267,7 +267,7 @@ pub struct PoolKey {
 ///
 /// A receiver keeps the pools of the last `full` update of a feed and applies each later
 /// update of that feed in order: drop `removed`, replace or insert `changed`.
-#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct PoolsUpdate {
@@ -336,7 +336,7 @@ impl PoolsDiff {
 
 /// The authenticated user of a kubeconfig context, as the API server reports it
 /// (SelfSubjectReview, authentication.k8s.io/v1).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct Identity {
@@ -347,7 +347,7 @@ pub struct Identity {
 }
 
 /// A kubeconfig context the user can pick.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct ContextInfo {
@@ -385,7 +385,7 @@ impl ContextInfo {
 }
 
 /// The kubeconfig files were written: what the desktop app tells its window.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct KubeconfigChanged {
@@ -396,7 +396,7 @@ pub struct KubeconfigChanged {
 }
 
 /// The kubeconfig's contexts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct Contexts {
@@ -407,7 +407,7 @@ pub struct Contexts {
 }
 
 /// Kinds of failure, so that callers can react without parsing text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub enum ErrorKind {
@@ -439,7 +439,7 @@ pub enum ErrorKind {
 }
 
 /// An error as the UI shows it: what happened, naming the object, and the fix.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct ErrorView {
@@ -454,7 +454,7 @@ pub struct ErrorView {
 }
 
 /// What the desktop app shows about itself in its footer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct AppInfo {
@@ -467,7 +467,7 @@ pub struct AppInfo {
 }
 
 /// What connecting to a cluster reached: the context, who you are there, the scope, the guard.
-#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct ClusterInfo {
@@ -486,7 +486,7 @@ pub struct ClusterInfo {
 // --- pool create / delete (pool.rs) ---
 
 /// Where one member of a pool being created stands (SPEC "Pool create" steps 5–7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub enum CreateStep {
@@ -505,7 +505,7 @@ pub enum CreateStep {
 }
 
 /// One progress report about one member of a pool being created.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct MemberProgress {
@@ -530,7 +530,7 @@ pub struct MemberProgress {
 }
 
 /// Progress of a pool create, in the order it happens.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase", tag = "kind")]
 #[ts(export)]
 pub enum CreateProgress {
@@ -541,7 +541,7 @@ pub enum CreateProgress {
 }
 
 /// What a pool create is about to do, once every check has passed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct CreateStarted {
@@ -561,7 +561,7 @@ pub struct CreateStarted {
 }
 
 /// A pool that was created whole.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct PoolCreated {
@@ -583,7 +583,7 @@ pub struct PoolCreated {
 }
 
 /// Why one member of a pool create failed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct MemberFailure {
@@ -596,7 +596,7 @@ pub struct MemberFailure {
 }
 
 /// A pool create that did not finish for every member: exactly what exists afterwards.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct PoolCreateFailure {
@@ -617,7 +617,7 @@ pub struct PoolCreateFailure {
 }
 
 /// What a pool delete removed.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct PoolDeleted {
@@ -660,7 +660,7 @@ impl PoolDeleted {
 /// `nvidia.com/GA102GL_A10`) to VMs, read from the KubeVirt CR's
 /// `spec.configuration.permittedHostDevices` (REFERENCE "Host-device capacity"; KubeVirt
 /// `staging/src/kubevirt.io/api/core/v1/types.go`, `PermittedHostDevices`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, TS)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub enum DeviceClass {
@@ -702,7 +702,7 @@ impl DeviceClass {
 
 /// One device resource a VM asks for: the `deviceName`s of its
 /// `spec.template.spec.domain.devices.gpus[]` and `.hostDevices[]` entries, counted by name.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct DeviceNeed {
@@ -717,7 +717,7 @@ pub struct DeviceNeed {
 }
 
 /// One device resource on one node, for one VM's needs: the rows of the per-node table.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct NodeDeviceRow {
@@ -743,7 +743,7 @@ pub struct NodeDeviceRow {
 
 /// One node in a capacity plan: its rows, whether the VM may be scheduled there, and how many
 /// whole VMs it can hold.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct NodePlan {
@@ -762,7 +762,7 @@ pub struct NodePlan {
 
 /// Whether `size` VMs like one golden VM (or one pool member) can be placed now, node by node
 /// (SPEC "GPU and host-device capacity admission"). A check, not a reservation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct CapacityPlan {
@@ -794,7 +794,7 @@ pub struct CapacityPlan {
 }
 
 /// A resource the KubeVirt CR permits (`spec.configuration.permittedHostDevices`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct PermittedDevice {
@@ -808,7 +808,7 @@ pub struct PermittedDevice {
 }
 
 /// Who holds devices on a node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct DeviceHolder {
@@ -829,7 +829,7 @@ pub struct DeviceHolder {
 }
 
 /// One device resource on one node, cluster-wide: what is there and who holds it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct NodeResource {
@@ -850,7 +850,7 @@ pub struct NodeResource {
 }
 
 /// One node's devices.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct NodeCapacity {
@@ -869,7 +869,7 @@ pub struct NodeCapacity {
 }
 
 /// The cluster's devices, node by node, and who holds them: the Capacity view.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct ClusterCapacity {

@@ -33,7 +33,7 @@ use crate::error::{Error, Result};
 use crate::stream::{self, Subresource, VmiStream};
 
 /// What a session is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub enum SessionKind {
@@ -52,7 +52,7 @@ pub enum SessionKind {
 }
 
 /// Where a session stands.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase", tag = "kind")]
 #[ts(export)]
 pub enum SessionState {
@@ -70,7 +70,7 @@ pub enum SessionState {
 }
 
 /// One session, ready to show.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct SessionView {
@@ -94,9 +94,11 @@ pub struct SessionView {
     pub started_at: Timestamp,
     /// Bytes from the member to this machine.
     #[ts(type = "number")]
+    #[specta(type = f64)]
     pub bytes_in: u64,
     /// Bytes from this machine to the member.
     #[ts(type = "number")]
+    #[specta(type = f64)]
     pub bytes_out: u64,
     /// Streams open now.
     pub connections: u32,
@@ -693,7 +695,7 @@ fn die_with_parent(command: &mut tokio::process::Command) {
 /// path holds a 128-bit secret made per session, only the app's own origins and its own user's
 /// connections are accepted, and a client that has not done its handshake within 10 s is
 /// closed), relaying RFB bytes to and from the VMI's `vnc` stream for noVNC.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct ConsoleEndpoint {

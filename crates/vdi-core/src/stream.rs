@@ -82,7 +82,7 @@ impl Subresource {
 
 /// Why virt-api (or the API server in front of it) refused to open a stream: the HTTP status,
 /// the server's own `Status` message, and what it means for this member.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct StreamRefusal {

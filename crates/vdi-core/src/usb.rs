@@ -41,7 +41,7 @@ pub const SECURITY_KEY_VENDORS: [(u16, &str); 6] = [
 ];
 
 /// What a device is, as far as redirection is concerned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub enum UsbMark {
@@ -54,7 +54,7 @@ pub enum UsbMark {
 }
 
 /// Whether this user may open the device node, and if not how to fix it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct UsbAccess {
@@ -67,7 +67,7 @@ pub struct UsbAccess {
 }
 
 /// One local USB device, ready to show.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct UsbDevice {
@@ -611,7 +611,7 @@ fn report_descriptor(interface_dir: &Path) -> Option<Vec<u8>> {
 }
 
 /// The device list as the app shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct UsbList {

@@ -32,7 +32,7 @@ use crate::model::{ClusterCapacity, FeedStatus};
 pub const SETTLE: Duration = Duration::from_millis(300);
 
 /// What the Capacity view shows, sent whole on every change.
-#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct CapacitySnapshot {
