@@ -59,8 +59,8 @@ async fn install_and_wait(admin: &Client, ns: &str, member: &str) {
                 &label_patch(Some("alice")),
             )
             .await;
-        if matches!(&lease, Err(e) if guard::is_denial(e))
-            && matches!(&label, Err(e) if guard::is_denial(e))
+        if matches!(&lease, Err(e) if vdi_core::error::is_guard_denial(e))
+            && matches!(&label, Err(e) if vdi_core::error::is_guard_denial(e))
         {
             return;
         }
@@ -86,7 +86,7 @@ fn denied<T: std::fmt::Debug>(what: &str, result: kube::Result<T>, needle: &str)
         Err(kube::Error::Api(status)) => {
             assert_eq!(status.code, 403, "{what}: {status:?}");
             assert!(
-                status.message.contains(guard::DENIAL_PREFIX) && status.message.contains(needle),
+                status.message.contains(vdi_core::labels::DENIAL_PREFIX) && status.message.contains(needle),
                 "{what}: {}",
                 status.message
             );
@@ -297,7 +297,7 @@ async fn the_guard_is_absent_until_installed_then_the_api_server_enforces_the_cl
             .await
         {
             Ok(_) => break,
-            Err(e) if guard::is_denial(&e) && tokio::time::Instant::now() < deadline => {
+            Err(e) if vdi_core::error::is_guard_denial(&e) && tokio::time::Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
             Err(e) => panic!("without the guard RBAC alone decides: {e}"),

@@ -367,7 +367,7 @@ async fn identity_comes_from_the_cluster_for_each_user() {
     assert!(
         admin.is_admin(),
         "admin is in {}",
-        vdi_core::identity::ADMIN_GROUP
+        vdi_core::labels::ADMIN_GROUP
     );
     let alice = whoami(&client_as("alice").await).await.unwrap();
     assert!(!alice.is_admin());

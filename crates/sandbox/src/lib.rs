@@ -42,7 +42,7 @@ use tokio::task::JoinHandle;
 pub const USERS: &[(&str, &[&str])] = &[
     (
         "admin",
-        &["system:masters", vdi_core::identity::ADMIN_GROUP],
+        &["system:masters", vdi_core::labels::ADMIN_GROUP],
     ),
     ("alice", &[]),
     ("bob", &[]),

@@ -36,7 +36,8 @@ use serde_json::json;
 use ts_rs::TS;
 
 use crate::error::{Error, Result, is_status};
-use crate::identity::{ADMIN_GROUP, Actor};
+use crate::identity::Actor;
+use crate::labels::ADMIN_GROUP;
 use crate::labels::{
     ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, DEFAULT_LEASE_SECONDS, MEMBER_LABEL, POOL_LABEL,
     encode_identity, lease_name,
@@ -467,7 +468,7 @@ pub async fn assign(
                 tracing::debug!(member = %m.name, "lost the Lease race; trying the next member");
                 lost += 1;
             }
-            Err(e) if others_stale && crate::guard::is_denial(&e) => {
+            Err(e) if others_stale && crate::error::is_guard_denial(&e) => {
                 expired_skipped += 1;
             }
             Err(e) => {

@@ -172,10 +172,10 @@ impl Error {
                 "check KUBECONFIG or --kubeconfig, and the context name (kubectl config get-contexts)"
                     .into(),
             ),
-            Error::Kube { source, .. } if crate::guard::is_denial(source) => Some(format!(
+            Error::Kube { source, .. } if is_guard_denial(source) => Some(format!(
                 "the cluster's corral-vdi guard refused it (RBAC allowed it; the claim rules \
                  do not): ask the person it names, or a member of {} to do it",
-                crate::identity::ADMIN_GROUP
+                crate::labels::ADMIN_GROUP
             )),
             Error::Kube { .. } => match self.kind() {
                 ErrorKind::Unreachable => Some(
@@ -226,6 +226,13 @@ impl Error {
 /// 404 NotFound, …).
 pub(crate) fn is_status(err: &kube::Error, code: u16) -> bool {
     matches!(err, kube::Error::Api(status) if status.code == code)
+}
+
+/// Whether the API server refused `err` because the server-side guard's policies denied it (a
+/// 403 whose message starts with [`crate::labels::DENIAL_PREFIX`]; [`crate::guard`] installs
+/// them), rather than RBAC.
+pub fn is_guard_denial(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(s) if s.code == 403 && s.message.contains(crate::labels::DENIAL_PREFIX))
 }
 
 /// The API server's own message for API errors (not the client's debug dump), else the error

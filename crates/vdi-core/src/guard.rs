@@ -9,7 +9,7 @@
 //!
 //! What the guard enforces, for Leases named `corral-vdi-*` or labelled
 //! `corral.dev/vdi-member`, and VMs labelled `corral.dev/vdi-pool` (pool members), on
-//! everyone but administrators ([`crate::identity::ADMIN_GROUP`]):
+//! everyone but administrators ([`crate::labels::ADMIN_GROUP`]):
 //! - a Lease with a holder is updated or deleted only by its holder; so a stale Lease is
 //!   recovered by an administrator;
 //! - a Lease is created, or handed on, naming the caller;
@@ -50,8 +50,6 @@ pub const DIGEST_ANNOTATION: &str = "corral.dev/guard-digest";
 pub const LEASE_POLICY: &str = "corral-vdi-claim-leases";
 /// Name of the policy (and binding) that guards pool members' labels.
 pub const MEMBER_POLICY: &str = "corral-vdi-pool-members";
-/// Start of every message the guard's policies deny with.
-pub const DENIAL_PREFIX: &str = "corral-vdi guard:";
 
 /// First 16 hex digits of the SHA-256 of [`MANIFEST`]: which version of the guard an object
 /// came from.
@@ -493,11 +491,6 @@ pub async fn uninstall(client: &Client) -> Result<Vec<String>> {
     Ok(deleted)
 }
 
-/// Whether an API error is the guard's denial.
-pub fn is_denial(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(s) if s.code == 403 && s.message.contains(DENIAL_PREFIX))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -529,8 +522,8 @@ mod tests {
                 obj.name_any()
             );
         }
-        assert!(MANIFEST.contains(crate::identity::ADMIN_GROUP));
-        assert!(MANIFEST.contains(DENIAL_PREFIX));
+        assert!(MANIFEST.contains(crate::labels::ADMIN_GROUP));
+        assert!(MANIFEST.contains(crate::labels::DENIAL_PREFIX));
         assert!(
             MANIFEST.contains(&crate::validate::MAX_LEASE_SECONDS.to_string()),
             "the guard bounds a claim's duration as the product does"

@@ -17,12 +17,8 @@ use ts_rs::TS;
 
 use crate::cluster::ServerClock;
 use crate::error::{Error, Result};
+use crate::labels::ADMIN_GROUP;
 use crate::model::{ErrorKind, Identity};
-
-/// The group whose members are Corral VDI administrators: they assign desktops to others,
-/// recover expired claims, resolve conflicts and force releases. The server-side guard
-/// (`guard/guard.yaml`) names the same group.
-pub const ADMIN_GROUP: &str = "corral-vdi:admins";
 
 impl Identity {
     /// Whether the identity is a Corral VDI administrator (member of [`ADMIN_GROUP`]).

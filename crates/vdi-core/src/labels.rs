@@ -18,6 +18,13 @@ pub const MEMBER_LABEL: &str = "corral.dev/vdi-member";
 pub const LEASE_PREFIX: &str = "corral-vdi-";
 /// Default `spec.leaseDurationSeconds` of a claim Lease, in seconds (one hour).
 pub const DEFAULT_LEASE_SECONDS: i32 = 3600;
+/// The group whose members are Corral VDI administrators: they assign desktops to others,
+/// recover expired claims, resolve conflicts and force releases. The server-side guard
+/// (`guard/guard.yaml`) names the same group.
+pub const ADMIN_GROUP: &str = "corral-vdi:admins";
+/// Start of every message the server-side guard's policies deny with (`guard/guard.yaml`):
+/// how a refusal is told to be the guard's ([`crate::error::is_guard_denial`]).
+pub const DENIAL_PREFIX: &str = "corral-vdi guard:";
 
 /// Name of the ownership Lease of `member`: `corral-vdi-<member>`.
 pub fn lease_name(member: &str) -> String {

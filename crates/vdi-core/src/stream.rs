@@ -24,7 +24,7 @@ use tokio_tungstenite::tungstenite::protocol::Role;
 use ts_rs::TS;
 
 use crate::error::{Error, Result};
-use crate::identity::ADMIN_GROUP;
+use crate::labels::ADMIN_GROUP;
 use crate::model::ErrorKind;
 use crate::validate;
 
