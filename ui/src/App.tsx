@@ -8,46 +8,21 @@ import {
   useState,
   type ReactNode,
 } from "react";
-import {
-  appInfo,
-  backendAvailable,
-  listContexts,
-  onKubeconfigChanged,
-  connectCluster,
-  type Result,
-} from "./api";
-import type { Contexts } from "./bindings/Contexts";
-import type { KubeconfigChanged } from "./bindings/KubeconfigChanged";
-import type { CredentialState } from "./bindings/CredentialState";
-import type { AppInfo } from "./bindings/AppInfo";
-import type { ContextInfo } from "./bindings/ContextInfo";
-import type { ErrorView } from "./bindings/ErrorView";
 import type { MemberView } from "./bindings/MemberView";
 import type { PoolView } from "./bindings/PoolView";
-import type { PoolsSnapshot } from "./bindings/PoolsSnapshot";
-import type { PoolsUpdate } from "./bindings/PoolsUpdate";
-import type { Scope } from "./bindings/Scope";
-import type { ClusterInfo } from "./bindings/ClusterInfo";
-import { takeEarlyStart, type Opening } from "./earlyCluster";
 import { ActionNotice } from "./components/ActionNotice";
-import { AssignDialog } from "./components/AssignDialog";
 import { Banner } from "./components/Banner";
-import { CapacityView } from "./components/CapacityView";
-import { ConnectDialog } from "./components/ConnectDialog";
 import { DeniedNote } from "./components/DeniedNote";
-import { DeletePoolDialog } from "./components/DeletePoolDialog";
 import { EmptyState } from "./components/EmptyState";
 import { Footer } from "./components/Footer";
 import { Header } from "./components/Header";
 import { FOCUS_FALLBACK_ID } from "./components/Modal";
 import { MyDesktops } from "./components/MyDesktops";
-import { NewPoolDialog } from "./components/NewPoolDialog";
 import { PoolList } from "./components/PoolList";
-import { ReleaseDialog } from "./components/ReleaseDialog";
-import { SessionsView } from "./components/SessionsView";
-import { UsbView } from "./components/UsbView";
 import { LoadingPools, Placeholder } from "./components/StatePanels";
+import { Dialogs } from "./Dialogs";
 import { credentialBanner } from "./lib/credentials";
+import { shownDialog } from "./lib/dialogs";
 import {
   POOL_ORDERS,
   describeFilter,
@@ -60,19 +35,13 @@ import {
 } from "./lib/pools";
 import { poolKey } from "./lib/claims";
 import { storeCollapsed, storeOrder, storedCollapsed, storedOrder, toggled } from "./lib/poolView";
-import { applyPoolsUpdate, feedIndicator, type Received } from "./lib/feed";
-import {
-  FALLBACK_NAMESPACE,
-  describeScope,
-  sameScope,
-  scopeNamespace,
-  startNamespace,
-} from "./lib/presentation";
+import { feedIndicator } from "./lib/feed";
+import { FALLBACK_NAMESPACE, describeScope, scopeNamespace } from "./lib/presentation";
 import { sessionCounts } from "./lib/sessions";
-import { estimateClockOffset, formatDateTimeWithZone } from "./lib/time";
-import { markOnce } from "./lib/timing";
+import { formatDateTimeWithZone } from "./lib/time";
 import { attachedCount } from "./lib/usb";
-import { dialogActionKey, useClaimActions } from "./useClaimActions";
+import { useClaimActions } from "./useClaimActions";
+import { useCluster } from "./useCluster";
 import { useConsole } from "./useConsole";
 import { usePermissions } from "./usePermissions";
 import { useSessions } from "./useSessions";
@@ -83,50 +52,26 @@ const ConsoleView = lazy(() =>
   import("./components/ConsoleView").then((m) => ({ default: m.ConsoleView })),
 );
 
-type ContextsState =
-  | { kind: "loading" }
-  | { kind: "loaded"; contexts: ContextInfo[] }
-  | { kind: "failed"; error: ErrorView };
-
 const NO_POOLS: readonly PoolView[] = [];
 
-/** A session asked for: `scope` null is the context's start namespace. */
-type Attempt = { context: string | null; scope: Scope | null };
-
-function makeScope(allNamespaces: boolean, namespace: string): Scope {
-  return allNamespaces ? { kind: "all" } : { kind: "namespace", namespace };
-}
-
+/**
+ * The window: composes the cluster connection ([`useCluster`]), the claim, console, session
+ * and USB hooks, the pools view and the dialog on top ([`Dialogs`]).
+ */
 export function App() {
-  const [info, setInfo] = useState<AppInfo | null>(null);
-  // Outside the app's window (a browser on the Vite dev server) no command can answer.
-  const [backendError] = useState<ErrorView | null>(() =>
-    backendAvailable()
-      ? null
-      : {
-          kind: "other",
-          message: "this page is not running in the app's window, so it cannot reach the backend",
-          suggestion: "start the app (make demo) instead of opening the page in a browser",
-          retryable: false,
-        },
-  );
-  const [contextsState, setContextsState] = useState<ContextsState>({ kind: "loading" });
-  const [selectedContext, setSelectedContext] = useState<string | null>(null);
-  const [waitingForContext, setWaitingForContext] = useState(false);
-  const [namespace, setNamespace] = useState(FALLBACK_NAMESPACE);
-  const [namespaceDraft, setNamespaceDraft] = useState(FALLBACK_NAMESPACE);
-  const [allNamespaces, setAllNamespaces] = useState(false);
-  const [session, setSession] = useState<ClusterInfo | null>(null);
-  const [sessionError, setSessionError] = useState<ErrorView | null>(null);
-  const [snapshot, setSnapshot] = useState<PoolsSnapshot | null>(null);
-  const [clockOffsetMs, setClockOffsetMs] = useState(0);
-  /** When the feed on screen (by its number) was last in sync (API server time). */
-  const [lastInSync, setLastInSync] = useState<{ feed: number; at: string } | null>(null);
-  const [credentials, setCredentials] = useState<CredentialState | null>(null);
   const actions = useClaimActions();
   const { closeDialog, dismissNotice } = actions;
   /** The member whose Connect dialog is open. */
   const [connectMember, setConnectMember] = useState<MemberView | null>(null);
+  // A dialog about the previous cluster's pools would act on the new one, and a notice belongs
+  // to the context it was made in.
+  const onReplace = useCallback(() => {
+    closeDialog();
+    dismissNotice();
+    setConnectMember(null);
+  }, [closeDialog, dismissNotice]);
+  const cluster = useCluster(onReplace);
+  const { backendError, snapshot, shownCluster } = cluster;
   const [sessionsOpen, setSessionsOpen] = useState(false);
   const consoleView = useConsole();
   const sessions = useSessions();
@@ -149,195 +94,9 @@ export function App() {
   }, []);
   const scrollElement = useCallback(() => mainRef.current, []);
 
-  // Bookkeeping read only in callbacks, never while rendering.
-  /** Incremented per connect_cluster call, so that a late answer to an older call is ignored. */
-  const requestRef = useRef(0);
-  /** Snapshots for any other scope belong to an older session and are dropped. */
-  const expectedScopeRef = useRef<Scope | null>(null);
-  /** What the newest feed has sent, merged, whatever its scope. */
-  const latestRef = useRef<Received | null>(null);
-  const lastAttemptRef = useRef<Attempt | null>(null);
-  const allNamespacesRef = useRef(false);
   /** The Connect… button that led to the console, to focus again when the console closes. */
   const connectOpenerRef = useRef<HTMLElement | null>(null);
   const consoleWasOpenRef = useRef(false);
-
-  /** Shows what feed number `feed` sent, merged. */
-  const applySnapshot = useCallback(({ feed, snapshot: next }: Received) => {
-    setSnapshot(next);
-    // Only a live snapshot's judgedAt is "now" on the server; a failing one keeps old data.
-    if (next.status.kind === "live") {
-      setClockOffsetMs(estimateClockOffset(next.judgedAt, Date.now()));
-      setLastInSync({ feed, at: next.judgedAt });
-    } else {
-      // What an earlier feed (another context or cluster) was in sync with says nothing
-      // about this one.
-      setLastInSync((previous) => (previous?.feed === feed ? previous : null));
-    }
-  }, []);
-
-  const handleUpdate = useCallback(
-    (update: PoolsUpdate) => {
-      const merged = applyPoolsUpdate(latestRef.current, update);
-      if (merged === null) return;
-      if (update.status.kind === "live") markOnce("first-live-update");
-      latestRef.current = merged;
-      if (sameScope(merged.snapshot.scope, expectedScopeRef.current)) {
-        applySnapshot(merged);
-      }
-    },
-    [applySnapshot],
-  );
-
-  /**
-   * Follows a session being opened: its streams feed the view, and its answer settles what the
-   * view shows. A refusal is shown, or handed to `onRefused` (the session opened as the page
-   * started, refused when the kubeconfig names no current context). Sets no state until the
-   * backend answers.
-   */
-  const follow = useCallback(
-    (context: string | null, scope: Scope | null, open: Opening, onRefused?: () => void) => {
-      requestRef.current += 1;
-      const request = requestRef.current;
-      lastAttemptRef.current = { context, scope };
-      expectedScopeRef.current = scope;
-      latestRef.current = null;
-      markOnce("session-requested");
-      // What a replaced session's channels still send is dropped.
-      const current = () => request === requestRef.current;
-      void open({
-        pools: (update) => {
-          if (current()) handleUpdate(update);
-        },
-        credentials: (next) => {
-          if (current()) setCredentials(next);
-        },
-      }).then((result) => {
-        markOnce("session-opened");
-        if (!current()) {
-          return;
-        }
-        if (!result.ok) {
-          expectedScopeRef.current = null;
-          if (onRefused === undefined) setSessionError(result.error);
-          else onRefused();
-          return;
-        }
-        const opened = result.value;
-        setSession(opened);
-        if (opened.context !== null) {
-          setSelectedContext(opened.context);
-        }
-        expectedScopeRef.current = opened.scope;
-        // Follow the scope the backend settled on, should it differ from the request.
-        if (!sameScope(opened.scope, scope)) {
-          if (opened.scope.kind === "namespace") {
-            setNamespace(opened.scope.namespace);
-            setNamespaceDraft(opened.scope.namespace);
-          }
-          allNamespacesRef.current = opened.scope.kind === "all";
-          setAllNamespaces(opened.scope.kind === "all");
-        }
-        // The feed may have spoken before connect_cluster answered.
-        const latest = latestRef.current;
-        if (latest !== null && sameScope(latest.snapshot.scope, opened.scope)) {
-          applySnapshot(latest);
-        }
-      });
-    },
-    [applySnapshot, handleUpdate],
-  );
-
-  /** Opens a session, replacing the one on screen. */
-  const connect = useCallback(
-    (context: string | null, scope: Scope | null) => {
-      // A dialog about the previous session's pools would act on the new one, and a notice
-      // belongs to the context it was made in.
-      closeDialog();
-      dismissNotice();
-      setConnectMember(null);
-      setSnapshot(null);
-      setSession(null);
-      setSessionError(null);
-      setCredentials(null);
-      follow(context, scope, (streams) => connectCluster(context, scope, streams));
-    },
-    [closeDialog, dismissNotice, follow],
-  );
-
-  /**
-   * Shows the contexts read and selects the current one; returns the session to open for it,
-   * or null when there is none to open (unreadable, or no current context to choose for you).
-   */
-  const presentContexts = useCallback((result: Result<Contexts>): Attempt | null => {
-    if (!result.ok) {
-      setContextsState({ kind: "failed", error: result.error });
-      return null;
-    }
-    const { contexts, current } = result.value;
-    setContextsState({ kind: "loaded", contexts });
-    if (current === null && contexts.length > 0) {
-      // No current-context: let the administrator choose rather than guess a cluster.
-      setSelectedContext(null);
-      setWaitingForContext(true);
-      return null;
-    }
-    setWaitingForContext(false);
-    setSelectedContext(current);
-    const ns = startNamespace(contexts.find((c) => c.name === current));
-    setNamespace(ns);
-    setNamespaceDraft(ns);
-    return { context: current, scope: makeScope(allNamespacesRef.current, ns) };
-  }, []);
-
-  /** Shows the contexts read and connects to the current one (or asks to choose). */
-  const showContexts = useCallback(
-    (result: Result<Contexts>) => {
-      const start = presentContexts(result);
-      if (start !== null) connect(start.context, start.scope);
-    },
-    [connect, presentContexts],
-  );
-
-  /** Reads the contexts again and connects to the current one. */
-  const loadContextsAndConnect = useCallback(async () => {
-    setContextsState({ kind: "loading" });
-    showContexts(await listContexts());
-  }, [showContexts]);
-
-  // Start-up: read the kubeconfig and open a session (its channels bring the pools).
-  useEffect(() => {
-    if (!backendAvailable()) return;
-    let disposed = false;
-    const isStale = () => disposed;
-    void appInfo().then((result) => {
-      if (!isStale() && result.ok) {
-        setInfo(result.value);
-      }
-    });
-    const early = takeEarlyStart();
-    // The contexts state starts as "loading".
-    const contexts = early?.contexts ?? listContexts();
-    const withContexts = (use: (result: Result<Contexts>) => unknown) => {
-      void contexts.then((result) => {
-        if (!isStale()) use(result);
-      });
-    };
-    if (early === null) {
-      withContexts(showContexts);
-    } else {
-      // The session opened as the page started brings the pools and the contexts only fill
-      // the picker, unless it was refused (no current context, say): then the contexts decide,
-      // as if it had never been asked for.
-      follow(null, null, early.open, () => {
-        withContexts(showContexts);
-      });
-      withContexts(presentContexts);
-    }
-    return () => {
-      disposed = true;
-    };
-  }, [follow, presentContexts, showContexts]);
 
   // "/" focuses the filter (as in GitHub or Gmail) and Home / End go to the first / last pool,
   // unless the user is typing somewhere.
@@ -371,52 +130,6 @@ export function App() {
     window.addEventListener("keydown", onKey);
     return () => {
       window.removeEventListener("keydown", onKey);
-    };
-  }, []);
-
-  // The kubeconfig files changed (a cluster back on a new address, renewed credentials, a
-  // context added): read the contexts again, and reconnect when the context in use changed or
-  // its connection was failing. A healthy session on an unchanged context is left alone.
-  const onKubeconfigChangeRef = useRef<(change: KubeconfigChanged) => void>(() => undefined);
-  useEffect(() => {
-    onKubeconfigChangeRef.current = (change) => {
-      void (async () => {
-        if (contextsState.kind !== "loaded" || waitingForContext || selectedContext === null) {
-          await loadContextsAndConnect();
-          return;
-        }
-        const result = await listContexts();
-        if (!result.ok) {
-          setContextsState({ kind: "failed", error: result.error });
-          return;
-        }
-        setContextsState({ kind: "loaded", contexts: result.value.contexts });
-        if (!result.value.contexts.some((c) => c.name === selectedContext)) {
-          // The context in use is gone: connect as at start-up (the current context, or a
-          // request to choose one).
-          await loadContextsAndConnect();
-          return;
-        }
-        const failing = sessionError !== null || snapshot?.status.kind === "failing";
-        if (failing || change.changedContexts.includes(selectedContext)) {
-          connect(selectedContext, makeScope(allNamespaces, namespace));
-        }
-      })();
-    };
-  });
-  useEffect(() => {
-    let disposed = false;
-    let unlisten: (() => void) | null = null;
-    void onKubeconfigChanged((change) => {
-      onKubeconfigChangeRef.current(change);
-    }).then((subscription) => {
-      if (!subscription.ok) return;
-      if (disposed) subscription.value();
-      else unlisten = subscription.value;
-    });
-    return () => {
-      disposed = true;
-      unlisten?.();
     };
   }, []);
 
@@ -464,67 +177,9 @@ export function App() {
     consoleWasOpenRef.current = consoleOpen;
   }, [consoleOpen]);
 
-  const contexts = contextsState.kind === "loaded" ? contextsState.contexts : [];
-  const canConnect = contextsState.kind === "loaded" && !waitingForContext;
-
-  const onContextChange = (name: string) => {
-    setSelectedContext(name);
-    setWaitingForContext(false);
-    // Follow the new context's default namespace, unless the administrator chose another one.
-    const previousDefault = startNamespace(contexts.find((c) => c.name === selectedContext));
-    const ns =
-      waitingForContext || namespace === previousDefault
-        ? startNamespace(contexts.find((c) => c.name === name))
-        : namespace;
-    setNamespace(ns);
-    setNamespaceDraft(ns);
-    connect(name, makeScope(allNamespaces, ns));
-  };
-
-  const onNamespaceCommit = (force: boolean) => {
-    const value = namespaceDraft.trim();
-    if (value === "") {
-      setNamespaceDraft(namespace);
-      return;
-    }
-    setNamespaceDraft(value);
-    if (value === namespace && !force) {
-      return;
-    }
-    setNamespace(value);
-    if (canConnect && !allNamespaces) {
-      connect(selectedContext, makeScope(false, value));
-    }
-  };
-
-  const onAllNamespacesChange = (checked: boolean) => {
-    const ns = namespaceDraft.trim() || namespace;
-    allNamespacesRef.current = checked;
-    setAllNamespaces(checked);
-    setNamespace(ns);
-    setNamespaceDraft(ns);
-    if (canConnect) {
-      connect(selectedContext, makeScope(checked, ns));
-    }
-  };
-
-  const retrySession = () => {
-    const attempt = lastAttemptRef.current;
-    if (attempt !== null) {
-      connect(attempt.context, attempt.scope);
-    }
-  };
-
-  const retryContexts = () => {
-    void loadContextsAndConnect();
-  };
-
-  const scope = makeScope(allNamespaces, namespace);
+  const { contexts, kubeconfigUnreadable, scope } = cluster;
+  const connected = backendError === null && shownCluster !== null;
   const status = snapshot?.status ?? null;
-  // The kubeconfig cannot be read (removed with a stopped sandbox, say): nothing of the session
-  // made from it is offered until it can be read again, when the app reconnects by itself.
-  const kubeconfigUnreadable = contextsState.kind === "failed";
-  const shownSession = kubeconfigUnreadable ? null : session;
   // The cluster said no to a cluster-wide list: the main area says so with a namespace picker,
   // so no banner repeats it.
   const allNamespacesRefused =
@@ -548,13 +203,13 @@ export function App() {
     return { ...counts, byState: stateTotals(allPools) };
   }, [allPools]);
   const feed = feedIndicator({
-    disconnected: backendError !== null || kubeconfigUnreadable || sessionError !== null,
-    waitingForContext,
+    disconnected: backendError !== null || kubeconfigUnreadable || cluster.error !== null,
+    waitingForContext: cluster.waitingForContext,
     status,
     judgedAt: snapshot?.judgedAt ?? null,
   });
 
-  const credentialTrouble = credentialBanner(credentials);
+  const credentialTrouble = credentialBanner(cluster.credentials);
   const banners = (
     <div className="banners">
       {credentialTrouble ? (
@@ -573,21 +228,21 @@ export function App() {
           note="The console must run inside the Corral VDI Console desktop app."
         />
       ) : null}
-      {contextsState.kind === "failed" ? (
+      {cluster.contextsState.kind === "failed" ? (
         <Banner
           severity="error"
           source="Reading kubeconfig"
-          error={contextsState.error}
-          action={{ label: "Try again", onClick: retryContexts }}
+          error={cluster.contextsState.error}
+          action={{ label: "Try again", onClick: cluster.retryContexts }}
         />
       ) : null}
-      {sessionError ? (
+      {cluster.error ? (
         <Banner
           severity="error"
           source="Connecting"
-          error={sessionError}
+          error={cluster.error}
           action={
-            sessionError.retryable ? { label: "Try again", onClick: retrySession } : undefined
+            cluster.error.retryable ? { label: "Try again", onClick: cluster.retry } : undefined
           }
         />
       ) : null}
@@ -607,31 +262,31 @@ export function App() {
           }
         />
       ) : null}
-      {shownSession?.identityError ? (
+      {shownCluster?.identityError ? (
         <Banner
           severity="warning"
           source="Who am I"
-          error={shownSession.identityError}
+          error={shownCluster.identityError}
           note="Pools are still shown; only your identity could not be determined."
         />
       ) : null}
     </div>
   );
 
-  const identity = shownSession?.identity ?? null;
+  const identity = shownCluster?.identity ?? null;
   const username = identity?.username ?? null;
-  // The namespaces on screen: the session's one, or those of the pools listed.
-  const sessionNamespace = shownSession === null ? null : scopeNamespace(shownSession.scope);
+  // The namespaces on screen: the connection's one, or those of the pools listed.
+  const clusterNamespace = shownCluster === null ? null : scopeNamespace(shownCluster.scope);
   const shownNamespaces =
-    sessionNamespace !== null
-      ? [sessionNamespace]
+    clusterNamespace !== null
+      ? [clusterNamespace]
       : [...new Set((snapshot?.pools ?? []).map((p) => p.namespace))];
-  const permissions = usePermissions(identity === null ? null : shownSession, shownNamespaces);
+  const permissions = usePermissions(identity === null ? null : shownCluster, shownNamespaces);
   const claimDenied =
-    sessionNamespace === null
+    clusterNamespace === null
       ? null
       : (() => {
-          const claim = permissions.get(sessionNamespace)?.claim;
+          const claim = permissions.get(clusterNamespace)?.claim;
           return claim && !claim.allowed
             ? `You may not claim desktops here: ${claim.reason}`
             : null;
@@ -644,12 +299,12 @@ export function App() {
   ) : null;
 
   const myDesktops =
-    backendError === null && shownSession !== null && snapshot !== null ? (
+    connected && snapshot !== null ? (
       <MyDesktops
         identity={identity}
         pools={snapshot.pools}
         scope={snapshot.scope}
-        clockOffsetMs={clockOffsetMs}
+        clockOffsetMs={cluster.clockOffsetMs}
         running={actions.running}
         onClaim={actions.claim}
         onRelease={actions.openRelease}
@@ -660,201 +315,108 @@ export function App() {
       />
     ) : null;
 
-  // A pool is created in the one namespace the session covers.
-  const poolNamespace = sessionNamespace;
+  // A pool is created in the one namespace the connection covers.
+  const poolNamespace = clusterNamespace;
   const createAllowed =
     poolNamespace === null ? null : (permissions.get(poolNamespace)?.createPool ?? null);
   const createDenied = createAllowed !== null && !createAllowed.allowed;
-  const toolbar =
-    backendError === null && shownSession !== null ? (
-      <div className="pools-toolbar">
-        <button
-          type="button"
-          className="btn btn-primary"
-          data-testid="new-pool"
-          disabled={poolNamespace === null || createDenied}
-          aria-describedby={poolNamespace === null || createDenied ? "new-pool-blocked" : undefined}
-          title={
-            poolNamespace === null || createDenied
-              ? undefined
-              : `Clone a golden VM of namespace ${poolNamespace} into a new pool`
-          }
-          onClick={() => {
-            if (poolNamespace !== null) actions.openNewPool(poolNamespace);
-          }}
-        >
-          New pool…
-        </button>
-        {poolNamespace === null ? (
-          <span id="new-pool-blocked" className="muted" data-testid="new-pool-blocked">
-            A pool is created in one namespace: untick All namespaces to choose it.
-          </span>
-        ) : createDenied ? (
-          <span id="new-pool-blocked" className="muted" data-testid="new-pool-blocked">
-            You may not create pools in <span className="mono">{poolNamespace}</span>:{" "}
-            {createAllowed.reason}
-          </span>
-        ) : (
-          <span className="muted">
-            in namespace <span className="mono">{poolNamespace}</span>
-          </span>
-        )}
-        {poolNamespace !== null ? (
-          <DeniedNote permissions={permissions.get(poolNamespace) ?? null} />
-        ) : null}
-      </div>
-    ) : null;
+  const toolbar = connected ? (
+    <div className="pools-toolbar">
+      <button
+        type="button"
+        className="btn btn-primary"
+        data-testid="new-pool"
+        disabled={poolNamespace === null || createDenied}
+        aria-describedby={poolNamespace === null || createDenied ? "new-pool-blocked" : undefined}
+        title={
+          poolNamespace === null || createDenied
+            ? undefined
+            : `Clone a golden VM of namespace ${poolNamespace} into a new pool`
+        }
+        onClick={() => {
+          if (poolNamespace !== null) actions.openNewPool(poolNamespace);
+        }}
+      >
+        New pool…
+      </button>
+      {poolNamespace === null ? (
+        <span id="new-pool-blocked" className="muted" data-testid="new-pool-blocked">
+          A pool is created in one namespace: untick All namespaces to choose it.
+        </span>
+      ) : createDenied ? (
+        <span id="new-pool-blocked" className="muted" data-testid="new-pool-blocked">
+          You may not create pools in <span className="mono">{poolNamespace}</span>:{" "}
+          {createAllowed.reason}
+        </span>
+      ) : (
+        <span className="muted">
+          in namespace <span className="mono">{poolNamespace}</span>
+        </span>
+      )}
+      {poolNamespace !== null ? (
+        <DeniedNote permissions={permissions.get(poolNamespace) ?? null} />
+      ) : null}
+    </div>
+  ) : null;
 
-  const openDialog = actions.dialog;
-  let dialog: ReactNode = null;
-  if (openDialog !== null) {
-    const busy = actions.running.has(dialogActionKey(openDialog.spec));
-    const spec = openDialog.spec;
-    switch (spec.kind) {
-      case "assign":
-        dialog = (
-          <AssignDialog
-            key={dialogActionKey(spec)}
-            namespace={spec.namespace}
-            pool={spec.pool}
-            busy={busy}
-            error={openDialog.error}
-            onSubmit={(user) => {
-              actions.assign(spec.namespace, spec.pool, user);
-            }}
-            onClose={actions.closeDialog}
-          />
-        );
-        break;
-      case "release":
-        dialog = (
-          <ReleaseDialog
-            key={dialogActionKey(spec)}
-            member={spec.member}
-            holder={spec.holder}
-            username={username}
-            force={spec.force}
-            busy={busy}
-            error={openDialog.error}
-            onConfirm={() => {
-              actions.release(spec.namespace, spec.member, spec.force);
-            }}
-            onClose={actions.closeDialog}
-          />
-        );
-        break;
-      case "newPool":
-        dialog = (
-          <NewPoolDialog
-            key={dialogActionKey(spec)}
-            namespace={spec.namespace}
-            pools={snapshot?.pools ?? []}
-            onClose={actions.closeDialog}
-          />
-        );
-        break;
-      case "deletePool":
-        dialog = (
-          <DeletePoolDialog
-            key={dialogActionKey(spec)}
-            namespace={spec.namespace}
-            pool={spec.pool}
-            view={
-              snapshot?.pools.find((p) => p.namespace === spec.namespace && p.name === spec.pool) ??
-              null
-            }
-            busy={busy}
-            error={openDialog.error}
-            onSubmit={(force) => {
-              actions.deletePool(spec.namespace, spec.pool, force);
-            }}
-            onClose={actions.closeDialog}
-          />
-        );
-        break;
-    }
-  }
-
-  if (dialog === null && connectMember !== null) {
-    dialog = (
-      <ConnectDialog
-        key={`${connectMember.namespace}/${connectMember.name}`}
-        member={connectMember}
+  const which = shownDialog({
+    claim: actions.dialog !== null,
+    connect: connectMember !== null,
+    sessions: sessionsOpen,
+    usb: usbOpen,
+    capacity: capacityOpen && shownCluster !== null,
+  });
+  const dialog =
+    which === null ? null : (
+      <Dialogs
+        which={which}
+        actions={actions}
+        sessions={sessions}
+        usb={usb}
+        snapshot={snapshot}
+        cluster={shownCluster}
+        connected={connected}
+        identity={identity}
         username={username}
+        connectMember={connectMember}
         onOpenConsole={openConsoleFromDialog}
-        onClose={closeConnect}
-      />
-    );
-  }
-  if (dialog === null && sessionsOpen) {
-    dialog = (
-      <SessionsView
-        sessions={sessions.sessions}
-        stopping={sessions.stopping}
-        clearing={sessions.clearing}
-        error={sessions.error}
-        onStop={sessions.stop}
-        onClearEnded={sessions.clearEnded}
-        onDismissError={sessions.dismissError}
-        onClose={() => {
+        onCloseConnect={closeConnect}
+        onCloseSessions={() => {
           setSessionsOpen(false);
         }}
-      />
-    );
-  }
-
-  if (dialog === null && usbOpen) {
-    // Desktops come from the pools on screen, and only while the session is connected.
-    const connected = backendError === null && shownSession !== null && snapshot !== null;
-    dialog = (
-      <UsbView
-        usb={usb}
-        sessions={sessions.sessions}
-        pools={connected ? snapshot.pools : null}
-        identity={identity}
-        scope={connected ? snapshot.scope : null}
-        onClose={closeUsb}
-      />
-    );
-  }
-
-  if (dialog === null && capacityOpen && shownSession !== null) {
-    dialog = (
-      <CapacityView
-        session={shownSession}
-        onClose={() => {
+        onCloseUsb={closeUsb}
+        onCloseCapacity={() => {
           setCapacityOpen(false);
         }}
       />
     );
-  }
 
   let content: ReactNode;
   if (backendError) {
     content = (
       <Placeholder title="Not connected">The console backend is not available.</Placeholder>
     );
-  } else if (contextsState.kind === "loading" && snapshot === null) {
-    // (The session opened as the page started may bring pools before the contexts are read.)
+  } else if (cluster.contextsState.kind === "loading" && snapshot === null) {
+    // (The connection made as the page started may bring pools before the contexts are read.)
     content = <LoadingPools message="Reading kubeconfig…" />;
-  } else if (contextsState.kind === "failed") {
+  } else if (kubeconfigUnreadable) {
     content = (
       <Placeholder title="No kubeconfig contexts">
         Fix the kubeconfig problem above, or wait: the console reconnects by itself when the
         kubeconfig can be read again.
       </Placeholder>
     );
-  } else if (waitingForContext) {
+  } else if (cluster.waitingForContext) {
     content = (
       <Placeholder title="Choose a context">
         The kubeconfig sets no current-context. Pick one in the Context list to connect.
       </Placeholder>
     );
   } else if (snapshot === null) {
-    content = sessionError ? (
+    content = cluster.error ? (
       <Placeholder title="Not connected">
-        Could not open a session for {describeScope(scope)}. Change the context or namespace, or try
-        again.
+        Could not connect to the cluster for {describeScope(scope)}. Change the context or
+        namespace, or try again.
       </Placeholder>
     ) : (
       <LoadingPools message="Loading pools from the cluster…" />
@@ -863,7 +425,7 @@ export function App() {
     // Not "offline": the cluster answered, and said no to a cluster-wide list.
     const candidates = [
       ...new Set([
-        namespace,
+        cluster.namespace,
         ...contexts.flatMap((c) => (c.namespace === null ? [] : [c.namespace])),
         FALLBACK_NAMESPACE,
       ]),
@@ -882,11 +444,7 @@ export function App() {
               className="btn btn-small"
               data-testid={`pick-namespace-${ns}`}
               onClick={() => {
-                allNamespacesRef.current = false;
-                setAllNamespaces(false);
-                setNamespace(ns);
-                setNamespaceDraft(ns);
-                connect(selectedContext, makeScope(false, ns));
+                cluster.pickNamespace(ns);
               }}
             >
               {ns}
@@ -910,7 +468,7 @@ export function App() {
   } else {
     // While the feed fails, the data is as of the last time it was in sync, not of now.
     const stale = snapshot.status.kind === "failing";
-    const asOf = stale ? (lastInSync?.at ?? null) : snapshot.judgedAt;
+    const asOf = stale ? (cluster.lastInSync?.at ?? null) : snapshot.judgedAt;
     const judged = formatDateTimeWithZone(asOf);
     content = (
       <div className={snapshot.status.kind === "failing" ? "pools pools-stale" : "pools"}>
@@ -1044,7 +602,7 @@ export function App() {
           scrollElement={scrollElement}
           collapsed={collapsed}
           onToggle={togglePool}
-          clockOffsetMs={clockOffsetMs}
+          clockOffsetMs={cluster.clockOffsetMs}
           running={actions.running}
           onAssign={actions.openAssign}
           onDelete={actions.openDeletePool}
@@ -1062,19 +620,17 @@ export function App() {
       <div className="app" inert={dialog !== null || consoleOpen}>
         <Header
           contexts={contexts}
-          contextsLoading={contextsState.kind === "loading"}
-          selectedContext={selectedContext}
-          onContextChange={onContextChange}
-          namespaceDraft={namespaceDraft}
-          onNamespaceDraftChange={setNamespaceDraft}
-          onNamespaceCommit={onNamespaceCommit}
-          onNamespaceRevert={() => {
-            setNamespaceDraft(namespace);
-          }}
-          allNamespaces={allNamespaces}
-          onAllNamespacesChange={onAllNamespacesChange}
+          contextsLoading={cluster.contextsState.kind === "loading"}
+          selectedContext={cluster.selectedContext}
+          onContextChange={cluster.chooseContext}
+          namespaceDraft={cluster.namespaceDraft}
+          onNamespaceDraftChange={cluster.setNamespaceDraft}
+          onNamespaceCommit={cluster.commitNamespace}
+          onNamespaceRevert={cluster.revertNamespace}
+          allNamespaces={cluster.allNamespaces}
+          onAllNamespacesChange={cluster.chooseAllNamespaces}
           identity={identity}
-          guard={shownSession?.guard ?? null}
+          guard={shownCluster?.guard ?? null}
           feed={feed}
           sessionCounts={sessionCounts(sessions.sessions)}
           onOpenSessions={() => {
@@ -1086,7 +642,7 @@ export function App() {
             setUsbOpen(true);
           }}
           onOpenCapacity={
-            shownSession === null
+            shownCluster === null
               ? null
               : () => {
                   setCapacityOpen(true);
@@ -1108,7 +664,7 @@ export function App() {
             {content}
           </div>
         </main>
-        <Footer info={info} />
+        <Footer info={cluster.info} />
       </div>
       {consoleView.state !== null ? (
         <Suspense

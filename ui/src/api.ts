@@ -57,11 +57,11 @@ export function listContexts(): Promise<Result<Contexts>> {
   return call<Contexts>("list_contexts");
 }
 
-/** Where an open session streams to, each handler called in the order the backend sent. */
+/** Where a cluster connection streams to, each handler called in the order the backend sent. */
 export type ClusterStreams = {
   /** The live pools view: a full list now, then the pools that changed (`applyPoolsUpdate`). */
   pools: (update: PoolsUpdate) => void;
-  /** Where the session's credentials stand, now and on every change (an exec plugin's
+  /** Where the connection's credentials stand, now and on every change (an exec plugin's
    * credentials renewed, or the plugin failing). */
   credentials: (state: CredentialState) => void;
 };
@@ -69,8 +69,8 @@ export type ClusterStreams = {
 /**
  * Connects to a kubeconfig context (null: current-context) and (re)starts the live feed for
  * the scope (null: the context's start namespace, `ContextInfo.startNamespace`), replacing any
- * previous session, whose streams then fall silent. The streams are Tauri channels of this
- * session alone, and may speak before the call resolves.
+ * previous connection, whose streams then fall silent. The streams are Tauri channels of this
+ * connection alone, and may speak before the call resolves.
  */
 export function connectCluster(
   context: string | null,
@@ -321,7 +321,7 @@ export function capacityPreview(
 }
 
 /**
- * Starts the live Capacity view on the open session's cluster: a `capacity-snapshot` event now
+ * Starts the live Capacity view on the connected cluster: a `capacity-snapshot` event now
  * and on every change, until unwatchCapacity.
  */
 export function watchCapacity(): Promise<Result<null>> {

@@ -11,14 +11,14 @@ import { heldStreams } from "./lib/heldStreams";
 import { markOnce } from "./lib/timing";
 
 /**
- * A session being opened, seen from the page: given where its streams go, the backend's answer.
+ * A cluster connection being made, seen from the page: given where its streams go, the backend's answer.
  * What the streams sent before the call is delivered first.
  */
 export type Opening = (streams: ClusterStreams) => Promise<Result<ClusterInfo>>;
 
 /** What the page asked for as its script started. */
 export type EarlyStart = {
-  /** The session for the current context in its start namespace. */
+  /** The connection to the current context in its start namespace. */
   open: Opening;
   /** The contexts, for the picker. */
   contexts: Promise<Result<Contexts>>;
@@ -27,7 +27,7 @@ export type EarlyStart = {
 let early: EarlyStart | null = null;
 
 /**
- * Opens the session the window starts with — the kubeconfig's current context in its start
+ * Makes the cluster connection the window starts with — the kubeconfig's current context in its start
  * namespace — as the page's script starts, before the first render: the backend then sends the
  * first pools while React renders the page around them, instead of after (at 10,000 VMs the
  * first render and the first list each take a few hundred milliseconds on a small machine).
@@ -36,7 +36,7 @@ let early: EarlyStart | null = null;
  */
 export function openEarlyCluster(): void {
   if (!backendAvailable() || early !== null) return;
-  markOnce("session-requested");
+  markOnce("cluster-requested");
   const held = heldStreams();
   const result = connectCluster(null, null, held.streams);
   early = {

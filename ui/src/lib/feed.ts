@@ -20,7 +20,7 @@ export type FeedInput = {
   disconnected: boolean;
   /** Nothing to connect to until the user picks a context. */
   waitingForContext: boolean;
-  /** The latest status of the live feed for the current session, if any arrived. */
+  /** The latest status of the live feed for the current connection, if any arrived. */
   status: FeedStatus | null;
   /** API server time of the latest snapshot. */
   judgedAt: string | null;
@@ -75,7 +75,7 @@ function byNamespaceAndName(a: PoolView, b: PoolView): number {
  * Applies one `pools-update` to what its feed sent before. Pools the update does not name keep
  * their object (so that memoized rows skip re-rendering). Returns null when the update cannot
  * apply: a partial update of a feed whose full list this window has not received (a late
- * event of a replaced session).
+ * event of a replaced connection).
  */
 export function applyPoolsUpdate(previous: Received | null, update: PoolsUpdate): Received | null {
   const { feed, scope, status, judgedAt } = update;

@@ -9,7 +9,7 @@ export type HeldStreams = {
 };
 
 /**
- * Streams for a session opened before anything can show it (the page's first render): what
+ * Streams for a cluster connection made before anything can show it (the page's first render): what
  * arrives in the meantime is kept, both streams in one order, and handed over on `attach`.
  */
 export function heldStreams(): HeldStreams {

@@ -3,7 +3,7 @@
  * the benchmarks read them (`performance.getEntriesByType("mark")`) to say where the time from
  * launch to pools on screen goes. Times are milliseconds since `performance.timeOrigin`.
  */
-export type Milestone = "session-requested" | "session-opened" | "first-live-update";
+export type Milestone = "cluster-requested" | "cluster-connected" | "first-live-update";
 
 /** Marks `corral:<milestone>` unless this page already has. */
 export function markOnce(milestone: Milestone): void {

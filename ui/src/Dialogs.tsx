@@ -1,0 +1,158 @@
+import type { ClusterInfo } from "./bindings/ClusterInfo";
+import type { Identity } from "./bindings/Identity";
+import type { MemberView } from "./bindings/MemberView";
+import type { PoolsSnapshot } from "./bindings/PoolsSnapshot";
+import { AssignDialog } from "./components/AssignDialog";
+import { CapacityView } from "./components/CapacityView";
+import { ConnectDialog } from "./components/ConnectDialog";
+import { DeletePoolDialog } from "./components/DeletePoolDialog";
+import { NewPoolDialog } from "./components/NewPoolDialog";
+import { ReleaseDialog } from "./components/ReleaseDialog";
+import { SessionsView } from "./components/SessionsView";
+import { UsbView } from "./components/UsbView";
+import type { DialogKind } from "./lib/dialogs";
+import { dialogActionKey, type useClaimActions } from "./useClaimActions";
+import type { ConsoleTarget } from "./useConsole";
+import type { useSessions } from "./useSessions";
+import type { UsbState } from "./useUsb";
+
+export type DialogsProps = {
+  /** The dialog to show ([`shownDialog`]). */
+  which: DialogKind;
+  actions: ReturnType<typeof useClaimActions>;
+  sessions: ReturnType<typeof useSessions>;
+  usb: UsbState;
+  /** The latest pools snapshot, if any arrived. */
+  snapshot: PoolsSnapshot | null;
+  /** The connection on screen; null while none is (or the kubeconfig cannot be read). */
+  cluster: ClusterInfo | null;
+  /** Whether the backend answers and a connection is on screen. */
+  connected: boolean;
+  identity: Identity | null;
+  username: string | null;
+  /** The member whose Connect dialog is open. */
+  connectMember: MemberView | null;
+  onOpenConsole: (target: ConsoleTarget) => void;
+  onCloseConnect: () => void;
+  onCloseSessions: () => void;
+  onCloseUsb: () => void;
+  onCloseCapacity: () => void;
+};
+
+/** The dialog `which` names, with what it needs from the window's state. */
+export function Dialogs(props: DialogsProps) {
+  const { actions, sessions, snapshot, username } = props;
+  switch (props.which) {
+    case "claim": {
+      const openDialog = actions.dialog;
+      if (openDialog === null) return null;
+      const busy = actions.running.has(dialogActionKey(openDialog.spec));
+      const spec = openDialog.spec;
+      switch (spec.kind) {
+        case "assign":
+          return (
+            <AssignDialog
+              key={dialogActionKey(spec)}
+              namespace={spec.namespace}
+              pool={spec.pool}
+              busy={busy}
+              error={openDialog.error}
+              onSubmit={(user) => {
+                actions.assign(spec.namespace, spec.pool, user);
+              }}
+              onClose={actions.closeDialog}
+            />
+          );
+        case "release":
+          return (
+            <ReleaseDialog
+              key={dialogActionKey(spec)}
+              member={spec.member}
+              holder={spec.holder}
+              username={username}
+              force={spec.force}
+              busy={busy}
+              error={openDialog.error}
+              onConfirm={() => {
+                actions.release(spec.namespace, spec.member, spec.force);
+              }}
+              onClose={actions.closeDialog}
+            />
+          );
+        case "newPool":
+          return (
+            <NewPoolDialog
+              key={dialogActionKey(spec)}
+              namespace={spec.namespace}
+              pools={snapshot?.pools ?? []}
+              onClose={actions.closeDialog}
+            />
+          );
+        case "deletePool":
+          return (
+            <DeletePoolDialog
+              key={dialogActionKey(spec)}
+              namespace={spec.namespace}
+              pool={spec.pool}
+              view={
+                snapshot?.pools.find(
+                  (p) => p.namespace === spec.namespace && p.name === spec.pool,
+                ) ?? null
+              }
+              busy={busy}
+              error={openDialog.error}
+              onSubmit={(force) => {
+                actions.deletePool(spec.namespace, spec.pool, force);
+              }}
+              onClose={actions.closeDialog}
+            />
+          );
+      }
+      break;
+    }
+    case "connect": {
+      const member = props.connectMember;
+      if (member === null) return null;
+      return (
+        <ConnectDialog
+          key={`${member.namespace}/${member.name}`}
+          member={member}
+          username={username}
+          onOpenConsole={props.onOpenConsole}
+          onClose={props.onCloseConnect}
+        />
+      );
+    }
+    case "sessions":
+      return (
+        <SessionsView
+          sessions={sessions.sessions}
+          stopping={sessions.stopping}
+          clearing={sessions.clearing}
+          error={sessions.error}
+          onStop={sessions.stop}
+          onClearEnded={sessions.clearEnded}
+          onDismissError={sessions.dismissError}
+          onClose={props.onCloseSessions}
+        />
+      );
+    case "usb": {
+      // Desktops come from the pools on screen, and only while connected.
+      const shown = props.connected ? snapshot : null;
+      return (
+        <UsbView
+          usb={props.usb}
+          sessions={sessions.sessions}
+          pools={shown === null ? null : shown.pools}
+          identity={props.identity}
+          scope={shown === null ? null : shown.scope}
+          onClose={props.onCloseUsb}
+        />
+      );
+    }
+    case "capacity":
+      if (props.cluster === null) return null;
+      return <CapacityView session={props.cluster} onClose={props.onCloseCapacity} />;
+  }
+  return null;
+}
