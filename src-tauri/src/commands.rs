@@ -9,12 +9,12 @@ use vdi_core::claim::{self, ClaimOptions, Claimed, Released, UnassignOptions};
 use vdi_core::cluster::ServerClock;
 use vdi_core::credentials::CredentialState;
 use vdi_core::golden::{self, GoldenCandidate, NewPool};
-use vdi_core::guard::{self, GuardStatus};
+use vdi_core::guard::GuardStatus;
 use vdi_core::identity::{self, Actor, Permissions};
+use vdi_core::link::{self, Link};
 use vdi_core::model::{AppInfo, ClusterInfo, Contexts, ErrorView, Scope};
 use vdi_core::model::{PoolCreated, PoolDeleted, PoolsDiff, PoolsUpdate};
 use vdi_core::pool::{self, CreatePool, DeletePool};
-use vdi_core::watch::PoolFeed;
 
 use crate::{AppState, CREATE_PROGRESS_EVENT};
 
@@ -23,14 +23,8 @@ static NEXT_FEED: AtomicU32 = AtomicU32::new(1);
 
 /// The open connection to a cluster: dropping it stops the feed and its forwarding.
 pub struct ClusterLink {
-    client: kube::Client,
-    /// A client for KubeVirt's streams (no automatic retries).
-    streams: kube::Client,
-    /// Who acts, from the cluster; `None` when the cluster could not say (actions refused).
-    actor: Option<Actor>,
-    clock: ServerClock,
-    guard: Option<GuardStatus>,
-    _feed: PoolFeed,
+    /// The clients, who acts, the clock, the guard and the live feed.
+    link: Link,
     /// Forwards the feed's updates to the window's pools channel.
     forward: tauri::async_runtime::JoinHandle<()>,
     /// Forwards where the credentials stand to the window's credentials channel.
@@ -65,67 +59,16 @@ pub fn list_contexts(state: State<'_, AppState>) -> Result<Contexts, ErrorView> 
     state.source.contexts().map_err(|e| e.view())
 }
 
-/// A connection made and its live pools feed started, not yet shown in the window.
-pub struct Opened {
-    conn: vdi_core::cluster::Connection,
-    actor: Option<Actor>,
-    /// Why the cluster could not say who acts.
-    identity_error: Option<ErrorView>,
-    clock: ServerClock,
-    guard: Option<GuardStatus>,
-    feed: PoolFeed,
-}
-
-/// Connects to `context` (`None`: current), asks who acts and whether the guard is installed
-/// (at once), and starts the live pools feed for `scope`. Identity failures do not fail it: the
-/// feed reports reachability and RBAC problems itself.
-///
-/// Errors: the kubeconfig cannot be read or names no such context.
-async fn establish(
-    source: &vdi_core::cluster::KubeconfigSource,
-    context: Option<&str>,
-    scope: &Scope,
-) -> Result<Opened, ErrorView> {
-    let conn = source.connect(context).await.map_err(|e| e.view())?;
-    let (actor, guard) = tokio::join!(Actor::connect(conn.client.clone()), async {
-        guard::status(&conn.client).await.ok()
-    });
-    // Not logged here: a link prepared at start-up may get this far before the log is set
-    // up. `connect_cluster` logs it.
-    let (actor, identity_error) = match actor {
-        Ok(actor) => (Some(actor), None),
-        Err(e) => (None, Some(e.view())),
-    };
-    let clock = match &actor {
-        Some(actor) => *actor.clock(),
-        None => ServerClock::measure(&conn.client)
-            .await
-            .unwrap_or_else(|e| {
-                tracing::warn!(error = %e, "API server clock unknown; judging with the local clock");
-                ServerClock::default()
-            }),
-    };
-    let feed = PoolFeed::spawn(conn.client.clone(), scope.clone(), clock);
-    Ok(Opened {
-        conn,
-        actor,
-        identity_error,
-        clock,
-        guard,
-        feed,
-    })
-}
-
 /// The cluster link the app opens while GTK, WebKit and its window start, for the kubeconfig's
 /// current context in the namespace the window will ask for
-/// ([`vdi_core::model::ContextInfo::start_namespace`]): the window's first `connect_cluster` takes
-/// it over instead of starting from nothing, so the cluster's first answers arrive while WebKit
-/// is still starting.
+/// ([`vdi_core::model::ContextInfo::start_namespace`]): the window's first `connect_cluster`
+/// takes it over instead of starting from nothing, so the cluster's first answers arrive while
+/// WebKit is still starting.
 pub struct Prepared {
     /// The current context's name when it was prepared.
     context: String,
     scope: Scope,
-    opening: tauri::async_runtime::JoinHandle<Result<Opened, ErrorView>>,
+    opening: tauri::async_runtime::JoinHandle<vdi_core::Result<Link>>,
 }
 
 impl Prepared {
@@ -135,8 +78,9 @@ impl Prepared {
     pub fn start(source: &vdi_core::cluster::KubeconfigSource) -> Option<Prepared> {
         let (current, scope) = source.start_scope(None).ok()?;
         let (source, task_scope) = (source.clone(), scope.clone());
-        let opening =
-            tauri::async_runtime::spawn(async move { establish(&source, None, &task_scope).await });
+        let opening = tauri::async_runtime::spawn(async move {
+            link::establish(&source, None, &task_scope).await
+        });
         Some(Prepared {
             context: current,
             scope,
@@ -147,7 +91,7 @@ impl Prepared {
     /// The prepared link, once open, when a request for `context` (`None`: current) and
     /// `scope` is the one prepared; `None` when it is another, or the prepared one failed or
     /// was cut short (the caller connects afresh rather than show an old error).
-    async fn take_over(mut self, context: Option<&str>, scope: &Scope) -> Option<Opened> {
+    async fn take_over(mut self, context: Option<&str>, scope: &Scope) -> Option<Link> {
         if !(context.is_none_or(|c| c == self.context) && *scope == self.scope) {
             return None;
         }
@@ -201,28 +145,33 @@ pub async fn connect_cluster(
                 .1
         }
     };
-    scope.validate().map_err(|e| e.view())?;
     let taken = match prepared {
         Some(prepared) => prepared.take_over(context.as_deref(), &scope).await,
         None => None,
     };
     let from_start = taken.is_some();
-    let opened = match taken {
-        Some(opened) => opened,
-        None => establish(&state.source, context.as_deref(), &scope).await?,
+    let link = match taken {
+        Some(link) => link,
+        None => link::establish(&state.source, context.as_deref(), &scope)
+            .await
+            .map_err(|e| e.view())?,
     };
+    let actor = link.actor.as_ref().ok();
+    // Logged here, not where it happened: a link prepared at start-up may get that far before
+    // the log is set up.
+    let identity_error = link.actor.as_ref().err().map(vdi_core::Error::view);
     tracing::info!(
         context = context.as_deref().unwrap_or("(current)"),
         namespace = scope.namespace().unwrap_or("(all)"),
-        user = opened.actor.as_ref().map_or("(unknown)", |a| a.username()),
-        guard = ?opened.guard.as_ref().map(|g| g.state),
+        user = actor.map_or("(unknown)", |a| a.username()),
+        guard = ?link.guard.as_ref().map(|g| g.state),
         prepared = from_start,
         "cluster connected"
     );
-    if let Some(e) = &opened.identity_error {
+    if let Some(e) = &identity_error {
         tracing::warn!(error = %e.message, "identity unknown");
     }
-    let mut credential_rx = opened.conn.credentials.clone();
+    let mut credential_rx = link.conn.credentials.clone();
     let credentials = tauri::async_runtime::spawn(async move {
         loop {
             let state = credential_rx.borrow_and_update().clone();
@@ -234,7 +183,7 @@ pub async fn connect_cluster(
             }
         }
     });
-    let mut rx = opened.feed.subscribe();
+    let mut rx = link.feed.subscribe();
     let mut diff = PoolsDiff::new(NEXT_FEED.fetch_add(1, Ordering::Relaxed));
     let forward = tauri::async_runtime::spawn(async move {
         loop {
@@ -252,38 +201,33 @@ pub async fn connect_cluster(
             }
         }
     });
-    let identity = opened.actor.as_ref().map(|a| a.identity().clone());
+    let info = ClusterInfo {
+        context,
+        identity: actor.map(|a| a.identity().clone()),
+        identity_error,
+        scope,
+        guard: link.guard.clone(),
+    };
     *state.cluster.lock().map_err(|_| poisoned())? = Some(ClusterLink {
-        client: opened.conn.client,
-        streams: opened.conn.streams,
-        actor: opened.actor,
-        clock: opened.clock,
-        guard: opened.guard.clone(),
-        _feed: opened.feed,
+        link,
         forward,
         credentials,
     });
-    Ok(ClusterInfo {
-        context,
-        identity,
-        identity_error: opened.identity_error,
-        scope,
-        guard: opened.guard,
-    })
+    Ok(info)
 }
 
 /// The open cluster link's client and clock; an error naming the fix when none is open.
 pub fn current(state: &State<'_, AppState>) -> Result<(kube::Client, ServerClock), ErrorView> {
     let guard = state.cluster.lock().map_err(|_| poisoned())?;
-    let link = guard.as_ref().ok_or_else(not_connected)?;
-    Ok((link.client.clone(), link.clock))
+    let cluster = guard.as_ref().ok_or_else(not_connected)?;
+    Ok((cluster.link.conn.client.clone(), cluster.link.clock))
 }
 
 /// The open cluster link's client for streams.
 pub fn stream_client(state: &State<'_, AppState>) -> Result<kube::Client, ErrorView> {
     let guard = state.cluster.lock().map_err(|_| poisoned())?;
-    let link = guard.as_ref().ok_or_else(not_connected)?;
-    Ok(link.streams.clone())
+    let cluster = guard.as_ref().ok_or_else(not_connected)?;
+    Ok(cluster.link.conn.streams.clone())
 }
 
 fn not_connected() -> ErrorView {
@@ -298,14 +242,24 @@ fn not_connected() -> ErrorView {
 /// The open cluster link's actor (who acts, from the cluster), and whether the guard is enforced.
 pub fn actor(state: &State<'_, AppState>) -> Result<(Actor, bool), ErrorView> {
     let guard = state.cluster.lock().map_err(|_| poisoned())?;
-    let link = guard.as_ref().ok_or_else(not_connected)?;
-    let actor = link.actor.clone().ok_or_else(|| ErrorView {
-        kind: vdi_core::model::ErrorKind::Unauthorized,
-        message: "the cluster did not say who you are (SelfSubjectReview failed)".into(),
-        suggestion: Some("check your credentials, then pick the context again".into()),
-        retryable: false,
-    })?;
-    let enforced = link.guard.as_ref().is_some_and(GuardStatus::enforced);
+    let cluster = guard.as_ref().ok_or_else(not_connected)?;
+    let actor = cluster
+        .link
+        .actor
+        .as_ref()
+        .ok()
+        .cloned()
+        .ok_or_else(|| ErrorView {
+            kind: vdi_core::model::ErrorKind::Unauthorized,
+            message: "the cluster did not say who you are (SelfSubjectReview failed)".into(),
+            suggestion: Some("check your credentials, then pick the context again".into()),
+            retryable: false,
+        })?;
+    let enforced = cluster
+        .link
+        .guard
+        .as_ref()
+        .is_some_and(GuardStatus::enforced);
     Ok((actor, enforced))
 }
 

@@ -14,6 +14,7 @@ pub mod guard;
 pub mod identity;
 pub mod labels;
 pub mod lease;
+pub mod link;
 pub mod model;
 pub mod peer;
 pub mod pool;
