@@ -399,6 +399,38 @@ async fn contexts_and_connections_follow_the_kubeconfig() {
     assert!(err.to_string().contains("nobody"), "{err}");
 }
 
+/// The app's connect (vdi_core::link::establish): who acts, the guard and a live feed of the
+/// scope asked for come from one call; a bad namespace or an unknown context is refused.
+#[tokio::test]
+async fn a_cluster_link_says_who_acts_and_feeds_the_scope_asked_for() {
+    let source = KubeconfigSource {
+        path: Some(sandbox().kubeconfig.clone()),
+        ..KubeconfigSource::default()
+    };
+    let scope = Scope::Namespace("corral-vms".into());
+    let link = vdi_core::link::establish(&source, Some("alice"), &scope)
+        .await
+        .unwrap();
+    let actor = link.actor.as_ref().expect("the cluster says who alice is");
+    assert_eq!(actor.username(), "alice");
+    assert!(link.guard.is_some(), "the guard's state was read");
+    let snap = live_snapshot(&link.feed).await;
+    assert!(matches!(snap.status, FeedStatus::Live), "{:?}", snap.status);
+    assert_eq!(snap.scope, scope);
+
+    let bad = Scope::Namespace("Not A Namespace".into());
+    let err = vdi_core::link::establish(&source, Some("alice"), &bad)
+        .await
+        .err()
+        .expect("a bad namespace refused");
+    assert_eq!(err.kind(), ErrorKind::Invalid, "{err}");
+    let err = vdi_core::link::establish(&source, Some("nobody"), &scope)
+        .await
+        .err()
+        .expect("an unknown context refused");
+    assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+}
+
 #[tokio::test]
 async fn bob_is_forbidden_where_rbac_says_so() {
     let bob = client_as("bob").await;
