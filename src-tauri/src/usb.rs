@@ -3,7 +3,7 @@
 //! Sessions and ends when the app exits.
 
 use tauri::{AppHandle, Emitter, Manager, State};
-use vdi_core::model::ErrorView;
+use vdi_core::error::ErrorView;
 use vdi_core::session::SessionView;
 use vdi_core::usb::{self, DeviceSpec, UsbList};
 
@@ -35,11 +35,12 @@ pub fn follow_devices(app: &AppHandle) {
 
 /// The local USB devices now (read off the main thread: libusb and sysfs block).
 #[tauri::command]
+#[specta::specta]
 pub async fn usb_devices() -> Result<UsbList, ErrorView> {
     tauri::async_runtime::spawn_blocking(usb::current)
         .await
         .map_err(|e| ErrorView {
-            kind: vdi_core::model::ErrorKind::Other,
+            kind: vdi_core::error::ErrorKind::Other,
             message: format!("reading the USB devices failed: {e}"),
             suggestion: None,
             retryable: true,
@@ -50,6 +51,7 @@ pub async fn usb_devices() -> Result<UsbList, ErrorView> {
 /// [`usb::check_redirect`] (your desktop, running, clientPassthrough, present, writable,
 /// usbredirect installed). The window shows the security notice and asks first.
 #[tauri::command]
+#[specta::specta]
 pub async fn usb_redirect(
     app: AppHandle,
     state: State<'_, AppState>,
@@ -69,7 +71,7 @@ pub async fn usb_redirect(
         .await
         .map_err(|e| e.view())?;
     supervisor.get(id).ok_or_else(|| ErrorView {
-        kind: vdi_core::model::ErrorKind::Other,
+        kind: vdi_core::error::ErrorKind::Other,
         message: format!("the redirection of {} ended at once", found.id),
         suggestion: Some("look at Sessions for the reason".into()),
         retryable: false,

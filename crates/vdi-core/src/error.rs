@@ -1,7 +1,7 @@
 //! One typed error for every vdi-core operation, with a kind, a fix and a retryable flag, so
 //! the CLI prints it and the app shows it without parsing text.
 
-use crate::model::{ErrorKind, ErrorView};
+use crate::error::{ErrorKind, ErrorView};
 
 /// Result of a vdi-core operation.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -87,7 +87,7 @@ pub enum Error {
     /// A pool create that finished for some members only; says exactly which members exist and
     /// what (if anything) was left behind.
     #[error("{0}")]
-    PoolIncomplete(Box<crate::model::PoolCreateFailure>),
+    PoolIncomplete(Box<crate::error::PoolCreateFailure>),
 }
 
 impl Error {

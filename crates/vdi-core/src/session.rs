@@ -392,7 +392,7 @@ impl Supervisor {
         let mut child = command.spawn().map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
                 Error::rejected(
-                    crate::model::ErrorKind::NotFound,
+                    crate::error::ErrorKind::NotFound,
                     format!("{program} is not installed (not found on PATH)"),
                     crate::connect::install_hint(program),
                 )
@@ -934,7 +934,7 @@ impl Supervisor {
             s.kind == SessionKind::Usb && s.state == SessionState::Active && s.target.contains(&at)
         }) {
             return Err(Error::rejected(
-                crate::model::ErrorKind::Busy,
+                crate::error::ErrorKind::Busy,
                 format!(
                     "{} ({}) is already attached to {}",
                     device.id,
@@ -994,7 +994,7 @@ impl Supervisor {
                 let not_present = reason.contains("Failed to open device");
                 return Err(if not_present {
                     Error::rejected(
-                        crate::model::ErrorKind::NotFound,
+                        crate::error::ErrorKind::NotFound,
                         format!(
                             "device {} is not present (usbredirect: Failed to open device)",
                             spec.argument()
@@ -1003,7 +1003,7 @@ impl Supervisor {
                     )
                 } else {
                     Error::rejected(
-                        crate::model::ErrorKind::Other,
+                        crate::error::ErrorKind::Other,
                         format!("usbredirect ended before connecting: {reason}"),
                         "check the device with `corral-vdi usb list`, then try again",
                     )

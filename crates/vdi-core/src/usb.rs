@@ -783,8 +783,8 @@ pub async fn check_redirect(
     member: &str,
     spec: &DeviceSpec,
 ) -> crate::Result<(UsbDevice, PathBuf)> {
+    use crate::error::ErrorKind;
     use crate::error::{Error, is_status};
-    use crate::model::ErrorKind;
     use kube::api::Api;
     crate::validate::namespace(namespace)?;
     crate::validate::member_name(member)?;
