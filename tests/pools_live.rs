@@ -14,12 +14,11 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 use vdi_core::cluster::{KubeconfigSource, ServerClock};
-use vdi_core::error::ErrorKind;
 use vdi_core::identity::whoami;
 use vdi_core::labels::{
     ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, MEMBER_LABEL, POOL_LABEL, encode_identity, lease_name,
 };
-use vdi_core::model::{FeedStatus, MemberState, PoolView, PoolsSnapshot, Scope};
+use vdi_core::model::{ErrorKind, FeedStatus, MemberState, PoolView, PoolsSnapshot, Scope};
 use vdi_core::resources::{VirtualMachine, VirtualMachineSpec};
 use vdi_core::watch::{PoolFeed, list_pools};
 
@@ -398,38 +397,6 @@ async fn contexts_and_connections_follow_the_kubeconfig() {
         .expect("unknown context refused");
     assert_eq!(err.kind(), ErrorKind::Config);
     assert!(err.to_string().contains("nobody"), "{err}");
-}
-
-/// The app's connect (vdi_core::link::establish): who acts, the guard and a live feed of the
-/// scope asked for come from one call; a bad namespace or an unknown context is refused.
-#[tokio::test]
-async fn a_cluster_link_says_who_acts_and_feeds_the_scope_asked_for() {
-    let source = KubeconfigSource {
-        path: Some(sandbox().kubeconfig.clone()),
-        ..KubeconfigSource::default()
-    };
-    let scope = Scope::Namespace("corral-vms".into());
-    let link = vdi_core::link::establish(&source, Some("alice"), &scope)
-        .await
-        .unwrap();
-    let actor = link.actor.as_ref().expect("the cluster says who alice is");
-    assert_eq!(actor.username(), "alice");
-    assert!(link.guard.is_some(), "the guard's state was read");
-    let snap = live_snapshot(&link.feed).await;
-    assert!(matches!(snap.status, FeedStatus::Live), "{:?}", snap.status);
-    assert_eq!(snap.scope, scope);
-
-    let bad = Scope::Namespace("Not A Namespace".into());
-    let err = vdi_core::link::establish(&source, Some("alice"), &bad)
-        .await
-        .err()
-        .expect("a bad namespace refused");
-    assert_eq!(err.kind(), ErrorKind::Invalid, "{err}");
-    let err = vdi_core::link::establish(&source, Some("nobody"), &scope)
-        .await
-        .err()
-        .expect("an unknown context refused");
-    assert_eq!(err.kind(), ErrorKind::Config, "{err}");
 }
 
 /// The app's connect (vdi_core::link::establish): who acts, the guard and a live feed of the

@@ -3,8 +3,7 @@
 
 use tauri::{AppHandle, Emitter, State};
 use vdi_core::capacity::{self, CapacityFeed};
-use vdi_core::error::ErrorView;
-use vdi_core::model::CapacityPlan;
+use vdi_core::model::{CapacityPlan, ErrorView};
 
 use crate::AppState;
 use crate::commands::{current, poisoned};
@@ -28,7 +27,6 @@ impl Drop for CapacityWatch {
 /// now, node by node ([`capacity::preview`]); creates nothing. A golden VM without devices
 /// is admitted after one read of the VM.
 #[tauri::command]
-#[specta::specta]
 pub async fn capacity_preview(
     state: State<'_, AppState>,
     namespace: String,
@@ -46,7 +44,6 @@ pub async fn capacity_preview(
 /// feed's tasks need the async runtime, which synchronous commands (run on the main thread)
 /// do not have.
 #[tauri::command]
-#[specta::specta]
 pub async fn watch_capacity(app: AppHandle, state: State<'_, AppState>) -> Result<(), ErrorView> {
     let (client, _) = current(&state)?;
     let mut slot = state.capacity.lock().map_err(|_| poisoned())?;
@@ -73,7 +70,6 @@ pub async fn watch_capacity(app: AppHandle, state: State<'_, AppState>) -> Resul
 
 /// Stops the live Capacity view's watches (the view closed).
 #[tauri::command]
-#[specta::specta]
 pub async fn unwatch_capacity(state: State<'_, AppState>) -> Result<(), ErrorView> {
     drop(state.capacity.lock().map_err(|_| poisoned())?.take());
     Ok(())

@@ -1,5 +1,5 @@
 //! Tauri commands: each is one call into vdi-core. Errors cross to the UI as
-//! [`vdi_core::error::ErrorView`] (kind, message, suggestion), never as bare strings.
+//! [`vdi_core::model::ErrorView`] (kind, message, suggestion), never as bare strings.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -8,14 +8,12 @@ use tauri::{AppHandle, Emitter, State};
 use vdi_core::claim::{self, ClaimOptions, Claimed, Released, UnassignOptions};
 use vdi_core::cluster::ServerClock;
 use vdi_core::credentials::CredentialState;
-use vdi_core::error::ErrorView;
 use vdi_core::golden::{self, GoldenCandidate, NewPool};
 use vdi_core::guard::GuardStatus;
 use vdi_core::identity::{self, Actor, Permissions};
 use vdi_core::link::{self, Link};
-use vdi_core::model::{
-    AppInfo, ClusterInfo, Contexts, PoolCreated, PoolDeleted, PoolsDiff, PoolsUpdate, Scope,
-};
+use vdi_core::model::{AppInfo, ClusterInfo, Contexts, ErrorView, Scope};
+use vdi_core::model::{PoolCreated, PoolDeleted, PoolsDiff, PoolsUpdate};
 use vdi_core::pool::{self, CreatePool, DeletePool};
 
 use crate::{AppState, CREATE_PROGRESS_EVENT};
@@ -42,7 +40,6 @@ impl Drop for ClusterLink {
 
 /// Version, log file and kubeconfig paths.
 #[tauri::command]
-#[specta::specta]
 pub fn app_info(state: State<'_, AppState>) -> AppInfo {
     AppInfo {
         version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -58,7 +55,6 @@ pub fn app_info(state: State<'_, AppState>) -> AppInfo {
 
 /// The kubeconfig's contexts.
 #[tauri::command]
-#[specta::specta]
 pub fn list_contexts(state: State<'_, AppState>) -> Result<Contexts, ErrorView> {
     state.source.contexts().map_err(|e| e.view())
 }
@@ -127,7 +123,6 @@ impl Drop for Prepared {
 /// and on every change (an exec plugin's credentials renewed, or the plugin failing). Both end
 /// when the next `connect_cluster` replaces this link.
 #[tauri::command]
-#[specta::specta]
 pub async fn connect_cluster(
     state: State<'_, AppState>,
     context: Option<String>,
@@ -237,7 +232,7 @@ pub fn stream_client(state: &State<'_, AppState>) -> Result<kube::Client, ErrorV
 
 fn not_connected() -> ErrorView {
     ErrorView {
-        kind: vdi_core::error::ErrorKind::Invalid,
+        kind: vdi_core::model::ErrorKind::Invalid,
         message: "not connected to a cluster".into(),
         suggestion: Some("pick a context first".into()),
         retryable: false,
@@ -255,7 +250,7 @@ pub fn actor(state: &State<'_, AppState>) -> Result<(Actor, bool), ErrorView> {
         .ok()
         .cloned()
         .ok_or_else(|| ErrorView {
-            kind: vdi_core::error::ErrorKind::Unauthorized,
+            kind: vdi_core::model::ErrorKind::Unauthorized,
             message: "the cluster did not say who you are (SelfSubjectReview failed)".into(),
             suggestion: Some("check your credentials, then pick the context again".into()),
             retryable: false,
@@ -271,7 +266,6 @@ pub fn actor(state: &State<'_, AppState>) -> Result<(Actor, bool), ErrorView> {
 /// What the identity may do in `namespace` (SelfSubjectAccessReviews, and the guard's rules):
 /// the app shows what it may not do as disabled, with the reason.
 #[tauri::command]
-#[specta::specta]
 pub async fn permissions(
     state: State<'_, AppState>,
     namespace: String,
@@ -284,7 +278,6 @@ pub async fn permissions(
 /// Hands a free member of `pool` to `user` (an administrator's assign). `user` is taken as
 /// typed: a name with a space around it is refused by the shared validation, as in the CLI.
 #[tauri::command]
-#[specta::specta]
 pub async fn assign_member(
     state: State<'_, AppState>,
     namespace: String,
@@ -299,7 +292,6 @@ pub async fn assign_member(
 
 /// Claims a member of `pool` for the identity the cluster reports ("Get a desktop").
 #[tauri::command]
-#[specta::specta]
 pub async fn claim_desktop(
     state: State<'_, AppState>,
     namespace: String,
@@ -315,7 +307,6 @@ pub async fn claim_desktop(
 /// Releases `member` as the identity the cluster reports (only a Lease's holder may release
 /// an active claim, unless `force`: an administrator's "Force release").
 #[tauri::command]
-#[specta::specta]
 pub async fn unassign_member(
     state: State<'_, AppState>,
     namespace: String,
@@ -330,7 +321,6 @@ pub async fn unassign_member(
 
 /// The namespace's VMs that could be golden VMs, with power state and clone problems.
 #[tauri::command]
-#[specta::specta]
 pub async fn golden_candidates(
     state: State<'_, AppState>,
     namespace: String,
@@ -344,7 +334,6 @@ pub async fn golden_candidates(
 /// Checks a "New pool" request without contacting the cluster (the same rules as the CLI):
 /// returns the member names it would create, or why it is refused.
 #[tauri::command]
-#[specta::specta]
 pub fn validate_new_pool(request: NewPool) -> Result<Vec<String>, ErrorView> {
     pool::validate_create(&CreatePool::from(request)).map_err(|e| e.view())
 }
@@ -352,7 +341,6 @@ pub fn validate_new_pool(request: NewPool) -> Result<Vec<String>, ErrorView> {
 /// Creates a pool, sending each step as a `pool-create-progress` event
 /// ([`vdi_core::model::CreateProgress`]) while it runs.
 #[tauri::command]
-#[specta::specta]
 pub async fn create_pool(
     app: AppHandle,
     state: State<'_, AppState>,
@@ -373,7 +361,6 @@ pub async fn create_pool(
 /// Deletes a pool (members, Leases, leftover clones); refuses while members are assigned
 /// unless `force`.
 #[tauri::command]
-#[specta::specta]
 pub async fn delete_pool(
     state: State<'_, AppState>,
     namespace: String,
@@ -395,7 +382,7 @@ pub async fn delete_pool(
 /// The error for a lock a panicking command left poisoned.
 pub fn poisoned() -> ErrorView {
     ErrorView {
-        kind: vdi_core::error::ErrorKind::Other,
+        kind: vdi_core::model::ErrorKind::Other,
         message: "internal error: the cluster link's lock was poisoned".into(),
         suggestion: Some("restart the app".into()),
         retryable: false,

@@ -166,7 +166,7 @@ async fn serve(supervisor: &Supervisor, session: u32) -> vdi_core::Result<()> {
                     _ => "viewer",
                 };
                 return Err(vdi_core::Error::rejected(
-                    vdi_core::error::ErrorKind::Other,
+                    vdi_core::model::ErrorKind::Other,
                     format!("the {what} for {} failed: {reason}", view.member),
                     "check that a display is available (DISPLAY or WAYLAND_DISPLAY) and the \
                      client works on its own, or use --proxy-only / --rdp-file with another client",

@@ -35,13 +35,14 @@ use serde::Serialize;
 use serde_json::json;
 use ts_rs::TS;
 
-use crate::error::{Error, ErrorKind, Result, is_status};
+use crate::error::{Error, Result, is_status};
 use crate::identity::Actor;
+use crate::labels::ADMIN_GROUP;
 use crate::labels::{
-    ADMIN_GROUP, ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, DEFAULT_LEASE_SECONDS, MEMBER_LABEL,
-    POOL_LABEL, encode_identity, lease_name,
+    ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, DEFAULT_LEASE_SECONDS, MEMBER_LABEL, POOL_LABEL,
+    encode_identity, lease_name,
 };
-use crate::model::{MemberState, MemberView, Scope};
+use crate::model::{ErrorKind, MemberState, MemberView, Scope};
 use crate::resources::VirtualMachine;
 use crate::state::{group_pools, label_holder, member_view};
 use crate::validate;

@@ -1,7 +1,7 @@
 //! One typed error for every vdi-core operation, with a kind, a fix and a retryable flag, so
 //! the CLI prints it and the app shows it without parsing text.
 
-use crate::error::{ErrorKind, ErrorView};
+use crate::model::{ErrorKind, ErrorView};
 
 /// Result of a vdi-core operation.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -87,7 +87,17 @@ pub enum Error {
     /// A pool create that finished for some members only; says exactly which members exist and
     /// what (if anything) was left behind.
     #[error("{0}")]
-    PoolIncomplete(Box<crate::error::PoolCreateFailure>),
+    PoolIncomplete(Box<crate::model::PoolCreateFailure>),
+    /// libusb could not start, or could not list this machine's USB devices (no USB bus, no
+    /// access to `/dev/bus/usb`), so none can be listed or redirected (`crate::usb`).
+    #[error("libusb could not {action} on this machine: {source}")]
+    Usb {
+        /// What libusb was asked to do: `start`, `list the USB devices`.
+        action: &'static str,
+        /// libusb's error.
+        #[source]
+        source: rusb::Error,
+    },
 }
 
 impl Error {
@@ -144,6 +154,7 @@ impl Error {
             Error::FeedStopped { .. } => ErrorKind::Other,
             Error::Stream(refusal) => refusal.kind(),
             Error::PoolIncomplete(failure) => failure.kind(),
+            Error::Usb { .. } => ErrorKind::Other,
         }
     }
 
@@ -168,6 +179,11 @@ impl Error {
             ),
             Error::Stream(refusal) => Some(refusal.suggestion.clone()),
             Error::PoolIncomplete(failure) => Some(failure.suggestion()),
+            Error::Usb { .. } => Some(
+                "check that this machine has a USB bus that you may read (/dev/bus/usb; lsusb \
+                 lists its devices); in a container or a VM, pass the host's USB bus through"
+                    .into(),
+            ),
             Error::Config(_) => Some(
                 "check KUBECONFIG or --kubeconfig, and the context name (kubectl config get-contexts)"
                     .into(),
