@@ -33,6 +33,12 @@ pub const PLAIN_PROTOCOL: &str = "plain.kubevirt.io";
 /// API group and version of KubeVirt's subresources.
 pub const SUBRESOURCES_API: &str = "/apis/subresources.kubevirt.io/v1";
 
+/// The request path of VirtualMachine `vm`'s power subresource `action` (`start`, `stop`) in
+/// `namespace`: virt-api takes a `PUT` there (KubeVirt pkg/virt-api/rest/lifecycle.go).
+pub fn vm_action_path(namespace: &str, vm: &str, action: &str) -> String {
+    format!("{SUBRESOURCES_API}/namespaces/{namespace}/virtualmachines/{vm}/{action}")
+}
+
 /// An upgraded stream: websocket frames over the API server's connection. Binary frames carry
 /// the raw bytes (RFB for `vnc`, the guest TCP stream for `portforward`, usbredir for
 /// `usbredir`); virt-api sends no close frame (a client sees 1006 when it ends).

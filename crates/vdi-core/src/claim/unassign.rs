@@ -1,0 +1,243 @@
+//! Unassign (SPEC "Unassign"), step by step: read the member and its Lease, judge who may
+//! release it ([`super::rules::may_release`]), ask the API server whether the Lease may be
+//! deleted, remove the presentation, stop the VM, delete the Lease, and record a forced
+//! release as an Event.
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Event as KubeEvent, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams, Preconditions};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use super::power::stop;
+use super::rules::{check_unassign, force_refusal, may_release};
+use super::{Released, UnassignOptions};
+use crate::error::{Error, Result, is_status};
+use crate::identity::Actor;
+use crate::labels::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, POOL_LABEL, lease_name};
+use crate::lease::ClaimLease;
+use crate::resources::VirtualMachine;
+use crate::state::member_view;
+
+/// Releases `member` as `actor` (SPEC "Unassign").
+///
+/// An active Lease may be released only by its holder; anyone else is refused with the holder
+/// and the expiry, unless [`UnassignOptions::force`] (an administrator's act; the API server
+/// judges it, and with the guard installed only administrators pass), which is recorded as an
+/// Event on the VM naming who released it from whom. A member in conflict (label and Lease
+/// disagree) is resolved only by an administrator. A stale Lease, or a label-only (Phase 1)
+/// member, may be released by whoever RBAC (and the guard) allows. In order: the assigned-to
+/// label and claimed-at annotation are removed (not blanked), the VM is stopped (unclaimed
+/// desktops never stay running), and the Lease is deleted with its resourceVersion as a
+/// precondition. If a step fails, the Lease is kept and running the same unassign again
+/// finishes the job.
+///
+/// Errors: [`Error::Invalid`] for a bad namespace or member name (no request sent), a VM that
+/// does not exist or is no pool member; [`Error::Refused`] for someone else's active Lease or a
+/// Lease that changed meanwhile; [`Error::Rejected`] (`Conflict`) for a conflict and a caller
+/// who is no administrator; [`Error::Rejected`] (`Forbidden`, nothing changed) for a force by
+/// someone who is no administrator while the guard is enforced; [`Error::Partial`] when the label was removed but stopping failed.
+pub async fn unassign(
+    actor: &Actor,
+    namespace: &str,
+    member: &str,
+    options: &UnassignOptions,
+) -> Result<Released> {
+    check_unassign(namespace, member)?;
+    let client = actor.client();
+    let caller = actor.username();
+    let admin = actor.identity().is_admin();
+    let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), namespace);
+    let vm = read_member(&vms, namespace, member).await?;
+    let lease = crate::lease::get(client, namespace, &lease_name(member)).await?;
+    let view = member_view(&vm, lease.as_ref(), actor.clock().now());
+    let foreign = may_release(&view, caller, admin, options.force, actor.clock().now())?;
+    if let Some(foreign) = &foreign
+        && !admin
+        && crate::guard::status(client)
+            .await
+            .is_ok_and(|s| s.enforced())
+    {
+        return Err(force_refusal(caller, member, foreign));
+    }
+    let forced = foreign.is_some();
+
+    // The claim changes first and the power last: whether the Lease may be deleted (RBAC, the
+    // guard) is asked with a dry run before anything changes, so a refusal leaves the VM as it
+    // was. The Lease itself goes last, so nobody claims the member while it stops.
+    if let Some(lease) = &lease {
+        delete_lease(client, namespace, member, lease, true).await?;
+    }
+    let has_presentation = vm.labels().contains_key(ASSIGNED_TO_LABEL)
+        || vm.annotations().contains_key(CLAIMED_AT_ANNOTATION);
+    if has_presentation {
+        let patch = json!({ "metadata": {
+            "labels": { ASSIGNED_TO_LABEL: null },
+            "annotations": { CLAIMED_AT_ANNOTATION: null },
+        } });
+        vms.patch(member, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| Error::kube(format!("remove the assignment label of {member}"), e))?;
+    }
+    let power = stop(client, namespace, &vm)
+        .await
+        .map_err(|e| Error::Partial {
+            message: format!(
+                "removed the assignment of {member}{}, but stopping the VM failed",
+                if lease.is_some() {
+                    " (its Lease is kept)"
+                } else {
+                    ""
+                }
+            ),
+            suggestion: format!("fix the cause and run `corral-vdi unassign {member}` again"),
+            source: Box::new(e),
+        })?;
+    if let Some(lease) = &lease {
+        delete_lease(client, namespace, member, lease, false).await?;
+    }
+    if forced {
+        record_force_release(actor, namespace, &vm, view.holder.as_deref().unwrap_or("")).await;
+    }
+    tracing::info!(%namespace, %member, caller = %caller, previous = ?view.holder, forced, "member released");
+    Ok(Released {
+        namespace: namespace.to_owned(),
+        member: member.to_owned(),
+        previous_holder: view.holder,
+        lease_released: lease.is_some(),
+        label_removed: has_presentation,
+        power,
+        forced,
+    })
+}
+
+/// Reads the VM of `member`, which must be a pool member.
+///
+/// Errors: [`Error::Invalid`] for a VM that does not exist or has no pool label; the read's
+/// error.
+async fn read_member(
+    vms: &Api<VirtualMachine>,
+    namespace: &str,
+    member: &str,
+) -> Result<VirtualMachine> {
+    let vm = vms
+        .get_opt(member)
+        .await
+        .map_err(|e| {
+            Error::kube(
+                format!("read VirtualMachine {member} in namespace \"{namespace}\""),
+                e,
+            )
+        })?
+        .ok_or_else(|| {
+            Error::invalid(
+                format!("VirtualMachine \"{member}\" not found in namespace \"{namespace}\""),
+                "check the member name and the namespace (-n)",
+            )
+        })?;
+    if !vm.labels().contains_key(POOL_LABEL) {
+        return Err(Error::invalid(
+            format!(
+                "VirtualMachine \"{member}\" is not a pool member (it has no {POOL_LABEL} label)"
+            ),
+            "unassign works on pool members only",
+        ));
+    }
+    Ok(vm)
+}
+
+/// Deletes `member`'s claim Lease with its resourceVersion and uid as preconditions, or with
+/// `dry_run` only asks the API server (RBAC, the guard) whether it would. Gone already is
+/// fine.
+///
+/// Errors: [`Error::Refused`] when the Lease changed meanwhile (409: someone claimed it);
+/// [`Error::Kube`] for any other refusal (a guard denial names its rule).
+async fn delete_lease(
+    client: &Client,
+    namespace: &str,
+    member: &str,
+    lease: &ClaimLease,
+    dry_run: bool,
+) -> Result<()> {
+    let params = DeleteParams {
+        dry_run,
+        preconditions: Some(Preconditions {
+            resource_version: lease.resource_version(),
+            uid: lease.uid(),
+        }),
+        ..Default::default()
+    };
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    match leases.delete(&lease.name_any(), &params).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_status(&e, 404) => Ok(()),
+        Err(e) if is_status(&e, 409) => Err(Error::Refused {
+            message: format!(
+                "the Lease of {member} changed while it was being released (someone claimed it \
+                 meanwhile){}",
+                if dry_run { "; nothing was changed" } else { "" }
+            ),
+            suggestion: Some("list the pool again to see who holds it".into()),
+        }),
+        Err(e) => Err(Error::kube(
+            format!(
+                "release Lease {}{}",
+                lease.name_any(),
+                if dry_run {
+                    " (asked before anything changed: nothing was)"
+                } else {
+                    ""
+                }
+            ),
+            e,
+        )),
+    }
+}
+
+/// Reason of the Event a forced release leaves on the VM.
+pub const FORCE_RELEASE_REASON: &str = "ForceReleased";
+
+/// Records a forced release as a Kubernetes Event on the VM (who, when, from whom); a refusal
+/// to write it is logged, not fatal: the release itself has happened.
+async fn record_force_release(actor: &Actor, namespace: &str, vm: &VirtualMachine, from: &str) {
+    let now = actor.clock().now();
+    let member = vm.name_any();
+    let event = KubeEvent {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{member}.force-release.")),
+            namespace: Some(namespace.to_owned()),
+            ..Default::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some("kubevirt.io/v1".into()),
+            kind: Some("VirtualMachine".into()),
+            name: Some(member.clone()),
+            namespace: Some(namespace.to_owned()),
+            uid: vm.uid(),
+            ..Default::default()
+        },
+        reason: Some(FORCE_RELEASE_REASON.into()),
+        message: Some(format!(
+            "{} force-released {member} from {from} at {}",
+            actor.username(),
+            now.round(jiff::Unit::Second).unwrap_or(now)
+        )),
+        type_: Some("Warning".into()),
+        action: Some("ForceRelease".into()),
+        source: Some(EventSource {
+            component: Some("corral-vdi".into()),
+            ..Default::default()
+        }),
+        reporting_component: Some("corral-vdi".into()),
+        reporting_instance: Some(actor.username().to_owned()),
+        first_timestamp: Some(Time(now)),
+        last_timestamp: Some(Time(now)),
+        count: Some(1),
+        ..Default::default()
+    };
+    let events: Api<KubeEvent> = Api::namespaced(actor.client().clone(), namespace);
+    if let Err(e) = events.create(&PostParams::default(), &event).await {
+        tracing::warn!(%member, error = %e, "could not record the forced release as an Event");
+    }
+}
