@@ -1,7 +1,15 @@
 //! One typed error for every vdi-core operation, with a kind, a fix and a retryable flag, so
 //! the CLI prints it and the app shows it without parsing text.
+//!
+//! The bottom floor of the crate: it imports no other module of it but [`crate::labels`]'s
+//! names, so every feature can use it and editing it touches none of them. The views an error is
+//! shown as ([`ErrorKind`], [`ErrorView`]) and the plain payloads two of its variants carry
+//! ([`StreamRefusal`], [`PoolCreateFailure`]) live here too; their wording is written by their
+//! feature: `StreamRefusal::explain` in [`crate::stream`], [`PoolCreateFailure`]'s message and
+//! fix in `pool/failure.rs`.
 
-use crate::model::{ErrorKind, ErrorView};
+use serde::Serialize;
+use ts_rs::TS;
 
 /// Result of a vdi-core operation.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -83,11 +91,11 @@ pub enum Error {
     /// virt-api (or the API server in front of it) refused to open a stream (VNC, port
     /// forward, USB redirection), before the upgrade.
     #[error("{0}")]
-    Stream(Box<crate::stream::StreamRefusal>),
+    Stream(Box<StreamRefusal>),
     /// A pool create that finished for some members only; says exactly which members exist and
     /// what (if anything) was left behind.
     #[error("{0}")]
-    PoolIncomplete(Box<crate::model::PoolCreateFailure>),
+    PoolIncomplete(Box<PoolCreateFailure>),
     /// libusb could not start, or could not list this machine's USB devices (no USB bus, no
     /// access to `/dev/bus/usb`), so none can be listed or redirected (`crate::usb`).
     #[error("libusb could not {action} on this machine: {source}")]
@@ -297,5 +305,131 @@ fn kube_kind(err: &kube::Error) -> ErrorKind {
 impl From<&Error> for ErrorView {
     fn from(err: &Error) -> Self {
         err.view()
+    }
+}
+
+/// Kinds of failure, so that callers can react without parsing text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub enum ErrorKind {
+    /// The input was refused before anything was sent.
+    Invalid,
+    /// The kubeconfig could not be read or used.
+    Config,
+    /// The API server could not be reached.
+    Unreachable,
+    /// The credentials were refused (401).
+    Unauthorized,
+    /// RBAC denied the request (403).
+    Forbidden,
+    /// The object does not exist (404).
+    NotFound,
+    /// Another writer won (409).
+    Conflict,
+    /// A wait ran out.
+    Timeout,
+    /// A claim rule said no (no free member; another holder).
+    Refused,
+    /// Someone else is using it right now (a VNC console being viewed): the caller may offer
+    /// to take over.
+    Busy,
+    /// Part of an operation succeeded; the message says what state was left.
+    Partial,
+    /// Anything else.
+    Other,
+}
+
+/// An error as the UI shows it: what happened, naming the object, and the fix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct ErrorView {
+    /// What kind of failure.
+    pub kind: ErrorKind,
+    /// One sentence naming the object.
+    pub message: String,
+    /// What to do about it, if known.
+    pub suggestion: Option<String>,
+    /// Whether trying again unchanged may work.
+    pub retryable: bool,
+}
+
+/// Why one member of a pool create failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct MemberFailure {
+    /// The member that does not exist.
+    pub member: String,
+    /// What went wrong, naming the clone object, its phase and condition message.
+    pub message: String,
+    /// Whether it ran out of time (rather than failing outright).
+    pub timed_out: bool,
+}
+
+/// A pool create that did not finish for every member: exactly what exists afterwards.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct PoolCreateFailure {
+    /// Namespace of the pool.
+    pub namespace: String,
+    /// Pool name.
+    pub pool: String,
+    /// Members asked for.
+    pub requested: u32,
+    /// Members that exist, labelled, stopped and unassigned, in index order.
+    pub created: Vec<String>,
+    /// Members that do not exist, with the reason.
+    pub failed: Vec<MemberFailure>,
+    /// Objects this run made that it could not remove (each with the command that does), e.g.
+    /// an unlabelled VM whose label patch and delete were both refused. Empty when the run left
+    /// nothing behind but `created`.
+    pub leftovers: Vec<String>,
+}
+
+/// Why virt-api (or the API server in front of it) refused to open a stream: the HTTP status,
+/// the server's own `Status` message, and what it means for this member.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct StreamRefusal {
+    /// The member (VMI) the stream was for.
+    pub member: String,
+    /// `vnc`, `portforward` or `usbredir`.
+    pub subresource: String,
+    /// The HTTP status of the refusal (404, 400, 409, 500, 503, 504, 403, …).
+    pub status: u16,
+    /// The server's own message (the `Status` body), as it said it.
+    pub server_message: String,
+    /// One sentence naming the member and the cause.
+    pub message: String,
+    /// The fix.
+    pub suggestion: String,
+    /// Whether the refusal means someone else is viewing the console (VNC with
+    /// `preserveSession`): the caller can offer to take over.
+    pub busy: bool,
+}
+
+impl StreamRefusal {
+    /// The error kind the refusal maps to.
+    pub fn kind(&self) -> ErrorKind {
+        match self.status {
+            401 => ErrorKind::Unauthorized,
+            403 => ErrorKind::Forbidden,
+            404 => ErrorKind::NotFound,
+            400 => ErrorKind::Invalid,
+            409 => ErrorKind::Conflict,
+            503 if self.busy => ErrorKind::Busy,
+            504 => ErrorKind::Timeout,
+            _ => ErrorKind::Other,
+        }
+    }
+}
+
+impl std::fmt::Display for StreamRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
     }
 }
