@@ -32,8 +32,9 @@ use serde_json::{Value, json};
 use vdi_core::Error;
 use vdi_core::capacity::{NOT_A_RESERVATION, cluster_capacity, preview};
 use vdi_core::claim::{ClaimOptions, UnassignOptions, assign, unassign};
+use vdi_core::error::ErrorKind;
 use vdi_core::labels::{POOL_LABEL, lease_name};
-use vdi_core::model::{CapacityPlan, DeviceClass, ErrorKind};
+use vdi_core::model::{CapacityPlan, DeviceClass};
 use vdi_core::pool::{CreateOptions, CreatePool, create_pool};
 
 fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {

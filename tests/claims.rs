@@ -15,11 +15,12 @@ use vdi_core::claim::{
     ClaimOptions, Claimed, PowerAction, Released, UnassignOptions, assign, unassign,
 };
 use vdi_core::cluster::ServerClock;
+use vdi_core::error::ErrorKind;
 use vdi_core::identity::Actor;
 use vdi_core::labels::{
     ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, POOL_LABEL, encode_identity, lease_name,
 };
-use vdi_core::model::{ErrorKind, MemberState, Scope};
+use vdi_core::model::{MemberState, Scope};
 use vdi_core::resources::VirtualMachine;
 use vdi_core::watch::list_pools;
 use vdi_core::{Error, Result};

@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use vdi_core::connect::{self, PathKind};
-use vdi_core::model::ErrorKind;
+use vdi_core::error::ErrorKind;
 use vdi_core::session::{HANDSHAKE_TIMEOUT, SessionKind, SessionState, Supervisor, Target};
 use vdi_core::stream::{self, Subresource};
 

@@ -16,10 +16,10 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use tokio::sync::{Mutex, MutexGuard};
 use vdi_core::claim::{ClaimOptions, UnassignOptions, assign, unassign};
+use vdi_core::error::ErrorKind;
 use vdi_core::guard::{self, GuardState};
 use vdi_core::identity::Actor;
 use vdi_core::labels::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, POOL_LABEL, lease_name};
-use vdi_core::model::ErrorKind;
 use vdi_core::resources::VirtualMachine;
 
 async fn client(user: &str) -> Client {
@@ -86,7 +86,8 @@ fn denied<T: std::fmt::Debug>(what: &str, result: kube::Result<T>, needle: &str)
         Err(kube::Error::Api(status)) => {
             assert_eq!(status.code, 403, "{what}: {status:?}");
             assert!(
-                status.message.contains(vdi_core::labels::DENIAL_PREFIX) && status.message.contains(needle),
+                status.message.contains(vdi_core::labels::DENIAL_PREFIX)
+                    && status.message.contains(needle),
                 "{what}: {}",
                 status.message
             );
@@ -297,7 +298,10 @@ async fn the_guard_is_absent_until_installed_then_the_api_server_enforces_the_cl
             .await
         {
             Ok(_) => break,
-            Err(e) if vdi_core::error::is_guard_denial(&e) && tokio::time::Instant::now() < deadline => {
+            Err(e)
+                if vdi_core::error::is_guard_denial(&e)
+                    && tokio::time::Instant::now() < deadline =>
+            {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
             Err(e) => panic!("without the guard RBAC alone decides: {e}"),

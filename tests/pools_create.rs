@@ -23,12 +23,11 @@ use kube::api::{Api, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, 
 use serde_json::{Value, json};
 use vdi_core::Error;
 use vdi_core::cluster::ServerClock;
+use vdi_core::error::{ErrorKind, PoolCreateFailure};
 use vdi_core::labels::{
     ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, MEMBER_LABEL, POOL_LABEL, lease_name,
 };
-use vdi_core::model::{
-    CreateProgress, CreateStep, ErrorKind, MemberState, PoolCreateFailure, Scope,
-};
+use vdi_core::model::{CreateProgress, CreateStep, MemberState, Scope};
 use vdi_core::pool::{
     CancelHandle, CreateOptions, CreatePool, DeletePool, MAX_POOL_SIZE, RUN_LABEL, clone_name,
     create_pool, delete_pool,

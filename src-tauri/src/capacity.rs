@@ -3,7 +3,8 @@
 
 use tauri::{AppHandle, Emitter, State};
 use vdi_core::capacity::{self, CapacityFeed};
-use vdi_core::model::{CapacityPlan, ErrorView};
+use vdi_core::error::ErrorView;
+use vdi_core::model::CapacityPlan;
 
 use crate::AppState;
 use crate::commands::{current, poisoned};

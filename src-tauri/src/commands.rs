@@ -1,5 +1,5 @@
 //! Tauri commands: each is one call into vdi-core. Errors cross to the UI as
-//! [`vdi_core::model::ErrorView`] (kind, message, suggestion), never as bare strings.
+//! [`vdi_core::error::ErrorView`] (kind, message, suggestion), never as bare strings.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -8,12 +8,14 @@ use tauri::{AppHandle, Emitter, State};
 use vdi_core::claim::{self, ClaimOptions, Claimed, Released, UnassignOptions};
 use vdi_core::cluster::ServerClock;
 use vdi_core::credentials::CredentialState;
+use vdi_core::error::ErrorView;
 use vdi_core::golden::{self, GoldenCandidate, NewPool};
 use vdi_core::guard::GuardStatus;
 use vdi_core::identity::{self, Actor, Permissions};
 use vdi_core::link::{self, Link};
-use vdi_core::model::{AppInfo, ClusterInfo, Contexts, ErrorView, Scope};
-use vdi_core::model::{PoolCreated, PoolDeleted, PoolsDiff, PoolsUpdate};
+use vdi_core::model::{
+    AppInfo, ClusterInfo, Contexts, PoolCreated, PoolDeleted, PoolsDiff, PoolsUpdate, Scope,
+};
 use vdi_core::pool::{self, CreatePool, DeletePool};
 
 use crate::{AppState, CREATE_PROGRESS_EVENT};
@@ -232,7 +234,7 @@ pub fn stream_client(state: &State<'_, AppState>) -> Result<kube::Client, ErrorV
 
 fn not_connected() -> ErrorView {
     ErrorView {
-        kind: vdi_core::model::ErrorKind::Invalid,
+        kind: vdi_core::error::ErrorKind::Invalid,
         message: "not connected to a cluster".into(),
         suggestion: Some("pick a context first".into()),
         retryable: false,
@@ -250,7 +252,7 @@ pub fn actor(state: &State<'_, AppState>) -> Result<(Actor, bool), ErrorView> {
         .ok()
         .cloned()
         .ok_or_else(|| ErrorView {
-            kind: vdi_core::model::ErrorKind::Unauthorized,
+            kind: vdi_core::error::ErrorKind::Unauthorized,
             message: "the cluster did not say who you are (SelfSubjectReview failed)".into(),
             suggestion: Some("check your credentials, then pick the context again".into()),
             retryable: false,
@@ -382,7 +384,7 @@ pub async fn delete_pool(
 /// The error for a lock a panicking command left poisoned.
 pub fn poisoned() -> ErrorView {
     ErrorView {
-        kind: vdi_core::model::ErrorKind::Other,
+        kind: vdi_core::error::ErrorKind::Other,
         message: "internal error: the cluster link's lock was poisoned".into(),
         suggestion: Some("restart the app".into()),
         retryable: false,

@@ -4,7 +4,7 @@
 
 use tauri::{AppHandle, Emitter, Manager, State};
 use vdi_core::connect::{self, MemberPaths, RDP_PORT, RdpFileSaved, SSH_PORT, SshOpened};
-use vdi_core::model::{ErrorKind, ErrorView};
+use vdi_core::error::{ErrorKind, ErrorView};
 use vdi_core::session::{ConsoleEndpoint, SessionKind, SessionView, Target};
 
 use crate::AppState;

@@ -3,7 +3,7 @@
 //! Sessions and ends when the app exits.
 
 use tauri::{AppHandle, Emitter, Manager, State};
-use vdi_core::model::ErrorView;
+use vdi_core::error::ErrorView;
 use vdi_core::session::SessionView;
 use vdi_core::usb::{self, DeviceSpec, UsbList};
 
@@ -39,7 +39,7 @@ pub async fn usb_devices() -> Result<UsbList, ErrorView> {
     tauri::async_runtime::spawn_blocking(usb::current)
         .await
         .map_err(|e| ErrorView {
-            kind: vdi_core::model::ErrorKind::Other,
+            kind: vdi_core::error::ErrorKind::Other,
             message: format!("reading the USB devices failed: {e}"),
             suggestion: None,
             retryable: true,
@@ -69,7 +69,7 @@ pub async fn usb_redirect(
         .await
         .map_err(|e| e.view())?;
     supervisor.get(id).ok_or_else(|| ErrorView {
-        kind: vdi_core::model::ErrorKind::Other,
+        kind: vdi_core::error::ErrorKind::Other,
         message: format!("the redirection of {} ended at once", found.id),
         suggestion: Some("look at Sessions for the reason".into()),
         retryable: false,

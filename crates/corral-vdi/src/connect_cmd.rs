@@ -166,7 +166,7 @@ async fn serve(supervisor: &Supervisor, session: u32) -> vdi_core::Result<()> {
                     _ => "viewer",
                 };
                 return Err(vdi_core::Error::rejected(
-                    vdi_core::model::ErrorKind::Other,
+                    vdi_core::error::ErrorKind::Other,
                     format!("the {what} for {} failed: {reason}", view.member),
                     "check that a display is available (DISPLAY or WAYLAND_DISPLAY) and the \
                      client works on its own, or use --proxy-only / --rdp-file with another client",
@@ -418,7 +418,7 @@ pub async fn ssh(
     ssh_args.extend(args.ssh_args);
     let (_, ssh) = connect::find_program(&["ssh"]).ok_or_else(|| {
         vdi_core::Error::rejected(
-            vdi_core::model::ErrorKind::NotFound,
+            vdi_core::error::ErrorKind::NotFound,
             "ssh is not installed (not found on PATH)",
             connect::install_hint("ssh"),
         )

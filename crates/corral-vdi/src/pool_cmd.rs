@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use clap::Args;
 use vdi_core::cluster::{KubeconfigSource, ServerClock};
-use vdi_core::model::{CreateProgress, CreateStep, ErrorKind, MemberProgress};
+use vdi_core::error::ErrorKind;
+use vdi_core::model::{CreateProgress, CreateStep, MemberProgress};
 use vdi_core::pool::{
     CancelHandle, CreateOptions, CreatePool, DeletePool, create_pool, delete_pool,
 };

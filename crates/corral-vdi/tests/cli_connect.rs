@@ -17,7 +17,7 @@ use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
-use vdi_core::model::ErrorKind;
+use vdi_core::error::ErrorKind;
 use vdi_core::session::Supervisor;
 
 fn cli() -> Command {

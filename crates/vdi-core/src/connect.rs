@@ -119,7 +119,7 @@ async fn no_such_vm(client: &Client, namespace: &str, member: &str) -> Result<()
     match vms.get_opt(member).await {
         Ok(Some(_)) => Ok(()),
         Ok(None) => Err(Error::rejected(
-            crate::model::ErrorKind::NotFound,
+            crate::error::ErrorKind::NotFound,
             format!("there is no VirtualMachine \"{member}\" in namespace \"{namespace}\""),
             format!(
                 "check the name and the namespace (-n); `corral-vdi pool list -n {namespace}` \
@@ -297,7 +297,7 @@ pub fn viewer_command(port: u16, title: &str) -> Result<Launch> {
             stdin: None,
         }),
         None => Err(Error::rejected(
-            crate::model::ErrorKind::NotFound,
+            crate::error::ErrorKind::NotFound,
             "no VNC viewer is installed (neither remote-viewer nor vncviewer is on PATH)",
             install_hint("remote-viewer"),
         )),
@@ -311,7 +311,7 @@ pub fn viewer_command(port: u16, title: &str) -> Result<Launch> {
 pub fn rdp_command(port: u16, title: &str) -> Result<Launch> {
     let (_, path) = find_program(&["xfreerdp3", "xfreerdp"]).ok_or_else(|| {
         Error::rejected(
-            crate::model::ErrorKind::NotFound,
+            crate::error::ErrorKind::NotFound,
             "no RDP client is installed (xfreerdp is not on PATH)",
             install_hint("xfreerdp"),
         )

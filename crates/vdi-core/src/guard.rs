@@ -36,8 +36,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use ts_rs::TS;
 
-use crate::error::{Error, Result, is_status};
-use crate::model::ErrorKind;
+use crate::error::{Error, ErrorKind, Result, is_status};
 
 /// The guard's manifests, as shipped (`guard/guard.yaml`).
 pub const MANIFEST: &str = include_str!("../../../guard/guard.yaml");

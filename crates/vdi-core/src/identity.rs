@@ -16,9 +16,9 @@ use serde::Serialize;
 use ts_rs::TS;
 
 use crate::cluster::ServerClock;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::labels::ADMIN_GROUP;
-use crate::model::{ErrorKind, Identity};
+use crate::model::Identity;
 
 impl Identity {
     /// Whether the identity is a Corral VDI administrator (member of [`ADMIN_GROUP`]).

@@ -10,6 +10,8 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
+use crate::error::ErrorView;
+
 /// A member's claim state, derived from its VM's assigned-to label and its Lease
 /// (SPEC "Member state"). Never stored anywhere.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS, specta::Type)]
@@ -406,53 +408,6 @@ pub struct Contexts {
     pub current: Option<String>,
 }
 
-/// Kinds of failure, so that callers can react without parsing text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS, specta::Type)]
-#[serde(rename_all = "camelCase")]
-#[ts(export)]
-pub enum ErrorKind {
-    /// The input was refused before anything was sent.
-    Invalid,
-    /// The kubeconfig could not be read or used.
-    Config,
-    /// The API server could not be reached.
-    Unreachable,
-    /// The credentials were refused (401).
-    Unauthorized,
-    /// RBAC denied the request (403).
-    Forbidden,
-    /// The object does not exist (404).
-    NotFound,
-    /// Another writer won (409).
-    Conflict,
-    /// A wait ran out.
-    Timeout,
-    /// A claim rule said no (no free member; another holder).
-    Refused,
-    /// Someone else is using it right now (a VNC console being viewed): the caller may offer
-    /// to take over.
-    Busy,
-    /// Part of an operation succeeded; the message says what state was left.
-    Partial,
-    /// Anything else.
-    Other,
-}
-
-/// An error as the UI shows it: what happened, naming the object, and the fix.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
-#[serde(rename_all = "camelCase")]
-#[ts(export)]
-pub struct ErrorView {
-    /// What kind of failure.
-    pub kind: ErrorKind,
-    /// One sentence naming the object.
-    pub message: String,
-    /// What to do about it, if known.
-    pub suggestion: Option<String>,
-    /// Whether trying again unchanged may work.
-    pub retryable: bool,
-}
-
 /// What the desktop app shows about itself in its footer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
@@ -580,40 +535,6 @@ pub struct PoolCreated {
     /// Things that did not stop the pool from being made but deserve a look (e.g. a finished
     /// clone object that could not be removed).
     pub warnings: Vec<String>,
-}
-
-/// Why one member of a pool create failed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
-#[serde(rename_all = "camelCase")]
-#[ts(export)]
-pub struct MemberFailure {
-    /// The member that does not exist.
-    pub member: String,
-    /// What went wrong, naming the clone object, its phase and condition message.
-    pub message: String,
-    /// Whether it ran out of time (rather than failing outright).
-    pub timed_out: bool,
-}
-
-/// A pool create that did not finish for every member: exactly what exists afterwards.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
-#[serde(rename_all = "camelCase")]
-#[ts(export)]
-pub struct PoolCreateFailure {
-    /// Namespace of the pool.
-    pub namespace: String,
-    /// Pool name.
-    pub pool: String,
-    /// Members asked for.
-    pub requested: u32,
-    /// Members that exist, labelled, stopped and unassigned, in index order.
-    pub created: Vec<String>,
-    /// Members that do not exist, with the reason.
-    pub failed: Vec<MemberFailure>,
-    /// Objects this run made that it could not remove (each with the command that does), e.g.
-    /// an unlabelled VM whose label patch and delete were both refused. Empty when the run left
-    /// nothing behind but `created`.
-    pub leftovers: Vec<String>,
 }
 
 /// What a pool delete removed.

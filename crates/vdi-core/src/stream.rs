@@ -17,15 +17,12 @@ use http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use hyper_util::rt::TokioIo;
 use kube::Client;
-use serde::Serialize;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::Role;
-use ts_rs::TS;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StreamRefusal};
 use crate::labels::ADMIN_GROUP;
-use crate::model::ErrorKind;
 use crate::validate;
 
 /// The websocket subprotocol virt-api speaks for raw byte streams.
@@ -84,29 +81,6 @@ impl Subresource {
             Subresource::UsbRedir => format!("{base}/usbredir"),
         }
     }
-}
-
-/// Why virt-api (or the API server in front of it) refused to open a stream: the HTTP status,
-/// the server's own `Status` message, and what it means for this member.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
-#[serde(rename_all = "camelCase")]
-#[ts(export)]
-pub struct StreamRefusal {
-    /// The member (VMI) the stream was for.
-    pub member: String,
-    /// `vnc`, `portforward` or `usbredir`.
-    pub subresource: String,
-    /// The HTTP status of the refusal (404, 400, 409, 500, 503, 504, 403, …).
-    pub status: u16,
-    /// The server's own message (the `Status` body), as it said it.
-    pub server_message: String,
-    /// One sentence naming the member and the cause.
-    pub message: String,
-    /// The fix.
-    pub suggestion: String,
-    /// Whether the refusal means someone else is viewing the console (VNC with
-    /// `preserveSession`): the caller can offer to take over.
-    pub busy: bool,
 }
 
 impl StreamRefusal {
@@ -235,26 +209,6 @@ impl StreamRefusal {
             suggestion,
             busy,
         }
-    }
-
-    /// The error kind the refusal maps to.
-    pub fn kind(&self) -> ErrorKind {
-        match self.status {
-            401 => ErrorKind::Unauthorized,
-            403 => ErrorKind::Forbidden,
-            404 => ErrorKind::NotFound,
-            400 => ErrorKind::Invalid,
-            409 => ErrorKind::Conflict,
-            503 if self.busy => ErrorKind::Busy,
-            504 => ErrorKind::Timeout,
-            _ => ErrorKind::Other,
-        }
-    }
-}
-
-impl std::fmt::Display for StreamRefusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
     }
 }
 

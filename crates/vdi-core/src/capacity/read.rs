@@ -24,9 +24,9 @@ use super::objects::{
     VmiObject,
 };
 use super::plan::{Demand, cluster_view, plan, plan_without_devices};
-use crate::error::{Error, Result, describe, is_status};
+use crate::error::{Error, ErrorKind, Result, describe, is_status};
 use crate::labels::POOL_LABEL;
-use crate::model::{CapacityPlan, ClusterCapacity, ErrorKind};
+use crate::model::{CapacityPlan, ClusterCapacity};
 use crate::pool::MAX_POOL_SIZE;
 use crate::resources::VirtualMachine;
 use crate::validate;

@@ -3,8 +3,8 @@
 
 use std::fmt::Write as _;
 
-use crate::error::Error;
-use crate::model::{CapacityPlan, ClusterCapacity, DeviceNeed, ErrorKind, NodePlan};
+use crate::error::{Error, ErrorKind};
+use crate::model::{CapacityPlan, ClusterCapacity, DeviceNeed, NodePlan};
 
 /// What every capacity answer says about itself (SPEC: "Admission is a check, not a
 /// reservation: say so").

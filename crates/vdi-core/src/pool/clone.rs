@@ -30,12 +30,11 @@ use super::{
     CancelHandle, CreatePool, FIELD_MANAGER, RUN_LABEL, cancelled, creation_mark,
     creation_mark_patch,
 };
-use crate::error::{Error, Result, describe, is_status};
-use crate::labels::{MEMBER_LABEL, POOL_LABEL};
-use crate::model::{
-    CreateProgress, CreateStarted, CreateStep, ErrorKind, MemberFailure, MemberProgress,
-    PoolCreateFailure, PoolCreated,
+use crate::error::{
+    Error, ErrorKind, MemberFailure, PoolCreateFailure, Result, describe, is_status,
 };
+use crate::labels::{MEMBER_LABEL, POOL_LABEL};
+use crate::model::{CreateProgress, CreateStarted, CreateStep, MemberProgress, PoolCreated};
 
 /// After a failed member's clone object is deleted, how long to wait before looking for a VM
 /// that a clone controller still working on the old object may have created.

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::model::{ErrorKind, PoolCreateFailure};
+use crate::error::{ErrorKind, PoolCreateFailure};
 
 impl PoolCreateFailure {
     /// `Timeout` when a member ran out of time, else `Other`.
@@ -73,7 +73,7 @@ impl fmt::Display for PoolCreateFailure {
 mod tests {
     use super::*;
     use crate::error::Error;
-    use crate::model::MemberFailure;
+    use crate::error::MemberFailure;
 
     #[test]
     fn a_partial_failure_says_which_members_exist() {

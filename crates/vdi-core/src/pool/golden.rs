@@ -8,9 +8,8 @@ use kube::{Client, ResourceExt};
 use serde_json::Value;
 
 use super::CreatePool;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::labels::{POOL_LABEL, lease_name};
-use crate::model::ErrorKind;
 use crate::resources::VirtualMachine;
 use crate::state::member_view;
 

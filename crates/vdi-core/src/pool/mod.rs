@@ -82,8 +82,9 @@ pub use validate::{member_name, member_names, validate_create};
 use crate::error::Result;
 use crate::model::{CreateProgress, PoolCreated};
 use crate::resources::VirtualMachine;
+
 #[cfg(doc)]
-use crate::{error::Error, model::PoolCreateFailure};
+use crate::error::{Error, PoolCreateFailure};
 
 /// Largest pool [`create_pool`] accepts, in members. A sanity bound against typos (a pool of
 /// 5000 is almost certainly meant to be 50), not a cluster limit.
@@ -319,7 +320,7 @@ where
 pub(super) mod tests {
     use super::*;
     use crate::cluster::ServerClock;
-    use crate::model::ErrorKind;
+    use crate::error::ErrorKind;
 
     /// A request for `size` clones of golden-desktop in corral-vms, default options.
     pub(in crate::pool) fn request(name: &str, size: u32) -> CreatePool {

@@ -6,8 +6,7 @@ use kube::Client;
 use kube::api::Api;
 
 use super::{CreatePool, MAX_MEMBER_NAME, MAX_POOL_SIZE};
-use crate::error::{Error, Result, is_status};
-use crate::model::ErrorKind;
+use crate::error::{Error, ErrorKind, Result, is_status};
 use crate::validate;
 
 /// Name of the member `index` (1-based) of `pool`: `<pool>-<index>`.
