@@ -40,7 +40,7 @@ pub async fn capacity_preview(
         .map_err(|e| e.view())
 }
 
-/// Starts (or restarts, on the open session's cluster) the live Capacity view: a snapshot now
+/// Starts (or restarts, on the connected cluster) the live Capacity view: a snapshot now
 /// and on every change, as `capacity-snapshot` events, until [`unwatch_capacity`]. Async: the
 /// feed's tasks need the async runtime, which synchronous commands (run on the main thread)
 /// do not have.
