@@ -34,10 +34,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
-};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::server::WebPkiClientVerifier;
@@ -46,20 +43,10 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use super::guests::Guests;
+use super::rest::{AppState, GROUP, allowed, forbidden, internal, status};
 use super::streams::{self, vmi_path};
 use super::types::{VirtualMachine, VirtualMachineInstance, run_strategy};
 use crate::pki::Pki;
-
-/// API group served.
-pub const GROUP: &str = "subresources.kubevirt.io";
-
-/// What every handler gets: the admin client (for reads, SubjectAccessReviews and VMI
-/// annotations) and the guests' servers.
-#[derive(Clone)]
-pub(super) struct AppState {
-    pub(super) client: Client,
-    pub(super) guests: Arc<Guests>,
-}
 
 /// Binds 127.0.0.1 on a free port and serves until the task is aborted. Returns the port and
 /// the serving future.
@@ -157,21 +144,6 @@ async fn resources() -> axum::Json<Value> {
                       vmi("vnc"), vmi("vnc/screenshot"), vmi("console"), vmi("portforward")] }))
 }
 
-/// A Kubernetes `Status` error response (`application/json`), with `details` when given.
-pub(super) fn status(
-    code: StatusCode,
-    reason: &str,
-    message: String,
-    details: Option<Value>,
-) -> Response {
-    let mut body = json!({ "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": message, "reason": reason, "code": code.as_u16() });
-    if let Some(details) = details {
-        body["details"] = details;
-    }
-    (code, axum::Json(body)).into_response()
-}
-
 fn conflict(name: &str, why: &str) -> Response {
     status(
         StatusCode::CONFLICT,
@@ -179,89 +151,6 @@ fn conflict(name: &str, why: &str) -> Response {
         format!("Operation cannot be fulfilled on virtualmachine.kubevirt.io \"{name}\": {why}"),
         None,
     )
-}
-
-/// apimachinery's `NewInternalError`: 500, reason `InternalError`, message `Internal error
-/// occurred: <err>`, the error as the one cause.
-pub(super) fn internal(err: impl std::fmt::Display) -> Response {
-    status(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "InternalError",
-        format!("Internal error occurred: {err}"),
-        Some(json!({ "causes": [{ "message": err.to_string() }] })),
-    )
-}
-
-fn remote_user(headers: &HeaderMap) -> &str {
-    headers
-        .get("X-Remote-User")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("system:anonymous")
-}
-
-/// The 403 for a refused SubjectAccessReview, worded as the API server words its own.
-pub(super) fn forbidden(
-    headers: &HeaderMap,
-    ns: &str,
-    name: &str,
-    verb: &str,
-    resource: &str,
-    subresource: &str,
-) -> Response {
-    let user = remote_user(headers);
-    status(
-        StatusCode::FORBIDDEN,
-        "Forbidden",
-        format!(
-            "{resource}.{GROUP} \"{name}\" is forbidden: User \"{user}\" cannot {verb} resource \"{resource}/{subresource}\" in API group \"{GROUP}\" in the namespace \"{ns}\""
-        ),
-        None,
-    )
-}
-
-/// Asks the API server whether the front-proxied user (`X-Remote-User`, `X-Remote-Group`) may
-/// `verb` the `resource/subresource` of group `subresources.kubevirt.io` named `name` in `ns`,
-/// as virt-api's authorizer does (KubeVirt `pkg/virt-api/rest/authorizer.go`).
-pub(super) async fn allowed(
-    client: &Client,
-    headers: &HeaderMap,
-    ns: &str,
-    name: &str,
-    verb: &str,
-    resource: &str,
-    subresource: &str,
-) -> Result<bool, kube::Error> {
-    let user = headers
-        .get("X-Remote-User")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
-    let groups: Vec<String> = headers
-        .get_all("X-Remote-Group")
-        .iter()
-        .filter_map(|v| v.to_str().ok().map(str::to_owned))
-        .collect();
-    let review = SubjectAccessReview {
-        spec: SubjectAccessReviewSpec {
-            user: Some(user),
-            groups: Some(groups),
-            resource_attributes: Some(ResourceAttributes {
-                namespace: Some(ns.to_owned()),
-                verb: Some(verb.to_owned()),
-                group: Some(GROUP.into()),
-                version: Some("v1".into()),
-                resource: Some(resource.to_owned()),
-                subresource: Some(subresource.to_owned()),
-                name: Some(name.to_owned()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let api: Api<SubjectAccessReview> = Api::all(client.clone());
-    let answer = api.create(&PostParams::default(), &review).await?;
-    Ok(answer.status.is_some_and(|s| s.allowed))
 }
 
 async fn vm_action(

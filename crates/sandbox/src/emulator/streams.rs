@@ -64,9 +64,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::api::{AppState, GROUP, allowed, forbidden, internal, status};
 use super::guests::{Guest, GuestIo};
 use super::knobs::{forced_status, guest_ports};
+use super::rest::{AppState, GROUP, allowed, forbidden, internal, status};
 use super::types::{VirtualMachine, VirtualMachineInstance};
 
 /// The websocket subprotocol virt-api speaks (gorilla's upgrader offers only this one).
