@@ -61,7 +61,7 @@ corral-vdi --version
 # workspace's feature set, as `make test` builds it, so the test binary is the one built there.
 CORRAL_APP=/usr/bin/corral-vdi-console CORRAL_CLI=/usr/bin/corral-vdi \
   cargo test --quiet --locked --workspace --all-features --test gui_e2e -- \
-  --exact the_installed_app_and_cli_show_the_pools
+  --exact pools::the_installed_app_and_cli_show_the_pools
 
 $SUDO apt-get remove -y -qq corral-vdi-console >/dev/null
 trap - EXIT

@@ -1,0 +1,117 @@
+//! Claims: "Get a desktop" and Release (another user's release refused), and Assign's exact
+//! name.
+
+use corral_tests::client_as;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, DeleteParams};
+use vdi_core::resources::VirtualMachine;
+
+use crate::driver::{
+    Gui, choose, click, exists, is_disabled, js, pick_pool, text_of, type_into, wait_attr,
+    wait_text,
+};
+
+#[tokio::test]
+async fn alice_gets_a_desktop_and_bob_may_not_release_it() {
+    let admin = client_as("admin").await;
+    corral_tests::pool_vms(&admin, "corral-vms", "desk", 2)
+        .await
+        .unwrap();
+    let gui = Gui::launch().await;
+    let client = &gui.client;
+    text_of(client, "[data-testid='pool-corral-vms-desk']").await;
+
+    // alice: "Get a desktop" on pool desk, then it shows under My desktops.
+    choose(client, "[data-testid='context-select']", "alice").await;
+    wait_text(client, "[data-testid='identity-badge']", "alice").await;
+    wait_text(client, "[data-testid='pool-corral-vms-desk']", "2 free").await;
+    pick_pool(client, "corral-vms/desk").await;
+    click(client, "[data-testid='get-desktop-submit']").await;
+    let result = wait_text(client, "[data-testid='action-result']", "you got desk-").await;
+    eprintln!("alice's claim: {result}");
+    let mine = wait_text(client, "[data-testid='my-desktops']", "desk-").await;
+    let member = ["desk-1", "desk-2"]
+        .into_iter()
+        .find(|m| mine.contains(m))
+        .expect("alice's desktop is listed")
+        .to_owned();
+    assert!(exists(client, &format!("[data-testid='my-desktop-{member}']")).await);
+    gui.screenshot("e2e-my-desktops.png");
+
+    // bob: sees it assigned to alice; taking it back is an administrator's force release,
+    // offered to him disabled, with the reason.
+    choose(client, "[data-testid='context-select']", "bob").await;
+    wait_text(client, "[data-testid='identity-badge']", "bob").await;
+    wait_text(client, &format!("[data-testid='member-{member}']"), "alice").await;
+    let button = format!("[data-testid='unassign-{member}']");
+    let reason = wait_attr(client, &button, "data-reason", "only alice can release it").await;
+    assert!(is_disabled(client, &button).await, "{reason}");
+    eprintln!("bob's release is disabled: {reason}");
+    gui.screenshot("e2e-bob-refused.png");
+
+    // Nothing moved on the cluster.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(admin.clone(), "corral-vms");
+    let lease = leases
+        .get(&vdi_core::labels::lease_name(&member))
+        .await
+        .unwrap();
+    assert_eq!(
+        lease.spec.unwrap().holder_identity.as_deref(),
+        Some("alice")
+    );
+    gui.close().await;
+}
+
+/// Assign, as an administrator: a name with a space around it is refused in the dialog, with the
+/// CLI's reason, and nothing is claimed (it is not quietly trimmed into another name); the name
+/// as the cluster knows it gets the member.
+#[tokio::test]
+async fn assign_refuses_a_name_with_a_space_and_takes_the_exact_name() {
+    corral_tests::desktop_member("corral-vms", "asg", "asg-1", false).await;
+    let admin = client_as("admin").await;
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), "corral-vms");
+    let gui = Gui::launch().await;
+    let client = &gui.client;
+    click(client, "[data-testid='assign-corral-vms-asg']").await;
+    type_into(client, "[data-testid='assign-user']", " alice").await;
+    click(client, "[data-testid='assign-submit']").await;
+    let said = wait_text(
+        client,
+        "[data-testid='action-error']",
+        "starts or ends with a space",
+    )
+    .await;
+    assert!(said.contains("user \" alice\""), "{said}");
+    assert!(
+        leases.get_opt("corral-vdi-asg-1").await.unwrap().is_none(),
+        "a refused assign wrote a Lease"
+    );
+    js(
+        client,
+        "document.querySelector(\"[data-testid='assign-user']\").select(); return null",
+    )
+    .await;
+    type_into(client, "[data-testid='assign-user']", "alice").await;
+    click(client, "[data-testid='assign-submit']").await;
+    wait_text(client, "[data-testid='member-asg-1']", "alice").await;
+    let lease = leases.get("corral-vdi-asg-1").await.unwrap();
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity).as_deref(),
+        Some("alice")
+    );
+    gui.close().await;
+    let actor = corral_tests::actor_as("admin").await;
+    vdi_core::claim::unassign(
+        &actor,
+        "corral-vms",
+        "asg-1",
+        &vdi_core::claim::UnassignOptions { force: true },
+    )
+    .await
+    .unwrap();
+    Api::<VirtualMachine>::namespaced(admin, "corral-vms")
+        .delete("asg-1", &DeleteParams::default())
+        .await
+        .unwrap();
+}
