@@ -1,0 +1,398 @@
+//! The real guest-side servers behind the streams: VNC (a real RFB server, one viewer at a
+//! time), portforward to real SSH and RDP servers, usbredir's hellos in four slots, and a
+//! stopped VM taking its display and streams with it.
+
+use std::time::Duration;
+
+use corral_tests::{client_as, namespace};
+use futures::{SinkExt, StreamExt};
+use kube::Client;
+use kube::api::DynamicObject;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::{
+    Opened, STREAM_WAIT, create_vm, create_vm_with, open, open_offering, refused, stream,
+    stream_client, subresource, vmi_url, vmis, wait_status,
+};
+
+async fn wait_annotation(admin: &Client, ns: &str, vmi: &str, key: &str, want: &str) {
+    let api = vmis(admin, ns);
+    corral_tests::eventually(
+        &format!("VMI {vmi} annotated {key}={want}"),
+        STREAM_WAIT,
+        || async {
+            let got = api.get(vmi).await.ok()?.metadata.annotations?;
+            (got.get(key).map(String::as_str) == Some(want)).then_some(())
+        },
+    )
+    .await
+}
+
+/// `(red, green, blue)` of a raw RFB pixel in the server's pixel format.
+fn rgb(pixel: &[u8], init: &[u8]) -> (u8, u8, u8) {
+    let value = if init[6] != 0 {
+        u32::from_be_bytes(pixel.try_into().unwrap())
+    } else {
+        u32::from_le_bytes(pixel.try_into().unwrap())
+    };
+    let channel = |max_at: usize, shift_at: usize| {
+        let max = u32::from(u16::from_be_bytes([init[max_at], init[max_at + 1]]));
+        let raw = (value >> init[shift_at]) & max;
+        (raw * 255 / max.max(1)) as u8
+    };
+    (channel(8, 14), channel(10, 15), channel(12, 16))
+}
+
+#[tokio::test]
+async fn vnc_is_a_real_rfb_server_with_one_viewer_at_a_time() {
+    let admin = client_as("admin").await;
+    let alice = stream_client("alice").await;
+    let ns = namespace("vnc").await;
+    create_vm(&admin, &ns, "desk", "Always").await;
+    wait_status(&admin, &ns, "desk", "Running").await;
+    let url = vmi_url(&ns, "desk", "vnc");
+
+    let mut first = stream(&alice, &url).await;
+    assert_eq!(first.read(12).await, b"RFB 003.008\n");
+    first.send(b"RFB 003.008\n").await;
+    let count = first.read(1).await[0];
+    let types = first.read(usize::from(count)).await;
+    assert!(types.contains(&1), "security type None offered: {types:?}");
+    first.send(&[1]).await;
+    assert_eq!(first.read(4).await, [0, 0, 0, 0], "SecurityResult OK");
+    first.send(&[1]).await; // ClientInit: shared
+    let init = first.read(24).await;
+    let width = u16::from_be_bytes([init[0], init[1]]);
+    let height = u16::from_be_bytes([init[2], init[3]]);
+    assert_eq!((width, height), (1024, 768), "ServerInit framebuffer size");
+    assert_eq!(init[4], 32, "bits per pixel");
+    let name_len = u32::from_be_bytes([init[20], init[21], init[22], init[23]]);
+    let name = first.read(name_len as usize).await;
+    assert_eq!(String::from_utf8_lossy(&name), format!("{ns}/desk"));
+
+    // The whole screen, raw: the VM's colour around a window that names it.
+    let [w0, w1] = width.to_be_bytes();
+    let [h0, h1] = height.to_be_bytes();
+    first.send(&[3, 0, 0, 0, 0, 0, w0, w1, h0, h1]).await;
+    let header = first.read(4).await;
+    assert_eq!(header[0], 0, "a FramebufferUpdate");
+    let rects = u16::from_be_bytes([header[2], header[3]]);
+    assert!(rects >= 1);
+    let mut colours = std::collections::HashSet::new();
+    let mut corner = None;
+    for _ in 0..rects {
+        let rect = first.read(12).await;
+        let (x, y) = (
+            u16::from_be_bytes([rect[0], rect[1]]),
+            u16::from_be_bytes([rect[2], rect[3]]),
+        );
+        let (w, h) = (
+            usize::from(u16::from_be_bytes([rect[4], rect[5]])),
+            usize::from(u16::from_be_bytes([rect[6], rect[7]])),
+        );
+        assert_eq!(rect[8..12], [0, 0, 0, 0], "raw encoding");
+        let pixels = first.read(w * h * 4).await;
+        for pixel in pixels.chunks(4) {
+            colours.insert(rgb(pixel, &init));
+        }
+        if (x, y) == (0, 0) && w > 0 && h > 0 {
+            corner = Some(rgb(&pixels[..4], &init));
+        }
+    }
+    assert!(colours.len() >= 2, "the screen is one flat colour");
+    let key = sandbox::emulator::guests::GuestKey {
+        namespace: ns.clone(),
+        name: "desk".into(),
+        uid: String::new(),
+    };
+    let want = sandbox::emulator::guests::screen_colour(&key);
+    let hex = |i: usize| u8::from_str_radix(&want[i..i + 2], 16).unwrap();
+    assert_eq!(corner, Some((hex(1), hex(3), hex(5))), "background {want}");
+
+    // Someone views: preserveSession=true is refused, and so is a screenshot.
+    let (code, message) = refused(&alice, &format!("{url}?preserveSession=true")).await;
+    assert_eq!(
+        (code, message.as_str()),
+        (503, "Active VNC connection. Request denied.")
+    );
+    let (code, message) = refused(&alice, &vmi_url(&ns, "desk", "vnc/screenshot")).await;
+    assert_eq!(code, 500, "{message}");
+    assert!(message.contains("Active VNC connection"), "{message}");
+
+    // Without preserveSession a second viewer takes over: the first stream ends (1006).
+    let mut second = stream(&alice, &url).await;
+    assert_eq!(second.read(12).await, b"RFB 003.008\n");
+    first.ends().await;
+    drop(second);
+
+    // Once nobody views, preserveSession=true connects, and a screenshot is a PNG.
+    let free = corral_tests::eventually("the viewer slot freed", STREAM_WAIT, || async {
+        match open(&alice, &format!("{url}?preserveSession=true")).await {
+            Opened::Stream(ws, _) => Some(ws),
+            Opened::Refused(..) => None,
+        }
+    })
+    .await;
+    drop(free);
+    let png = corral_tests::eventually("a screenshot", STREAM_WAIT, || async {
+        let request = http::Request::get(vmi_url(&ns, "desk", "vnc/screenshot"))
+            .body(kube::client::Body::empty())
+            .unwrap();
+        let response = alice.send(request).await.ok()?;
+        if response.status() != 200 {
+            return None;
+        }
+        let content_type = response.headers().get(http::header::CONTENT_TYPE).cloned();
+        assert_eq!(content_type.unwrap(), "image/png");
+        Some(response.into_body().collect_bytes().await.unwrap())
+    })
+    .await;
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG");
+    let dims = (
+        u32::from_be_bytes(png[16..20].try_into().unwrap()),
+        u32::from_be_bytes(png[20..24].try_into().unwrap()),
+    );
+    assert_eq!(dims, (1024, 768));
+}
+
+/// Serves 127.0.0.1:<port>, each connection a portforward stream to `url` (what `virtctl
+/// port-forward` does), and returns the port.
+async fn forward_locally(client: Client, url: String) -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let mut pipe = stream(&client, &url).await;
+            tokio::spawn(async move {
+                let (mut read, mut write) = tcp.into_split();
+                let mut buf = vec![0u8; 32 * 1024];
+                loop {
+                    tokio::select! {
+                        n = read.read(&mut buf) => match n {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => pipe.send(&buf[..n]).await,
+                        },
+                        message = pipe.ws.next() => match message {
+                            Some(Ok(Message::Binary(bytes))) => {
+                                if write.write_all(&bytes).await.is_err() {
+                                    break;
+                                }
+                            }
+                            Some(Ok(_)) => {}
+                            _ => break,
+                        },
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+#[tokio::test]
+async fn portforward_reaches_real_ssh_and_rdp_servers() {
+    let admin = client_as("admin").await;
+    let alice = stream_client("alice").await;
+    let ns = namespace("pf").await;
+    create_vm(&admin, &ns, "desk", "Always").await;
+    create_vm_with(&admin, &ns, "web", "Always", |o| {
+        o["metadata"]["annotations"]["sandbox.corral.dev/guest-ports"] = json!("8080");
+    })
+    .await;
+    wait_status(&admin, &ns, "desk", "Running").await;
+    wait_status(&admin, &ns, "web", "Running").await;
+
+    // Guest port 22: a real OpenSSH, pinged by virt-api every second.
+    let mut ssh = stream(&alice, &vmi_url(&ns, "desk", "portforward/22")).await;
+    let banner = ssh.read_line().await;
+    assert!(banner.starts_with("SSH-2.0-OpenSSH"), "{banner:?}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while ssh.pings == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "no keep-alive ping");
+        ssh.frame("a ping").await;
+    }
+    drop(ssh);
+
+    // A real login with the sandbox's key, through a local port-forward.
+    let shared = corral_tests::sandbox();
+    let port = forward_locally(alice.clone(), vmi_url(&ns, "desk", "portforward/22")).await;
+    let host_key = std::fs::read_to_string(&shared.ssh_host_public_key).unwrap();
+    let host_key: Vec<&str> = host_key.split_whitespace().take(2).collect();
+    let known_hosts = std::env::temp_dir().join(format!("corral-known-hosts-{ns}"));
+    std::fs::write(
+        &known_hosts,
+        format!("[127.0.0.1]:{port} {}\n", host_key.join(" ")),
+    )
+    .unwrap();
+    let output = tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::process::Command::new("ssh")
+            .args([
+                "-F",
+                "/dev/null",
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "IdentitiesOnly=yes",
+            ])
+            .args(["-o", "StrictHostKeyChecking=yes", "-o", "ConnectTimeout=15"])
+            .arg("-o")
+            .arg(format!("UserKnownHostsFile={}", known_hosts.display()))
+            .arg("-i")
+            .arg(&shared.ssh_client_key)
+            .args(["-p", &port.to_string()])
+            .arg(format!("{}@127.0.0.1", shared.ssh_user))
+            .args(["echo", "corral-ok"])
+            .output(),
+    )
+    .await
+    .expect("ssh finished within 30 s")
+    .expect("ssh runs");
+    let _ = std::fs::remove_file(&known_hosts);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "corral-ok",
+        "ssh: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    // Guest port 3389: a real RDP server answers an X.224 Connection Request.
+    let mut rdp = stream(&alice, &vmi_url(&ns, "desk", "portforward/3389/tcp")).await;
+    rdp.send(&[
+        3, 0, 0, 19, // TPKT, 19 bytes
+        14, 0xE0, 0, 0, 0, 0, 0, // X.224 Connection Request
+        1, 0, 8, 0, 3, 0, 0, 0, // RDP_NEG_REQ: TLS | CredSSP
+    ])
+    .await;
+    let tpkt = rdp.read(4).await;
+    assert_eq!(tpkt[0], 3, "TPKT version");
+    let length = usize::from(u16::from_be_bytes([tpkt[2], tpkt[3]]));
+    let x224 = rdp.read(length - 4).await;
+    assert_eq!(x224[1], 0xD0, "X.224 Connection Confirm: {x224:?}");
+    drop(rdp);
+
+    // Per-VM open ports: "web" answers only on 8080 (an echo service).
+    let (code, message) = refused(&alice, &vmi_url(&ns, "web", "portforward/22")).await;
+    assert_eq!(code, 500, "{message}");
+    assert!(
+        message.contains("127.0.0.1:22: connect: connection refused"),
+        "{message}"
+    );
+    let mut echo = stream(&alice, &vmi_url(&ns, "web", "portforward/8080")).await;
+    echo.ws
+        .send(Message::Text("text frames are dropped".into()))
+        .await
+        .unwrap();
+    echo.send(b"hello guest").await;
+    assert_eq!(echo.read(11).await, b"hello guest");
+
+    // Without an offered subprotocol the server still upgrades, naming none.
+    match open_offering(&alice, &vmi_url(&ns, "web", "portforward/8080"), None).await {
+        Opened::Stream(_, protocol) => assert_eq!(protocol, None),
+        Opened::Refused(code, body) => panic!("{code} {}", String::from_utf8_lossy(&body)),
+    }
+}
+
+fn usbredir_hello() -> Vec<u8> {
+    let mut hello = Vec::new();
+    hello.extend_from_slice(&0u32.to_le_bytes()); // type: hello
+    hello.extend_from_slice(&68u32.to_le_bytes()); // length
+    hello.extend_from_slice(&0u32.to_le_bytes()); // id
+    let mut version = [0u8; 64];
+    version[..11].copy_from_slice(b"test client");
+    hello.extend_from_slice(&version);
+    hello.extend_from_slice(&0u32.to_le_bytes()); // caps
+    hello
+}
+
+#[tokio::test]
+async fn usbredir_exchanges_hellos_in_four_slots() {
+    let admin = client_as("admin").await;
+    let alice = stream_client("alice").await;
+    let ns = namespace("usb").await;
+    create_vm(&admin, &ns, "desk", "Always").await;
+    wait_status(&admin, &ns, "desk", "Running").await;
+    let url = vmi_url(&ns, "desk", "usbredir");
+    let attached = "sandbox.corral.dev/usbredir-attached";
+
+    let mut streams = Vec::new();
+    for _ in 0..4 {
+        let mut usb = stream(&alice, &url).await;
+        usb.send(&usbredir_hello()).await;
+        let header = usb.read(12).await;
+        assert_eq!(
+            header[..8],
+            [0, 0, 0, 0, 68, 0, 0, 0],
+            "a hello of 68 bytes"
+        );
+        let body = usb.read(68).await;
+        assert!(
+            body.starts_with(b"corral-sandbox usbredir\0"),
+            "{:?}",
+            String::from_utf8_lossy(&body[..64])
+        );
+        streams.push(usb);
+    }
+    wait_annotation(&admin, &ns, "desk", attached, "4").await;
+    match open(&alice, &url).await {
+        Opened::Refused(code, body) => assert_eq!((code, body.len()), (503, 0), "fifth device"),
+        Opened::Stream(..) => panic!("a fifth usbredir stream was accepted"),
+    }
+
+    drop(streams.pop());
+    wait_annotation(&admin, &ns, "desk", attached, "3").await;
+    // A stream that does not start with a hello is closed without one.
+    let mut bad = stream(&alice, &url).await;
+    bad.send(&[7, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0]).await;
+    bad.ends().await;
+    wait_annotation(&admin, &ns, "desk", attached, "3").await;
+
+    streams.clear();
+    wait_annotation(&admin, &ns, "desk", attached, "0").await;
+}
+
+#[tokio::test]
+async fn a_stopped_vm_takes_its_display_and_streams_with_it() {
+    let admin = client_as("admin").await;
+    let alice = stream_client("alice").await;
+    let plain_alice = client_as("alice").await;
+    let ns = namespace("xvncstop").await;
+    create_vm(&admin, &ns, "desk", "Always").await;
+    wait_status(&admin, &ns, "desk", "Running").await;
+    let annotations = |vmi: DynamicObject| vmi.metadata.annotations.unwrap_or_default();
+    let before = annotations(vmis(&admin, &ns).get("desk").await.unwrap());
+    assert!(
+        !before.contains_key("sandbox.corral.dev/xvnc-pid"),
+        "a running VMI gets no display before anyone asks: {before:?}"
+    );
+
+    let mut viewer = stream(&alice, &vmi_url(&ns, "desk", "vnc")).await;
+    assert_eq!(viewer.read(12).await, b"RFB 003.008\n");
+    let after = annotations(vmis(&admin, &ns).get("desk").await.unwrap());
+    let pid: u32 = after["sandbox.corral.dev/xvnc-pid"].parse().unwrap();
+    let rfb: u16 = after["sandbox.corral.dev/xvnc-rfbport"].parse().unwrap();
+    let rdp: u16 = after["sandbox.corral.dev/rdp-port"].parse().unwrap();
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+    for port in [rfb, rdp] {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap_or_else(|e| panic!("port {port}: {e}"));
+    }
+
+    assert_eq!(subresource(&plain_alice, &ns, "desk", "stop").await.0, 202);
+    viewer.ends().await;
+    wait_status(&admin, &ns, "desk", "Stopped").await;
+    corral_tests::eventually("Xvnc and its RDP server gone", STREAM_WAIT, || async {
+        let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
+        let listening = tokio::net::TcpStream::connect(("127.0.0.1", rfb))
+            .await
+            .is_ok()
+            || tokio::net::TcpStream::connect(("127.0.0.1", rdp))
+                .await
+                .is_ok();
+        (!alive && !listening).then_some(())
+    })
+    .await;
+}
