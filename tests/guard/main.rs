@@ -1,0 +1,112 @@
+//! The server-side guard against the sandbox's real API server: absent until installed, then
+//! the API server itself refuses every raw request that would take a desktop from its holder or
+//! change it behind the claim flow's back, with the policy's message, and lets the holder,
+//! administrators and KubeVirt (the emulated virt-api acts as KubeVirt's service account) through.
+//! This binary's sandbox starts without the guard, so that "not installed" can be seen; each
+//! test installs it and leaves it uninstalled, one test at a time.
+//!
+//! One test binary (one sandbox, its tests one at a time), a module per part; installing,
+//! uninstalling and the refusal check they share are here.
+
+mod claim_rules;
+mod leases;
+mod members;
+mod status;
+
+use std::time::Duration;
+
+use corral_tests::{client_as, sandbox_with};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+use tokio::sync::{Mutex, MutexGuard};
+use vdi_core::guard::{self, GuardState};
+use vdi_core::labels::{ASSIGNED_TO_LABEL, POOL_LABEL, lease_name};
+use vdi_core::resources::VirtualMachine;
+
+async fn client(user: &str) -> Client {
+    sandbox_with(|o| o.guard = false);
+    client_as(user).await
+}
+
+/// The guard is cluster-wide: the tests of this binary install and remove it one at a time.
+async fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::const_new(());
+    SERIAL.lock().await
+}
+
+/// Installs the guard as `admin` and waits until the API server enforces both policies (its
+/// policy cache follows the objects within a moment): until a dry run of bob's that each policy
+/// refuses is refused.
+async fn install_and_wait(admin: &Client, ns: &str, member: &str) {
+    let status = guard::install(admin).await.unwrap();
+    assert_eq!(status.state, GuardState::Installed, "{status:?}");
+    let bob = client("bob").await;
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let lease = Api::<Lease>::namespaced(bob.clone(), ns)
+            .create(&dry, &lease_for(member, "alice"))
+            .await;
+        let label = Api::<VirtualMachine>::namespaced(bob.clone(), ns)
+            .patch(
+                member,
+                &PatchParams {
+                    dry_run: true,
+                    ..Default::default()
+                },
+                &label_patch(Some("alice")),
+            )
+            .await;
+        if matches!(&lease, Err(e) if vdi_core::error::is_guard_denial(e))
+            && matches!(&label, Err(e) if vdi_core::error::is_guard_denial(e))
+        {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the guard is not enforced 10 s after install: {lease:?} {label:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn uninstall(admin: &Client) {
+    guard::uninstall(admin).await.unwrap();
+    assert_eq!(
+        guard::status(admin).await.unwrap().state,
+        GuardState::Absent
+    );
+}
+
+/// Asserts the API server refused `result` with the guard's message containing `needle`.
+fn denied<T: std::fmt::Debug>(what: &str, result: kube::Result<T>, needle: &str) {
+    match result {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 403, "{what}: {status:?}");
+            assert!(
+                status.message.contains(vdi_core::labels::DENIAL_PREFIX)
+                    && status.message.contains(needle),
+                "{what}: {}",
+                status.message
+            );
+        }
+        other => panic!("{what}: expected the guard's denial, got {other:?}"),
+    }
+}
+
+fn label_patch(value: Option<&str>) -> Patch<serde_json::Value> {
+    Patch::Merge(json!({ "metadata": { "labels": { ASSIGNED_TO_LABEL: value } } }))
+}
+
+fn lease_for(member: &str, holder: &str) -> Lease {
+    serde_json::from_value(json!({
+        "metadata": { "name": lease_name(member), "labels": { POOL_LABEL: "g", "corral.dev/vdi-member": member } },
+        "spec": { "holderIdentity": holder, "leaseDurationSeconds": 3600 }
+    }))
+    .unwrap()
+}
