@@ -12,7 +12,7 @@ use crate::lease::ClaimLease;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions};
 use kube::{Client, ResourceExt};
 
-use super::clone::{discover_clone_api, target_of};
+use super::clone_object::{discover_clone_api, target_of};
 use super::{CLONE_KIND, CREATION_MARK_ANNOTATION, RUN_LABEL, creation_mark};
 use crate::cluster::ServerClock;
 use crate::error::{Error, ErrorKind, Result, is_status};

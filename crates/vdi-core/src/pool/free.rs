@@ -8,7 +8,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams};
 
-use super::clone::{in_phase, phase_of, target_of};
+use super::clone_object::{in_phase, phase_of, target_of};
 use super::{CLONE_KIND, CLONE_PREFIX, RUN_LABEL};
 use crate::error::{Error, ErrorKind, Result};
 use crate::labels::{POOL_LABEL, lease_name};

@@ -59,6 +59,7 @@
 
 mod capacity;
 mod clone;
+mod clone_object;
 mod delete;
 mod failure;
 mod free;
@@ -73,7 +74,8 @@ use kube::api::Api;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-pub use clone::{CloneApi, choose_clone_version, clone_name, discover_clone_api, format_duration};
+pub use clone::format_duration;
+pub use clone_object::{CloneApi, choose_clone_version, clone_name, discover_clone_api};
 pub use delete::{DeletePool, delete_pool};
 pub(crate) use golden::golden_vm;
 pub use golden::{GoldenProblem, golden_problems};

@@ -1,58 +1,37 @@
-//! Pool create, SPEC steps 5–7: cloning the members. One `VirtualMachineClone` per member
-//! (version by discovery), watched together; each member is waited for with its own timeout,
-//! labelled with the pool, made sure to be halted, and its finished clone object removed. A
-//! clone that fails, stalls or is cancelled is deleted, and so is a VM it produced anyway, so
-//! the result says exactly which members exist.
+//! One member of a clone run: its clone object created (the first one is the run's lock),
+//! waited for with its own timeout while the run's watch reports it, then the VM labelled
+//! with the pool and made sure to be halted and the clone object removed — or, when it fails,
+//! stalls or is cancelled, the clone object and any VM it produced deleted, so the outcome
+//! says exactly what exists.
 
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{BuildHasher, RandomState};
-use std::pin::pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Event as KubeEvent;
+use kube::ResourceExt;
 use kube::api::{
     Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, Preconditions,
 };
 use kube::core::ApiResource;
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
-use kube::{Client, ResourceExt};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
 
-use super::free::Namespaced;
-use super::{
-    CLONE_FILTERS, CLONE_GROUP, CLONE_KIND, CLONE_PREFIX, CLONE_VERSIONS, CREATION_MARK_ANNOTATION,
-    CancelHandle, CreatePool, FIELD_MANAGER, RUN_LABEL, cancelled, creation_mark,
-    creation_mark_patch,
+use super::super::clone_object::{clone_name, condition_text, in_phase, phase_of, status_of};
+use super::super::free::Namespaced;
+use super::super::{
+    CLONE_FILTERS, CLONE_KIND, CREATION_MARK_ANNOTATION, CancelHandle, FIELD_MANAGER, RUN_LABEL,
+    cancelled, creation_mark, creation_mark_patch,
 };
-use crate::error::{
-    Error, ErrorKind, MemberFailure, PoolCreateFailure, Result, describe, is_status,
-};
+use crate::error::{MemberFailure, describe, is_status};
 use crate::labels::{MEMBER_LABEL, POOL_LABEL};
-use crate::model::{CreateProgress, CreateStarted, CreateStep, MemberProgress, PoolCreated};
+use crate::model::{CreateProgress, CreateStep, MemberProgress};
 
 /// After a failed member's clone object is deleted, how long to wait before looking for a VM
 /// that a clone controller still working on the old object may have created.
 const CLEANUP_GRACE: Duration = Duration::from_millis(750);
-
-/// Name of the VirtualMachineClone that makes `member`: `corral-vdi-clone-<member>`.
-pub fn clone_name(member: &str) -> String {
-    format!("{CLONE_PREFIX}{member}")
-}
-
-/// The VirtualMachineClone version to use among those the cluster serves: `v1beta1` if served,
-/// else `v1alpha1`, else none (an unknown future version is not guessed at).
-pub fn choose_clone_version<'a>(served: impl IntoIterator<Item = &'a str>) -> Option<&'static str> {
-    let served: Vec<&str> = served.into_iter().collect();
-    CLONE_VERSIONS
-        .into_iter()
-        .find(|preferred| served.contains(preferred))
-}
 
 /// `3s`, `1m30s`, `2m`, `750ms`: a duration as a person writes it.
 pub fn format_duration(d: Duration) -> String {
@@ -83,120 +62,20 @@ pub fn format_duration(d: Duration) -> String {
     out
 }
 
-/// The VirtualMachineClone API the cluster serves, found by discovery.
-#[derive(Debug, Clone)]
-pub struct CloneApi {
-    /// The resource at the chosen version.
-    pub resource: ApiResource,
-    /// The chosen version (`v1beta1` or `v1alpha1`).
-    pub version: String,
-}
-
-/// Finds the VirtualMachineClone API by discovery (group `clone.kubevirt.io`, version by
-/// [`choose_clone_version`]).
-///
-/// Errors: [`Error::Rejected`] (`NotFound`) when the group or kind is not served (KubeVirt
-/// missing, or too old); otherwise the discovery request's error.
-pub async fn discover_clone_api(client: &Client) -> Result<CloneApi> {
-    let missing = || {
-        Error::rejected(
-            ErrorKind::NotFound,
-            "this cluster serves no VirtualMachineClone API (clone.kubevirt.io v1beta1 or \
-             v1alpha1): KubeVirt is not installed, or too old to clone VMs",
-            "install KubeVirt 1.0 or newer (kubectl get crd virtualmachineclones.clone.kubevirt.io \
-             shows whether it is there), or pick the context of a cluster that has it",
-        )
-    };
-    let group = match kube::discovery::group(client, CLONE_GROUP).await {
-        Ok(group) => group,
-        Err(kube::Error::Discovery(_)) => return Err(missing()),
-        Err(e) => {
-            return Err(Error::kube(
-                format!("discover the {CLONE_KIND} API ({CLONE_GROUP})"),
-                e,
-            ));
-        }
-    };
-    let version = choose_clone_version(group.versions()).ok_or_else(missing)?;
-    let resource = group
-        .versioned_resources(version)
-        .into_iter()
-        .map(|(resource, _)| resource)
-        .find(|r| r.kind == CLONE_KIND)
-        .ok_or_else(missing)?;
-    Ok(CloneApi {
-        resource,
-        version: version.to_owned(),
-    })
-}
-
-pub(super) fn status_of(obj: &DynamicObject) -> Value {
-    obj.data.get("status").cloned().unwrap_or(Value::Null)
-}
-
-pub(super) fn phase_of(obj: &DynamicObject) -> String {
-    status_of(obj)
-        .get("phase")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned()
-}
-
-pub(super) fn target_of(obj: &DynamicObject) -> Option<String> {
-    obj.data
-        .pointer("/spec/target/name")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-}
-
-/// The clone's condition message: the Ready condition's message (else reason), else the
-/// Progressing condition's. KubeVirt puts the cause of a pending or failed clone there.
-pub(super) fn condition_text(status: &Value) -> String {
-    let conditions = status
-        .get("conditions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    for kind in ["Ready", "Progressing"] {
-        let Some(c) = conditions.iter().find(|c| c["type"] == kind) else {
-            continue;
-        };
-        for field in ["message", "reason"] {
-            if let Some(text) = c
-                .get(field)
-                .and_then(Value::as_str)
-                .filter(|t| !t.is_empty())
-            {
-                return text.to_owned();
-            }
-        }
-    }
-    String::new()
-}
-
-/// `in phase X`, or `with no phase yet` before KubeVirt has set one.
-pub(super) fn in_phase(phase: &str) -> String {
-    if phase.is_empty() {
-        "with no phase yet".to_owned()
-    } else {
-        format!("in phase {phase}")
-    }
-}
-
 /// What the watch last said about one clone object.
 #[derive(Debug, Clone, Default)]
-struct CloneObs {
+pub(super) struct CloneObs {
     /// The watch has seen the object.
-    seen: bool,
+    pub(super) seen: bool,
     /// The watch saw it deleted.
-    gone: bool,
+    pub(super) gone: bool,
     /// `status.phase` ("" before KubeVirt sets one).
-    phase: String,
+    pub(super) phase: String,
     /// [`condition_text`].
-    message: String,
+    pub(super) message: String,
 }
 
-fn observe(obj: &DynamicObject) -> CloneObs {
+pub(super) fn observe(obj: &DynamicObject) -> CloneObs {
     CloneObs {
         seen: true,
         gone: false,
@@ -207,7 +86,7 @@ fn observe(obj: &DynamicObject) -> CloneObs {
 
 /// A clone object this run created.
 #[derive(Debug, Clone)]
-struct CreatedClone {
+pub(super) struct CreatedClone {
     name: String,
     uid: Option<String>,
 }
@@ -222,29 +101,29 @@ enum Waited {
 }
 
 /// How one member ended.
-struct Outcome {
-    member: String,
-    failure: Option<MemberFailure>,
-    leftovers: Vec<String>,
-    warnings: Vec<String>,
+pub(super) struct Outcome {
+    pub(super) member: String,
+    pub(super) failure: Option<MemberFailure>,
+    pub(super) leftovers: Vec<String>,
+    pub(super) warnings: Vec<String>,
 }
 
 /// Everything the member tasks of one create run share.
-struct Run<'a, P> {
-    scope: Namespaced,
-    golden: String,
-    run_id: String,
-    clone_api: ApiResource,
-    timeout: Duration,
-    api_permits: Semaphore,
-    clone_slots: Semaphore,
-    bounded: bool,
-    started: Instant,
-    progress: &'a P,
-    statuses: HashMap<String, watch::Receiver<CloneObs>>,
-    watch_error: Arc<Mutex<Option<String>>>,
-    events: Api<KubeEvent>,
-    cancel: Option<CancelHandle>,
+pub(super) struct Run<'a, P> {
+    pub(super) scope: Namespaced,
+    pub(super) golden: String,
+    pub(super) run_id: String,
+    pub(super) clone_api: ApiResource,
+    pub(super) timeout: Duration,
+    pub(super) api_permits: Semaphore,
+    pub(super) clone_slots: Semaphore,
+    pub(super) bounded: bool,
+    pub(super) started: Instant,
+    pub(super) progress: &'a P,
+    pub(super) statuses: HashMap<String, watch::Receiver<CloneObs>>,
+    pub(super) watch_error: Arc<Mutex<Option<String>>>,
+    pub(super) events: Api<KubeEvent>,
+    pub(super) cancel: Option<CancelHandle>,
 }
 
 impl<P: Fn(CreateProgress) + Send + Sync> Run<'_, P> {
@@ -295,7 +174,10 @@ impl<P: Fn(CreateProgress) + Send + Sync> Run<'_, P> {
         obj
     }
 
-    async fn create_clone(&self, member: &str) -> std::result::Result<CreatedClone, kube::Error> {
+    pub(super) async fn create_clone(
+        &self,
+        member: &str,
+    ) -> std::result::Result<CreatedClone, kube::Error> {
         let _permit = self.api_permits.acquire().await;
         let params = PostParams {
             field_manager: Some(FIELD_MANAGER.into()),
@@ -313,7 +195,7 @@ impl<P: Fn(CreateProgress) + Send + Sync> Run<'_, P> {
     }
 
     /// Creates (unless `pre` is the member's clone already), waits, then labels or cleans up.
-    async fn member(&self, member: String, pre: Option<CreatedClone>) -> Outcome {
+    pub(super) async fn member(&self, member: String, pre: Option<CreatedClone>) -> Outcome {
         let clone = clone_name(&member);
         if self.bounded {
             self.report(&member, CreateStep::Queued, None, None);
@@ -614,7 +496,7 @@ impl<P: Fn(CreateProgress) + Send + Sync> Run<'_, P> {
 
     /// Deletes this run's clone object (only if it is still the one created: uid
     /// precondition); returns what could not be removed.
-    async fn delete_clone(&self, created: &CreatedClone) -> Vec<String> {
+    pub(super) async fn delete_clone(&self, created: &CreatedClone) -> Vec<String> {
         let ns = &self.scope.namespace;
         let params = DeleteParams {
             preconditions: created.uid.clone().map(|uid| Preconditions {
@@ -708,229 +590,9 @@ impl<P: Fn(CreateProgress) + Send + Sync> Run<'_, P> {
     }
 }
 
-/// A run id: 16 hex digits, random per run (a label value).
-fn new_run_id() -> String {
-    let seed = (Timestamp::now().as_nanosecond(), std::process::id());
-    format!("{:016x}", RandomState::new().hash_one(seed))
-}
-
-/// Keeps the watch of this run's clone objects running; aborts it when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Watches the clone objects labelled with this run's id and hands each one's state to the
-/// member waiting for it.
-async fn dispatch(
-    api: Api<DynamicObject>,
-    run_id: String,
-    senders: HashMap<String, watch::Sender<CloneObs>>,
-    watch_error: Arc<Mutex<Option<String>>>,
-) {
-    let config = watcher::Config::default().labels(&format!("{RUN_LABEL}={run_id}"));
-    let mut stream = pin!(watcher::watcher(api, config).backoff(crate::watch::default_backoff()));
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(Event::Apply(obj) | Event::InitApply(obj)) => {
-                if let Some(tx) = senders.get(&obj.name_any()) {
-                    tx.send_replace(observe(&obj));
-                }
-                if let Ok(mut err) = watch_error.lock() {
-                    *err = None;
-                }
-            }
-            Ok(Event::Delete(obj)) => {
-                if let Some(tx) = senders.get(&obj.name_any()) {
-                    let mut obs = observe(&obj);
-                    obs.gone = true;
-                    tx.send_replace(obs);
-                }
-            }
-            Ok(Event::Init | Event::InitDone) => {}
-            Err(e) => {
-                tracing::debug!(error = %e, "watching VirtualMachineClones failed; retrying");
-                if let Ok(mut err) = watch_error.lock() {
-                    *err = Some(e.to_string());
-                }
-            }
-        }
-    }
-}
-
-/// SPEC steps 5–7, once every check has passed: one `VirtualMachineClone` per member, the
-/// first one alone as the lock against a racing create of the same pool (then the names are
-/// checked free again), the others all at once; each waited for, labelled, and its clone
-/// object removed, or cleaned up when it fails, stalls or is cancelled.
-///
-/// Errors: those listed on [`super::create_pool`] from "another create of the same pool got
-/// there first" on.
-pub(super) async fn clone_members<P>(
-    client: &Client,
-    request: &CreatePool,
-    scope: Namespaced,
-    clone_api: CloneApi,
-    started: Instant,
-    progress: P,
-) -> Result<PoolCreated>
-where
-    P: Fn(CreateProgress) + Send + Sync,
-{
-    let ns = scope.namespace.clone();
-    let pool = scope.pool.clone();
-    let members = scope.members.clone();
-    let mut senders = HashMap::new();
-    let mut statuses = HashMap::new();
-    for member in &members {
-        let (tx, rx) = watch::channel(CloneObs::default());
-        senders.insert(clone_name(member), tx);
-        statuses.insert(clone_name(member), rx);
-    }
-    let slots = request
-        .options
-        .clone_concurrency
-        .unwrap_or(members.len())
-        .clamp(1, members.len());
-    let run = Run {
-        golden: request.golden.clone(),
-        run_id: new_run_id(),
-        clone_api: clone_api.resource.clone(),
-        timeout: request.options.timeout,
-        api_permits: Semaphore::new(request.options.api_concurrency.max(1)),
-        clone_slots: Semaphore::new(slots),
-        bounded: slots < members.len(),
-        started,
-        progress: &progress,
-        statuses,
-        watch_error: Arc::new(Mutex::new(None)),
-        events: Api::namespaced(client.clone(), &ns),
-        cancel: request.options.cancel.clone(),
-        scope,
-    };
-
-    if request
-        .options
-        .cancel
-        .as_ref()
-        .is_some_and(CancelHandle::is_cancelled)
-    {
-        return Err(Error::rejected(
-            ErrorKind::Other,
-            format!("pool create of \"{pool}\" was cancelled before anything was created"),
-            "run it again when you are ready",
-        ));
-    }
-    // The first member's clone is the lock: of two racing creates, one gets AlreadyExists.
-    let first = &members[0];
-    let lock = match run.create_clone(first).await {
-        Ok(lock) => lock,
-        Err(e) if is_status(&e, 409) => {
-            return Err(Error::rejected(
-                ErrorKind::Conflict,
-                format!(
-                    "{CLONE_KIND} \"{}\" already exists in namespace \"{ns}\": another create of \
-                     pool \"{pool}\" got there first",
-                    clone_name(first)
-                ),
-                format!(
-                    "wait for it to finish and look with corral-vdi pool list -n {ns}; nothing was \
-                     created by this run"
-                ),
-            ));
-        }
-        Err(e) => {
-            return Err(Error::kube(
-                format!(
-                    "create {CLONE_KIND} \"{}\" in namespace \"{ns}\"",
-                    clone_name(first)
-                ),
-                e,
-            ));
-        }
-    };
-    // Holding the lock, check again: a create that finished meanwhile, or debris, shows now.
-    if let Err(e) = run.scope.check_free(Some(&run.run_id)).await {
-        let _ = run.delete_clone(&lock).await;
-        return Err(e);
-    }
-
-    progress(CreateProgress::Started(CreateStarted {
-        namespace: ns.clone(),
-        pool: pool.clone(),
-        golden: request.golden.clone(),
-        members: members.clone(),
-        clone_api_version: clone_api.version.clone(),
-        run_id: run.run_id.clone(),
-    }));
-    let _watch = AbortOnDrop(tokio::spawn(dispatch(
-        run.scope.clones.clone(),
-        run.run_id.clone(),
-        senders,
-        run.watch_error.clone(),
-    )));
-
-    let mut lock = Some(lock);
-    let outcomes = futures::future::join_all(members.iter().map(|m| {
-        let pre = if m == first { lock.take() } else { None };
-        run.member(m.clone(), pre)
-    }))
-    .await;
-
-    let mut created = Vec::new();
-    let mut failed = Vec::new();
-    let mut leftovers = Vec::new();
-    let mut warnings = Vec::new();
-    for outcome in outcomes {
-        match outcome.failure {
-            None => created.push(outcome.member),
-            Some(failure) => failed.push(failure),
-        }
-        leftovers.extend(outcome.leftovers);
-        warnings.extend(outcome.warnings);
-    }
-    if failed.is_empty() {
-        return Ok(PoolCreated {
-            namespace: ns,
-            name: pool,
-            golden: request.golden.clone(),
-            members: created,
-            clone_api_version: clone_api.version,
-            elapsed_ms: u32::try_from(started.elapsed().as_millis()).unwrap_or(u32::MAX),
-            warnings,
-        });
-    }
-    leftovers.extend(warnings);
-    Err(Error::PoolIncomplete(Box::new(PoolCreateFailure {
-        namespace: ns,
-        pool,
-        requested: request.size,
-        created,
-        failed,
-        leftovers,
-    })))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn clone_version_prefers_v1beta1() {
-        assert_eq!(
-            choose_clone_version(["v1beta1", "v1alpha1"]),
-            Some("v1beta1")
-        );
-        assert_eq!(
-            choose_clone_version(["v1alpha1", "v1beta1"]),
-            Some("v1beta1")
-        );
-        assert_eq!(choose_clone_version(["v1alpha1"]), Some("v1alpha1"));
-        assert_eq!(choose_clone_version(["v2"]), None);
-        assert_eq!(choose_clone_version([]), None);
-    }
 
     #[test]
     fn durations_read_like_people_write_them() {
@@ -940,18 +602,5 @@ mod tests {
         assert_eq!(format_duration(Duration::from_millis(1500)), "1.5s");
         assert_eq!(format_duration(Duration::from_millis(250)), "250ms");
         assert_eq!(format_duration(Duration::from_secs(3600)), "1h");
-    }
-
-    #[test]
-    fn condition_text_prefers_ready_then_progressing() {
-        let status = json!({ "conditions": [
-            { "type": "Progressing", "status": "False", "reason": "Pending" },
-            { "type": "Ready", "status": "False", "reason": "Virtual Machine volume rootdisk does not support snapshots" },
-        ] });
-        assert_eq!(
-            condition_text(&status),
-            "Virtual Machine volume rootdisk does not support snapshots"
-        );
-        assert_eq!(condition_text(&json!({})), "");
     }
 }
