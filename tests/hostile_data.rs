@@ -16,9 +16,10 @@ use kube::Client;
 use serde_json::json;
 use tokio::io::AsyncBufReadExt;
 use vdi_core::claim::{ClaimOptions, UnassignOptions, assign, unassign};
-use vdi_core::cluster::ServerClock;
+use vdi_core::clock::ServerClock;
 use vdi_core::labels::{MEMBER_LABEL, POOL_LABEL, lease_name};
-use vdi_core::model::{FeedStatus, MemberState, PoolView, Scope};
+use vdi_core::model::{FeedStatus, MemberState, PoolView};
+use vdi_core::scope::Scope;
 use vdi_core::watch::{PoolFeed, list_pools};
 
 /// Runs the CLI as `context` with `args`, KUBECONFIG at the sandbox.

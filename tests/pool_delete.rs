@@ -16,7 +16,7 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use kube::api::{Api, DynamicObject, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-use vdi_core::cluster::ServerClock;
+use vdi_core::clock::ServerClock;
 use vdi_core::labels::{MEMBER_LABEL, POOL_LABEL, lease_name};
 use vdi_core::model::PoolDeleted;
 use vdi_core::pool::{

@@ -13,14 +13,16 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
-use vdi_core::cluster::{KubeconfigSource, ServerClock};
+use vdi_core::clock::ServerClock;
+use vdi_core::cluster::KubeconfigSource;
 use vdi_core::error::ErrorKind;
 use vdi_core::identity::whoami;
 use vdi_core::labels::{
     ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, MEMBER_LABEL, POOL_LABEL, encode_identity, lease_name,
 };
-use vdi_core::model::{FeedStatus, MemberState, PoolView, PoolsSnapshot, Scope};
+use vdi_core::model::{FeedStatus, MemberState, PoolView, PoolsSnapshot};
 use vdi_core::resources::{VirtualMachine, VirtualMachineSpec};
+use vdi_core::scope::Scope;
 use vdi_core::watch::{PoolFeed, list_pools};
 
 async fn create_vm(client: &Client, ns: &str, name: &str, labels: &[(&str, &str)]) {

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use tauri::ipc::Channel;
 use tauri::{AppHandle, Emitter, State};
 use vdi_core::claim::{self, ClaimOptions, Claimed, Released, UnassignOptions};
-use vdi_core::cluster::ServerClock;
+use vdi_core::clock::ServerClock;
 use vdi_core::credentials::CredentialState;
 use vdi_core::error::ErrorView;
 use vdi_core::golden::{self, GoldenCandidate, NewPool};
@@ -14,9 +14,10 @@ use vdi_core::guard::GuardStatus;
 use vdi_core::identity::{self, Actor, Permissions};
 use vdi_core::link::{self, Link};
 use vdi_core::model::{
-    AppInfo, ClusterInfo, Contexts, PoolCreated, PoolDeleted, PoolsDiff, PoolsUpdate, Scope,
+    AppInfo, ClusterInfo, Contexts, PoolCreated, PoolDeleted, PoolsDiff, PoolsUpdate,
 };
 use vdi_core::pool::{self, CreatePool, DeletePool};
+use vdi_core::scope::Scope;
 
 use crate::{AppState, CREATE_PROGRESS_EVENT};
 

@@ -36,10 +36,12 @@ use clap::{Args, Parser, Subcommand};
 use vdi_core::claim::{
     ClaimOptions, PowerAction, UnassignOptions, assign, check_assign, check_unassign, unassign,
 };
-use vdi_core::cluster::{Impersonation, KubeconfigSource, ServerClock};
+use vdi_core::clock::{ServerClock, describe_instant, exact_instant};
+use vdi_core::cluster::{Impersonation, KubeconfigSource};
 use vdi_core::identity::Actor;
 use vdi_core::labels::lease_name;
-use vdi_core::model::{MemberState, MemberView, PoolView, Scope, describe_instant, exact_instant};
+use vdi_core::model::{MemberState, MemberView, PoolView};
+use vdi_core::scope::Scope;
 use vdi_core::watch::list_pools;
 
 /// Writes `text` to stdout. A reader that closed the pipe (`| head`) chose to stop reading: the
@@ -400,7 +402,7 @@ async fn run(cli: Cli) -> vdi_core::Result<ExitCode> {
             } else {
                 Scope::Namespace(namespace_or(namespace, &conn.default_namespace))
             };
-            scope.validate()?;
+            crate::validate::scope(scope)?;
             let clock = ServerClock::measure(&conn.client).await?;
             if watch {
                 watch_pools(conn.client.clone(), scope, clock).await;

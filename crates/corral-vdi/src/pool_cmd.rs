@@ -13,7 +13,8 @@ use std::io::Write;
 use std::time::Duration;
 
 use clap::Args;
-use vdi_core::cluster::{KubeconfigSource, ServerClock};
+use vdi_core::clock::ServerClock;
+use vdi_core::cluster::KubeconfigSource;
 use vdi_core::error::ErrorKind;
 use vdi_core::model::{CreateProgress, CreateStep, MemberProgress};
 use vdi_core::pool::{

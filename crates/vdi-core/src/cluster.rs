@@ -1,10 +1,9 @@
-//! Connecting to a cluster: kubeconfig and contexts, clients (acting as the kubeconfig's user,
-//! or impersonating another through the cluster's own impersonation) and the API server's
-//! clock. Who a client is comes from [`crate::identity`].
+//! Connecting to a cluster: kubeconfig and contexts, and clients (acting as the kubeconfig's
+//! user, or impersonating another through the cluster's own impersonation). Who a client is
+//! comes from [`crate::identity`], the API server's clock from [`crate::clock`].
 
 use std::path::PathBuf;
 
-use jiff::{SignedDuration, Timestamp};
 use kube::Client;
 use kube::Config;
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -132,7 +131,7 @@ impl KubeconfigSource {
     ///
     /// Errors: as [`KubeconfigSource::read`]; [`Error::Config`] when `context` is unknown, or
     /// when none is given and the kubeconfig names no current context.
-    pub fn start_scope(&self, context: Option<&str>) -> Result<(String, crate::model::Scope)> {
+    pub fn start_scope(&self, context: Option<&str>) -> Result<(String, crate::scope::Scope)> {
         let Contexts { contexts, current } = self.contexts()?;
         let name = match context {
             Some(name) => name.to_owned(),
@@ -146,7 +145,7 @@ impl KubeconfigSource {
             .into_iter()
             .find(|c| c.name == name)
             .ok_or_else(|| Error::Config(format!("there is no context \"{name}\"")))?;
-        Ok((name, crate::model::Scope::Namespace(info.start_namespace)))
+        Ok((name, crate::scope::Scope::Namespace(info.start_namespace)))
     }
 
     /// A value per context that changes whenever the context, its cluster or its user entry
@@ -357,81 +356,6 @@ pub struct Connection {
     pub default_namespace: String,
 }
 
-/// The API server's clock relative to ours: `server_now ≈ Utc::now() + offset`.
-///
-/// Read from the `Date` header of a `/version` response (one-second resolution, and the
-/// request's round trip is split evenly). Rules that judge expiry use server time so that a
-/// skewed workstation neither steals a live claim nor keeps a dead one.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ServerClock {
-    /// Server time minus local time.
-    pub offset: SignedDuration,
-    /// How wrong this machine's clock is taken to be; zero except when tests simulate a
-    /// skewed workstation ([`ServerClock::measure_skewed`]).
-    local_skew: SignedDuration,
-}
-
-impl ServerClock {
-    /// Measures the offset against the API server.
-    ///
-    /// Errors: the server is unreachable, or sends no `Date` header.
-    pub async fn measure(client: &Client) -> Result<Self> {
-        Self::measure_skewed(client, SignedDuration::ZERO).await
-    }
-
-    /// Like [`ServerClock::measure`] on a machine whose clock is off by `skew`: shows that the
-    /// rules judged with [`ServerClock::now`] do not depend on the local clock.
-    pub async fn measure_skewed(client: &Client, skew: SignedDuration) -> Result<Self> {
-        let request = http::Request::get("/version")
-            .body(kube::client::Body::empty())
-            .map_err(|e| Error::Config(format!("build /version request: {e}")))?;
-        let sent = Timestamp::now() + skew;
-        let response = client
-            .send(request)
-            .await
-            .map_err(|e| Error::kube("read the API server's clock (GET /version)", e))?;
-        let received = Timestamp::now() + skew;
-        let date = response
-            .headers()
-            .get(http::header::DATE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| jiff::fmt::rfc2822::parse(v).ok())
-            .map(|d| d.timestamp())
-            .ok_or_else(|| Error::Config("the API server sent no Date header".into()))?;
-        let midpoint = sent + received.duration_since(sent) / 2;
-        // The header truncates to whole seconds: its true value lies in [date, date + 1 s).
-        // Checked: the header is the server's word, and a date at the end of the calendar must
-        // not panic the client.
-        let mut offset = date
-            .checked_add(SignedDuration::from_millis(500))
-            .unwrap_or(date)
-            .duration_since(midpoint);
-        // Within the header's resolution the clocks agree as far as can be told: keep the
-        // local clock's sub-second precision rather than a ±0.5 s guess.
-        if offset.abs() <= SignedDuration::from_secs(1) {
-            offset = SignedDuration::ZERO;
-        }
-        Ok(ServerClock {
-            offset,
-            local_skew: skew,
-        })
-    }
-
-    /// The API server's current time, as best known.
-    pub fn now(&self) -> Timestamp {
-        // Saturating: an offset measured from a server whose clock says the end of the
-        // calendar is its problem, not a panic here.
-        let ahead = self.local_skew.saturating_add(self.offset);
-        Timestamp::now()
-            .checked_add(ahead)
-            .unwrap_or(if ahead.is_negative() {
-                Timestamp::MIN
-            } else {
-                Timestamp::MAX
-            })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -484,7 +408,7 @@ contexts:
     #[test]
     fn a_window_starts_in_the_contexts_own_namespace_else_the_fallback() {
         let text = kubeconfig("https://127.0.0.1:6443", "t1");
-        let ns = |name: &str| crate::model::Scope::Namespace(name.to_owned());
+        let ns = |name: &str| crate::scope::Scope::Namespace(name.to_owned());
         with_kubeconfig(&text, |source| {
             assert_eq!(
                 source.start_scope(None).unwrap(),

@@ -15,7 +15,7 @@ use kube::api::{Api, PostParams};
 use serde::Serialize;
 use ts_rs::TS;
 
-use crate::cluster::ServerClock;
+use crate::clock::ServerClock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::labels::ADMIN_GROUP;
 use crate::model::Identity;

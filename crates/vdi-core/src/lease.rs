@@ -26,7 +26,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::labels::{LEASE_PREFIX, POOL_LABEL};
-use crate::model::{LeaseView, Scope};
+use crate::model::LeaseView;
+use crate::scope::Scope;
+
+/// How far a Lease's `renewTime` may lie ahead of the API server's clock before it is reported
+/// as being in the future (allows for the one-second resolution of the `Date` header).
+pub const FUTURE_TOLERANCE: SignedDuration = SignedDuration::from_secs(5);
 
 /// A Lease (coordination.k8s.io/v1) as read for a claim: metadata as usual, the spec with its
 /// times as strings (see the module doc).
@@ -197,7 +202,7 @@ pub fn lease_view(lease: &ClaimLease, now: Timestamp) -> LeaseView {
     };
     let active = problem.is_none() && holder.is_some() && expires_at.is_none_or(|exp| exp > now);
     let renew_time_in_future = renewed_at.is_some_and(|r| {
-        now.checked_add(crate::state::FUTURE_TOLERANCE)
+        now.checked_add(FUTURE_TOLERANCE)
             .is_ok_and(|limit| r > limit)
     });
     LeaseView {

@@ -5,6 +5,7 @@
 
 pub mod capacity;
 pub mod claim;
+pub mod clock;
 pub mod cluster;
 pub mod connect;
 pub mod credentials;
@@ -20,6 +21,7 @@ pub mod peer;
 pub mod pool;
 pub mod redact;
 pub mod resources;
+pub mod scope;
 pub mod session;
 pub mod state;
 pub mod stream;

@@ -6,10 +6,11 @@
 //! Layering: a feature above [`crate::cluster`], [`crate::identity`], [`crate::guard`] and
 //! [`crate::watch`]; none of them imports it.
 
-use crate::cluster::{Connection, KubeconfigSource, ServerClock};
+use crate::clock::ServerClock;
+use crate::cluster::{Connection, KubeconfigSource};
 use crate::guard::{self, GuardStatus};
 use crate::identity::Actor;
-use crate::model::Scope;
+use crate::scope::Scope;
 use crate::watch::PoolFeed;
 use crate::{Error, Result};
 
@@ -42,7 +43,7 @@ pub async fn establish(
     context: Option<&str>,
     scope: &Scope,
 ) -> Result<Link> {
-    scope.validate()?;
+    crate::validate::scope(scope)?;
     let conn = source.connect(context).await?;
     let (actor, guard) = tokio::join!(Actor::connect(conn.client.clone()), async {
         guard::status(&conn.client).await.ok()

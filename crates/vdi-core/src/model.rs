@@ -7,10 +7,11 @@
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use ts_rs::TS;
 
 use crate::error::ErrorView;
+use crate::scope::Scope;
 
 /// A member's claim state, derived from its VM's assigned-to label and its Lease
 /// (SPEC "Member state"). Never stored anywhere.
@@ -152,38 +153,6 @@ pub struct PoolView {
     pub stray_leases: Vec<String>,
 }
 
-/// Which namespaces a view covers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS, specta::Type)]
-#[serde(rename_all = "camelCase", tag = "kind", content = "namespace")]
-#[ts(export)]
-pub enum Scope {
-    /// One namespace.
-    Namespace(String),
-    /// Every namespace the identity may list.
-    All,
-}
-
-impl Scope {
-    /// Checks the namespace name ([`crate::validate::namespace`]); an empty one would mean
-    /// "all namespaces" to the API.
-    ///
-    /// Errors: [`crate::Error::Invalid`] naming the value.
-    pub fn validate(&self) -> crate::Result<()> {
-        match self {
-            Scope::Namespace(ns) => crate::validate::namespace(ns),
-            Scope::All => Ok(()),
-        }
-    }
-
-    /// The namespace, or `None` for all namespaces.
-    pub fn namespace(&self) -> Option<&str> {
-        match self {
-            Scope::Namespace(ns) => Some(ns),
-            Scope::All => None,
-        }
-    }
-}
-
 /// The live view's state of its connection to the cluster.
 #[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase", tag = "kind")]
@@ -214,42 +183,6 @@ pub struct PoolsSnapshot {
     pub pools: Vec<PoolView>,
     /// API server's time at which the states were judged.
     pub judged_at: Timestamp,
-}
-
-/// An instant to the nearest second with its zone, as every message and table gives it:
-/// "2026-12-01 12:10:04 UTC" (the app's tables give the same, in the local zone).
-pub fn exact_instant(at: Timestamp) -> String {
-    at.round(jiff::Unit::Second)
-        .unwrap_or(at)
-        .strftime("%Y-%m-%d %H:%M:%S UTC")
-        .to_string()
-}
-
-/// An instant as every message says it: UTC to the second with its zone, and how far it is
-/// from `now` in one unit — "2026-12-01 12:10:04 UTC (in 57m)", "… (3m ago)", "… (now)" —
-/// counted in whole seconds, a future instant's rounded up (as the app's countdowns count).
-pub fn describe_instant(at: Timestamp, now: Timestamp) -> String {
-    let exact = exact_instant(at);
-    // Whole seconds, rounded up for a future instant and down for a past one, as the app's
-    // countdowns do: an hour's Lease read 0.3 s after it was written is "in 1h" in both.
-    let millis = at.duration_since(now).as_millis();
-    let seconds = if millis > 0 {
-        (millis + 999) / 1000
-    } else {
-        millis / 1000
-    };
-    let magnitude = seconds.unsigned_abs();
-    let unit = match magnitude {
-        0..60 => format!("{magnitude}s"),
-        60..3600 => format!("{}m", magnitude / 60),
-        3600..86400 => format!("{}h", magnitude / 3600),
-        _ => format!("{}d", magnitude / 86400),
-    };
-    match seconds {
-        -4..=4 => format!("{exact} (now)"),
-        s if s > 0 => format!("{exact} (in {unit})"),
-        _ => format!("{exact} ({unit} ago)"),
-    }
 }
 
 /// Names one pool: its namespace and its name.
@@ -845,34 +778,6 @@ mod tests {
             namespace: "vdi".into(),
             name: name.into(),
         }
-    }
-
-    #[test]
-    fn instants_read_the_same_everywhere() {
-        let now: Timestamp = "2026-12-01T11:13:04.123456Z".parse().unwrap();
-        let later: Timestamp = "2026-12-01T12:10:04.6Z".parse().unwrap();
-        assert_eq!(
-            describe_instant(later, now),
-            "2026-12-01 12:10:05 UTC (in 57m)"
-        );
-        let before: Timestamp = "2026-12-01T11:10:00Z".parse().unwrap();
-        assert_eq!(
-            describe_instant(before, now),
-            "2026-12-01 11:10:00 UTC (3m ago)"
-        );
-        assert_eq!(describe_instant(now, now), "2026-12-01 11:13:04 UTC (now)");
-        // An hour's Lease read 0.3 s after it was written: "in 1h", as the app's countdown
-        // says (never "in 59m" in one place and "in 1h" in another).
-        let hour = now + jiff::SignedDuration::from_millis(3_599_700);
-        assert_eq!(
-            describe_instant(hour, now),
-            "2026-12-01 12:13:04 UTC (in 1h)"
-        );
-        let days: Timestamp = "2026-12-03T11:13:04Z".parse().unwrap();
-        assert_eq!(
-            describe_instant(days, now),
-            "2026-12-03 11:13:04 UTC (in 2d)"
-        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use kube::ResourceExt;
 
 use crate::labels::{
@@ -13,10 +13,6 @@ use crate::labels::{
 use crate::lease::{ClaimLease, lease_view};
 use crate::model::{LeaseView, MemberState, MemberView, PoolCounts, PoolView};
 use crate::resources::VirtualMachine;
-
-/// How far a Lease's `renewTime` may lie ahead of the API server's clock before it is reported
-/// as being in the future (allows for the one-second resolution of the `Date` header).
-pub const FUTURE_TOLERANCE: SignedDuration = SignedDuration::from_secs(5);
 
 /// A member's state from its assigned-to label (as written on the VM) and its Lease (SPEC
 /// "Member state" table). A label that is not the encoding of the active Lease's holder is a
@@ -169,6 +165,7 @@ pub fn next_expiry(pools: &[PoolView], now: Timestamp) -> Option<Timestamp> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use jiff::SignedDuration;
     use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
     use kube::api::ObjectMeta;

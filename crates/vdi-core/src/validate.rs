@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::labels::is_dns1123_label;
+use crate::scope::Scope;
 
 /// Shortest claim Lease a claim may ask for, in seconds (the API requires more than zero).
 pub const MIN_LEASE_SECONDS: i64 = 1;
@@ -48,6 +49,17 @@ pub fn namespace(ns: &str) -> Result<()> {
         ),
         "pass -n with an existing namespace (kubectl get namespaces), or -A for all namespaces",
     ))
+}
+
+/// A scope's namespace name ([`namespace`]); an empty one would mean "all namespaces" to the
+/// API. [`Scope::All`] passes.
+///
+/// Errors: [`Error::Invalid`] naming the value.
+pub fn scope(scope: &Scope) -> Result<()> {
+    match scope {
+        Scope::Namespace(ns) => namespace(ns),
+        Scope::All => Ok(()),
+    }
 }
 
 /// A pool name: a DNS-1123 label.

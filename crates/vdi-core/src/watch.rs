@@ -21,12 +21,13 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::cluster::ServerClock;
+use crate::clock::ServerClock;
 use crate::error::{Error, Result};
 use crate::labels::POOL_LABEL;
 use crate::lease::{ClaimLease, concerns_claims};
-use crate::model::{FeedStatus, PoolView, PoolsSnapshot, Scope};
+use crate::model::{FeedStatus, PoolView, PoolsSnapshot};
 use crate::resources::VirtualMachine;
+use crate::scope::Scope;
 use crate::state::{group_pools, next_expiry};
 
 /// How long a burst of watch events is gathered before the pools are regrouped.
@@ -120,7 +121,7 @@ pub async fn list_pools(
     scope: &Scope,
     clock: &ServerClock,
 ) -> Result<Vec<PoolView>> {
-    scope.validate()?;
+    crate::validate::scope(scope)?;
     let vms = api::<VirtualMachine>(client, scope)
         .list(&ListParams::default().labels(POOL_LABEL))
         .await

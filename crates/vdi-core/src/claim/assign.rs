@@ -22,8 +22,9 @@ use crate::labels::{
     ADMIN_GROUP, ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, POOL_LABEL, encode_identity, lease_name,
 };
 use crate::lease::ClaimLease;
-use crate::model::{MemberView, Scope};
+use crate::model::MemberView;
 use crate::resources::VirtualMachine;
+use crate::scope::Scope;
 use crate::state::{group_pools, label_holder};
 
 /// Claims a member of `pool` in `namespace` for `assignee` (SPEC "Assign"), acting as

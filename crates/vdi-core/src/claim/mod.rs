@@ -39,7 +39,7 @@ pub use unassign::{FORCE_RELEASE_REASON, unassign};
 
 use crate::labels::DEFAULT_LEASE_SECONDS;
 #[cfg(doc)]
-use crate::{cluster::ServerClock, identity::Actor};
+use crate::{clock::ServerClock, identity::Actor};
 
 /// How a claim is made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

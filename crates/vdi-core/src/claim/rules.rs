@@ -15,13 +15,14 @@ use kube::ResourceExt;
 use kube::api::ObjectMeta;
 
 use super::ClaimOptions;
+use crate::clock::describe_instant;
 use crate::error::{Error, ErrorKind, Result};
 use crate::labels::{
     ADMIN_GROUP, GUARD_B32_MAX_CHARS, MEMBER_LABEL, POOL_LABEL, encode_identity, guard_can_check,
     lease_name,
 };
 use crate::lease::ClaimLease;
-use crate::model::{MemberState, MemberView, describe_instant};
+use crate::model::{MemberState, MemberView};
 use crate::validate;
 
 /// Checks an assign's input without a request (what [`super::assign`] does first): the

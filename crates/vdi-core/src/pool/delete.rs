@@ -14,10 +14,10 @@ use kube::{Client, ResourceExt};
 
 use super::clone_object::{discover_clone_api, target_of};
 use super::{CLONE_KIND, CREATION_MARK_ANNOTATION, RUN_LABEL, creation_mark};
-use crate::cluster::ServerClock;
+use crate::clock::{ServerClock, exact_instant};
 use crate::error::{Error, ErrorKind, Result, is_status};
 use crate::labels::{POOL_LABEL, lease_name};
-use crate::model::{MemberState, PoolDeleted, exact_instant};
+use crate::model::{MemberState, PoolDeleted};
 use crate::resources::VirtualMachine;
 use crate::state::member_view;
 use crate::validate;
@@ -164,7 +164,7 @@ pub async fn delete_pool(
     });
     let member_names: BTreeSet<String> = members.iter().map(|vm| vm.name_any()).collect();
     let all_leases =
-        crate::lease::list(client, &crate::model::Scope::Namespace(ns.clone())).await?;
+        crate::lease::list(client, &crate::scope::Scope::Namespace(ns.clone())).await?;
     let lease_of: HashMap<String, &ClaimLease> =
         all_leases.iter().map(|l| (l.name_any(), l)).collect();
     let now = clock.now();

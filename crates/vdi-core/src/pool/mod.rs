@@ -321,7 +321,7 @@ where
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::cluster::ServerClock;
+    use crate::clock::ServerClock;
     use crate::error::ErrorKind;
 
     /// A request for `size` clones of golden-desktop in corral-vms, default options.
