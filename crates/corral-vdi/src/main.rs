@@ -402,7 +402,7 @@ async fn run(cli: Cli) -> vdi_core::Result<ExitCode> {
             } else {
                 Scope::Namespace(namespace_or(namespace, &conn.default_namespace))
             };
-            crate::validate::scope(scope)?;
+            vdi_core::validate::scope(&scope)?;
             let clock = ServerClock::measure(&conn.client).await?;
             if watch {
                 watch_pools(conn.client.clone(), scope, clock).await;
