@@ -3,9 +3,9 @@
 //! [`Supervisor`], so the Sessions view lists them and they all end when the app exits.
 
 use tauri::{AppHandle, Emitter, Manager, State};
-use vdi_core::connect::{self, MemberPaths, RDP_PORT, RdpFileSaved, SSH_PORT, SshOpened};
+use vdi_core::connect::{self, Connector, MemberPaths, RdpFileSaved, SshOpened};
 use vdi_core::error::{ErrorKind, ErrorView};
-use vdi_core::session::{ConsoleEndpoint, SessionKind, SessionView, Target};
+use vdi_core::session::{ConsoleEndpoint, SessionView};
 
 use crate::AppState;
 use crate::commands::stream_client;
@@ -65,7 +65,8 @@ pub async fn open_console(
         .map_err(view)
 }
 
-/// Opens `member`'s console in the platform's viewer (remote-viewer, else TigerVNC).
+/// Opens `member`'s console in the platform's viewer (remote-viewer, else TigerVNC):
+/// [`Connector::open_viewer`].
 #[tauri::command]
 pub async fn open_viewer(
     state: State<'_, AppState>,
@@ -73,55 +74,29 @@ pub async fn open_viewer(
     member: String,
     take_over: bool,
 ) -> Result<SessionView, ErrorView> {
-    let launch = connect::viewer_command(0, &member).map_err(view)?;
-    let client = stream_client(&state)?;
-    // Try the console once first, so a refusal is said now rather than in the viewer.
-    let probe = vdi_core::stream::open(
-        &client,
-        &namespace,
-        &member,
-        vdi_core::stream::Subresource::Vnc {
-            preserve_session: !take_over,
-        },
-    )
-    .await
-    .map_err(view)?;
-    drop(probe);
-    let started = state
-        .supervisor
-        .start_forward(
-            client,
-            &namespace,
-            &member,
-            SessionKind::Viewer,
-            Target::Vnc {
-                preserve_session: !take_over,
-            },
-            None,
-        )
+    connector(&state)?
+        .open_viewer(&namespace, &member, take_over, None)
         .await
-        .map_err(view)?;
-    let launch = connect::viewer_command(started.local.port(), &format!("{member} ({namespace})"))
-        .unwrap_or(launch);
-    helper(&state, started.id, launch)
+        .map_err(view)
 }
 
-/// Opens RDP to `member` with FreeRDP through a forward to guest port 3389.
+/// Opens RDP to `member` with FreeRDP through a forward to guest port 3389:
+/// [`Connector::open_rdp`].
 #[tauri::command]
 pub async fn open_rdp(
     state: State<'_, AppState>,
     namespace: String,
     member: String,
 ) -> Result<SessionView, ErrorView> {
-    // Find the client before listening, so a missing one leaves nothing behind.
-    connect::rdp_command(0, &member).map_err(view)?;
-    let started = forward(&state, &namespace, &member, SessionKind::Rdp, RDP_PORT).await?;
-    let launch = connect::rdp_command(started.local.port(), &member).map_err(view)?;
-    helper(&state, started.id, launch)
+    connector(&state)?
+        .open_rdp(&namespace, &member, None)
+        .await
+        .map_err(view)
 }
 
 /// Starts a forward to `member`'s port 3389 and writes an `.rdp` file pointing at it into the
-/// user's downloads folder, for another RDP client.
+/// user's downloads folder (else the home folder), for another RDP client:
+/// [`Connector::save_rdp_file`].
 #[tauri::command]
 pub async fn save_rdp_file(
     app: AppHandle,
@@ -134,24 +109,16 @@ pub async fn save_rdp_file(
         .download_dir()
         .or_else(|_| app.path().home_dir())
         .map_err(|e| config_error(format!("no folder to save the .rdp file in: {e}")))?;
-    let started = forward(&state, &namespace, &member, SessionKind::Rdp, RDP_PORT).await?;
     let path = dir.join(format!("{member}.rdp"));
-    if let Err(e) = std::fs::write(&path, connect::rdp_file(started.local.port())) {
-        state.supervisor.stop(started.id);
-        return Err(config_error(format!(
-            "cannot write {}: {e}",
-            path.display()
-        )));
-    }
-    Ok(RdpFileSaved {
-        session: session(&state, started.id)?,
-        path: path.display().to_string(),
-    })
+    connector(&state)?
+        .save_rdp_file(&namespace, &member, None, &path)
+        .await
+        .map_err(view)
 }
 
 /// Starts a forward to `member`'s port 22, and ssh in the system's terminal when one is found,
-/// with the member's host key known under the same alias as the CLI's `ssh`
-/// ([`connect::ssh_host_alias`]).
+/// with the member's host key known under the same alias as the CLI's `ssh`:
+/// [`Connector::open_ssh`].
 #[tauri::command]
 pub async fn open_ssh(
     state: State<'_, AppState>,
@@ -159,24 +126,10 @@ pub async fn open_ssh(
     member: String,
     user: String,
 ) -> Result<SshOpened, ErrorView> {
-    vdi_core::validate::identity(&user).map_err(view)?;
-    let started = forward(&state, &namespace, &member, SessionKind::Ssh, SSH_PORT).await?;
-    let port = started.local.port();
-    let command_line = connect::ssh_line(port, &user, &namespace, &member);
-    let mut ssh = vec!["ssh".to_owned()];
-    ssh.extend(connect::ssh_args(port, &user, &namespace, &member));
-    let terminal = match connect::terminal_command(&ssh) {
-        Some(launch) => state
-            .supervisor
-            .attach_helper(started.id, &launch.program, &launch.args, None)
-            .is_ok(),
-        None => false,
-    };
-    Ok(SshOpened {
-        session: session(&state, started.id)?,
-        command_line,
-        terminal,
-    })
+    connector(&state)?
+        .open_ssh(&namespace, &member, &user)
+        .await
+        .map_err(view)
 }
 
 /// Every session (console, viewers, forwards, helpers), oldest first.
@@ -197,51 +150,13 @@ pub fn clear_ended_sessions(state: State<'_, AppState>) {
     state.supervisor.forget_ended();
 }
 
-async fn forward(
-    state: &State<'_, AppState>,
-    namespace: &str,
-    member: &str,
-    kind: SessionKind,
-    port: u16,
-) -> Result<vdi_core::session::Started, ErrorView> {
-    let client = stream_client(state)?;
-    // Try the port once first, so a closed port is said now, before anything listens.
-    let probe = vdi_core::stream::open(
-        &client,
-        namespace,
-        member,
-        vdi_core::stream::Subresource::PortForward { port },
-    )
-    .await
-    .map_err(view)?;
-    drop(probe);
-    state
-        .supervisor
-        .start_forward(client, namespace, member, kind, Target::Port(port), None)
-        .await
-        .map_err(view)
-}
-
-fn helper(
-    state: &State<'_, AppState>,
-    id: u32,
-    launch: connect::Launch,
-) -> Result<SessionView, ErrorView> {
-    if let Err(e) = state
-        .supervisor
-        .attach_helper(id, &launch.program, &launch.args, launch.stdin)
-    {
-        state.supervisor.stop(id);
-        return Err(view(e));
-    }
-    session(state, id)
-}
-
-fn session(state: &State<'_, AppState>, id: u32) -> Result<SessionView, ErrorView> {
-    state
-        .supervisor
-        .get(id)
-        .ok_or_else(|| config_error(format!("session {id} ended at once")))
+/// The connect actions on the open cluster link's stream client, their sessions kept by the
+/// app's one supervisor.
+fn connector(state: &State<'_, AppState>) -> Result<Connector, ErrorView> {
+    Ok(Connector::new(
+        stream_client(state)?,
+        state.supervisor.clone(),
+    ))
 }
 
 fn config_error(message: String) -> ErrorView {

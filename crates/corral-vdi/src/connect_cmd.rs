@@ -6,15 +6,17 @@
 //! programs (remote-viewer or vncviewer, xfreerdp, ssh) are started with argument vectors;
 //! the commands run until Ctrl-C or until the helper exits, then end their forwards. `ssh`
 //! knows the guest's host key under the alias the app's SSH line uses too
-//! (vdi-core `connect::ssh_host_alias`).
+//! (vdi-core `helpers::ssh_host_alias`).
+//!
+//! Each command is an adapter over one vdi-core call (`connect::Connector`), the one the app
+//! makes too: the same steps in the same order, so the same refusals.
 
 use std::time::Duration;
 
 use clap::Args;
 use vdi_core::cluster::KubeconfigSource;
-use vdi_core::connect::{self, Launch, PathKind, RDP_PORT, SSH_PORT};
-use vdi_core::session::{About, SessionKind, Supervisor, Target};
-use vdi_core::stream::{self, Subresource};
+use vdi_core::connect::{self, Connector, PathKind, PortSpec, SSH_PORT};
+use vdi_core::session::{SessionKind, SessionView, Supervisor, Target};
 
 /// The member and its namespace, shared by the connect commands.
 #[derive(Args)]
@@ -82,13 +84,15 @@ pub struct SshArgs {
     pub ssh_args: Vec<String>,
 }
 
-/// A stream client (no automatic retries) and the member's namespace.
+/// The connect actions (on a stream client: no automatic retries; a supervisor of the
+/// command's own) and the member's namespace.
 struct Reach {
-    client: kube::Client,
+    connector: Connector,
     ns: String,
 }
 
-/// Connects and picks the namespace; checks the names before any request.
+/// Reads the kubeconfig and picks the namespace (the core checks the names, before any
+/// request).
 async fn open(
     source: &KubeconfigSource,
     context: Option<&str>,
@@ -99,11 +103,8 @@ async fn open(
         .namespace
         .clone()
         .unwrap_or_else(|| conn.default_namespace.clone());
-    vdi_core::validate::namespace(&namespace)?;
-    vdi_core::validate::member_name(&args.member)?;
-    let client = conn.streams;
     Ok(Reach {
-        client,
+        connector: Connector::new(conn.streams, Supervisor::new()),
         ns: namespace,
     })
 }
@@ -120,8 +121,8 @@ pub async fn connect(
     context: Option<&str>,
     args: MemberArgs,
 ) -> vdi_core::Result<()> {
-    let Reach { client, ns } = open(source, context, &args).await?;
-    let paths = connect::paths(&client, &ns, &args.member).await?;
+    let Reach { connector, ns } = open(source, context, &args).await?;
+    let paths = connect::paths(&connector.client, &ns, &args.member).await?;
     let member = &args.member;
     out!(
         "{member} (ns/{ns}, {})",
@@ -186,64 +187,45 @@ async fn serve(supervisor: &Supervisor, session: u32) -> vdi_core::Result<()> {
     }
 }
 
-fn launch(supervisor: &Supervisor, session: u32, launch: Launch) -> vdi_core::Result<u32> {
-    supervisor.attach_helper(session, &launch.program, &launch.args, launch.stdin)
+/// Says where `view` listens and which helper it started.
+fn started(what: &str, view: &SessionView) {
+    err!(
+        "{what} on {}; starting {}",
+        view.local_address.as_deref().unwrap_or("?"),
+        view.helper.as_deref().unwrap_or("?")
+    );
 }
 
-/// `vnc <member>`: a VNC forward, and the platform's viewer on it unless `--proxy-only`.
+/// `vnc <member>`: the platform's viewer on a VNC forward ([`Connector::open_viewer`]), or
+/// with `--proxy-only` only the forward ([`Connector::forward`]).
 pub async fn vnc(
     source: &KubeconfigSource,
     context: Option<&str>,
     args: VncArgs,
 ) -> vdi_core::Result<()> {
-    let Reach { client, ns } = open(source, context, &args.target).await?;
+    let Reach { connector, ns } = open(source, context, &args.target).await?;
     let member = &args.target.member;
-    let preserve_session = !args.take_over;
-    // Try once before listening, so a refusal (not running, someone viewing) is said now.
-    let probe = stream::open(&client, &ns, member, Subresource::Vnc { preserve_session }).await?;
-    drop(probe);
-    let supervisor = Supervisor::new();
-    let started = supervisor
-        .start_forward(
-            client,
-            &ns,
-            member,
-            if args.proxy_only {
-                SessionKind::Forward
-            } else {
-                SessionKind::Viewer
-            },
-            Target::Vnc { preserve_session },
-            args.port,
-        )
-        .await?;
-    let port = started.local.port();
-    if args.proxy_only {
-        out!("{{\"port\":{port}}}");
+    let id = if args.proxy_only {
+        let target = Target::Vnc {
+            preserve_session: !args.take_over,
+        };
+        let forward = connector
+            .forward(&ns, member, SessionKind::Forward, target, args.port)
+            .await?;
+        out!("{{\"port\":{}}}", forward.local.port());
+        forward.id
     } else {
-        let viewer = connect::viewer_command(port, &format!("{member} ({ns})"))?;
-        err!("VNC on 127.0.0.1:{port}; starting {}", viewer.program);
-        launch(&supervisor, started.id, viewer)?;
-    }
-    serve(&supervisor, started.id).await
-}
-
-/// Parses `REMOTE` or `LOCAL:REMOTE`.
-fn parse_ports(spec: &str) -> vdi_core::Result<(Option<u16>, u16)> {
-    let bad = || {
-        vdi_core::Error::invalid(
-            format!("\"{spec}\" is not a port or LOCAL:REMOTE pair"),
-            "write ports like 22, 2222:22 or 3389 (1 to 65535)",
-        )
+        let view = connector
+            .open_viewer(&ns, member, args.take_over, args.port)
+            .await?;
+        started("VNC", &view);
+        view.id
     };
-    let port = |p: &str| p.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(bad);
-    match spec.split_once(':') {
-        Some((local, remote)) => Ok((Some(port(local)?), port(remote)?)),
-        None => Ok((None, port(spec)?)),
-    }
+    serve(&connector.supervisor, id).await
 }
 
-/// `port-forward <member> [LOCAL:]REMOTE...`.
+/// `port-forward <member> [LOCAL:]REMOTE...`: [`Connector::forward_ports`], or with `--stdio`
+/// [`Connector::bridge`].
 pub async fn port_forward(
     source: &KubeconfigSource,
     context: Option<&str>,
@@ -252,36 +234,22 @@ pub async fn port_forward(
     let specs = args
         .ports
         .iter()
-        .map(|p| parse_ports(p))
-        .collect::<vdi_core::Result<Vec<_>>>()?;
+        .map(|p| p.parse())
+        .collect::<vdi_core::Result<Vec<PortSpec>>>()?;
     if args.stdio && specs.len() != 1 {
         return Err(vdi_core::Error::invalid(
             "--stdio bridges exactly one port",
             "pass one REMOTE port with --stdio",
         ));
     }
-    let Reach { client, ns } = open(source, context, &args.target).await?;
+    let Reach { connector, ns } = open(source, context, &args.target).await?;
     let member = &args.target.member;
-    let supervisor = Supervisor::new();
+    let supervisor = &connector.supervisor;
     if args.stdio {
-        let (_, remote) = specs[0];
-        let ws = stream::open(
-            &client,
-            &ns,
-            member,
-            Subresource::PortForward { port: remote },
-        )
-        .await?;
-        let id = supervisor.start_bridge(
-            ws,
-            (tokio::io::stdin(), tokio::io::stdout()),
-            About {
-                namespace: ns.clone(),
-                member: member.clone(),
-                kind: SessionKind::Forward,
-                target: format!("port {remote}"),
-            },
-        );
+        let local = (tokio::io::stdin(), tokio::io::stdout());
+        let id = connector
+            .bridge(&ns, member, specs[0].remote, local)
+            .await?;
         let mut changes = supervisor.subscribe();
         while supervisor
             .get(id)
@@ -293,20 +261,13 @@ pub async fn port_forward(
         }
         return Ok(());
     }
-    let mut sessions = Vec::new();
-    for (local, remote) in specs {
-        let started = supervisor
-            .start_forward(
-                client.clone(),
-                &ns,
-                member,
-                SessionKind::Forward,
-                Target::Port(remote),
-                local,
-            )
-            .await?;
-        out!("Forwarding from {} -> {member}:{remote}", started.local);
-        sessions.push(started.id);
+    let forwards = connector.forward_ports(&ns, member, &specs).await?;
+    for (forward, spec) in forwards.iter().zip(&specs) {
+        out!(
+            "Forwarding from {} -> {member}:{}",
+            forward.local,
+            spec.remote
+        );
     }
     let _ = tokio::signal::ctrl_c().await;
     supervisor.stop_all();
@@ -314,67 +275,34 @@ pub async fn port_forward(
     Ok(())
 }
 
-/// `rdp <member>`: a forward to 3389 and FreeRDP on it (or an .rdp file for another client).
+/// `rdp <member>`: FreeRDP on a forward to 3389 ([`Connector::open_rdp`]), or an .rdp file for
+/// another client ([`Connector::save_rdp_file`]).
 pub async fn rdp(
     source: &KubeconfigSource,
     context: Option<&str>,
     args: RdpArgs,
 ) -> vdi_core::Result<()> {
-    let Reach { client, ns } = open(source, context, &args.target).await?;
+    let Reach { connector, ns } = open(source, context, &args.target).await?;
     let member = &args.target.member;
-    let probe = stream::open(
-        &client,
-        &ns,
-        member,
-        Subresource::PortForward { port: RDP_PORT },
-    )
-    .await?;
-    drop(probe);
-    let supervisor = Supervisor::new();
-    let started = supervisor
-        .start_forward(
-            client,
-            &ns,
-            member,
-            SessionKind::Rdp,
-            Target::Port(RDP_PORT),
-            args.port,
-        )
-        .await?;
-    let port = started.local.port();
-    match &args.rdp_file {
+    let id = match &args.rdp_file {
         Some(path) => {
-            std::fs::write(path, connect::rdp_file(port)).map_err(|e| {
-                vdi_core::Error::invalid(
-                    format!("cannot write {}: {e}", path.display()),
-                    "pick a writable path for --rdp-file",
-                )
-            })?;
+            let saved = connector
+                .save_rdp_file(&ns, member, args.port, path)
+                .await?;
             out!(
-                "RDP on 127.0.0.1:{port}; open {} with your RDP client (Ctrl-C ends the forward)",
-                path.display()
+                "RDP on {}; open {} with your RDP client (Ctrl-C ends the forward)",
+                saved.session.local_address.as_deref().unwrap_or("?"),
+                saved.path
             );
+            saved.session.id
         }
         None => {
-            let client = connect::rdp_command(port, member)?;
-            err!("RDP on 127.0.0.1:{port}; starting {}", client.program);
-            launch(&supervisor, started.id, client)?;
+            let view = connector.open_rdp(&ns, member, args.port).await?;
+            started("RDP", &view);
+            view.id
         }
-    }
-    serve(&supervisor, started.id).await
-}
-
-/// Quotes `arg` for a POSIX shell (single quotes; a quote inside becomes `'\''`). ssh runs its
-/// ProxyCommand through the user's shell, so each word is quoted.
-fn shell_quote(arg: &str) -> String {
-    if !arg.is_empty()
-        && arg
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./:=@,+".contains(&b))
-    {
-        return arg.to_owned();
-    }
-    format!("'{}'", arg.replace('\'', r"'\''"))
+    };
+    serve(&connector.supervisor, id).await
 }
 
 /// `ssh <member>`: ssh with a ProxyCommand that is this CLI's `port-forward --stdio` to port 22,
@@ -385,11 +313,8 @@ pub async fn ssh(
     args: SshArgs,
     relaunch: Relaunch,
 ) -> vdi_core::Result<std::process::ExitCode> {
-    let Reach { ns, .. } = open(source, context, &args.target).await?;
+    let Reach { connector, ns } = open(source, context, &args.target).await?;
     let member = &args.target.member;
-    if let Some(user) = &args.login {
-        vdi_core::validate::identity(user)?;
-    }
     let me = std::env::current_exe()
         .map_err(|e| vdi_core::Error::Config(format!("where is this program: {e}")))?;
     let mut proxy = vec![me.display().to_string()];
@@ -402,29 +327,16 @@ pub async fn ssh(
         "-n".to_owned(),
         ns.clone(),
     ]);
-    let proxy_command: Vec<String> = proxy.iter().map(|a| shell_quote(a)).collect();
-    let host = connect::ssh_host_alias(&ns, member);
-    let mut ssh_args = vec![
-        "-o".to_owned(),
-        format!("ProxyCommand={}", proxy_command.join(" ")),
-        // The guest's host key is known under the VMI's name, not under 127.0.0.1.
-        "-o".to_owned(),
-        format!("HostKeyAlias={host}"),
-    ];
-    if let Some(user) = &args.login {
-        ssh_args.extend(["-l".to_owned(), user.clone()]);
-    }
-    ssh_args.push(host);
-    ssh_args.extend(args.ssh_args);
-    let (_, ssh) = connect::find_program(&["ssh"]).ok_or_else(|| {
-        vdi_core::Error::rejected(
-            vdi_core::error::ErrorKind::NotFound,
-            "ssh is not installed (not found on PATH)",
-            connect::install_hint("ssh"),
-        )
-    })?;
-    let status = tokio::process::Command::new(ssh)
-        .args(&ssh_args)
+    let ssh = connect::ssh_through_proxy(
+        &connector.helpers,
+        &ns,
+        member,
+        args.login.as_deref(),
+        &proxy,
+        &args.ssh_args,
+    )?;
+    let status = tokio::process::Command::new(&ssh.program)
+        .args(&ssh.args)
         .kill_on_drop(true)
         .status()
         .await
@@ -436,26 +348,4 @@ pub async fn ssh(
             .and_then(|c| u8::try_from(c).ok())
             .unwrap_or(1),
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{parse_ports, shell_quote};
-
-    #[test]
-    fn ports_parse() {
-        assert_eq!(parse_ports("22").unwrap(), (None, 22));
-        assert_eq!(parse_ports("2222:22").unwrap(), (Some(2222), 22));
-        for bad in ["", "0", "x", "1:70000", "a:22"] {
-            assert!(parse_ports(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn proxy_command_words_are_quoted_for_the_shell() {
-        assert_eq!(shell_quote("corral-vms"), "corral-vms");
-        assert_eq!(shell_quote("/tmp/my config"), "'/tmp/my config'");
-        assert_eq!(shell_quote("a'b; rm -rf /"), r"'a'\''b; rm -rf /'");
-        assert_eq!(shell_quote(""), "''");
-    }
 }

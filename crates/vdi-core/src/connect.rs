@@ -1,25 +1,40 @@
-//! Which paths reach a member (SPEC "Connect"): VNC when its VMI runs with a graphics device,
-//! RDP when the guest answers on TCP 3389, SSH when it answers on 22 — each with the reason
-//! when it is unavailable — and the platform's own clients that open them (remote-viewer or
-//! TigerVNC, FreeRDP, ssh), always as argument vectors.
+//! Connect (SPEC "Connect"): which paths reach a member, and one call per action that opens
+//! one — the same call for the app and the CLI, so they cannot disagree.
 //!
-//! Before any stream is tried, SelfSubjectAccessReviews ask whether the identity may `get`
+//! **Paths.** VNC when its VMI runs with a graphics device, RDP when the guest answers on TCP
+//! 3389, SSH when it answers on 22 — each with the reason when it is unavailable. Before any
+//! stream is tried, SelfSubjectAccessReviews ask whether the identity may `get`
 //! `virtualmachineinstances/vnc` and `/portforward`, so a path it may not open is listed with
 //! the missing permission and no websocket is attempted. RDP and SSH are found by trying the
 //! portforward upgrade: virt-api refuses a closed guest port before the upgrade (500 "dialing
 //! VM").
+//!
+//! **Actions** ([`Connector`]: open a viewer, open RDP, save an `.rdp` file, forward ports,
+//! SSH). Each takes its steps in one order, and stops at the first refusal:
+//! 1. the input (names, the user) — no request;
+//! 2. the helper program it needs (remote-viewer or TigerVNC, FreeRDP: [`crate::helpers`]),
+//!    and the folder of an `.rdp` file — no request;
+//! 3. the cluster: the stream is opened once and closed (not running, paused, someone viewing,
+//!    no permission, port closed: the refusal of [`stream::open`]);
+//! 4. the local side: listening on 127.0.0.1 (a port in use), then starting the helper or
+//!    writing the file — a failure here stops the forward it started.
+//!
+//! So a refusal leaves nothing behind: no session, nothing listening, no helper running.
 
-use std::path::PathBuf;
+use std::path::Path;
 
 use kube::Client;
 use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde::Serialize;
 use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite};
 use ts_rs::TS;
 
-use crate::error::{Error, Result, is_status};
+use crate::error::{Error, ErrorKind, Result, is_status};
+use crate::helpers::{self, HelperSearch, Launch};
 use crate::identity::{Permission, can_i};
+use crate::session::{About, SessionKind, SessionView, Started, Supervisor, Target};
 use crate::stream::{self, Subresource};
 use crate::validate;
 
@@ -119,7 +134,7 @@ async fn no_such_vm(client: &Client, namespace: &str, member: &str) -> Result<()
     match vms.get_opt(member).await {
         Ok(Some(_)) => Ok(()),
         Ok(None) => Err(Error::rejected(
-            crate::error::ErrorKind::NotFound,
+            ErrorKind::NotFound,
             format!("there is no VirtualMachine \"{member}\" in namespace \"{namespace}\""),
             format!(
                 "check the name and the namespace (-n); `corral-vdi pool list -n {namespace}` \
@@ -240,158 +255,13 @@ pub async fn paths(client: &Client, namespace: &str, member: &str) -> Result<Mem
     })
 }
 
-/// Where to get a helper program, by platform: the Debian and Fedora packages, and the
-/// alternatives.
-pub fn install_hint(program: &str) -> String {
-    match program {
-        "remote-viewer" => "install virt-viewer (Debian/Ubuntu: apt install virt-viewer; Fedora: \
-                            dnf install virt-viewer), or TigerVNC's viewer; or use the console in \
-                            the app"
-            .to_owned(),
-        "vncviewer" => "install TigerVNC's viewer (Debian/Ubuntu: apt install tigervnc-viewer; \
-                        Fedora: dnf install tigervnc), or virt-viewer; or use the console in the app"
-            .to_owned(),
-        "xfreerdp" | "xfreerdp3" => "install FreeRDP (Debian/Ubuntu: apt install freerdp2-x11; \
-                                     Fedora: dnf install freerdp), or save an .rdp file for \
-                                     another RDP client (on Windows, mstsc)"
-            .to_owned(),
-        "ssh" => "install the OpenSSH client (Debian/Ubuntu: apt install openssh-client; Fedora: \
-                  dnf install openssh-clients)"
-            .to_owned(),
-        "usbredirect" => "install usbredirect (Debian 12+/Ubuntu: apt install usbredirect; \
-                          Fedora: dnf install usbredir-tools); on Windows it comes with \
-                          virt-viewer's installer, with UsbDk"
-            .to_owned(),
-        other => format!("install {other} and make sure it is on PATH"),
-    }
-}
-
-/// The first of `programs` found on PATH, with its full path.
-pub fn find_program(programs: &[&str]) -> Option<(String, PathBuf)> {
-    programs
-        .iter()
-        .find_map(|p| which::which(p).ok().map(|path| ((*p).to_owned(), path)))
-}
-
-/// How to open the VNC console on `port` in the platform's viewer: remote-viewer (the `.vv`
-/// settings fed on stdin) if installed, else TigerVNC's `vncviewer 127.0.0.1::PORT` (two
-/// colons: TigerVNC reads `host:N` with N < 100 as a display number).
-///
-/// Errors: [`Error::Rejected`] (`NotFound`) naming both viewers and their packages.
-pub fn viewer_command(port: u16, title: &str) -> Result<Launch> {
-    match find_program(&["remote-viewer", "vncviewer"]) {
-        Some((name, path)) if name == "remote-viewer" => Ok(Launch {
-            program: path.display().to_string(),
-            args: vec!["-".to_owned()],
-            stdin: Some(
-                format!(
-                    "[virt-viewer]\ntype=vnc\nhost=127.0.0.1\nport={port}\ntitle={title}\n\
-                     delete-this-file=1\n"
-                )
-                .into_bytes(),
-            ),
-        }),
-        Some((_, path)) => Ok(Launch {
-            program: path.display().to_string(),
-            args: vec![format!("127.0.0.1::{port}")],
-            stdin: None,
-        }),
-        None => Err(Error::rejected(
-            crate::error::ErrorKind::NotFound,
-            "no VNC viewer is installed (neither remote-viewer nor vncviewer is on PATH)",
-            install_hint("remote-viewer"),
-        )),
-    }
-}
-
-/// How to open RDP on `port` with FreeRDP (`xfreerdp3`, else `xfreerdp`); the certificate
-/// prompt is left to the client.
-///
-/// Errors: [`Error::Rejected`] (`NotFound`) with the packages and the `.rdp` alternative.
-pub fn rdp_command(port: u16, title: &str) -> Result<Launch> {
-    let (_, path) = find_program(&["xfreerdp3", "xfreerdp"]).ok_or_else(|| {
-        Error::rejected(
-            crate::error::ErrorKind::NotFound,
-            "no RDP client is installed (xfreerdp is not on PATH)",
-            install_hint("xfreerdp"),
-        )
-    })?;
-    Ok(Launch {
-        program: path.display().to_string(),
-        args: vec![
-            format!("/v:127.0.0.1:{port}"),
-            format!("/t:{title}"),
-            "/dynamic-resolution".to_owned(),
-            "+clipboard".to_owned(),
-        ],
-        stdin: None,
-    })
-}
-
-/// An `.rdp` file for other RDP clients (mstsc, Remmina) reaching `127.0.0.1:port`.
-pub fn rdp_file(port: u16) -> String {
-    format!(
-        "full address:s:127.0.0.1:{port}\r\nprompt for credentials:i:1\r\n\
-         administrative session:i:0\r\nscreen mode id:i:1\r\n"
-    )
-}
-
-/// The name ssh knows `member`'s host key under: `vmi.MEMBER.NAMESPACE`, whatever local port
-/// or ProxyCommand reaches it (without it, a forward's new port every time looks like a new
-/// host to ssh and trains users to accept new host keys). `member` and `namespace` are checked
-/// names (DNS labels), so the alias needs no quoting.
-pub fn ssh_host_alias(namespace: &str, member: &str) -> String {
-    format!("vmi.{member}.{namespace}")
-}
-
-/// ssh's arguments for `user` on `member` through a forward on 127.0.0.1:`port`, its host key
-/// known under [`ssh_host_alias`]: `-p PORT -o HostKeyAlias=vmi.MEMBER.NS USER@127.0.0.1`.
-pub fn ssh_args(port: u16, user: &str, namespace: &str, member: &str) -> Vec<String> {
-    vec![
-        "-p".to_owned(),
-        port.to_string(),
-        "-o".to_owned(),
-        format!("HostKeyAlias={}", ssh_host_alias(namespace, member)),
-        format!("{user}@127.0.0.1"),
-    ]
-}
-
-/// The command line to copy for SSH through a forward on `port`: `ssh` and [`ssh_args`].
-pub fn ssh_line(port: u16, user: &str, namespace: &str, member: &str) -> String {
-    format!("ssh {}", ssh_args(port, user, namespace, member).join(" "))
-}
-
-/// A terminal emulator found on PATH, and the arguments that make it run `command` (an
-/// argument vector).
-pub fn terminal_command(command: &[String]) -> Option<Launch> {
-    let (name, path) = find_program(&[
-        "x-terminal-emulator",
-        "gnome-terminal",
-        "konsole",
-        "xfce4-terminal",
-        "xterm",
-    ])?;
-    let mut args = Vec::new();
-    match name.as_str() {
-        "gnome-terminal" => args.push("--".to_owned()),
-        "xfce4-terminal" => args.push("-x".to_owned()),
-        _ => args.push("-e".to_owned()),
-    }
-    args.extend(command.iter().cloned());
-    Some(Launch {
-        program: path.display().to_string(),
-        args,
-        stdin: None,
-    })
-}
-
 /// What "Save .rdp file" made: the forward's session and the file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
 #[serde(rename_all = "camelCase")]
 #[ts(export)]
 pub struct RdpFileSaved {
     /// The forward to guest port 3389 the file points at (ends with the session).
-    pub session: crate::session::SessionView,
+    pub session: SessionView,
     /// Where the file was written.
     pub path: String,
 }
@@ -402,52 +272,381 @@ pub struct RdpFileSaved {
 #[ts(export)]
 pub struct SshOpened {
     /// The forward to guest port 22.
-    pub session: crate::session::SessionView,
+    pub session: SessionView,
     /// `ssh -p PORT -o HostKeyAlias=vmi.MEMBER.NAMESPACE user@127.0.0.1`, to copy.
     pub command_line: String,
     /// Whether a terminal was found and started with it.
     pub terminal: bool,
 }
 
-/// A helper program to start: its path, arguments and what to feed its stdin.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Launch {
-    /// Full path of the program.
-    pub program: String,
-    /// Its arguments (an argument vector: nothing is interpreted by a shell).
-    pub args: Vec<String>,
-    /// Bytes for its stdin, if any.
-    pub stdin: Option<Vec<u8>>,
+/// A port to forward, as `port-forward` takes it: `REMOTE` (a free local port) or
+/// `LOCAL:REMOTE`, each 1 to 65535.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortSpec {
+    /// The local port on 127.0.0.1, or `None` for a free one.
+    pub local: Option<u16>,
+    /// The guest's port.
+    pub remote: u16,
+}
+
+impl std::str::FromStr for PortSpec {
+    type Err = Error;
+
+    /// Errors: [`Error::Invalid`] naming the text and the forms it may take.
+    fn from_str(spec: &str) -> Result<Self> {
+        let bad = || {
+            Error::invalid(
+                format!("\"{spec}\" is not a port or LOCAL:REMOTE pair"),
+                "write ports like 22, 2222:22 or 3389 (1 to 65535)",
+            )
+        };
+        let port = |p: &str| p.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(bad);
+        match spec.split_once(':') {
+            Some((local, remote)) => Ok(Self {
+                local: Some(port(local)?),
+                remote: port(remote)?,
+            }),
+            None => Ok(Self {
+                local: None,
+                remote: port(spec)?,
+            }),
+        }
+    }
+}
+
+/// What every connect action acts with: a stream client, the supervisor that keeps every
+/// forward and helper an action starts (the app's one, or the CLI command's own), and where
+/// helper programs are looked for. Cheap to make per action (clones of shared handles).
+#[derive(Clone)]
+pub struct Connector {
+    /// A [`stream::stream_client`]: the probes must not be retried.
+    pub client: Client,
+    /// Keeps the sessions the actions start.
+    pub supervisor: Supervisor,
+    /// Where helper programs are found ([`HelperSearch::on_path`] in the app and the CLI).
+    pub helpers: HelperSearch,
+}
+
+/// The names every action checks first, before any request (DNS labels).
+///
+/// Errors: [`Error::Invalid`] naming the bad one.
+fn check_names(namespace: &str, member: &str) -> Result<()> {
+    validate::namespace(namespace)?;
+    validate::member_name(member)
+}
+
+impl Connector {
+    /// A connector on `client` whose sessions `supervisor` keeps, finding helpers on `PATH`.
+    pub fn new(client: Client, supervisor: Supervisor) -> Self {
+        Self {
+            client,
+            supervisor,
+            helpers: HelperSearch::on_path(),
+        }
+    }
+
+    /// Opens `member`'s console in the platform's viewer (remote-viewer, else TigerVNC)
+    /// through a VNC forward on 127.0.0.1:`local_port` (default: a free port); `take_over`
+    /// disconnects whoever views it now, else someone viewing is a refusal.
+    ///
+    /// Errors, in this order: a bad name ([`Error::Invalid`]); no viewer installed
+    /// (`NotFound`, with the packages); the stream's refusal ([`Error::Stream`]); the port in
+    /// use; the viewer cannot start (the forward is stopped).
+    pub async fn open_viewer(
+        &self,
+        namespace: &str,
+        member: &str,
+        take_over: bool,
+        local_port: Option<u16>,
+    ) -> Result<SessionView> {
+        check_names(namespace, member)?;
+        let viewer = self.helpers.vnc_viewer()?;
+        let target = Target::Vnc {
+            preserve_session: !take_over,
+        };
+        let started = self
+            .forward(namespace, member, SessionKind::Viewer, target, local_port)
+            .await?;
+        let title = format!("{member} ({namespace})");
+        self.attach(started, viewer.launch(started.local.port(), &title))
+    }
+
+    /// Opens RDP to `member` with FreeRDP through a forward to guest port 3389 on
+    /// 127.0.0.1:`local_port` (default: a free port).
+    ///
+    /// Errors, in this order: a bad name; no RDP client installed (`NotFound`, with the
+    /// packages and the `.rdp` alternative); the stream's refusal (port closed, not running,
+    /// …); the port in use; the client cannot start (the forward is stopped).
+    pub async fn open_rdp(
+        &self,
+        namespace: &str,
+        member: &str,
+        local_port: Option<u16>,
+    ) -> Result<SessionView> {
+        check_names(namespace, member)?;
+        let client = self.helpers.rdp_client()?;
+        let started = self.forward_rdp(namespace, member, local_port).await?;
+        self.attach(started, client.launch(started.local.port(), member))
+    }
+
+    /// Starts a forward to `member`'s port 3389 on 127.0.0.1:`local_port` (default: a free
+    /// port) and writes `path`, an `.rdp` file pointing at it, for another RDP client.
+    ///
+    /// Errors, in this order: a bad name; `path`'s folder does not exist ([`Error::Invalid`]);
+    /// the stream's refusal; the port in use; the file cannot be written (the forward is
+    /// stopped).
+    pub async fn save_rdp_file(
+        &self,
+        namespace: &str,
+        member: &str,
+        local_port: Option<u16>,
+        path: &Path,
+    ) -> Result<RdpFileSaved> {
+        check_names(namespace, member)?;
+        let cannot_write = |why: &dyn std::fmt::Display| {
+            Error::invalid(
+                format!("cannot write {}: {why}", path.display()),
+                "pick a folder you may write to for the .rdp file",
+            )
+        };
+        if let Some(folder) = path.parent().filter(|f| !f.as_os_str().is_empty())
+            && !folder.is_dir()
+        {
+            return Err(cannot_write(&format_args!(
+                "there is no folder {}",
+                folder.display()
+            )));
+        }
+        let started = self.forward_rdp(namespace, member, local_port).await?;
+        if let Err(e) = std::fs::write(path, helpers::rdp_file(started.local.port())) {
+            self.supervisor.stop(started.id);
+            return Err(cannot_write(&e));
+        }
+        Ok(RdpFileSaved {
+            session: self.view(started.id)?,
+            path: path.display().to_string(),
+        })
+    }
+
+    /// Starts a forward to `member`'s port 22 for `user`, and ssh in a terminal when one is
+    /// installed (none is not a refusal: the line to copy is returned either way), its host
+    /// key known under the alias the CLI's `ssh` uses too ([`helpers::ssh_host_alias`]).
+    ///
+    /// Errors, in this order: a bad name or user; the stream's refusal; no local port.
+    pub async fn open_ssh(&self, namespace: &str, member: &str, user: &str) -> Result<SshOpened> {
+        check_names(namespace, member)?;
+        validate::identity(user)?;
+        let started = self
+            .forward(
+                namespace,
+                member,
+                SessionKind::Ssh,
+                Target::Port(SSH_PORT),
+                None,
+            )
+            .await?;
+        let port = started.local.port();
+        let mut ssh = vec!["ssh".to_owned()];
+        ssh.extend(helpers::ssh_args(port, user, namespace, member));
+        let terminal = self.helpers.terminal().is_some_and(|terminal| {
+            let launch = terminal.launch(&ssh);
+            self.supervisor
+                .attach_helper(started.id, &launch.program, &launch.args, None)
+                .is_ok()
+        });
+        Ok(SshOpened {
+            session: self.view(started.id)?,
+            command_line: helpers::ssh_line(port, user, namespace, member),
+            terminal,
+        })
+    }
+
+    /// Forwards 127.0.0.1:`local_port` (default: a free port) to `target` on `member`, as a
+    /// session of `kind`, with no helper: the stream is opened once first, so a refusal is
+    /// said now, before anything listens.
+    ///
+    /// Errors, in this order: a bad name; the stream's refusal; the port in use.
+    pub async fn forward(
+        &self,
+        namespace: &str,
+        member: &str,
+        kind: SessionKind,
+        target: Target,
+        local_port: Option<u16>,
+    ) -> Result<Started> {
+        check_names(namespace, member)?;
+        self.probe(namespace, member, target).await?;
+        self.supervisor
+            .start_forward(
+                self.client.clone(),
+                namespace,
+                member,
+                kind,
+                target,
+                local_port,
+            )
+            .await
+    }
+
+    /// Forwards each of `ports` of `member` (sessions of kind `Forward`): every guest port is
+    /// tried first, then each listens.
+    ///
+    /// Errors, in this order: a bad name; the first stream refused; a local port in use (the
+    /// forwards already listening are stopped).
+    pub async fn forward_ports(
+        &self,
+        namespace: &str,
+        member: &str,
+        ports: &[PortSpec],
+    ) -> Result<Vec<Started>> {
+        check_names(namespace, member)?;
+        for spec in ports {
+            self.probe(namespace, member, Target::Port(spec.remote))
+                .await?;
+        }
+        let mut started: Vec<Started> = Vec::with_capacity(ports.len());
+        for spec in ports {
+            let forward = self
+                .supervisor
+                .start_forward(
+                    self.client.clone(),
+                    namespace,
+                    member,
+                    SessionKind::Forward,
+                    Target::Port(spec.remote),
+                    spec.local,
+                )
+                .await;
+            match forward {
+                Ok(s) => started.push(s),
+                Err(e) => {
+                    for s in &started {
+                        self.supervisor.stop(s.id);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(started)
+    }
+
+    /// Bridges `member`'s guest `port` to `local` (a reader and a writer: stdin/stdout for
+    /// ssh's ProxyCommand) as a session that ends with the stream. Returns its id.
+    ///
+    /// Errors, in this order: a bad name; the stream's refusal.
+    pub async fn bridge<R, W>(
+        &self,
+        namespace: &str,
+        member: &str,
+        port: u16,
+        local: (R, W),
+    ) -> Result<u32>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        check_names(namespace, member)?;
+        let ws = stream::open(
+            &self.client,
+            namespace,
+            member,
+            Subresource::PortForward { port },
+        )
+        .await?;
+        Ok(self.supervisor.start_bridge(
+            ws,
+            local,
+            About {
+                namespace: namespace.to_owned(),
+                member: member.to_owned(),
+                kind: SessionKind::Forward,
+                target: format!("port {port}"),
+            },
+        ))
+    }
+
+    /// [`Connector::forward`] to guest port 3389, as an RDP session.
+    async fn forward_rdp(
+        &self,
+        namespace: &str,
+        member: &str,
+        local_port: Option<u16>,
+    ) -> Result<Started> {
+        let rdp = Target::Port(RDP_PORT);
+        self.forward(namespace, member, SessionKind::Rdp, rdp, local_port)
+            .await
+    }
+
+    /// Opens `target`'s stream once and closes it: the cluster's refusal, if any, now.
+    async fn probe(&self, namespace: &str, member: &str, target: Target) -> Result<()> {
+        let probe = stream::open(&self.client, namespace, member, target.subresource()).await?;
+        drop(probe);
+        Ok(())
+    }
+
+    /// Starts `launch` as the helper of `started`; stops the forward if it cannot start.
+    fn attach(&self, started: Started, launch: Launch) -> Result<SessionView> {
+        if let Err(e) =
+            self.supervisor
+                .attach_helper(started.id, &launch.program, &launch.args, launch.stdin)
+        {
+            self.supervisor.stop(started.id);
+            return Err(e);
+        }
+        self.view(started.id)
+    }
+
+    /// Session `id` as shown.
+    ///
+    /// Errors: it is gone from the list already (ended and cleared at once).
+    fn view(&self, id: u32) -> Result<SessionView> {
+        self.supervisor.get(id).ok_or_else(|| {
+            Error::rejected(
+                ErrorKind::Other,
+                format!("session {id} ended at once"),
+                "open it again; if it ends again, the log says why",
+            )
+        })
+    }
+}
+
+/// How the CLI's `ssh` reaches `member`: ssh itself with `proxy` as its ProxyCommand (an
+/// argument vector bridging stdin/stdout to the guest's port 22), `login` and `extra` (ssh's
+/// own options and command), the host key known under [`helpers::ssh_host_alias`].
+///
+/// Errors, in this order: a bad name or login ([`Error::Invalid`]); ssh not installed
+/// (`NotFound`, with its packages). No request: the ProxyCommand meets the cluster's refusals.
+pub fn ssh_through_proxy(
+    helpers: &HelperSearch,
+    namespace: &str,
+    member: &str,
+    login: Option<&str>,
+    proxy: &[String],
+    extra: &[String],
+) -> Result<Launch> {
+    check_names(namespace, member)?;
+    if let Some(login) = login {
+        validate::identity(login)?;
+    }
+    let ssh = helpers.ssh()?;
+    Ok(Launch {
+        program: ssh.display().to_string(),
+        args: helpers::ssh_proxy_args(proxy, namespace, member, login, extra),
+        stdin: None,
+    })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::PortSpec;
 
     #[test]
-    fn rdp_files_and_ssh_lines() {
-        let rdp = rdp_file(40123);
-        assert!(rdp.starts_with("full address:s:127.0.0.1:40123\r\n"));
-        assert_eq!(
-            ssh_line(40123, "alice", "corral-vms", "desk-1"),
-            "ssh -p 40123 -o HostKeyAlias=vmi.desk-1.corral-vms alice@127.0.0.1"
-        );
-    }
-
-    #[test]
-    fn every_helper_has_a_hint() {
-        for program in [
-            "remote-viewer",
-            "vncviewer",
-            "xfreerdp",
-            "ssh",
-            "usbredirect",
-        ] {
-            let hint = install_hint(program);
-            assert!(
-                hint.contains("apt install") && hint.contains("dnf install"),
-                "{program}: {hint}"
-            );
+    fn ports_parse() {
+        let parse = |s: &str| s.parse::<PortSpec>().map(|p| (p.local, p.remote));
+        assert_eq!(parse("22").unwrap(), (None, 22));
+        assert_eq!(parse("2222:22").unwrap(), (Some(2222), 22));
+        for bad in ["", "0", "x", "1:70000", "a:22"] {
+            assert!(parse(bad).is_err(), "{bad}");
         }
     }
 }

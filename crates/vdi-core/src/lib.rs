@@ -12,6 +12,7 @@ pub mod credentials;
 pub mod error;
 pub mod golden;
 pub mod guard;
+pub mod helpers;
 pub mod identity;
 pub mod labels;
 pub mod lease;

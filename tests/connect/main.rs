@@ -2,6 +2,12 @@
 //! through the real API server's aggregator to the emulated virt-api, whose guest side is real
 //! (Xvnc, sshd, FreeRDP's shadow server, an echo service on other listed ports). The CLI's
 //! side of Connect is in crates/corral-vdi/tests/cli_connect.rs.
+//!
+//! One test binary (one sandbox): the streams, forwards and helpers here; in `same_refusals`,
+//! the app's and the CLI's connect refusals compared kind by kind. The desktops both refuse
+//! on are made by [`refusing_members`].
+
+mod same_refusals;
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -19,6 +25,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use vdi_core::connect::{self, PathKind};
 use vdi_core::error::ErrorKind;
+use vdi_core::helpers;
 use vdi_core::session::{HANDSHAKE_TIMEOUT, SessionKind, SessionState, Supervisor, Target};
 use vdi_core::stream::{self, Subresource};
 
@@ -50,17 +57,16 @@ fn free(port: u16) -> bool {
     std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
 }
 
-#[tokio::test]
-async fn each_refusal_is_explained_once_and_leaves_nothing_behind() {
-    let ns = namespace("refuse").await;
-    running_vm(&ns, "run-1", |_| {}).await;
-    running_vm(&ns, "nographics-1", |vm| {
+/// The desktops a connect is refused on, in `ns`: `run-1` running (refused only by what a
+/// case adds), `nographics-1` running without a graphics device, `off-1` stopped.
+async fn refusing_members(ns: &str) {
+    running_vm(ns, "run-1", |_| {}).await;
+    running_vm(ns, "nographics-1", |vm| {
         vm["spec"]["template"]["spec"]["domain"]["devices"]["autoattachGraphicsDevice"] =
             json!(false);
     })
     .await;
-    let admin = client_as("admin").await;
-    vms(&admin, &ns)
+    vms(&client_as("admin").await, ns)
         .create(
             &PostParams::default(),
             &serde_json::from_value(json!({
@@ -72,7 +78,13 @@ async fn each_refusal_is_explained_once_and_leaves_nothing_behind() {
         )
         .await
         .unwrap();
-    wait_power(&ns, "off-1", "Stopped").await;
+    wait_power(ns, "off-1", "Stopped").await;
+}
+
+#[tokio::test]
+async fn each_refusal_is_explained_once_and_leaves_nothing_behind() {
+    let ns = namespace("refuse").await;
+    refusing_members(&ns).await;
 
     let counter = Arc::new(AtomicUsize::new(0));
     let client = counting_stream_client("alice", counter.clone()).await;
@@ -490,13 +502,13 @@ async fn the_apps_ssh_line_knows_the_host_key_whatever_the_port() {
             )
             .await
             .unwrap();
-        let line = connect::ssh_line(started.local.port(), &shared.ssh_user, &ns, "keyed-1");
+        let line = helpers::ssh_line(started.local.port(), &shared.ssh_user, &ns, "keyed-1");
         assert!(
             line.contains(&format!("-o HostKeyAlias=vmi.keyed-1.{ns} ")),
             "{line}"
         );
         let out = tokio::process::Command::new("ssh")
-            .args(connect::ssh_args(
+            .args(helpers::ssh_args(
                 started.local.port(),
                 &shared.ssh_user,
                 &ns,
