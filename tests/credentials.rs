@@ -17,9 +17,8 @@ use vdi_core::claim::{ClaimOptions, assign};
 use vdi_core::cluster::KubeconfigSource;
 use vdi_core::credentials::CredentialState;
 use vdi_core::identity::Actor;
-use vdi_core::model::FeedStatus;
 use vdi_core::scope::Scope;
-use vdi_core::watch::PoolFeed;
+use vdi_core::watch::{FeedStatus, PoolFeed};
 
 /// A fresh directory for one test.
 fn scratch(name: &str) -> PathBuf {

@@ -18,9 +18,9 @@ use tokio::io::AsyncBufReadExt;
 use vdi_core::claim::{ClaimOptions, UnassignOptions, assign, unassign};
 use vdi_core::clock::ServerClock;
 use vdi_core::labels::{MEMBER_LABEL, POOL_LABEL, lease_name};
-use vdi_core::model::{FeedStatus, MemberState, PoolView};
 use vdi_core::scope::Scope;
-use vdi_core::watch::{PoolFeed, list_pools};
+use vdi_core::state::{MemberState, PoolView};
+use vdi_core::watch::{FeedStatus, PoolFeed, list_pools};
 
 /// Runs the CLI as `context` with `args`, KUBECONFIG at the sandbox.
 fn cli(context: &str, args: &[&str]) -> Output {

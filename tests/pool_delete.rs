@@ -18,10 +18,9 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use vdi_core::clock::ServerClock;
 use vdi_core::labels::{MEMBER_LABEL, POOL_LABEL, lease_name};
-use vdi_core::model::PoolDeleted;
 use vdi_core::pool::{
-    CREATION_MARK_ANNOTATION, CreateOptions, CreatePool, DeletePool, RUN_LABEL, clone_name,
-    create_pool, creation_mark, creation_mark_patch, delete_pool,
+    CREATION_MARK_ANNOTATION, CreateOptions, CreatePool, DeletePool, PoolDeleted, RUN_LABEL,
+    clone_name, create_pool, creation_mark, creation_mark_patch, delete_pool,
 };
 use vdi_core::resources::VirtualMachine;
 

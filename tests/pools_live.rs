@@ -20,10 +20,10 @@ use vdi_core::identity::whoami;
 use vdi_core::labels::{
     ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, MEMBER_LABEL, POOL_LABEL, encode_identity, lease_name,
 };
-use vdi_core::model::{FeedStatus, MemberState, PoolView, PoolsSnapshot};
 use vdi_core::resources::{VirtualMachine, VirtualMachineSpec};
 use vdi_core::scope::Scope;
-use vdi_core::watch::{PoolFeed, list_pools};
+use vdi_core::state::{MemberState, PoolView};
+use vdi_core::watch::{FeedStatus, PoolFeed, PoolsSnapshot, list_pools};
 
 async fn create_vm(client: &Client, ns: &str, name: &str, labels: &[(&str, &str)]) {
     let mut vm = VirtualMachine::new(
@@ -81,7 +81,7 @@ async fn create_lease(
         .unwrap_or_else(|e| panic!("create Lease for {member}: {e}"));
 }
 
-fn member<'a>(pools: &'a [PoolView], pool: &str, name: &str) -> &'a vdi_core::model::MemberView {
+fn member<'a>(pools: &'a [PoolView], pool: &str, name: &str) -> &'a vdi_core::state::MemberView {
     pools
         .iter()
         .find(|p| p.name == pool)

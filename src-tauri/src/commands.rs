@@ -7,21 +7,21 @@ use tauri::ipc::Channel;
 use tauri::{AppHandle, Emitter, State};
 use vdi_core::claim::{self, ClaimOptions, Claimed, Released, UnassignOptions};
 use vdi_core::clock::ServerClock;
+use vdi_core::cluster::{AppInfo, ClusterInfo, Contexts};
 use vdi_core::credentials::CredentialState;
 use vdi_core::error::ErrorView;
 use vdi_core::golden::{self, GoldenCandidate, NewPool};
 use vdi_core::guard::GuardStatus;
 use vdi_core::identity::{self, Actor, Permissions};
 use vdi_core::link::{self, Link};
-use vdi_core::model::{
-    AppInfo, ClusterInfo, Contexts, PoolCreated, PoolDeleted, PoolsDiff, PoolsUpdate,
-};
 use vdi_core::pool::{self, CreatePool, DeletePool};
+use vdi_core::pool::{PoolCreated, PoolDeleted};
 use vdi_core::scope::Scope;
+use vdi_core::watch::{PoolsDiff, PoolsUpdate};
 
 use crate::{AppState, CREATE_PROGRESS_EVENT};
 
-/// The number of the next cluster link's pools feed (see [`vdi_core::model::PoolsUpdate::feed`]).
+/// The number of the next cluster link's pools feed (see [`vdi_core::watch::PoolsUpdate::feed`]).
 static NEXT_FEED: AtomicU32 = AtomicU32::new(1);
 
 /// The open connection to a cluster: dropping it stops the feed and its forwarding.
@@ -64,7 +64,7 @@ pub fn list_contexts(state: State<'_, AppState>) -> Result<Contexts, ErrorView> 
 
 /// The cluster link the app opens while GTK, WebKit and its window start, for the kubeconfig's
 /// current context in the namespace the window will ask for
-/// ([`vdi_core::model::ContextInfo::start_namespace`]): the window's first `connect_cluster`
+/// ([`vdi_core::cluster::ContextInfo::start_namespace`]): the window's first `connect_cluster`
 /// takes it over instead of starting from nothing, so the cluster's first answers arrive while
 /// WebKit is still starting.
 pub struct Prepared {
@@ -110,7 +110,7 @@ impl Drop for Prepared {
 }
 
 /// Connects to `context` (`null`: current) and starts the live pools feed for `scope` (`null`:
-/// the context's start namespace, [`vdi_core::model::ContextInfo::start_namespace`], so that
+/// the context's start namespace, [`vdi_core::cluster::ContextInfo::start_namespace`], so that
 /// the window can ask before it has read the contexts), replacing the previous link (the
 /// first call takes over the link prepared at start, [`Prepared`], when it asks for the
 /// same). Identity failures do not fail the call: the feed reports reachability and RBAC
@@ -342,7 +342,7 @@ pub fn validate_new_pool(request: NewPool) -> Result<Vec<String>, ErrorView> {
 }
 
 /// Creates a pool, sending each step as a `pool-create-progress` event
-/// ([`vdi_core::model::CreateProgress`]) while it runs.
+/// ([`vdi_core::pool::CreateProgress`]) while it runs.
 #[tauri::command]
 pub async fn create_pool(
     app: AppHandle,

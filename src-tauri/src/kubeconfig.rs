@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use tauri::{AppHandle, Emitter};
-use vdi_core::cluster::KubeconfigSource;
-use vdi_core::model::KubeconfigChanged;
+use vdi_core::cluster::{KubeconfigChanged, KubeconfigSource};
 
 /// Event carrying a [`KubeconfigChanged`] once a burst of changes to the kubeconfig files has
 /// settled.

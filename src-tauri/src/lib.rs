@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use tauri::Manager;
 use vdi_core::cluster::KubeconfigSource;
 
-/// Event carrying one [`vdi_core::model::CreateProgress`] step of a running pool create.
+/// Event carrying one [`vdi_core::pool::CreateProgress`] step of a running pool create.
 pub const CREATE_PROGRESS_EVENT: &str = "pool-create-progress";
 
 /// What the commands share.

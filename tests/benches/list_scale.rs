@@ -14,11 +14,10 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams, PostParams};
 use vdi_core::clock::ServerClock;
 use vdi_core::labels::POOL_LABEL;
-use vdi_core::model::FeedStatus;
 use vdi_core::resources::VirtualMachine;
 use vdi_core::scope::Scope;
 use vdi_core::state::group_pools;
-use vdi_core::watch::{PoolFeed, list_pools};
+use vdi_core::watch::{FeedStatus, PoolFeed, list_pools};
 
 const POOLS: usize = 1_000;
 const PER_POOL: usize = 10;

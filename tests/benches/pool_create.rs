@@ -14,8 +14,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 use vdi_core::clock::ServerClock;
-use vdi_core::model::{CreateProgress, CreateStep};
-use vdi_core::pool::{CreateOptions, CreatePool, DeletePool, create_pool, delete_pool};
+use vdi_core::pool::{
+    CreateOptions, CreatePool, CreateProgress, CreateStep, DeletePool, create_pool, delete_pool,
+};
 use vdi_core::resources::VirtualMachine;
 
 const NAMESPACE: &str = "bench-pools";

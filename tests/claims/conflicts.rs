@@ -11,9 +11,9 @@ use serde_json::json;
 use vdi_core::claim::{UnassignOptions, unassign};
 use vdi_core::error::ErrorKind;
 use vdi_core::labels::lease_name;
-use vdi_core::model::MemberState;
 use vdi_core::resources::VirtualMachine;
 use vdi_core::scope::Scope;
+use vdi_core::state::MemberState;
 use vdi_core::watch::list_pools;
 
 use crate::{

@@ -9,8 +9,8 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use vdi_core::claim::{PowerAction, assign};
 use vdi_core::error::ErrorKind;
-use vdi_core::model::MemberState;
 use vdi_core::resources::VirtualMachine;
+use vdi_core::state::MemberState;
 
 use crate::{claim, holders, lasting, pool, refused, release, state_of, wait_power};
 

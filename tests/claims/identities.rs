@@ -7,9 +7,9 @@ use kube::api::Api;
 use serde_json::json;
 use vdi_core::error::ErrorKind;
 use vdi_core::labels::{ASSIGNED_TO_LABEL, encode_identity};
-use vdi_core::model::MemberState;
 use vdi_core::resources::VirtualMachine;
 use vdi_core::scope::Scope;
+use vdi_core::state::MemberState;
 use vdi_core::watch::list_pools;
 
 use crate::{claim, clock, holders, pool, release};

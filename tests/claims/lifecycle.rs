@@ -11,8 +11,8 @@ use serde_json::json;
 use vdi_core::claim::{ClaimOptions, PowerAction, assign};
 use vdi_core::error::ErrorKind;
 use vdi_core::labels::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION};
-use vdi_core::model::MemberState;
 use vdi_core::resources::VirtualMachine;
+use vdi_core::state::MemberState;
 
 use crate::{
     claim, claim_lasting, go_cli_assign, holders, pool, refused, release, state_of,

@@ -23,9 +23,9 @@ use vdi_core::claim::{ClaimOptions, Claimed, Released, UnassignOptions, assign, 
 use vdi_core::clock::ServerClock;
 use vdi_core::identity::Actor;
 use vdi_core::labels::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, POOL_LABEL, lease_name};
-use vdi_core::model::MemberState;
 use vdi_core::resources::VirtualMachine;
 use vdi_core::scope::Scope;
+use vdi_core::state::MemberState;
 use vdi_core::watch::list_pools;
 use vdi_core::{Error, Result};
 

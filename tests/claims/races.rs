@@ -14,7 +14,7 @@ use vdi_core::clock::ServerClock;
 use vdi_core::error::ErrorKind;
 use vdi_core::identity::Actor;
 use vdi_core::labels::{encode_identity, lease_name};
-use vdi_core::model::MemberState;
+use vdi_core::state::MemberState;
 
 use crate::{
     claim, claim_lasting, holders, lasting, pool, refused, release, state_of, unassign_label_only,

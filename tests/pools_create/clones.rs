@@ -12,10 +12,10 @@ use vdi_core::Error;
 use vdi_core::clock::ServerClock;
 use vdi_core::error::ErrorKind;
 use vdi_core::labels::{CLAIMED_AT_ANNOTATION, POOL_LABEL};
-use vdi_core::model::{CreateProgress, CreateStep, MemberState};
-use vdi_core::pool::{CancelHandle, clone_name, create_pool};
+use vdi_core::pool::{CancelHandle, CreateProgress, CreateStep, clone_name, create_pool};
 use vdi_core::resources::VirtualMachine;
 use vdi_core::scope::Scope;
+use vdi_core::state::MemberState;
 use vdi_core::watch::list_pools;
 
 use crate::{Recorder, assert_member_ready, incomplete, request, world};

@@ -28,8 +28,7 @@ use kube::api::{Api, ListParams};
 use vdi_core::Error;
 use vdi_core::error::PoolCreateFailure;
 use vdi_core::labels::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, POOL_LABEL};
-use vdi_core::model::CreateProgress;
-use vdi_core::pool::{CreateOptions, CreatePool};
+use vdi_core::pool::{CreateOptions, CreatePool, CreateProgress};
 use vdi_core::resources::VirtualMachine;
 
 /// What a namespace holds that pool create could touch: VMs (name → labels), clone objects and
@@ -88,7 +87,7 @@ impl Recorder {
         self.0.lock().unwrap().clone()
     }
 
-    fn member(&self, member: &str) -> Vec<(Instant, vdi_core::model::MemberProgress)> {
+    fn member(&self, member: &str) -> Vec<(Instant, vdi_core::pool::MemberProgress)> {
         self.events()
             .into_iter()
             .filter_map(|(t, e)| match e {

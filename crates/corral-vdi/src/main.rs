@@ -40,8 +40,8 @@ use vdi_core::clock::{ServerClock, describe_instant, exact_instant};
 use vdi_core::cluster::{Impersonation, KubeconfigSource};
 use vdi_core::identity::Actor;
 use vdi_core::labels::lease_name;
-use vdi_core::model::{MemberState, MemberView, PoolView};
 use vdi_core::scope::Scope;
+use vdi_core::state::{MemberState, MemberView, PoolView};
 use vdi_core::watch::list_pools;
 
 /// Writes `text` to stdout. A reader that closed the pipe (`| head`) chose to stop reading: the
@@ -189,13 +189,13 @@ async fn watch_pools(client: kube::Client, scope: Scope, clock: ServerClock) {
     loop {
         let snapshot = rx.borrow_and_update().clone();
         match &snapshot.status {
-            vdi_core::model::FeedStatus::Syncing => {}
-            vdi_core::model::FeedStatus::Live => {
+            vdi_core::watch::FeedStatus::Syncing => {}
+            vdi_core::watch::FeedStatus::Live => {
                 last_error = None;
                 out!("--- {} (live)", exact_instant(snapshot.judged_at));
                 print_pools(&snapshot.pools, &scope, snapshot.judged_at);
             }
-            vdi_core::model::FeedStatus::Failing { error } => {
+            vdi_core::watch::FeedStatus::Failing { error } => {
                 if last_error.as_ref() != Some(error) {
                     err!("watch failing (retrying): {}", error.message);
                     if let Some(fix) = &error.suggestion {

@@ -16,9 +16,9 @@ use clap::Args;
 use vdi_core::clock::ServerClock;
 use vdi_core::cluster::KubeconfigSource;
 use vdi_core::error::ErrorKind;
-use vdi_core::model::{CreateProgress, CreateStep, MemberProgress};
 use vdi_core::pool::{
-    CancelHandle, CreateOptions, CreatePool, DeletePool, create_pool, delete_pool,
+    CancelHandle, CreateOptions, CreatePool, CreateProgress, CreateStep, DeletePool,
+    MemberProgress, create_pool, delete_pool,
 };
 use vdi_core::validate::parse_duration;
 

@@ -8,8 +8,103 @@ use kube::Client;
 use kube::Config;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-use crate::error::{Error, Result};
-use crate::model::{ContextInfo, Contexts};
+use serde::Serialize;
+use ts_rs::TS;
+
+use crate::error::{Error, ErrorView, Result};
+use crate::guard::GuardStatus;
+use crate::identity::Identity;
+use crate::scope::Scope;
+
+/// A kubeconfig context the user can pick.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct ContextInfo {
+    /// Context name.
+    pub name: String,
+    /// Cluster name it points at.
+    pub cluster: String,
+    /// The context's default namespace, if it sets one.
+    pub namespace: Option<String>,
+    /// The namespace the console opens this context in: the context's own (trimmed) when it
+    /// sets a non-blank one, else [`FALLBACK_NAMESPACE`].
+    pub start_namespace: String,
+}
+
+/// The namespace the console opens a context in when the context names none (the sandbox's
+/// and the SPEC's pool namespace).
+pub const FALLBACK_NAMESPACE: &str = "corral-vms";
+
+impl ContextInfo {
+    /// The context `name` on `cluster` with default namespace `namespace`.
+    pub fn new(name: String, cluster: String, namespace: Option<String>) -> Self {
+        let start_namespace = namespace
+            .as_deref()
+            .map(str::trim)
+            .filter(|ns| !ns.is_empty())
+            .unwrap_or(FALLBACK_NAMESPACE)
+            .to_owned();
+        ContextInfo {
+            name,
+            cluster,
+            namespace,
+            start_namespace,
+        }
+    }
+}
+
+/// The kubeconfig files were written: what the desktop app tells its window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct KubeconfigChanged {
+    /// Contexts whose definition changed (server, CA, credentials, namespace), appeared or
+    /// disappeared, sorted by name; the window reconnects when its own is among them. Empty
+    /// when the files could not be read (the window reads them again and shows why).
+    pub changed_contexts: Vec<String>,
+}
+
+/// The kubeconfig's contexts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct Contexts {
+    /// All contexts, in file order.
+    pub contexts: Vec<ContextInfo>,
+    /// `current-context`, if set.
+    pub current: Option<String>,
+}
+
+/// What the desktop app shows about itself in its footer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct AppInfo {
+    /// The app's version.
+    pub version: String,
+    /// The log file being written.
+    pub log_path: String,
+    /// The kubeconfig files in use.
+    pub kubeconfig_paths: Vec<String>,
+}
+
+/// What connecting to a cluster reached: the context, who you are there, the scope, the guard.
+#[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct ClusterInfo {
+    /// The context asked for (`null`: the current context).
+    pub context: Option<String>,
+    /// Who the API server says you are (SelfSubjectReview); `null` if it could not say.
+    pub identity: Option<Identity>,
+    /// Why the identity is unknown.
+    pub identity_error: Option<ErrorView>,
+    /// The namespaces the live view covers.
+    pub scope: Scope,
+    /// Whether the cluster has Corral VDI's server-side guard; `null` if it could not be read.
+    pub guard: Option<GuardStatus>,
+}
 
 /// Acting as someone else through the cluster's impersonation (`Impersonate-User` and
 /// `Impersonate-Group` headers, like kubectl's `--as` and `--as-group`). The API server checks
@@ -131,7 +226,7 @@ impl KubeconfigSource {
     ///
     /// Errors: as [`KubeconfigSource::read`]; [`Error::Config`] when `context` is unknown, or
     /// when none is given and the kubeconfig names no current context.
-    pub fn start_scope(&self, context: Option<&str>) -> Result<(String, crate::scope::Scope)> {
+    pub fn start_scope(&self, context: Option<&str>) -> Result<(String, Scope)> {
         let Contexts { contexts, current } = self.contexts()?;
         let name = match context {
             Some(name) => name.to_owned(),
@@ -145,7 +240,7 @@ impl KubeconfigSource {
             .into_iter()
             .find(|c| c.name == name)
             .ok_or_else(|| Error::Config(format!("there is no context \"{name}\"")))?;
-        Ok((name, crate::scope::Scope::Namespace(info.start_namespace)))
+        Ok((name, Scope::Namespace(info.start_namespace)))
     }
 
     /// A value per context that changes whenever the context, its cluster or its user entry
@@ -360,6 +455,17 @@ pub struct Connection {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_context_starts_in_its_own_namespace_else_the_fallback() {
+        let start = |ns: Option<&str>| {
+            ContextInfo::new("c".into(), "k".into(), ns.map(str::to_owned)).start_namespace
+        };
+        assert_eq!(start(Some("team-a")), "team-a");
+        assert_eq!(start(Some(" team-a ")), "team-a");
+        assert_eq!(start(Some("  ")), FALLBACK_NAMESPACE);
+        assert_eq!(start(None), "corral-vms");
+    }
+
     fn kubeconfig(server: &str, token: &str) -> String {
         format!(
             "apiVersion: v1
@@ -408,11 +514,11 @@ contexts:
     #[test]
     fn a_window_starts_in_the_contexts_own_namespace_else_the_fallback() {
         let text = kubeconfig("https://127.0.0.1:6443", "t1");
-        let ns = |name: &str| crate::scope::Scope::Namespace(name.to_owned());
+        let ns = |name: &str| Scope::Namespace(name.to_owned());
         with_kubeconfig(&text, |source| {
             assert_eq!(
                 source.start_scope(None).unwrap(),
-                ("a".to_owned(), ns(crate::model::FALLBACK_NAMESPACE))
+                ("a".to_owned(), ns(crate::cluster::FALLBACK_NAMESPACE))
             );
             assert_eq!(
                 source.start_scope(Some("b")).unwrap(),

@@ -18,7 +18,18 @@ use ts_rs::TS;
 use crate::clock::ServerClock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::labels::ADMIN_GROUP;
-use crate::model::Identity;
+
+/// The authenticated user of a kubeconfig context, as the API server reports it
+/// (SelfSubjectReview, authentication.k8s.io/v1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct Identity {
+    /// `status.userInfo.username`.
+    pub username: String,
+    /// `status.userInfo.groups`.
+    pub groups: Vec<String>,
+}
 
 impl Identity {
     /// Whether the identity is a Corral VDI administrator (member of [`ADMIN_GROUP`]).

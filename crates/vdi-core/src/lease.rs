@@ -7,7 +7,7 @@
 //! and a duration added to a time at the end of the calendar overflows. So claim Leases are
 //! read here as [`ClaimLease`]: the same object with its times kept as the strings the API
 //! server stored, parsed one by one, each failure that one Lease's own problem
-//! ([`crate::model::LeaseView::problem`]), never the list's.
+//! ([`crate::lease::LeaseView::problem`]), never the list's.
 //!
 //! One rule joins a Lease to a member everywhere (SPEC "Names on the cluster"): the claim of
 //! member M is the Lease named `corral-vdi-M` in M's namespace ([`crate::labels::lease_name`]).
@@ -23,10 +23,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, ListParams};
 use kube::{Client, Resource, ResourceExt};
 use serde::{Deserialize, Serialize};
+use ts_rs::TS;
 
 use crate::error::{Error, Result};
 use crate::labels::{LEASE_PREFIX, POOL_LABEL};
-use crate::model::LeaseView;
 use crate::scope::Scope;
 
 /// How far a Lease's `renewTime` may lie ahead of the API server's clock before it is reported
@@ -263,6 +263,35 @@ pub async fn get(client: &Client, namespace: &str, name: &str) -> Result<Option<
         .get_opt(name)
         .await
         .map_err(|e| Error::kube(format!("read Lease {name} in namespace \"{namespace}\""), e))
+}
+
+/// What the member's ownership Lease (`corral-vdi-<member>`) says.
+#[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct LeaseView {
+    /// `spec.holderIdentity`: the full identity of the holder.
+    pub holder: Option<String>,
+    /// `spec.acquireTime`.
+    pub acquired_at: Option<Timestamp>,
+    /// `spec.renewTime`.
+    pub renewed_at: Option<Timestamp>,
+    /// `spec.leaseDurationSeconds`, in seconds.
+    pub duration_seconds: Option<i32>,
+    /// `renewTime + leaseDurationSeconds`.
+    pub expires_at: Option<Timestamp>,
+    /// Active: a holder, and the expiry is in the future by the API server's clock.
+    pub active: bool,
+    /// `renewTime` lies in the future by the API server's clock: reported, never trusted.
+    pub renew_time_in_future: bool,
+    /// `spec.leaseTransitions`.
+    pub transitions: i32,
+    /// `metadata.resourceVersion`, which a takeover must carry.
+    pub resource_version: Option<String>,
+    /// Why the Lease cannot be judged ("renewTime 9999-12-31T23:59:59.000000Z is out of
+    /// range"), if it cannot: then it is not active and its times are absent
+    /// ([`crate::lease::lease_view`]).
+    pub problem: Option<String>,
 }
 
 #[cfg(test)]

@@ -6,12 +6,13 @@ use std::collections::{BTreeMap, HashMap};
 
 use jiff::Timestamp;
 use kube::ResourceExt;
+use serde::Serialize;
+use ts_rs::TS;
 
 use crate::labels::{
     self, ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, DecodedLabel, POOL_LABEL, lease_name,
 };
-use crate::lease::{ClaimLease, lease_view};
-use crate::model::{LeaseView, MemberState, MemberView, PoolCounts, PoolView};
+use crate::lease::{ClaimLease, LeaseView, lease_view};
 use crate::resources::VirtualMachine;
 
 /// A member's state from its assigned-to label (as written on the VM) and its Lease (SPEC
@@ -160,6 +161,117 @@ pub fn next_expiry(pools: &[PoolView], now: Timestamp) -> Option<Timestamp> {
         .filter_map(|l| l.expires_at)
         .filter(|exp| *exp > now)
         .min()
+}
+
+/// A member's claim state, derived from its VM's assigned-to label and its Lease
+/// (SPEC "Member state"). Never stored anywhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub enum MemberState {
+    /// No label, no Lease: claimable.
+    Free,
+    /// No label, stale Lease: claimable by replacing the Lease with its resourceVersion.
+    FreeStaleLease,
+    /// No label, active Lease: a claim in progress or stuck after a partial failure; only the
+    /// Lease holder may retry.
+    Claiming,
+    /// Label, no Lease: assigned the Phase 1 way (label only).
+    AssignedLegacy,
+    /// Label and active Lease.
+    Assigned,
+    /// Label and stale Lease: an administrator may recover it.
+    AssignedLeaseExpired,
+    /// Label naming someone other than the active Lease's holder: another tool wrote one of
+    /// them (e.g. the label-only `corral vdi` Go CLI). Not claimable, never resumed over; an
+    /// administrator resolves it with unassign.
+    Conflict,
+    /// The Lease cannot be judged: a time beyond the calendar the product can hold, an expiry
+    /// that overflows it, or a duration out of range ([`LeaseView::problem`] says which).
+    /// Not claimable; its holder or an administrator releases it.
+    Unreadable,
+}
+
+impl MemberState {
+    /// The state's wording, as the CLI and the app print it.
+    pub fn label(self) -> &'static str {
+        match self {
+            MemberState::Free => "free",
+            MemberState::FreeStaleLease => "free (stale lease)",
+            MemberState::Claiming => "claiming / stuck",
+            MemberState::AssignedLegacy => "assigned (legacy, label-only)",
+            MemberState::Assigned => "assigned",
+            MemberState::AssignedLeaseExpired => "assigned, lease expired",
+            MemberState::Conflict => "conflict (label and Lease disagree)",
+            MemberState::Unreadable => "unreadable claim",
+        }
+    }
+
+    /// Whether a new claimant may take this member (SPEC table, "claimable?").
+    pub fn claimable(self) -> bool {
+        matches!(self, MemberState::Free | MemberState::FreeStaleLease)
+    }
+}
+
+/// One pool member, ready to show.
+#[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct MemberView {
+    /// VirtualMachine name, `<pool>-<i>`.
+    pub name: String,
+    /// Namespace of the VM and its Lease.
+    pub namespace: String,
+    /// Claim state.
+    pub state: MemberState,
+    /// The state's wording ([`MemberState::label`]).
+    pub state_label: String,
+    /// Whether a new claimant may take it.
+    pub claimable: bool,
+    /// Who holds it: the Lease's holderIdentity, else the decoded assigned-to label.
+    pub holder: Option<String>,
+    /// Whom the VM's assigned-to label names (decoded; a hashed form as written), if it has
+    /// one. Differs from `holder` only in the conflict state.
+    pub label_holder: Option<String>,
+    /// `corral.dev/vdi-claimed-at` annotation, as written (RFC 3339 UTC).
+    pub claimed_at: Option<String>,
+    /// The ownership Lease, if any.
+    pub lease: Option<LeaseView>,
+    /// The VM's `status.printableStatus` as the cluster says it (`Stopped`, `Running`, …);
+    /// `Unknown` when the VM has no status yet.
+    pub power: String,
+}
+
+/// Member counts of a pool, by claimability.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct PoolCounts {
+    /// Members a new claimant may take.
+    pub free: u32,
+    /// Members with a user (label or active Lease).
+    pub taken: u32,
+    /// All members.
+    pub total: u32,
+}
+
+/// A pool: the VMs labelled `corral.dev/vdi-pool=<name>` in one namespace.
+#[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct PoolView {
+    /// Namespace the pool lives in.
+    pub namespace: String,
+    /// Pool name (the label's value).
+    pub name: String,
+    /// Members sorted by their index (`<pool>-1`, `<pool>-2`, …), then by name.
+    pub members: Vec<MemberView>,
+    /// Counts by claimability.
+    pub counts: PoolCounts,
+    /// Leases labelled with this pool whose name is no member's claim (`corral-vdi-<member>`):
+    /// never joined to a member, never deleted with the pool; shown so that an administrator
+    /// can look at them.
+    pub stray_leases: Vec<String>,
 }
 
 #[cfg(test)]

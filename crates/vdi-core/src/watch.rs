@@ -6,29 +6,32 @@
 //! notices an API server gone silent while its watch connections stay open, so that the view
 //! never says "live" over data nobody is refreshing.
 
+use std::collections::BTreeMap;
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
+use jiff::Timestamp;
 use kube::api::{Api, ListParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::utils::{Backoff, ResetTimerBackoff};
 use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Client, Resource};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use ts_rs::TS;
 
 use crate::clock::ServerClock;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorView, Result};
 use crate::labels::POOL_LABEL;
 use crate::lease::{ClaimLease, concerns_claims};
-use crate::model::{FeedStatus, PoolView, PoolsSnapshot};
 use crate::resources::VirtualMachine;
 use crate::scope::Scope;
-use crate::state::{group_pools, next_expiry};
+use crate::state::{PoolView, group_pools, next_expiry};
 
 /// How long a burst of watch events is gathered before the pools are regrouped.
 pub const COALESCE: StdDuration = StdDuration::from_millis(25);
@@ -450,9 +453,126 @@ async fn run(client: Client, scope: Scope, clock: ServerClock, tx: &watch::Sende
     }
 }
 
+/// The live view's state of its connection to the cluster.
+#[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+#[ts(export)]
+pub enum FeedStatus {
+    /// The first full list has not arrived yet.
+    Syncing,
+    /// In sync; changes arrive as they happen.
+    Live,
+    /// The last request failed; the watcher retries with backoff and keeps the last data.
+    Failing {
+        /// Why, with a fix.
+        error: ErrorView,
+    },
+}
+
+/// Everything the pools view shows at one moment (the CLI's view; the app gets
+/// [`PoolsUpdate`]s made from these).
+#[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct PoolsSnapshot {
+    /// Namespaces covered.
+    pub scope: Scope,
+    /// Connection state.
+    pub status: FeedStatus,
+    /// Pools sorted by (namespace, name).
+    pub pools: Vec<PoolView>,
+    /// API server's time at which the states were judged.
+    pub judged_at: Timestamp,
+}
+
+/// Names one pool: its namespace and its name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct PoolKey {
+    /// Namespace the pool lives in.
+    pub namespace: String,
+    /// Pool name.
+    pub name: String,
+}
+
+/// What changed in the pools view since the previous update of the same feed: the desktop app
+/// sends these instead of whole [`PoolsSnapshot`]s, so that one member's change costs one
+/// pool's worth of serialization and re-rendering, not 10,000 members'.
+///
+/// A receiver keeps the pools of the last `full` update of a feed and applies each later
+/// update of that feed in order: drop `removed`, replace or insert `changed`.
+#[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct PoolsUpdate {
+    /// Which feed this is (a new one per session); updates of another feed do not apply.
+    pub feed: u32,
+    /// Namespaces covered.
+    pub scope: Scope,
+    /// Connection state.
+    pub status: FeedStatus,
+    /// `true`: `changed` holds every pool and replaces whatever the receiver had.
+    pub full: bool,
+    /// Pools new or different since the previous update, sorted by (namespace, name).
+    pub changed: Vec<PoolView>,
+    /// Pools gone since the previous update.
+    pub removed: Vec<PoolKey>,
+    /// API server's time at which the states were judged.
+    pub judged_at: Timestamp,
+}
+
+/// Turns the successive snapshots of one feed into [`PoolsUpdate`]s: the first is full, each
+/// later one carries only the pools that differ (compared by value).
+#[derive(Debug)]
+pub struct PoolsDiff {
+    feed: u32,
+    last: Option<BTreeMap<PoolKey, PoolView>>,
+}
+
+impl PoolsDiff {
+    /// A diff for feed number `feed`; its first update is full.
+    pub fn new(feed: u32) -> Self {
+        PoolsDiff { feed, last: None }
+    }
+
+    /// The update that takes a receiver from the previous snapshot to `snapshot`.
+    pub fn update(&mut self, snapshot: &PoolsSnapshot) -> PoolsUpdate {
+        let key = |p: &PoolView| PoolKey {
+            namespace: p.namespace.clone(),
+            name: p.name.clone(),
+        };
+        let next: BTreeMap<PoolKey, PoolView> =
+            snapshot.pools.iter().map(|p| (key(p), p.clone())).collect();
+        let (full, changed, removed) = match self.last.take() {
+            None => (true, snapshot.pools.clone(), Vec::new()),
+            Some(last) => {
+                let changed = next
+                    .iter()
+                    .filter(|(k, p)| last.get(k) != Some(p))
+                    .map(|(_, p)| p.clone())
+                    .collect();
+                let removed = last.into_keys().filter(|k| !next.contains_key(k)).collect();
+                (false, changed, removed)
+            }
+        };
+        self.last = Some(next);
+        PoolsUpdate {
+            feed: self.feed,
+            scope: snapshot.scope.clone(),
+            status: snapshot.status.clone(),
+            full,
+            changed,
+            removed,
+            judged_at: snapshot.judged_at,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::PoolCounts;
 
     fn channel() -> (watch::Sender<PoolsSnapshot>, watch::Receiver<PoolsSnapshot>) {
         watch::channel(PoolsSnapshot {
@@ -491,5 +611,67 @@ mod tests {
         drop(rx);
         supervise(&tx, async {}).await;
         assert_eq!(tx.borrow().status, FeedStatus::Live);
+    }
+
+    fn pool(name: &str, free: u32) -> PoolView {
+        PoolView {
+            namespace: "vdi".into(),
+            name: name.into(),
+            members: Vec::new(),
+            counts: PoolCounts {
+                free,
+                taken: 0,
+                total: free,
+            },
+            stray_leases: Vec::new(),
+        }
+    }
+
+    fn snapshot(pools: Vec<PoolView>) -> PoolsSnapshot {
+        PoolsSnapshot {
+            scope: Scope::Namespace("vdi".into()),
+            status: FeedStatus::Live,
+            pools,
+            judged_at: Timestamp::UNIX_EPOCH,
+        }
+    }
+
+    fn key(name: &str) -> PoolKey {
+        PoolKey {
+            namespace: "vdi".into(),
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn first_update_is_full_then_only_what_changed() {
+        let mut diff = PoolsDiff::new(7);
+        let first = diff.update(&snapshot(vec![pool("a", 1), pool("b", 2)]));
+        assert!(first.full);
+        assert_eq!(first.feed, 7);
+        assert_eq!(first.changed, vec![pool("a", 1), pool("b", 2)]);
+
+        let same = diff.update(&snapshot(vec![pool("a", 1), pool("b", 2)]));
+        assert!(!same.full);
+        assert!(same.changed.is_empty() && same.removed.is_empty());
+
+        let one = diff.update(&snapshot(vec![pool("a", 0), pool("b", 2), pool("c", 3)]));
+        assert_eq!(one.changed, vec![pool("a", 0), pool("c", 3)]);
+        assert!(one.removed.is_empty());
+
+        let gone = diff.update(&snapshot(vec![pool("c", 3)]));
+        assert!(gone.changed.is_empty());
+        assert_eq!(gone.removed, vec![key("a"), key("b")]);
+    }
+
+    #[test]
+    fn a_status_change_alone_is_sent() {
+        let mut diff = PoolsDiff::new(1);
+        diff.update(&snapshot(vec![pool("a", 1)]));
+        let mut failing = snapshot(vec![pool("a", 1)]);
+        failing.status = FeedStatus::Syncing;
+        let update = diff.update(&failing);
+        assert_eq!(update.status, FeedStatus::Syncing);
+        assert!(update.changed.is_empty());
     }
 }

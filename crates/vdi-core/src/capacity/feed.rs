@@ -26,7 +26,8 @@ use super::objects::{LAUNCHER_LABEL, LAUNCHER_VALUE};
 use super::read::cluster_capacity;
 use crate::error::Error;
 use crate::labels::POOL_LABEL;
-use crate::model::{ClusterCapacity, FeedStatus};
+use crate::model::ClusterCapacity;
+use crate::watch::FeedStatus;
 
 /// How long changes are gathered before the view is read again.
 pub const SETTLE: Duration = Duration::from_millis(300);

@@ -22,10 +22,9 @@ use crate::labels::{
     ADMIN_GROUP, ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, POOL_LABEL, encode_identity, lease_name,
 };
 use crate::lease::ClaimLease;
-use crate::model::MemberView;
 use crate::resources::VirtualMachine;
 use crate::scope::Scope;
-use crate::state::{group_pools, label_holder};
+use crate::state::{MemberView, group_pools, label_holder};
 
 /// Claims a member of `pool` in `namespace` for `assignee` (SPEC "Assign"), acting as
 /// `actor`: `assignee` is whom the desktop is handed to (the actor itself for "Get a desktop";
@@ -290,7 +289,7 @@ async fn win_free_member(
         // A stale Lease is taken over (an update with its resourceVersion); else one is created.
         let previous = read
             .lease(&m.name)
-            .filter(|_| m.state == crate::model::MemberState::FreeStaleLease);
+            .filter(|_| m.state == crate::state::MemberState::FreeStaleLease);
         let lease = claim.lease(&m.name, now, lease_seconds, previous);
         match write_lease(actor.client(), claim, lease, previous).await {
             Ok(()) => {

@@ -22,7 +22,7 @@ use crate::labels::{
     lease_name,
 };
 use crate::lease::ClaimLease;
-use crate::model::{MemberState, MemberView};
+use crate::state::{MemberState, MemberView};
 use crate::validate;
 
 /// Checks an assign's input without a request (what [`super::assign`] does first): the

@@ -11,16 +11,55 @@ use k8s_openapi::api::coordination::v1::Lease;
 use crate::lease::ClaimLease;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions};
 use kube::{Client, ResourceExt};
+use serde::Serialize;
+use ts_rs::TS;
 
 use super::clone_object::{discover_clone_api, target_of};
 use super::{CLONE_KIND, CREATION_MARK_ANNOTATION, RUN_LABEL, creation_mark};
 use crate::clock::{ServerClock, exact_instant};
 use crate::error::{Error, ErrorKind, Result, is_status};
 use crate::labels::{POOL_LABEL, lease_name};
-use crate::model::{MemberState, PoolDeleted};
 use crate::resources::VirtualMachine;
-use crate::state::member_view;
+use crate::state::{MemberState, member_view};
 use crate::validate;
+
+/// What a pool delete removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct PoolDeleted {
+    /// Namespace of the pool.
+    pub namespace: String,
+    /// Pool name.
+    pub name: String,
+    /// Member VMs deleted (or already being deleted), in index order.
+    pub members: Vec<String>,
+    /// Claim Leases (`corral-vdi-<member>`) deleted.
+    pub leases: Vec<String>,
+    /// VirtualMachineClone objects deleted (left from an aborted or failed create, or by the Go
+    /// CLI, which never deletes them).
+    pub clones: Vec<String>,
+    /// VMs that this pool's own clone objects produced but that never got the pool label (an
+    /// interrupted create), deleted.
+    pub unlabelled: Vec<String>,
+    /// Members that were assigned and deleted anyway because of `force`, with their holder.
+    pub forced: Vec<String>,
+    /// What claims to belong to the pool but that delete cannot prove this product made, and
+    /// so left alone, each with why: `VirtualMachine golden-desktop (named by clone object
+    /// "x", but created before it …)`, `Lease other (labelled with the pool, but no member's
+    /// claim Lease)`.
+    pub left_alone: Vec<String>,
+}
+
+impl PoolDeleted {
+    /// Whether there was nothing to delete.
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+            && self.leases.is_empty()
+            && self.clones.is_empty()
+            && self.unlabelled.is_empty()
+    }
+}
 
 /// What to delete: `pool delete <name> [-n ns] [--force]`.
 #[derive(Debug, Clone, PartialEq, Eq)]

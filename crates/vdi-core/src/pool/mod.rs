@@ -71,18 +71,19 @@ use std::time::Duration;
 
 use kube::Client;
 use kube::api::Api;
+use serde::Serialize;
 use tokio::sync::watch;
 use tokio::time::Instant;
+use ts_rs::TS;
 
 pub use clone::format_duration;
 pub use clone_object::{CloneApi, choose_clone_version, clone_name, discover_clone_api};
-pub use delete::{DeletePool, delete_pool};
+pub use delete::{DeletePool, PoolDeleted, delete_pool};
 pub(crate) use golden::golden_vm;
 pub use golden::{GoldenProblem, golden_problems};
 pub use validate::{member_name, member_names, validate_create};
 
 use crate::error::Result;
-use crate::model::{CreateProgress, PoolCreated};
 use crate::resources::VirtualMachine;
 
 #[cfg(doc)]
@@ -380,4 +381,101 @@ pub(super) mod tests {
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Invalid, "{err}");
     }
+}
+
+/// Where one member of a pool being created stands (SPEC "Pool create" steps 5–7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub enum CreateStep {
+    /// Waiting for a free slot (only when the number of clones in flight is bounded).
+    Queued,
+    /// Its VirtualMachineClone was created; KubeVirt has not reported progress yet.
+    CloneCreated,
+    /// KubeVirt reports the clone's progress: see `phase` and `message`.
+    Cloning,
+    /// The target VM exists; the pool label is being applied.
+    Labelling,
+    /// Labelled, stopped and unassigned; its clone object was removed.
+    Done,
+    /// It failed: `error` says why, naming the clone object.
+    Failed,
+}
+
+/// One progress report about one member of a pool being created.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct MemberProgress {
+    /// The member (VirtualMachine name), `<pool>-<i>`.
+    pub member: String,
+    /// Name of the member's VirtualMachineClone object.
+    pub clone: String,
+    /// Where the member stands.
+    pub step: CreateStep,
+    /// The clone's `status.phase` as KubeVirt reports it (`SnapshotInProgress`,
+    /// `RestoreInProgress`, `CreatingTargetVM`, `Succeeded`, `Failed`); `null` before it has
+    /// one.
+    pub phase: Option<String>,
+    /// The clone's condition message (Ready, else Progressing), if any.
+    pub message: Option<String>,
+    /// Whether this member is finished, one way or the other.
+    pub done: bool,
+    /// Why it failed (set only with step `failed`).
+    pub error: Option<String>,
+    /// Milliseconds since the pool create started.
+    pub elapsed_ms: u32,
+}
+
+/// Progress of a pool create, in the order it happens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+#[ts(export)]
+pub enum CreateProgress {
+    /// Every check passed; the members' clones are being created.
+    Started(CreateStarted),
+    /// A member moved on.
+    Member(MemberProgress),
+}
+
+/// What a pool create is about to do, once every check has passed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct CreateStarted {
+    /// Namespace of the pool.
+    pub namespace: String,
+    /// Pool name.
+    pub pool: String,
+    /// The golden VM cloned.
+    pub golden: String,
+    /// The members to be made, `<pool>-1` … `<pool>-<N>`.
+    pub members: Vec<String>,
+    /// The VirtualMachineClone API version chosen by discovery (`v1beta1` or `v1alpha1`).
+    pub clone_api_version: String,
+    /// Identifies this run: the value of the `corral.dev/vdi-create-run` label on its clone
+    /// objects.
+    pub run_id: String,
+}
+
+/// A pool that was created whole.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct PoolCreated {
+    /// Namespace of the pool.
+    pub namespace: String,
+    /// Pool name.
+    pub name: String,
+    /// The golden VM the members were cloned from.
+    pub golden: String,
+    /// Members, in index order; each labelled, stopped and unassigned.
+    pub members: Vec<String>,
+    /// The VirtualMachineClone API version used.
+    pub clone_api_version: String,
+    /// Milliseconds the create took.
+    pub elapsed_ms: u32,
+    /// Things that did not stop the pool from being made but deserve a look (e.g. a finished
+    /// clone object that could not be removed).
+    pub warnings: Vec<String>,
 }

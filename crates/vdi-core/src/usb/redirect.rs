@@ -60,7 +60,7 @@ pub async fn check_redirect(
     let me = actor.username();
     let mine = match &view.lease {
         Some(l) if l.active => {
-            l.holder.as_deref() == Some(me) && view.state != crate::model::MemberState::Conflict
+            l.holder.as_deref() == Some(me) && view.state != crate::state::MemberState::Conflict
         }
         _ => view.label_holder.as_deref() == Some(me),
     };

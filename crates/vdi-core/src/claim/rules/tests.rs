@@ -2,7 +2,7 @@
 //! state (SPEC "Member state").
 
 use super::*;
-use crate::model::LeaseView;
+use crate::lease::LeaseView;
 
 fn now() -> Timestamp {
     "2026-12-01T12:00:00Z".parse().unwrap()

@@ -27,7 +27,7 @@ use super::super::{
 };
 use crate::error::{MemberFailure, describe, is_status};
 use crate::labels::{MEMBER_LABEL, POOL_LABEL};
-use crate::model::{CreateProgress, CreateStep, MemberProgress};
+use crate::pool::{CreateProgress, CreateStep, MemberProgress};
 
 /// After a failed member's clone object is deleted, how long to wait before looking for a VM
 /// that a clone controller still working on the old object may have created.

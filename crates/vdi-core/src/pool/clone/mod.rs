@@ -32,7 +32,7 @@ use super::clone_object::{CloneApi, clone_name};
 use super::free::Namespaced;
 use super::{CLONE_KIND, CancelHandle, CreatePool, RUN_LABEL};
 use crate::error::{Error, ErrorKind, PoolCreateFailure, Result, is_status};
-use crate::model::{CreateProgress, CreateStarted, PoolCreated};
+use crate::pool::{CreateProgress, CreateStarted, PoolCreated};
 
 /// A run id: 16 hex digits, random per run (a label value).
 fn new_run_id() -> String {
