@@ -10,12 +10,12 @@ use vdi_core::clock::ServerClock;
 use vdi_core::cluster::{AppInfo, ClusterInfo, Contexts};
 use vdi_core::credentials::CredentialState;
 use vdi_core::error::ErrorView;
-use vdi_core::golden::{self, GoldenCandidate, NewPool};
 use vdi_core::guard::GuardStatus;
 use vdi_core::identity::{self, Actor, Permissions};
 use vdi_core::link::{self, Link};
-use vdi_core::pool::{self, CreatePool, DeletePool};
-use vdi_core::pool::{PoolCreated, PoolDeleted};
+use vdi_core::pool::{
+    self, CreatePool, DeletePool, GoldenCandidate, NewPool, PoolCreated, PoolDeleted,
+};
 use vdi_core::scope::Scope;
 use vdi_core::watch::{PoolsDiff, PoolsUpdate};
 
@@ -329,7 +329,7 @@ pub async fn golden_candidates(
     namespace: String,
 ) -> Result<Vec<GoldenCandidate>, ErrorView> {
     let (client, _) = current(&state)?;
-    golden::golden_candidates(&client, &namespace)
+    pool::golden_candidates(&client, &namespace)
         .await
         .map_err(|e| e.view())
 }

@@ -10,7 +10,6 @@ pub mod cluster;
 pub mod connect;
 pub mod credentials;
 pub mod error;
-pub mod golden;
 pub mod guard;
 pub mod helpers;
 pub mod identity;

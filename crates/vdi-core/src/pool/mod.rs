@@ -4,13 +4,13 @@
 //! **Create** follows the SPEC's steps in order, one file per step, and refuses everything it
 //! can before it changes anything:
 //! 1. input (pool name, size, namespace, timeout) is checked without a single request
-//!    ([`validate_create`], in `validate.rs`);
+//!    ([`validate_create`], in `create_input.rs`);
 //! 2. the namespace must exist; the VirtualMachineClone API version is chosen by discovery
 //!    (`clone.kubevirt.io`: `v1beta1`, else `v1alpha1`; `clone.rs`); the golden VM is looked
 //!    up in the target namespace only, and refused if it is an assigned pool member, or if
 //!    KubeVirt would fail its clones late: a PVC/DataVolume volume without snapshot support, a
 //!    persistent TPM or EFI, or a VM that is not stopped (unless
-//!    [`CreateOptions::allow_running`]) ([`golden_problems`], in `golden.rs`);
+//!    [`CreateOptions::allow_running`]) ([`golden_problems`], in `golden_vm.rs`);
 //! 3. refused if the pool exists, a member name is taken, a clone object already targets a
 //!    member (another create in progress, or debris of an aborted one), or a claim Lease of a
 //!    member is left over (`free.rs`);
@@ -31,6 +31,10 @@
 //! 7. finished clone objects are removed; a clone that fails or stalls is deleted (so it cannot
 //!    produce an unlabelled VM later), as is a VM it produced that could not be labelled; the
 //!    error says exactly which members exist ([`PoolCreateFailure`], `failure.rs`).
+//!
+//! Before a create, [`golden_candidates`] (`candidates.rs`) lists the VMs of a namespace a
+//! pool could be made from, each with the problems `golden_vm.rs` would refuse it for, for the
+//! app's "New pool" picker.
 //!
 //! **Races.** Clone objects have names derived from their member (`corral-vdi-clone-<member>`)
 //! and creating one is first-writer-wins. The first member's clone is created alone, as a lock:
@@ -57,14 +61,15 @@
 //! another name) is listed as left alone. It refuses while any member is assigned (label or
 //! active Lease) unless forced. Run twice, the second run finds nothing to delete and succeeds.
 
+mod candidates;
 mod capacity;
 mod clone;
 mod clone_object;
+mod create_input;
 mod delete;
 mod failure;
 mod free;
-mod golden;
-mod validate;
+mod golden_vm;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,12 +81,13 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use ts_rs::TS;
 
+pub use candidates::{GoldenCandidate, NewPool, golden_candidates};
 pub use clone::format_duration;
 pub use clone_object::{CloneApi, choose_clone_version, clone_name, discover_clone_api};
+pub use create_input::{member_name, member_names, validate_create};
 pub use delete::{DeletePool, PoolDeleted, delete_pool};
-pub(crate) use golden::golden_vm;
-pub use golden::{GoldenProblem, golden_problems};
-pub use validate::{member_name, member_names, validate_create};
+pub(crate) use golden_vm::golden_vm;
+pub use golden_vm::{GoldenProblem, golden_problems};
 
 use crate::error::Result;
 use crate::resources::VirtualMachine;
@@ -289,7 +295,7 @@ where
     let ns = &request.namespace;
 
     // 2. The namespace, the clone API, the golden VM.
-    validate::check_namespace(client, ns).await?;
+    create_input::check_namespace(client, ns).await?;
     crate::identity::require(
         client,
         ns,
@@ -299,7 +305,7 @@ where
     .await?;
     let clone_api = discover_clone_api(client).await?;
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), ns);
-    let golden = golden::check_golden(client, &vms, request).await?;
+    let golden = golden_vm::check_golden(client, &vms, request).await?;
 
     // 3. The pool's names are free.
     let scope = free::Namespaced {

@@ -1,5 +1,6 @@
-//! Pool create, SPEC steps 1–2: the input, checked without a request ([`validate_create`]),
-//! and the namespace, which must exist (one request).
+//! Pool create, SPEC steps 1–2: a create's input, checked without a request
+//! ([`validate_create`]: the shared rules of [`crate::validate`] plus the pool's own, its size
+//! and its members' names), and the namespace, which must exist (one request).
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;

@@ -1,15 +1,15 @@
 //! Golden VM candidates for a new pool: the namespace's VMs that are no pool member, each with
 //! its power state and what would make KubeVirt fail its clones (see
-//! [`crate::pool::golden_problems`]), ready for a picker.
+//! [`super::golden_problems`]), ready for a picker (the app's "New pool" dialog).
 
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 use serde::Serialize;
 use ts_rs::TS;
 
+use super::golden_vm::golden_problems;
 use crate::error::{Error, Result};
 use crate::labels::POOL_LABEL;
-use crate::pool::golden_problems;
 use crate::resources::VirtualMachine;
 
 /// One VM that could be a golden VM.
@@ -82,14 +82,14 @@ pub struct NewPool {
     pub timeout_seconds: u32,
 }
 
-impl From<NewPool> for crate::pool::CreatePool {
+impl From<NewPool> for super::CreatePool {
     fn from(request: NewPool) -> Self {
-        crate::pool::CreatePool {
+        super::CreatePool {
             namespace: request.namespace,
             name: request.name,
             golden: request.golden,
             size: request.size,
-            options: crate::pool::CreateOptions {
+            options: super::CreateOptions {
                 timeout: std::time::Duration::from_secs(u64::from(request.timeout_seconds)),
                 allow_running: request.allow_running,
                 ..Default::default()
