@@ -366,7 +366,7 @@ pub(crate) async fn accessibility_check(client: &Client, what: &str) {
 /// border), and no cell's content taller than its row. An empty list means they agree; no pool
 /// on screen is a problem too (nothing would have been checked).
 pub(crate) const ROWS_WHERE_LAID_OUT: &str = "const problems = [];
-pub(crate) const pools = document.querySelectorAll('section.pool');
+const pools = document.querySelectorAll('section.pool');
 if (pools.length === 0) problems.push('no pool on screen');
 for (const pool of pools) {
   const name = pool.dataset.testid;
