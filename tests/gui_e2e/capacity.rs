@@ -38,14 +38,21 @@ async fn the_new_pool_dialog_refuses_a_pool_the_gpus_cannot_hold_and_capacity_fo
     // Select all (Control+A), then type over it, as a user would.
     let size = "[data-testid='pool-size']";
     type_into(client, size, "\u{e009}a\u{e009}5").await;
-    let verdict = wait_text(client, "[data-testid='capacity-verdict']", "Fits 4 of").await;
-    assert_eq!(verdict, "Fits 4 of the 5 you ask for.");
+    // The plan's own words, as the CLI prints them (vdi_core::capacity::plan_words).
+    let verdict = wait_text(client, "[data-testid='capacity-verdict']", "fits 4 of").await;
+    assert!(
+        verdict.starts_with("does not fit: fits 4 of the 5 you ask for (room for 4 such VMs now:"),
+        "{verdict}"
+    );
     let table = text_of(client, "[data-testid='capacity-table']").await;
     assert!(table.contains("gui-gpu-a"), "{table}");
     assert!(table.contains("gui-gpu-b"), "{table}");
     assert!(is_disabled(client, "[data-testid='create-submit']").await);
     let blocked = text_of(client, "[data-testid='create-blocked']").await;
-    assert!(blocked.contains("hold 4 of the 5 members"), "{blocked}");
+    assert!(
+        blocked.starts_with("make the pool smaller (--size 4 fits now)"),
+        "{blocked}"
+    );
     // The member preview does not contradict the disabled Create.
     assert_eq!(
         text_of(client, "[data-testid='new-pool-preview']").await,
@@ -55,7 +62,12 @@ async fn the_new_pool_dialog_refuses_a_pool_the_gpus_cannot_hold_and_capacity_fo
 
     // Four fit: Create is enabled again.
     type_into(client, size, "\u{e009}a\u{e009}4").await;
-    wait_text(client, "[data-testid='capacity-verdict']", "Fits all 4").await;
+    wait_text(
+        client,
+        "[data-testid='capacity-verdict']",
+        "fits: all 4 you ask for",
+    )
+    .await;
     wait_attr(
         client,
         "[data-testid='capacity-preview']",

@@ -65,6 +65,8 @@ pub struct DeviceNeed {
     pub per_vm: u32,
     /// How KubeVirt hands it out.
     pub class: DeviceClass,
+    /// The class as the CLI and the app print it ([`DeviceClass::label`]).
+    pub class_label: String,
     /// The entries asking for it, as `gpus/<name>` or `hostDevices/<name>`.
     pub entries: Vec<String>,
 }
@@ -78,6 +80,8 @@ pub struct NodeDeviceRow {
     pub resource: String,
     /// How KubeVirt hands it out.
     pub class: DeviceClass,
+    /// The class as the CLI and the app print it ([`DeviceClass::label`]).
+    pub class_label: String,
     /// The node's `status.capacity[resource]` (devices present), if it reports the resource.
     pub capacity: Option<u32>,
     /// The node's `status.allocatable[resource]` (devices the scheduler may hand out); 0 when
@@ -144,6 +148,27 @@ pub struct CapacityPlan {
     /// What the numbers could not take into account (a list RBAC refused, an affinity term
     /// that is not a plain label match), each as a sentence.
     pub notes: Vec<String>,
+    /// The plan in words, as the CLI and the app say it.
+    pub words: PlanWords,
+}
+
+/// A capacity plan in words: the sentences the CLI prints and the app shows, written once
+/// (`crate::capacity::plan_words`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct PlanWords {
+    /// What each VM asks for, with how KubeVirt hands each device out: `each VM needs 1
+    /// nvidia.com/T4 (PCI passthrough), all on one node`; that it asks for none, else.
+    pub needs: String,
+    /// Whether the request fits: `fits: all 3 you ask for can be placed (room for 3 such VMs
+    /// now: node-a 3)`, `does not fit: fits 3 of the 4 you ask for (…)`, or why none can start.
+    pub verdict: String,
+    /// What to do when the request does not fit (a pool create would be refused); `null` when
+    /// it fits.
+    pub fix: Option<String>,
+    /// That admission is a check, not a reservation (SPEC: "say so").
+    pub caveat: String,
 }
 
 /// A resource the KubeVirt CR permits (`spec.configuration.permittedHostDevices`).
@@ -200,6 +225,10 @@ pub struct NodeResource {
     pub free: u32,
     /// Who holds them, largest first.
     pub holders: Vec<DeviceHolder>,
+    /// The class as the CLI and the app print it ([`DeviceClass::label`]).
+    pub class_label: String,
+    /// Who holds them, in words: `ns/desk-1 (pool sec) ×2 [migration target]`, `nobody`.
+    pub holders_text: String,
 }
 
 /// One node's devices.
@@ -219,6 +248,9 @@ pub struct NodeCapacity {
     /// Its device resources (permitted ones, and other extended resources it reports or that
     /// are held there), sorted by name; nodes without any have none.
     pub resources: Vec<NodeResource>,
+    /// Why nothing new is scheduled there (`cordoned, not kubevirt.io/schedulable, taint
+    /// gpu=reserved:NoSchedule`); `null` when VMs may be.
+    pub condition: Option<String>,
 }
 
 /// The cluster's devices, node by node, and who holds them: the Capacity view.
@@ -232,4 +264,33 @@ pub struct ClusterCapacity {
     pub permitted: Vec<PermittedDevice>,
     /// What the numbers could not take into account, each as a sentence.
     pub notes: Vec<String>,
+    /// Each device resource summed over the nodes that report it, sorted by name.
+    pub totals: Vec<ResourceTotal>,
+    /// Why there is nothing to show (`the cluster reports no nodes`, `none of the 3 nodes
+    /// reports a GPU or host device`); `null` when some node has a device resource.
+    pub empty: Option<String>,
+    /// The nodes without any device resource, in words (`without devices: n1, n2`); `null`
+    /// when there are none.
+    pub without_devices: Option<String>,
+}
+
+/// One device resource summed over the nodes that report it (the Capacity view's totals).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[serde(rename_all = "camelCase")]
+#[ts(export)]
+pub struct ResourceTotal {
+    /// The extended-resource name.
+    pub resource: String,
+    /// The class as the CLI and the app print it ([`DeviceClass::label`]).
+    pub class_label: String,
+    /// Allocatable on all nodes.
+    pub allocatable: u32,
+    /// Held on all nodes.
+    pub held: u32,
+    /// Free on all nodes.
+    pub free: u32,
+    /// How many nodes report it.
+    pub nodes: u32,
+    /// In words: `3 free of 6 on 2 nodes`.
+    pub text: String,
 }

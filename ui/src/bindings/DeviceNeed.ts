@@ -19,6 +19,10 @@ perVm: number,
  */
 class: DeviceClass, 
 /**
+ * The class as the CLI and the app print it ([`DeviceClass::label`]).
+ */
+classLabel: string, 
+/**
  * The entries asking for it, as `gpus/<name>` or `hostDevices/<name>`.
  */
 entries: Array<string>, };

@@ -26,4 +26,9 @@ kubevirtSchedulable: boolean,
  * Its device resources (permitted ones, and other extended resources it reports or that
  * are held there), sorted by name; nodes without any have none.
  */
-resources: Array<NodeResource>, };
+resources: Array<NodeResource>, 
+/**
+ * Why nothing new is scheduled there (`cordoned, not kubevirt.io/schedulable, taint
+ * gpu=reserved:NoSchedule`); `null` when VMs may be.
+ */
+condition: string | null, };

@@ -14,6 +14,10 @@ resource: string,
  */
 class: DeviceClass, 
 /**
+ * The class as the CLI and the app print it ([`DeviceClass::label`]).
+ */
+classLabel: string, 
+/**
  * The node's `status.capacity[resource]` (devices present), if it reports the resource.
  */
 capacity: number | null, 

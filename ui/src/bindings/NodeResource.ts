@@ -33,4 +33,12 @@ free: number,
 /**
  * Who holds them, largest first.
  */
-holders: Array<DeviceHolder>, };
+holders: Array<DeviceHolder>, 
+/**
+ * The class as the CLI and the app print it ([`DeviceClass::label`]).
+ */
+classLabel: string, 
+/**
+ * Who holds them, in words: `ns/desk-1 (pool sec) ×2 [migration target]`, `nobody`.
+ */
+holdersText: string, };

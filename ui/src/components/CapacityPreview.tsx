@@ -1,6 +1,4 @@
 import type { CapacityPlan } from "../bindings/CapacityPlan";
-import type { DeviceClass } from "../bindings/DeviceClass";
-import { deviceClassLabel, needsText, planVerdict } from "../lib/capacity";
 import type { PreviewState } from "../useCapacity";
 import { ActionError } from "./ActionNotice";
 import { Working } from "./Working";
@@ -12,7 +10,8 @@ type CapacityPreviewProps = {
 
 /**
  * The New pool dialog's live capacity preview: per node, free devices against what the pool
- * needs, and how many members fit. A check, not a reservation.
+ * needs, and how many members fit. A check, not a reservation. Every sentence is the plan's own
+ * (its `words`, written by the backend as the CLI prints them).
  */
 export function CapacityPreview({ state, id }: CapacityPreviewProps) {
   if (state.kind === "idle") return null;
@@ -42,7 +41,7 @@ export function CapacityPreview({ state, id }: CapacityPreviewProps) {
   if (plan.needs.length === 0) {
     return (
       <p id={id} className="form-hint" data-testid="capacity-preview" data-admitted="true">
-        {planVerdict(plan)}
+        {plan.words.verdict}
       </p>
     );
   }
@@ -54,36 +53,30 @@ export function CapacityPreview({ state, id }: CapacityPreviewProps) {
       data-admitted={plan.admitted ? "true" : "false"}
       aria-busy={state.kind === "checking" || undefined}
     >
-      <p className="capacity-needs">
-        Each member needs <span className="mono">{needsText(plan)}</span> on one node
-        {plan.needs.length === 1 ? ` (${deviceClassLabel(plan.needs[0].class)})` : ""}.
-      </p>
+      <p className="capacity-needs">{plan.words.needs}</p>
       <PlanTable plan={plan} />
       <p
         className={plan.admitted ? "form-preview" : "form-invalid"}
         data-testid="capacity-verdict"
         role="status"
       >
-        {planVerdict(plan)}
+        {plan.words.verdict}
       </p>
       {plan.notes.map((note) => (
         <p key={note} className="form-hint" data-testid="capacity-note">
           {note}
         </p>
       ))}
-      <p className="form-hint">
-        A check, not a reservation: a start may still wait if someone takes a device first.
-      </p>
+      <p className="form-hint">{plan.words.caveat}</p>
     </div>
   );
 }
 
 /** A device resource's name and how KubeVirt hands it out: "nvidia.com/A10 (PCI passthrough)". */
-export function ResourceName({ resource, kind }: { resource: string; kind: DeviceClass }) {
+export function ResourceName({ resource, classLabel }: { resource: string; classLabel: string }) {
   return (
     <>
-      <span className="mono">{resource}</span>{" "}
-      <span className="muted">({deviceClassLabel(kind)})</span>
+      <span className="mono">{resource}</span> <span className="muted">({classLabel})</span>
     </>
   );
 }
@@ -135,7 +128,7 @@ function PlanTable({ plan }: { plan: CapacityPlan }) {
                 ) : null}
                 {many ? (
                   <td>
-                    <ResourceName resource={row.resource} kind={row.class} />
+                    <ResourceName resource={row.resource} classLabel={row.classLabel} />
                   </td>
                 ) : null}
                 <td className="num">{row.allocatable}</td>

@@ -1,6 +1,5 @@
 import { useId, useRef } from "react";
 import type { ClusterCapacity } from "../bindings/ClusterCapacity";
-import { capacityEmptyText, holdersText, nodeCondition, resourceTotals } from "../lib/capacity";
 import { useClusterCapacity } from "../useCapacity";
 import { ActionError } from "./ActionNotice";
 import { ResourceName } from "./CapacityPreview";
@@ -16,7 +15,7 @@ type CapacityViewProps = {
 /**
  * The cluster's GPUs and host devices, live from watches: per node and resource, what the
  * node can hand out (allocatable), what is held and by which VMs (and pools), and what is
- * free.
+ * free. Every sentence is the view's own (written by the backend as the CLI prints it).
  */
 export function CapacityView({ session, onClose }: CapacityViewProps) {
   const introId = useId();
@@ -91,9 +90,7 @@ export function CapacityView({ session, onClose }: CapacityViewProps) {
 }
 
 function CapacityTables({ view }: { view: ClusterCapacity }) {
-  const empty = capacityEmptyText(view);
-  const totals = resourceTotals(view);
-  const bare = view.nodes.filter((n) => n.resources.length === 0);
+  const empty = view.empty;
   return (
     <>
       {empty !== null ? (
@@ -103,10 +100,9 @@ function CapacityTables({ view }: { view: ClusterCapacity }) {
       ) : (
         <>
           <ul className="capacity-totals" data-testid="capacity-totals">
-            {totals.map((t) => (
+            {view.totals.map((t) => (
               <li key={t.resource}>
-                <ResourceName resource={t.resource} kind={t.kind} />: {t.free} free of{" "}
-                {t.allocatable} on {t.nodes} node{t.nodes === 1 ? "" : "s"}
+                <ResourceName resource={t.resource} classLabel={t.classLabel} />: {t.text}
               </li>
             ))}
           </ul>
@@ -133,7 +129,7 @@ function CapacityTables({ view }: { view: ClusterCapacity }) {
                 {view.nodes
                   .filter((n) => n.resources.length > 0)
                   .flatMap((node) => {
-                    const condition = nodeCondition(node);
+                    const condition = node.condition;
                     return node.resources.map((r, i) => (
                       <tr
                         key={`${node.node}/${r.resource}`}
@@ -150,7 +146,7 @@ function CapacityTables({ view }: { view: ClusterCapacity }) {
                           </th>
                         ) : null}
                         <td>
-                          <ResourceName resource={r.resource} kind={r.class} />
+                          <ResourceName resource={r.resource} classLabel={r.classLabel} />
                         </td>
                         <td className="num">
                           {r.allocatable}
@@ -167,7 +163,7 @@ function CapacityTables({ view }: { view: ClusterCapacity }) {
                         <td className="num" data-testid="cluster-capacity-free">
                           {r.free}
                         </td>
-                        <td data-testid="cluster-capacity-holders">{holdersText(r.holders)}</td>
+                        <td data-testid="cluster-capacity-holders">{r.holdersText}</td>
                       </tr>
                     ));
                   })}
@@ -176,8 +172,8 @@ function CapacityTables({ view }: { view: ClusterCapacity }) {
           </div>
         </>
       )}
-      {bare.length > 0 && empty === null ? (
-        <p className="form-hint">Without devices: {bare.map((n) => n.node).join(", ")}.</p>
+      {view.withoutDevices !== null && empty === null ? (
+        <p className="form-hint">{view.withoutDevices}</p>
       ) : null}
       {view.notes.map((note) => (
         <p key={note} className="form-hint" data-testid="capacity-note">

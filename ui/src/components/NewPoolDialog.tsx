@@ -10,7 +10,6 @@ import {
   parseWholeNumber,
   poolExists,
 } from "../lib/pools";
-import { planBlocker } from "../lib/capacity";
 import { usePoolCapacity } from "../useCapacity";
 import { useCreatePool, useGoldenCandidates, usePoolValidation } from "../useNewPool";
 import { ActionError } from "./ActionNotice";
@@ -134,7 +133,7 @@ export function NewPoolDialog({ namespace, pools, onClose }: NewPoolDialogProps)
       blocker = `Choose a name no pool in namespace ${namespace} has.`;
     }
     if (blocker === null && capacity.kind === "ready") {
-      blocker = planBlocker(capacity.plan);
+      blocker = capacity.plan.words.fix;
     }
   }
 

@@ -9,9 +9,12 @@ use serde_json::Value;
 
 use super::objects::{ClusterDevices, Devices, SCHEDULABLE_LABEL, is_device_resource};
 use super::rules::PlacementRules;
+use super::text::{
+    cluster_empty, holders_text, node_condition, plan_words, total_text, without_devices,
+};
 use crate::model::{
     CapacityPlan, ClusterCapacity, DeviceClass, DeviceHolder, DeviceNeed, NodeCapacity,
-    NodeDeviceRow, NodePlan, NodeResource,
+    NodeDeviceRow, NodePlan, NodeResource, PlanWords, ResourceTotal,
 };
 use crate::resources::VirtualMachine;
 
@@ -121,7 +124,7 @@ impl Demand {
 
 /// The plan of a VM that asks for no device: admitted, with nothing read.
 pub fn plan_without_devices(demand: &Demand, size: u32) -> CapacityPlan {
-    CapacityPlan {
+    worded(CapacityPlan {
         namespace: demand.namespace.clone(),
         vm: demand.vm.clone(),
         size,
@@ -133,7 +136,14 @@ pub fn plan_without_devices(demand: &Demand, size: u32) -> CapacityPlan {
         admitted: true,
         not_permitted: Vec::new(),
         notes: demand.notes.clone(),
-    }
+        words: PlanWords::default(),
+    })
+}
+
+/// `plan` with its words ([`plan_words`]), which are said from its numbers.
+fn worded(mut plan: CapacityPlan) -> CapacityPlan {
+    plan.words = plan_words(&plan);
+    plan
 }
 
 /// How many VMs like `demand` the cluster can place now, node by node, for a request of
@@ -156,11 +166,15 @@ pub fn plan(devices: &ClusterDevices, demand: &Demand, size: u32) -> CapacityPla
     let needs: Vec<DeviceNeed> = demand
         .asked
         .iter()
-        .map(|a| DeviceNeed {
-            resource: a.resource.clone(),
-            per_vm: a.per_vm,
-            class: devices.permits.class_of(&a.resource),
-            entries: a.entries.clone(),
+        .map(|a| {
+            let class = devices.permits.class_of(&a.resource);
+            DeviceNeed {
+                resource: a.resource.clone(),
+                per_vm: a.per_vm,
+                class,
+                class_label: class.label().to_owned(),
+                entries: a.entries.clone(),
+            }
         })
         .collect();
     let not_permitted: Vec<String> = needs
@@ -194,6 +208,7 @@ pub fn plan(devices: &ClusterDevices, demand: &Demand, size: u32) -> CapacityPla
                     NodeDeviceRow {
                         resource: need.resource.clone(),
                         class: need.class,
+                        class_label: need.class_label.clone(),
                         capacity: node.capacity.get(&need.resource).copied(),
                         allocatable,
                         held,
@@ -252,7 +267,7 @@ pub fn plan(devices: &ClusterDevices, demand: &Demand, size: u32) -> CapacityPla
             heap.push((left - 1, Reverse(i)));
         }
     }
-    CapacityPlan {
+    worded(CapacityPlan {
         namespace: demand.namespace.clone(),
         vm: demand.vm.clone(),
         size,
@@ -264,7 +279,8 @@ pub fn plan(devices: &ClusterDevices, demand: &Demand, size: u32) -> CapacityPla
         admitted: permitted && placeable >= size,
         not_permitted,
         notes,
-    }
+        words: PlanWords::default(),
+    })
 }
 
 /// Every node's device resources and who holds them (the Capacity view): the resources the
@@ -335,18 +351,21 @@ pub fn cluster_view(
                         .iter()
                         .fold(0u32, |sum, h| sum.saturating_add(h.count));
                     let allocatable = node.allocatable.get(resource).copied().unwrap_or(0);
+                    let class = devices.permits.class_of(resource);
                     NodeResource {
                         resource: resource.to_owned(),
-                        class: devices.permits.class_of(resource),
+                        class,
                         capacity: node.capacity.get(resource).copied(),
                         allocatable,
                         held,
                         free: allocatable.saturating_sub(held),
+                        class_label: class.label().to_owned(),
+                        holders_text: holders_text(&holders),
                         holders,
                     }
                 })
                 .collect();
-            NodeCapacity {
+            let mut view = NodeCapacity {
                 node: node.name.clone(),
                 cordoned: node.unschedulable,
                 taints: node
@@ -358,9 +377,12 @@ pub fn cluster_view(
                 kubevirt_schedulable: node.labels.get(SCHEDULABLE_LABEL).map(String::as_str)
                     == Some("true"),
                 resources,
-            }
+                condition: None,
+            };
+            view.condition = node_condition(&view);
+            view
         })
-        .collect();
+        .collect::<Vec<_>>();
     let mut notes = devices.notes.clone();
     let orphans: usize = holds_by_node.values().map(Vec::len).sum();
     if orphans > 0 {
@@ -370,10 +392,43 @@ pub fn cluster_view(
         ));
     }
     ClusterCapacity {
+        totals: resource_totals(&nodes),
+        empty: cluster_empty(&nodes),
+        without_devices: without_devices(&nodes),
         nodes,
         permitted: devices.permits.listed().to_vec(),
         notes,
     }
+}
+
+/// Each device resource summed over the nodes that report it, sorted by name (the class is
+/// that of its first node: one resource has one class cluster-wide).
+fn resource_totals(nodes: &[NodeCapacity]) -> Vec<ResourceTotal> {
+    let mut totals: BTreeMap<&str, ResourceTotal> = BTreeMap::new();
+    for resource in nodes.iter().flat_map(|n| &n.resources) {
+        let total = totals
+            .entry(resource.resource.as_str())
+            .or_insert_with(|| ResourceTotal {
+                resource: resource.resource.clone(),
+                class_label: resource.class_label.clone(),
+                allocatable: 0,
+                held: 0,
+                free: 0,
+                nodes: 0,
+                text: String::new(),
+            });
+        total.allocatable = total.allocatable.saturating_add(resource.allocatable);
+        total.held = total.held.saturating_add(resource.held);
+        total.free = total.free.saturating_add(resource.free);
+        total.nodes += 1;
+    }
+    totals
+        .into_values()
+        .map(|mut t| {
+            t.text = total_text(t.free, t.allocatable, t.nodes);
+            t
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -1,10 +1,14 @@
 //! How a capacity plan reads: the per-node table, the verdict, and the refusals of pool create
-//! and of a start, each one sentence naming the objects and the fix.
+//! and of a start, each one sentence naming the objects and the fix; and the words the views
+//! carry ([`plan_words`], [`holders_text`], [`node_condition`], [`cluster_empty`], …), so that
+//! the CLI and the app say the same thing and the app composes no sentence of its own.
 
 use std::fmt::Write as _;
 
 use crate::error::{Error, ErrorKind};
-use crate::model::{CapacityPlan, ClusterCapacity, DeviceNeed, NodePlan};
+use crate::model::{
+    CapacityPlan, ClusterCapacity, DeviceHolder, DeviceNeed, NodeCapacity, NodePlan, PlanWords,
+};
 
 /// What every capacity answer says about itself (SPEC: "Admission is a check, not a
 /// reservation: say so").
@@ -16,12 +20,20 @@ const NODES_IN_A_SENTENCE: usize = 8;
 
 /// `1 nvidia.com/T4`, or `1 nvidia.com/T4 and 2 intel.com/nic`.
 pub fn needs_text(needs: &[DeviceNeed]) -> String {
+    if needs.is_empty() {
+        return "no device".to_owned();
+    }
     let parts: Vec<String> = needs
         .iter()
         .map(|n| format!("{} {}", n.per_vm, n.resource))
         .collect();
+    and_list(&parts)
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn and_list(parts: &[String]) -> String {
     match parts.split_last() {
-        None => "no device".to_owned(),
+        None => String::new(),
         Some((last, [])) => last.clone(),
         Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
     }
@@ -179,6 +191,55 @@ pub fn verdict(plan: &CapacityPlan) -> String {
     }
 }
 
+/// What each VM of `plan` asks for, with how KubeVirt hands each device out: `each VM needs 1
+/// nvidia.com/T4 (PCI passthrough), all on one node`; `VM "gold" asks for no GPU or host
+/// device` when it asks for none.
+fn needs_sentence(plan: &CapacityPlan) -> String {
+    if plan.needs.is_empty() {
+        return format!("VM \"{}\" asks for no GPU or host device", plan.vm);
+    }
+    let parts: Vec<String> = plan
+        .needs
+        .iter()
+        .map(|n| format!("{} {} ({})", n.per_vm, n.resource, n.class.label()))
+        .collect();
+    format!("each VM needs {}, all on one node", and_list(&parts))
+}
+
+/// What to do when `plan` does not fit (the fix of [`pool_refusal`], without the caveat);
+/// `None` when it is admitted.
+fn create_fix(plan: &CapacityPlan) -> Option<String> {
+    if plan.admitted {
+        return None;
+    }
+    if !plan.not_permitted.is_empty() {
+        return Some(PERMIT_FIX.to_owned());
+    }
+    let smaller = if plan.placeable > 0 {
+        format!(
+            "make the pool smaller (--size {} fits now), ",
+            plan.placeable
+        )
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "{smaller}free devices (corral-vdi capacity shows who holds them), or add nodes with the \
+         device"
+    ))
+}
+
+/// The words of `plan` ([`PlanWords`]): what each VM needs, the [`verdict`], the fix when it
+/// does not fit, and [`NOT_A_RESERVATION`].
+pub fn plan_words(plan: &CapacityPlan) -> PlanWords {
+    PlanWords {
+        needs: needs_sentence(plan),
+        verdict: verdict(plan),
+        fix: create_fix(plan),
+        caveat: NOT_A_RESERVATION.to_owned(),
+    }
+}
+
 /// The sentence for resources the KubeVirt CR does not permit.
 fn not_permitted_text(plan: &CapacityPlan, who: &str) -> String {
     let asked: Vec<String> = plan
@@ -205,6 +266,7 @@ const PERMIT_FIX: &str = "ask a cluster administrator to permit the device in th
 /// [`NOT_A_RESERVATION`].
 pub fn pool_refusal(plan: &CapacityPlan, pool: &str) -> Error {
     let golden = format!("golden VM \"{}\"", plan.vm);
+    let fix = create_fix(plan).unwrap_or_default();
     let (mut message, fix) = if !plan.not_permitted.is_empty() {
         (
             format!(
@@ -212,7 +274,7 @@ pub fn pool_refusal(plan: &CapacityPlan, pool: &str) -> Error {
                 not_permitted_text(plan, &golden)
                     .replace("refuse to start it", "refuse to start every member")
             ),
-            PERMIT_FIX.to_owned(),
+            fix,
         )
     } else {
         let room = if plan.placeable == 0 {
@@ -224,14 +286,6 @@ pub fn pool_refusal(plan: &CapacityPlan, pool: &str) -> Error {
                 fits_list(&plan.nodes)
             )
         };
-        let smaller = if plan.placeable > 0 {
-            format!(
-                "make the pool smaller (--size {} fits now), ",
-                plan.placeable
-            )
-        } else {
-            String::new()
-        };
         (
             format!(
                 "pool \"{pool}\" cannot be placed: each of its {} VMs needs {} (cloned from \
@@ -240,10 +294,7 @@ pub fn pool_refusal(plan: &CapacityPlan, pool: &str) -> Error {
                 plan.size,
                 needs_text(&plan.needs)
             ),
-            format!(
-                "{smaller}free devices (corral-vdi capacity shows who holds them), or add nodes \
-                 with the device; {NOT_A_RESERVATION}"
-            ),
+            format!("{fix}; {NOT_A_RESERVATION}"),
         )
     };
     message.push('\n');
@@ -346,6 +397,83 @@ pub fn start_refusal(plan: &CapacityPlan, member: &str) -> Error {
     }
 }
 
+/// Who holds a resource, largest first: `ns/desk-1 (pool sec) ×2 [migration target] [from its
+/// VMI]`; `nobody` when no one does.
+pub fn holders_text(holders: &[DeviceHolder]) -> String {
+    if holders.is_empty() {
+        return "nobody".to_owned();
+    }
+    let named: Vec<String> = holders
+        .iter()
+        .map(|h| {
+            let mut who = format!("{}/{}", h.namespace, h.vm);
+            if let Some(pool) = &h.pool {
+                let _ = write!(who, " (pool {pool})");
+            }
+            if h.count > 1 {
+                let _ = write!(who, " ×{}", h.count);
+            }
+            if h.migration_target {
+                who.push_str(" [migration target]");
+            }
+            if h.pod.is_none() {
+                who.push_str(" [from its VMI]");
+            }
+            who
+        })
+        .collect();
+    named.join(", ")
+}
+
+/// Why nothing new is scheduled on `node`: `cordoned, not kubevirt.io/schedulable, taint
+/// gpu=reserved:NoSchedule`; `None` when VMs may be.
+pub fn node_condition(node: &NodeCapacity) -> Option<String> {
+    let mut flags = Vec::new();
+    if node.cordoned {
+        flags.push("cordoned".to_owned());
+    }
+    if !node.kubevirt_schedulable {
+        flags.push("not kubevirt.io/schedulable".to_owned());
+    }
+    flags.extend(node.taints.iter().map(|t| format!("taint {t}")));
+    (!flags.is_empty()).then(|| flags.join(", "))
+}
+
+/// Why the Capacity view has nothing to show: no nodes, or none with a device resource;
+/// `None` when some node has one.
+pub fn cluster_empty(nodes: &[NodeCapacity]) -> Option<String> {
+    match nodes.len() {
+        0 => Some("the cluster reports no nodes".to_owned()),
+        _ if nodes.iter().any(|n| !n.resources.is_empty()) => None,
+        1 => Some("the cluster's one node reports no GPU or host device".to_owned()),
+        n => Some(format!(
+            "none of the {n} nodes reports a GPU or host device"
+        )),
+    }
+}
+
+/// The nodes without any device resource, each with its [`node_condition`]: `without
+/// devices: n1, n2 (cordoned)`; `None` when there are none.
+pub fn without_devices(nodes: &[NodeCapacity]) -> Option<String> {
+    let bare: Vec<String> = nodes
+        .iter()
+        .filter(|n| n.resources.is_empty())
+        .map(|n| match &n.condition {
+            None => n.node.clone(),
+            Some(condition) => format!("{} ({condition})", n.node),
+        })
+        .collect();
+    (!bare.is_empty()).then(|| format!("without devices: {}", bare.join(", ")))
+}
+
+/// A resource's total in words: `3 free of 6 on 2 nodes`.
+pub fn total_text(free: u32, allocatable: u32, nodes: u32) -> String {
+    format!(
+        "{free} free of {allocatable} on {nodes} node{}",
+        if nodes == 1 { "" } else { "s" }
+    )
+}
+
 /// The cluster view as a table: one row per node and device resource (NODE, RESOURCE, CLASS,
 /// ALLOCATABLE, HELD, FREE, HELD-BY), nodes without devices on one line each, then notes.
 pub fn cluster_table(view: &ClusterCapacity) -> String {
@@ -362,46 +490,12 @@ pub fn cluster_table(view: &ClusterCapacity) -> String {
         .map(str::to_owned)
         .to_vec(),
     ];
-    let mut bare = Vec::new();
     for node in &view.nodes {
-        let mut flags = Vec::new();
-        if node.cordoned {
-            flags.push("cordoned".to_owned());
-        }
-        if !node.kubevirt_schedulable {
-            flags.push("not kubevirt.io/schedulable".to_owned());
-        }
-        flags.extend(node.taints.iter().map(|t| format!("taint {t}")));
-        let name = if flags.is_empty() {
-            node.node.clone()
-        } else {
-            format!("{} ({})", node.node, flags.join(", "))
+        let name = match &node.condition {
+            None => node.node.clone(),
+            Some(condition) => format!("{} ({condition})", node.node),
         };
-        if node.resources.is_empty() {
-            bare.push(name);
-            continue;
-        }
         for resource in &node.resources {
-            let holders: Vec<String> = resource
-                .holders
-                .iter()
-                .map(|h| {
-                    let mut who = format!("{}/{}", h.namespace, h.vm);
-                    if let Some(pool) = &h.pool {
-                        let _ = write!(who, " (pool {pool})");
-                    }
-                    if h.count > 1 {
-                        let _ = write!(who, " ×{}", h.count);
-                    }
-                    if h.migration_target {
-                        who.push_str(" [migration target]");
-                    }
-                    if h.pod.is_none() {
-                        who.push_str(" [from its VMI]");
-                    }
-                    who
-                })
-                .collect();
             rows.push(vec![
                 name.clone(),
                 resource.resource.clone(),
@@ -409,21 +503,20 @@ pub fn cluster_table(view: &ClusterCapacity) -> String {
                 resource.allocatable.to_string(),
                 resource.held.to_string(),
                 resource.free.to_string(),
-                if holders.is_empty() {
+                if resource.holders.is_empty() {
                     "-".to_owned()
                 } else {
-                    holders.join(", ")
+                    resource.holders_text.clone()
                 },
             ]);
         }
     }
-    let mut out = if rows.len() > 1 {
-        aligned(&rows)
-    } else {
-        "  no node reports a device resource\n".to_owned()
+    let mut out = match &view.empty {
+        Some(empty) => format!("  {empty}\n"),
+        None => aligned(&rows),
     };
-    if !bare.is_empty() {
-        let _ = writeln!(out, "  without devices: {}", bare.join(", "));
+    if let Some(bare) = &view.without_devices {
+        let _ = writeln!(out, "  {bare}");
     }
     for note in &view.notes {
         let _ = writeln!(out, "  note: {note}");
@@ -434,13 +527,14 @@ pub fn cluster_table(view: &ClusterCapacity) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{DeviceClass, NodeDeviceRow};
+    use crate::model::{DeviceClass, NodeDeviceRow, NodeResource};
 
     fn need(resource: &str, per_vm: u32) -> DeviceNeed {
         DeviceNeed {
             resource: resource.into(),
             per_vm,
             class: DeviceClass::PciPassthrough,
+            class_label: "PCI passthrough".into(),
             entries: vec!["gpus/gpu0".into()],
         }
     }
@@ -452,6 +546,7 @@ mod tests {
             rows: vec![NodeDeviceRow {
                 resource: "nvidia.com/T4".into(),
                 class: DeviceClass::PciPassthrough,
+                class_label: "PCI passthrough".into(),
                 capacity: Some(allocatable + if allocatable > 0 { 2 } else { 0 }),
                 allocatable,
                 held,
@@ -486,6 +581,7 @@ mod tests {
             admitted: size <= 3,
             not_permitted: vec![],
             notes: vec![],
+            words: PlanWords::default(),
         }
     }
 
@@ -596,5 +692,130 @@ mod tests {
             needs_text(&[need("a.com/x", 1), need("b.com/y", 2)]),
             "1 a.com/x and 2 b.com/y"
         );
+    }
+
+    #[test]
+    fn a_plan_carries_its_words_the_same_the_cli_prints() {
+        let short = issue_plan(4);
+        let words = plan_words(&short);
+        assert_eq!(
+            words.needs,
+            "each VM needs 1 nvidia.com/T4 (PCI passthrough), all on one node"
+        );
+        assert_eq!(words.verdict, verdict(&short));
+        let fix = words.fix.unwrap();
+        assert_eq!(
+            fix,
+            "make the pool smaller (--size 3 fits now), free devices (corral-vdi capacity shows \
+             who holds them), or add nodes with the device"
+        );
+        // The refusal of the create says the same fix, then the caveat.
+        assert_eq!(
+            pool_refusal(&short, "p").suggestion().unwrap(),
+            format!("{fix}; {NOT_A_RESERVATION}")
+        );
+        assert_eq!(words.caveat, NOT_A_RESERVATION);
+        assert_eq!(plan_words(&issue_plan(3)).fix, None);
+
+        let mut two = issue_plan(3);
+        two.needs.push(DeviceNeed {
+            class: DeviceClass::Mediated,
+            ..need("nvidia.com/GRID_T4-1Q", 2)
+        });
+        assert_eq!(
+            plan_words(&two).needs,
+            "each VM needs 1 nvidia.com/T4 (PCI passthrough) and 2 nvidia.com/GRID_T4-1Q \
+             (mediated (vGPU)), all on one node"
+        );
+        let mut none = issue_plan(1);
+        none.needs.clear();
+        assert_eq!(
+            plan_words(&none).needs,
+            "VM \"gold\" asks for no GPU or host device"
+        );
+        let mut forbidden = issue_plan(2);
+        forbidden.not_permitted = vec!["nvidia.com/T4".into()];
+        forbidden.admitted = false;
+        assert_eq!(plan_words(&forbidden).fix.as_deref(), Some(PERMIT_FIX));
+    }
+
+    fn holder(vm: &str, pool: Option<&str>, count: u32, target: bool) -> DeviceHolder {
+        DeviceHolder {
+            namespace: "ns".into(),
+            vm: vm.into(),
+            pool: pool.map(str::to_owned),
+            count,
+            pod: Some(format!("virt-launcher-{vm}-abcde")),
+            migration_target: target,
+        }
+    }
+
+    fn capacity_node(name: &str, resources: usize) -> NodeCapacity {
+        NodeCapacity {
+            node: name.into(),
+            cordoned: false,
+            taints: vec![],
+            kubevirt_schedulable: true,
+            resources: (0..resources)
+                .map(|_| NodeResource {
+                    resource: "nvidia.com/T4".into(),
+                    class: DeviceClass::PciPassthrough,
+                    capacity: Some(2),
+                    allocatable: 2,
+                    held: 0,
+                    free: 2,
+                    holders: vec![],
+                    class_label: "PCI passthrough".into(),
+                    holders_text: "nobody".into(),
+                })
+                .collect(),
+            condition: None,
+        }
+    }
+
+    #[test]
+    fn the_cluster_view_says_who_holds_what_and_why_a_node_takes_nothing() {
+        assert_eq!(holders_text(&[]), "nobody");
+        let mut from_vmi = holder("x", None, 2, true);
+        from_vmi.pod = None;
+        assert_eq!(
+            holders_text(&[holder("sec-1", Some("sec"), 1, false), from_vmi]),
+            "ns/sec-1 (pool sec), ns/x ×2 [migration target] [from its VMI]"
+        );
+
+        let mut node = capacity_node("n1", 0);
+        assert_eq!(node_condition(&node), None);
+        node.cordoned = true;
+        node.kubevirt_schedulable = false;
+        node.taints = vec!["gpu=reserved:NoSchedule".into()];
+        assert_eq!(
+            node_condition(&node).as_deref(),
+            Some("cordoned, not kubevirt.io/schedulable, taint gpu=reserved:NoSchedule")
+        );
+
+        assert_eq!(
+            cluster_empty(&[]).as_deref(),
+            Some("the cluster reports no nodes")
+        );
+        assert_eq!(
+            cluster_empty(&[capacity_node("n1", 0)]).as_deref(),
+            Some("the cluster's one node reports no GPU or host device")
+        );
+        let bare = [capacity_node("n1", 0), capacity_node("n2", 0)];
+        assert_eq!(
+            cluster_empty(&bare).as_deref(),
+            Some("none of the 2 nodes reports a GPU or host device")
+        );
+        let mut cordoned = capacity_node("n3", 0);
+        cordoned.condition = Some("cordoned".into());
+        let mixed = [capacity_node("n1", 1), capacity_node("n2", 0), cordoned];
+        assert_eq!(cluster_empty(&mixed), None);
+        assert_eq!(
+            without_devices(&mixed).as_deref(),
+            Some("without devices: n2, n3 (cordoned)")
+        );
+        assert_eq!(without_devices(&[capacity_node("n1", 1)]), None);
+        assert_eq!(total_text(3, 6, 2), "3 free of 6 on 2 nodes");
+        assert_eq!(total_text(0, 1, 1), "0 free of 1 on 1 node");
     }
 }
