@@ -2,7 +2,7 @@
 //! the window as `capacity-snapshot` events while the view is open.
 
 use tauri::{AppHandle, Emitter, State};
-use vdi_core::capacity::{self, CapacityFeed};
+use vdi_core::capacity::CapacityFeed;
 use vdi_core::error::ErrorView;
 use vdi_core::model::CapacityPlan;
 
@@ -25,9 +25,10 @@ impl Drop for CapacityWatch {
 }
 
 /// Whether a pool of `size` cloned from `golden` in `namespace` fits the cluster's devices
-/// now, node by node ([`capacity::preview`]); creates nothing. A golden VM without devices
+/// now, node by node ([`vdi_core::pool::capacity_preview`]); creates nothing. A golden VM without devices
 /// is admitted after one read of the VM.
 #[tauri::command]
+#[specta::specta]
 pub async fn capacity_preview(
     state: State<'_, AppState>,
     namespace: String,
@@ -35,7 +36,7 @@ pub async fn capacity_preview(
     size: u32,
 ) -> Result<CapacityPlan, ErrorView> {
     let (client, _) = current(&state)?;
-    capacity::preview(&client, &namespace, &golden, size)
+    vdi_core::pool::capacity_preview(&client, &namespace, &golden, size)
         .await
         .map_err(|e| e.view())
 }
@@ -45,6 +46,7 @@ pub async fn capacity_preview(
 /// feed's tasks need the async runtime, which synchronous commands (run on the main thread)
 /// do not have.
 #[tauri::command]
+#[specta::specta]
 pub async fn watch_capacity(app: AppHandle, state: State<'_, AppState>) -> Result<(), ErrorView> {
     let (client, _) = current(&state)?;
     let mut slot = state.capacity.lock().map_err(|_| poisoned())?;
@@ -71,6 +73,7 @@ pub async fn watch_capacity(app: AppHandle, state: State<'_, AppState>) -> Resul
 
 /// Stops the live Capacity view's watches (the view closed).
 #[tauri::command]
+#[specta::specta]
 pub async fn unwatch_capacity(state: State<'_, AppState>) -> Result<(), ErrorView> {
     drop(state.capacity.lock().map_err(|_| poisoned())?.take());
     Ok(())

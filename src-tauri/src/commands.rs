@@ -43,6 +43,7 @@ impl Drop for ClusterLink {
 
 /// Version, log file and kubeconfig paths.
 #[tauri::command]
+#[specta::specta]
 pub fn app_info(state: State<'_, AppState>) -> AppInfo {
     AppInfo {
         version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -58,6 +59,7 @@ pub fn app_info(state: State<'_, AppState>) -> AppInfo {
 
 /// The kubeconfig's contexts.
 #[tauri::command]
+#[specta::specta]
 pub fn list_contexts(state: State<'_, AppState>) -> Result<Contexts, ErrorView> {
     state.source.contexts().map_err(|e| e.view())
 }
@@ -126,6 +128,7 @@ impl Drop for Prepared {
 /// and on every change (an exec plugin's credentials renewed, or the plugin failing). Both end
 /// when the next `connect_cluster` replaces this link.
 #[tauri::command]
+#[specta::specta]
 pub async fn connect_cluster(
     state: State<'_, AppState>,
     context: Option<String>,
@@ -269,6 +272,7 @@ pub fn actor(state: &State<'_, AppState>) -> Result<(Actor, bool), ErrorView> {
 /// What the identity may do in `namespace` (SelfSubjectAccessReviews, and the guard's rules):
 /// the app shows what it may not do as disabled, with the reason.
 #[tauri::command]
+#[specta::specta]
 pub async fn permissions(
     state: State<'_, AppState>,
     namespace: String,
@@ -281,6 +285,7 @@ pub async fn permissions(
 /// Hands a free member of `pool` to `user` (an administrator's assign). `user` is taken as
 /// typed: a name with a space around it is refused by the shared validation, as in the CLI.
 #[tauri::command]
+#[specta::specta]
 pub async fn assign_member(
     state: State<'_, AppState>,
     namespace: String,
@@ -295,6 +300,7 @@ pub async fn assign_member(
 
 /// Claims a member of `pool` for the identity the cluster reports ("Get a desktop").
 #[tauri::command]
+#[specta::specta]
 pub async fn claim_desktop(
     state: State<'_, AppState>,
     namespace: String,
@@ -310,6 +316,7 @@ pub async fn claim_desktop(
 /// Releases `member` as the identity the cluster reports (only a Lease's holder may release
 /// an active claim, unless `force`: an administrator's "Force release").
 #[tauri::command]
+#[specta::specta]
 pub async fn unassign_member(
     state: State<'_, AppState>,
     namespace: String,
@@ -324,6 +331,7 @@ pub async fn unassign_member(
 
 /// The namespace's VMs that could be golden VMs, with power state and clone problems.
 #[tauri::command]
+#[specta::specta]
 pub async fn golden_candidates(
     state: State<'_, AppState>,
     namespace: String,
@@ -337,6 +345,7 @@ pub async fn golden_candidates(
 /// Checks a "New pool" request without contacting the cluster (the same rules as the CLI):
 /// returns the member names it would create, or why it is refused.
 #[tauri::command]
+#[specta::specta]
 pub fn validate_new_pool(request: NewPool) -> Result<Vec<String>, ErrorView> {
     pool::validate_create(&CreatePool::from(request)).map_err(|e| e.view())
 }
@@ -344,6 +353,7 @@ pub fn validate_new_pool(request: NewPool) -> Result<Vec<String>, ErrorView> {
 /// Creates a pool, sending each step as a `pool-create-progress` event
 /// ([`vdi_core::pool::CreateProgress`]) while it runs.
 #[tauri::command]
+#[specta::specta]
 pub async fn create_pool(
     app: AppHandle,
     state: State<'_, AppState>,
@@ -364,6 +374,7 @@ pub async fn create_pool(
 /// Deletes a pool (members, Leases, leftover clones); refuses while members are assigned
 /// unless `force`.
 #[tauri::command]
+#[specta::specta]
 pub async fn delete_pool(
     state: State<'_, AppState>,
     namespace: String,

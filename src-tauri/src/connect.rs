@@ -37,6 +37,7 @@ fn view(e: vdi_core::Error) -> ErrorView {
 
 /// Which paths reach `member` (VNC, RDP, SSH), each available or with the reason.
 #[tauri::command]
+#[specta::specta]
 pub async fn member_paths(
     state: State<'_, AppState>,
     namespace: String,
@@ -51,6 +52,7 @@ pub async fn member_paths(
 /// Opens `member`'s console for the in-app viewer (noVNC): a websocket on 127.0.0.1 with a
 /// secret path. Without `take_over`, someone else viewing makes it fail with kind `busy`.
 #[tauri::command]
+#[specta::specta]
 pub async fn open_console(
     state: State<'_, AppState>,
     namespace: String,
@@ -68,6 +70,7 @@ pub async fn open_console(
 /// Opens `member`'s console in the platform's viewer (remote-viewer, else TigerVNC):
 /// [`Connector::open_viewer`].
 #[tauri::command]
+#[specta::specta]
 pub async fn open_viewer(
     state: State<'_, AppState>,
     namespace: String,
@@ -83,6 +86,7 @@ pub async fn open_viewer(
 /// Opens RDP to `member` with FreeRDP through a forward to guest port 3389:
 /// [`Connector::open_rdp`].
 #[tauri::command]
+#[specta::specta]
 pub async fn open_rdp(
     state: State<'_, AppState>,
     namespace: String,
@@ -98,6 +102,7 @@ pub async fn open_rdp(
 /// user's downloads folder (else the home folder), for another RDP client:
 /// [`Connector::save_rdp_file`].
 #[tauri::command]
+#[specta::specta]
 pub async fn save_rdp_file(
     app: AppHandle,
     state: State<'_, AppState>,
@@ -120,6 +125,7 @@ pub async fn save_rdp_file(
 /// with the member's host key known under the same alias as the CLI's `ssh`:
 /// [`Connector::open_ssh`].
 #[tauri::command]
+#[specta::specta]
 pub async fn open_ssh(
     state: State<'_, AppState>,
     namespace: String,
@@ -134,18 +140,21 @@ pub async fn open_ssh(
 
 /// Every session (console, viewers, forwards, helpers), oldest first.
 #[tauri::command]
+#[specta::specta]
 pub fn list_sessions(state: State<'_, AppState>) -> Vec<SessionView> {
     state.supervisor.list()
 }
 
 /// Stops session `id` (its streams, listener and helper). Returns whether it was running.
 #[tauri::command]
+#[specta::specta]
 pub fn stop_session(state: State<'_, AppState>, id: u32) -> bool {
     state.supervisor.stop(id)
 }
 
 /// Removes ended sessions from the list.
 #[tauri::command]
+#[specta::specta]
 pub fn clear_ended_sessions(state: State<'_, AppState>) {
     state.supervisor.forget_ended();
 }

@@ -2,6 +2,7 @@
 //! forwarded to the window through the channel it connected the cluster with. No cluster logic
 //! lives here.
 
+pub mod bindings;
 mod capacity;
 mod commands;
 mod connect;
@@ -138,33 +139,7 @@ pub fn run() {
                 tracing::info!(url = %payload.url(), "page loaded");
             }
         })
-        .invoke_handler(tauri::generate_handler![
-            commands::app_info,
-            commands::list_contexts,
-            commands::connect_cluster,
-            commands::permissions,
-            commands::assign_member,
-            commands::claim_desktop,
-            commands::unassign_member,
-            commands::golden_candidates,
-            commands::validate_new_pool,
-            commands::create_pool,
-            commands::delete_pool,
-            connect::member_paths,
-            connect::open_console,
-            connect::open_viewer,
-            connect::open_rdp,
-            connect::save_rdp_file,
-            connect::open_ssh,
-            connect::list_sessions,
-            connect::stop_session,
-            connect::clear_ended_sessions,
-            usb::usb_devices,
-            usb::usb_redirect,
-            capacity::capacity_preview,
-            capacity::watch_capacity,
-            capacity::unwatch_capacity,
-        ])
+        .invoke_handler(bindings::builder().invoke_handler())
         .build(tauri::generate_context!())
         .unwrap_or_else(|err| {
             eprintln!("Corral VDI Console could not start: {err}");

@@ -35,6 +35,7 @@ pub fn follow_devices(app: &AppHandle) {
 
 /// The local USB devices now (read off the main thread: libusb and sysfs block).
 #[tauri::command]
+#[specta::specta]
 pub async fn usb_devices() -> Result<UsbList, ErrorView> {
     tauri::async_runtime::spawn_blocking(usb::current)
         .await
@@ -50,6 +51,7 @@ pub async fn usb_devices() -> Result<UsbList, ErrorView> {
 /// [`usb::check_redirect`] (your desktop, running, clientPassthrough, present, writable,
 /// usbredirect installed). The window shows the security notice and asks first.
 #[tauri::command]
+#[specta::specta]
 pub async fn usb_redirect(
     app: AppHandle,
     state: State<'_, AppState>,

@@ -8,8 +8,7 @@ import {
   useState,
   type ReactNode,
 } from "react";
-import type { MemberView } from "./bindings/MemberView";
-import type { PoolView } from "./bindings/PoolView";
+import type { MemberView, PoolView } from "./bindings";
 import { ActionNotice } from "./components/ActionNotice";
 import { Banner } from "./components/Banner";
 import { DeniedNote } from "./components/DeniedNote";

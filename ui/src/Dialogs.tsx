@@ -1,7 +1,4 @@
-import type { ClusterInfo } from "./bindings/ClusterInfo";
-import type { Identity } from "./bindings/Identity";
-import type { MemberView } from "./bindings/MemberView";
-import type { PoolsSnapshot } from "./bindings/PoolsSnapshot";
+import type { ClusterInfo, Identity, MemberView, PoolsSnapshot } from "./bindings";
 import { AssignDialog } from "./components/AssignDialog";
 import { CapacityView } from "./components/CapacityView";
 import { ConnectDialog } from "./components/ConnectDialog";

@@ -2,39 +2,44 @@
  * The only module that talks to the Rust side. Commands never reject to callers: each
  * resolves to a Result whose error is an ErrorView, whatever shape the rejection had.
  */
-import { Channel, invoke, isTauri } from "@tauri-apps/api/core";
-import { listen, type UnlistenFn } from "@tauri-apps/api/event";
-import type { AppInfo } from "./bindings/AppInfo";
-import type { CapacityPlan } from "./bindings/CapacityPlan";
-import type { CapacitySnapshot } from "./bindings/CapacitySnapshot";
-import type { Claimed } from "./bindings/Claimed";
-import type { ConsoleEndpoint } from "./bindings/ConsoleEndpoint";
-import type { Contexts } from "./bindings/Contexts";
-import type { CredentialState } from "./bindings/CredentialState";
-import type { CreateProgress } from "./bindings/CreateProgress";
-import type { ErrorView } from "./bindings/ErrorView";
-import type { GoldenCandidate } from "./bindings/GoldenCandidate";
-import type { MemberPaths } from "./bindings/MemberPaths";
-import type { NewPool } from "./bindings/NewPool";
-import type { PoolCreated } from "./bindings/PoolCreated";
-import type { PoolDeleted } from "./bindings/PoolDeleted";
-import type { Permissions } from "./bindings/Permissions";
-import type { KubeconfigChanged } from "./bindings/KubeconfigChanged";
-import type { PoolsUpdate } from "./bindings/PoolsUpdate";
-import type { RdpFileSaved } from "./bindings/RdpFileSaved";
-import type { Released } from "./bindings/Released";
-import type { Scope } from "./bindings/Scope";
-import type { ClusterInfo } from "./bindings/ClusterInfo";
-import type { SessionView } from "./bindings/SessionView";
-import type { SshOpened } from "./bindings/SshOpened";
-import type { UsbList } from "./bindings/UsbList";
+import { Channel, isTauri } from "@tauri-apps/api/core";
+import type { UnlistenFn } from "@tauri-apps/api/event";
+import {
+  commands,
+  events,
+  type AppInfo,
+  type CapacityPlan,
+  type CapacitySnapshot,
+  type Claimed,
+  type ClusterInfo,
+  type ConsoleEndpoint,
+  type Contexts,
+  type CreateProgress,
+  type CredentialState,
+  type ErrorView,
+  type GoldenCandidate,
+  type KubeconfigChanged,
+  type MemberPaths,
+  type NewPool,
+  type Permissions,
+  type PoolCreated,
+  type PoolDeleted,
+  type PoolsUpdate,
+  type RdpFileSaved,
+  type Released,
+  type Scope,
+  type SessionView,
+  type SshOpened,
+  type UsbList,
+} from "./bindings";
 import { toErrorView } from "./lib/errors";
 
 export type Result<T> = { ok: true; value: T } | { ok: false; error: ErrorView };
 
-async function call<T>(command: string, args?: Record<string, unknown>): Promise<Result<T>> {
+/** Runs one generated command (ui/src/bindings), turning its rejection into an ErrorView. */
+async function call<T>(command: () => Promise<T>): Promise<Result<T>> {
   try {
-    const value = await invoke<T>(command, args);
+    const value = await command();
     return { ok: true, value };
   } catch (reason: unknown) {
     return { ok: false, error: toErrorView(reason) };
@@ -49,12 +54,12 @@ export function backendAvailable(): boolean {
 
 /** Version, log file and kubeconfig paths of the running app. */
 export function appInfo(): Promise<Result<AppInfo>> {
-  return call<AppInfo>("app_info");
+  return call(() => commands.appInfo());
 }
 
 /** The kubeconfig's contexts and its current-context. */
 export function listContexts(): Promise<Result<Contexts>> {
-  return call<Contexts>("list_contexts");
+  return call(() => commands.listContexts());
 }
 
 /** Where a cluster connection streams to, each handler called in the order the backend sent. */
@@ -79,7 +84,7 @@ export function connectCluster(
 ): Promise<Result<ClusterInfo>> {
   const pools = new Channel<PoolsUpdate>(streams.pools);
   const credentials = new Channel<CredentialState>(streams.credentials);
-  return call<ClusterInfo>("connect_cluster", { context, scope, pools, credentials });
+  return call(() => commands.connectCluster(context, scope, pools, credentials));
 }
 
 /**
@@ -91,12 +96,12 @@ export function assignMember(
   pool: string,
   user: string,
 ): Promise<Result<Claimed>> {
-  return call<Claimed>("assign_member", { namespace, pool, user });
+  return call(() => commands.assignMember(namespace, pool, user));
 }
 
 /** "Get a desktop": claims a member of `pool` for the identity the cluster reports. */
 export function claimDesktop(namespace: string, pool: string): Promise<Result<Claimed>> {
-  return call<Claimed>("claim_desktop", { namespace, pool });
+  return call(() => commands.claimDesktop(namespace, pool));
 }
 
 /**
@@ -108,17 +113,17 @@ export function unassignMember(
   member: string,
   force: boolean,
 ): Promise<Result<Released>> {
-  return call<Released>("unassign_member", { namespace, member, force });
+  return call(() => commands.unassignMember(namespace, member, force));
 }
 
 /** What the current identity may do in `namespace`, as the cluster (and its guard) says. */
 export function permissions(namespace: string): Promise<Result<Permissions>> {
-  return call<Permissions>("permissions", { namespace });
+  return call(() => commands.permissions(namespace));
 }
 
 /** The VMs of `namespace` that are not pool members, with their power and clone problems. */
 export function goldenCandidates(namespace: string): Promise<Result<GoldenCandidate[]>> {
-  return call<GoldenCandidate[]>("golden_candidates", { namespace });
+  return call(() => commands.goldenCandidates(namespace));
 }
 
 /**
@@ -126,7 +131,7 @@ export function goldenCandidates(namespace: string): Promise<Result<GoldenCandid
  * names it would create, or why it is invalid.
  */
 export function validateNewPool(request: NewPool): Promise<Result<string[]>> {
-  return call<string[]>("validate_new_pool", { request });
+  return call(() => commands.validateNewPool(request));
 }
 
 /**
@@ -134,7 +139,7 @@ export function validateNewPool(request: NewPool): Promise<Result<string[]>> {
  * (see onCreateProgress) while it runs. A partly failed create says which members exist.
  */
 export function createPool(request: NewPool): Promise<Result<PoolCreated>> {
-  return call<PoolCreated>("create_pool", { request });
+  return call(() => commands.createPool(request));
 }
 
 /**
@@ -146,7 +151,7 @@ export function deletePool(
   name: string,
   force: boolean,
 ): Promise<Result<PoolDeleted>> {
-  return call<PoolDeleted>("delete_pool", { namespace, name, force });
+  return call(() => commands.deletePool(namespace, name, force));
 }
 
 /**
@@ -154,7 +159,7 @@ export function deletePool(
  * it is not (not running, paused, no permission for the subresource, port closed).
  */
 export function memberPaths(namespace: string, member: string): Promise<Result<MemberPaths>> {
-  return call<MemberPaths>("member_paths", { namespace, member });
+  return call(() => commands.memberPaths(namespace, member));
 }
 
 /**
@@ -168,7 +173,7 @@ export function openConsole(
   member: string,
   takeOver: boolean,
 ): Promise<Result<ConsoleEndpoint>> {
-  return call<ConsoleEndpoint>("open_console", { namespace, member, takeOver });
+  return call(() => commands.openConsole(namespace, member, takeOver));
 }
 
 /**
@@ -180,7 +185,7 @@ export function openViewer(
   member: string,
   takeOver: boolean,
 ): Promise<Result<SessionView>> {
-  return call<SessionView>("open_viewer", { namespace, member, takeOver });
+  return call(() => commands.openViewer(namespace, member, takeOver));
 }
 
 /**
@@ -188,7 +193,7 @@ export function openViewer(
  * client fails with a suggestion naming the packages that provide it.
  */
 export function openRdp(namespace: string, member: string): Promise<Result<SessionView>> {
-  return call<SessionView>("open_rdp", { namespace, member });
+  return call(() => commands.openRdp(namespace, member));
 }
 
 /**
@@ -196,7 +201,7 @@ export function openRdp(namespace: string, member: string): Promise<Result<Sessi
  * downloads folder), for another RDP client. The forward lasts until its session is stopped.
  */
 export function saveRdpFile(namespace: string, member: string): Promise<Result<RdpFileSaved>> {
-  return call<RdpFileSaved>("save_rdp_file", { namespace, member });
+  return call(() => commands.saveRdpFile(namespace, member));
 }
 
 /**
@@ -208,22 +213,22 @@ export function openSsh(
   member: string,
   user: string,
 ): Promise<Result<SshOpened>> {
-  return call<SshOpened>("open_ssh", { namespace, member, user });
+  return call(() => commands.openSsh(namespace, member, user));
 }
 
 /** Every session (console, viewers, forwards, helpers), oldest first. */
 export function listSessions(): Promise<Result<SessionView[]>> {
-  return call<SessionView[]>("list_sessions");
+  return call(() => commands.listSessions());
 }
 
 /** Stops session `id` (its streams, listener and helper); resolves to whether it was running. */
 export function stopSession(id: number): Promise<Result<boolean>> {
-  return call<boolean>("stop_session", { id });
+  return call(() => commands.stopSession(id));
 }
 
 /** Removes the ended sessions from the list. */
-export function clearEndedSessions(): Promise<Result<null>> {
-  return call<null>("clear_ended_sessions");
+export function clearEndedSessions(): Promise<Result<void>> {
+  return call(() => commands.clearEndedSessions());
 }
 
 /**
@@ -232,7 +237,7 @@ export function clearEndedSessions(): Promise<Result<null>> {
  * "nothing plugged in". Later changes come as `usb-devices` events (see onUsbDevices).
  */
 export function usbDevices(): Promise<Result<UsbList>> {
-  return call<UsbList>("usb_devices");
+  return call(() => commands.usbDevices());
 }
 
 /**
@@ -247,7 +252,7 @@ export function usbRedirect(
   member: string,
   device: string,
 ): Promise<Result<SessionView>> {
-  return call<SessionView>("usb_redirect", { namespace, member, device });
+  return call(() => commands.usbRedirect(namespace, member, device));
 }
 
 /** Runs `listen`, turning its failure into an ErrorView. */
@@ -265,7 +270,7 @@ export function onKubeconfigChanged(
   handler: (change: KubeconfigChanged) => void,
 ): Promise<Result<UnlistenFn>> {
   return subscribe(() =>
-    listen<KubeconfigChanged>("kubeconfig-changed", (event) => {
+    events.kubeconfigChanged.listen((event) => {
       handler(event.payload);
     }),
   );
@@ -276,7 +281,7 @@ export function onCreateProgress(
   handler: (progress: CreateProgress) => void,
 ): Promise<Result<UnlistenFn>> {
   return subscribe(() =>
-    listen<CreateProgress>("pool-create-progress", (event) => {
+    events.poolCreateProgress.listen((event) => {
       handler(event.payload);
     }),
   );
@@ -290,7 +295,7 @@ export function onSessionsChanged(
   handler: (sessions: SessionView[]) => void,
 ): Promise<Result<UnlistenFn>> {
   return subscribe(() =>
-    listen<SessionView[]>("sessions-changed", (event) => {
+    events.sessionsChanged.listen((event) => {
       handler(event.payload);
     }),
   );
@@ -302,7 +307,7 @@ export function onSessionsChanged(
  */
 export function onUsbDevices(handler: (list: UsbList) => void): Promise<Result<UnlistenFn>> {
   return subscribe(() =>
-    listen<UsbList>("usb-devices", (event) => {
+    events.usbDevices.listen((event) => {
       handler(event.payload);
     }),
   );
@@ -317,7 +322,7 @@ export function capacityPreview(
   golden: string,
   size: number,
 ): Promise<Result<CapacityPlan>> {
-  return call<CapacityPlan>("capacity_preview", { namespace, golden, size });
+  return call(() => commands.capacityPreview(namespace, golden, size));
 }
 
 /**
@@ -325,12 +330,12 @@ export function capacityPreview(
  * and on every change, until unwatchCapacity.
  */
 export function watchCapacity(): Promise<Result<null>> {
-  return call<null>("watch_capacity");
+  return call(() => commands.watchCapacity());
 }
 
 /** Stops the live Capacity view's watches. */
 export function unwatchCapacity(): Promise<Result<null>> {
-  return call<null>("unwatch_capacity");
+  return call(() => commands.unwatchCapacity());
 }
 
 /** Subscribes to the live Capacity view. Resolves to the function that unsubscribes. */
@@ -338,7 +343,7 @@ export function onCapacitySnapshot(
   handler: (snapshot: CapacitySnapshot) => void,
 ): Promise<Result<UnlistenFn>> {
   return subscribe(() =>
-    listen<CapacitySnapshot>("capacity-snapshot", (event) => {
+    events.capacitySnapshot.listen((event) => {
       handler(event.payload);
     }),
   );

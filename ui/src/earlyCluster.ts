@@ -5,8 +5,7 @@ import {
   type Result,
   type ClusterStreams,
 } from "./api";
-import type { Contexts } from "./bindings/Contexts";
-import type { ClusterInfo } from "./bindings/ClusterInfo";
+import type { ClusterInfo, Contexts } from "./bindings";
 import { heldStreams } from "./lib/heldStreams";
 import { markOnce } from "./lib/timing";
 

@@ -1,8 +1,6 @@
 import { useEffect, useState } from "react";
 import { capacityPreview, onCapacitySnapshot, unwatchCapacity, watchCapacity } from "./api";
-import type { CapacityPlan } from "./bindings/CapacityPlan";
-import type { CapacitySnapshot } from "./bindings/CapacitySnapshot";
-import type { ErrorView } from "./bindings/ErrorView";
+import type { CapacityPlan, CapacitySnapshot, ErrorView } from "./bindings";
 
 /** How long the golden VM and size must stay put before capacity is asked. */
 const PREVIEW_DEBOUNCE_MS = 300;

@@ -1,8 +1,6 @@
 import { useCallback, useRef, useState } from "react";
 import { assignMember, claimDesktop, deletePool, unassignMember, type Result } from "./api";
-import type { ErrorView } from "./bindings/ErrorView";
-import type { MemberView } from "./bindings/MemberView";
-import type { PoolView } from "./bindings/PoolView";
+import type { ErrorView, MemberView, PoolView } from "./bindings";
 import type { Notice } from "./components/ActionNotice";
 import { actionKeys, formatClaimed, formatReleased, type PoolChoice } from "./lib/claims";
 import { formatPoolDeleted } from "./lib/pools";

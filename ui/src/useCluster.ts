@@ -7,12 +7,14 @@ import {
   onKubeconfigChanged,
   type Result,
 } from "./api";
-import type { AppInfo } from "./bindings/AppInfo";
-import type { Contexts } from "./bindings/Contexts";
-import type { ErrorView } from "./bindings/ErrorView";
-import type { KubeconfigChanged } from "./bindings/KubeconfigChanged";
-import type { PoolsUpdate } from "./bindings/PoolsUpdate";
-import type { Scope } from "./bindings/Scope";
+import type {
+  AppInfo,
+  Contexts,
+  ErrorView,
+  KubeconfigChanged,
+  PoolsUpdate,
+  Scope,
+} from "./bindings";
 import { takeEarlyStart, type Opening } from "./earlyCluster";
 import {
   INITIAL_CLUSTER_STATE,

@@ -1,7 +1,6 @@
 import { useCallback, useRef, useState } from "react";
 import { openConsole, stopSession } from "./api";
-import type { ConsoleEndpoint } from "./bindings/ConsoleEndpoint";
-import type { ErrorView } from "./bindings/ErrorView";
+import type { ConsoleEndpoint, ErrorView } from "./bindings";
 
 /** The member whose console is on screen. */
 export type ConsoleTarget = { namespace: string; member: string };

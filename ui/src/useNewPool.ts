@@ -8,11 +8,7 @@ import {
   validateNewPool,
   type Result,
 } from "./api";
-import type { ErrorView } from "./bindings/ErrorView";
-import type { GoldenCandidate } from "./bindings/GoldenCandidate";
-import type { NewPool } from "./bindings/NewPool";
-import type { PoolCreated } from "./bindings/PoolCreated";
-import type { PoolDeleted } from "./bindings/PoolDeleted";
+import type { ErrorView, GoldenCandidate, NewPool, PoolCreated, PoolDeleted } from "./bindings";
 import { applyCreateProgress, finishCreateRun, newCreateRun, type CreateRun } from "./lib/pools";
 
 export type CandidatesState =

@@ -1,7 +1,6 @@
 import { useEffect, useState } from "react";
 import { permissions as fetchPermissions } from "./api";
-import type { Permissions } from "./bindings/Permissions";
-import type { ClusterInfo } from "./bindings/ClusterInfo";
+import type { ClusterInfo, Permissions } from "./bindings";
 
 /**
  * What the connection's identity may do in each of `namespaces`, asked of the cluster once per

@@ -1,7 +1,6 @@
 import { useCallback, useEffect, useRef, useState } from "react";
 import { clearEndedSessions, listSessions, onSessionsChanged, stopSession } from "./api";
-import type { ErrorView } from "./bindings/ErrorView";
-import type { SessionView } from "./bindings/SessionView";
+import type { ErrorView, SessionView } from "./bindings";
 
 /**
  * The live session list: the `sessions-changed` event's list (the whole list on every change),

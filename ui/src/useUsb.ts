@@ -1,9 +1,6 @@
 import { useCallback, useEffect, useRef, useState } from "react";
 import { onUsbDevices, stopSession, usbDevices, usbRedirect } from "./api";
-import type { ErrorView } from "./bindings/ErrorView";
-import type { SessionView } from "./bindings/SessionView";
-import type { UsbDevice } from "./bindings/UsbDevice";
-import type { UsbList } from "./bindings/UsbList";
+import type { ErrorView, SessionView, UsbDevice, UsbList } from "./bindings";
 import { describeRedirected, usbDescription, type RedirectTarget } from "./lib/usb";
 
 /** The confirmation before attaching a device to a desktop. */

@@ -62,7 +62,6 @@ pub enum CredentialState {
         expires_at: Option<Timestamp>,
         /// Seconds until the next try.
         #[ts(type = "number")]
-        #[specta(type = f64)]
         retry_in_seconds: u64,
         /// How many times the plugin has run.
         runs: u32,

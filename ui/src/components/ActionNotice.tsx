@@ -1,5 +1,5 @@
 import { useEffect, useState } from "react";
-import type { ErrorView } from "../bindings/ErrorView";
+import type { ErrorView } from "../bindings";
 import { errorSeverity, errorTitle } from "../lib/errors";
 
 /** The outcome of the last claim action, shown until dismissed or the next action. */

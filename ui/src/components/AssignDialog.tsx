@@ -1,5 +1,5 @@
 import { useId, useRef, useState, type SubmitEvent } from "react";
-import type { ErrorView } from "../bindings/ErrorView";
+import type { ErrorView } from "../bindings";
 import { ActionError } from "./ActionNotice";
 import { Modal } from "./Modal";
 import { Working } from "./Working";

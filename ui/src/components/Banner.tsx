@@ -1,4 +1,4 @@
-import type { ErrorView } from "../bindings/ErrorView";
+import type { ErrorView } from "../bindings";
 import { errorTitle } from "../lib/errors";
 
 type BannerProps = {

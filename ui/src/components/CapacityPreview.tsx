@@ -1,4 +1,4 @@
-import type { CapacityPlan } from "../bindings/CapacityPlan";
+import type { CapacityPlan } from "../bindings";
 import type { PreviewState } from "../useCapacity";
 import { ActionError } from "./ActionNotice";
 import { Working } from "./Working";

@@ -1,5 +1,5 @@
 import { useId, useRef } from "react";
-import type { ClusterCapacity } from "../bindings/ClusterCapacity";
+import type { ClusterCapacity } from "../bindings";
 import { useClusterCapacity } from "../useCapacity";
 import { ActionError } from "./ActionNotice";
 import { ResourceName } from "./CapacityPreview";

@@ -1,11 +1,13 @@
 import { useCallback, useEffect, useId, useRef, useState, type ReactNode } from "react";
 import { memberPaths, openRdp, openSsh, openViewer, saveRdpFile, type Result } from "../api";
-import type { ConnectPath } from "../bindings/ConnectPath";
-import type { ErrorView } from "../bindings/ErrorView";
-import type { MemberPaths } from "../bindings/MemberPaths";
-import type { MemberView } from "../bindings/MemberView";
-import type { PathKind } from "../bindings/PathKind";
-import type { SshOpened } from "../bindings/SshOpened";
+import type {
+  ConnectPath,
+  ErrorView,
+  MemberPaths,
+  MemberView,
+  PathKind,
+  SshOpened,
+} from "../bindings";
 import {
   PATH_KINDS,
   busyConsoleText,

@@ -8,7 +8,7 @@ import {
   useState,
   type RefObject,
 } from "react";
-import type { SessionView } from "../bindings/SessionView";
+import type { SessionView } from "../bindings";
 import { busyConsoleText } from "../lib/connect";
 import {
   consoleStatusState,

@@ -1,6 +1,5 @@
 import { useId, useRef, useState, type SubmitEvent } from "react";
-import type { ErrorView } from "../bindings/ErrorView";
-import type { PoolView } from "../bindings/PoolView";
+import type { ErrorView, PoolView } from "../bindings";
 import { assignedMembers, deleteBlocker, describeAssigned, isAssigned } from "../lib/pools";
 import { ActionError } from "./ActionNotice";
 import { StateBadge } from "./MemberCells";

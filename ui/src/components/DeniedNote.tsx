@@ -1,4 +1,4 @@
-import type { Permissions } from "../bindings/Permissions";
+import type { Permissions } from "../bindings";
 import { deniedActions } from "../lib/claims";
 
 /**

@@ -1,5 +1,5 @@
 import { useState } from "react";
-import type { Scope } from "../bindings/Scope";
+import type { Scope } from "../bindings";
 import { poolCreateCommand } from "../lib/presentation";
 
 type CopyState = "idle" | "copied" | "failed";

@@ -1,4 +1,4 @@
-import type { AppInfo } from "../bindings/AppInfo";
+import type { AppInfo } from "../bindings";
 import { shortenPath } from "../lib/presentation";
 
 /** Kubeconfig paths longer than this (characters) lose folders from their middle. */

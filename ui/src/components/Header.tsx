@@ -1,7 +1,5 @@
 import { useId, useState, type KeyboardEvent } from "react";
-import type { ContextInfo } from "../bindings/ContextInfo";
-import type { GuardStatus } from "../bindings/GuardStatus";
-import type { Identity } from "../bindings/Identity";
+import type { ContextInfo, GuardStatus, Identity } from "../bindings";
 import type { FeedIndicator } from "../lib/feed";
 import { sessionsButtonLabel, sessionsButtonText, type SessionCounts } from "../lib/sessions";
 import {

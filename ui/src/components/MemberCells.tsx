@@ -1,5 +1,4 @@
-import type { LeaseView } from "../bindings/LeaseView";
-import type { MemberView } from "../bindings/MemberView";
+import type { LeaseView, MemberView } from "../bindings";
 import { powerTone, stateTone } from "../lib/presentation";
 import { useNow } from "../lib/clock";
 import { formatAgo, formatDateTimeWithZone, parseIso } from "../lib/time";

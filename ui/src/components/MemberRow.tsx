@@ -1,6 +1,5 @@
 import { memo } from "react";
-import type { MemberView } from "../bindings/MemberView";
-import type { Permissions } from "../bindings/Permissions";
+import type { MemberView, Permissions } from "../bindings";
 import { releaseOffer } from "../lib/claims";
 import { offersConnect } from "../lib/connect";
 import { ROW_HEIGHT, memberRowHeight } from "../lib/poolRows";

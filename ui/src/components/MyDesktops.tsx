@@ -1,8 +1,5 @@
 import { useCallback, useId, useState } from "react";
-import type { Identity } from "../bindings/Identity";
-import type { MemberView } from "../bindings/MemberView";
-import type { PoolView } from "../bindings/PoolView";
-import type { Scope } from "../bindings/Scope";
+import type { Identity, MemberView, PoolView, Scope } from "../bindings";
 import {
   actionKeys,
   chooseClaimPool,

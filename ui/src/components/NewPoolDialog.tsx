@@ -1,7 +1,6 @@
 import { useId, useRef, useState, type SubmitEvent } from "react";
 import { validateNewPool } from "../api";
-import type { NewPool } from "../bindings/NewPool";
-import type { PoolView } from "../bindings/PoolView";
+import type { NewPool, PoolView } from "../bindings";
 import {
   chooseGolden,
   createBlocker,

@@ -1,7 +1,6 @@
 import { useCallback, useLayoutEffect, useMemo, useRef, useState } from "react";
 import { useVirtualizer } from "@tanstack/react-virtual";
-import type { Permissions } from "../bindings/Permissions";
-import type { PoolView } from "../bindings/PoolView";
+import type { Permissions, PoolView } from "../bindings";
 import { poolKey } from "../lib/claims";
 import { layoutPools, poolWindows } from "../lib/poolRows";
 import { PoolSection, type PoolSectionProps } from "./PoolSection";

@@ -1,7 +1,5 @@
 import { memo, useId, useMemo } from "react";
-import type { MemberView } from "../bindings/MemberView";
-import type { Permissions } from "../bindings/Permissions";
-import type { PoolView } from "../bindings/PoolView";
+import type { MemberView, Permissions, PoolView } from "../bindings";
 import { actionKeys, assignAvailability, poolKey } from "../lib/claims";
 import { memberOffsets } from "../lib/poolRows";
 import { formatCounts, poolTestId } from "../lib/presentation";

@@ -1,6 +1,5 @@
 import { useId, useRef } from "react";
-import type { ErrorView } from "../bindings/ErrorView";
-import type { SessionView } from "../bindings/SessionView";
+import type { ErrorView, SessionView } from "../bindings";
 import {
   describeConnections,
   describeHelper,

@@ -1,10 +1,5 @@
 import { useId, useRef, useState, type ReactNode, type RefObject } from "react";
-import type { Identity } from "../bindings/Identity";
-import type { PoolView } from "../bindings/PoolView";
-import type { Scope } from "../bindings/Scope";
-import type { SessionView } from "../bindings/SessionView";
-import type { UsbDevice } from "../bindings/UsbDevice";
-import type { UsbList } from "../bindings/UsbList";
+import type { Identity, PoolView, Scope, SessionView, UsbDevice, UsbList } from "../bindings";
 import { describeScope } from "../lib/presentation";
 import {
   asSentence,

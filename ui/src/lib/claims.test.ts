@@ -1,9 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { adminPermissions, member, userPermissions } from "./fixtures";
-import type { Claimed } from "../bindings/Claimed";
-import type { MemberView } from "../bindings/MemberView";
-import type { PoolView } from "../bindings/PoolView";
-import type { Released } from "../bindings/Released";
+import type { Claimed, MemberView, PoolView, Released } from "../bindings";
 import {
   actionKeys,
   assignAvailability,

@@ -3,13 +3,15 @@
  * decides who may claim or release what: the backend judges that on every call. These only
  * pick what to offer and word what the backend answered.
  */
-import type { Claimed } from "../bindings/Claimed";
-import type { MemberView } from "../bindings/MemberView";
-import type { Permissions } from "../bindings/Permissions";
-import type { PoolView } from "../bindings/PoolView";
-import type { PowerAction } from "../bindings/PowerAction";
-import type { Released } from "../bindings/Released";
-import type { Scope } from "../bindings/Scope";
+import type {
+  Claimed,
+  MemberView,
+  Permissions,
+  PoolView,
+  PowerAction,
+  Released,
+  Scope,
+} from "../bindings";
 import { describeScope } from "./presentation";
 import { formatDateTimeWithZone } from "./time";
 

@@ -1,9 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { ClusterInfo } from "../bindings/ClusterInfo";
-import type { ContextInfo } from "../bindings/ContextInfo";
-import type { ErrorView } from "../bindings/ErrorView";
-import type { PoolsSnapshot } from "../bindings/PoolsSnapshot";
-import type { Scope } from "../bindings/Scope";
+import type { ClusterInfo, ContextInfo, ErrorView, PoolsSnapshot, Scope } from "../bindings";
 import {
   INITIAL_CLUSTER_STATE,
   clusterReducer,

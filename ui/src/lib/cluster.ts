@@ -1,10 +1,12 @@
-import type { ClusterInfo } from "../bindings/ClusterInfo";
-import type { ContextInfo } from "../bindings/ContextInfo";
-import type { Contexts } from "../bindings/Contexts";
-import type { CredentialState } from "../bindings/CredentialState";
-import type { ErrorView } from "../bindings/ErrorView";
-import type { PoolsSnapshot } from "../bindings/PoolsSnapshot";
-import type { Scope } from "../bindings/Scope";
+import type {
+  ClusterInfo,
+  ContextInfo,
+  Contexts,
+  CredentialState,
+  ErrorView,
+  PoolsSnapshot,
+  Scope,
+} from "../bindings";
 import type { Received } from "./feed";
 import { FALLBACK_NAMESPACE, sameScope, startNamespace } from "./presentation";
 import { estimateClockOffset } from "./time";

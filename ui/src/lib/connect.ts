@@ -3,13 +3,15 @@
  * else's desktop, the paths (VNC, RDP, SSH) as the dialog shows them, and the wording of what
  * the backend started. The backend judges every path and every connection.
  */
-import type { ConnectPath } from "../bindings/ConnectPath";
-import type { MemberPaths } from "../bindings/MemberPaths";
-import type { MemberView } from "../bindings/MemberView";
-import type { PathKind } from "../bindings/PathKind";
-import type { RdpFileSaved } from "../bindings/RdpFileSaved";
-import type { SessionView } from "../bindings/SessionView";
-import type { SshOpened } from "../bindings/SshOpened";
+import type {
+  ConnectPath,
+  MemberPaths,
+  MemberView,
+  PathKind,
+  RdpFileSaved,
+  SessionView,
+  SshOpened,
+} from "../bindings";
 
 /**
  * Whether a member gets Connect…: its VM is running (KubeVirt's printableStatus "Running").

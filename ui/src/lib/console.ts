@@ -2,8 +2,7 @@
  * Pure helpers for the in-app console: its status line and why it disconnected. The console
  * view feeds these with what open_console and noVNC report.
  */
-import type { ErrorView } from "../bindings/ErrorView";
-import type { SessionView } from "../bindings/SessionView";
+import type { ErrorView, SessionView } from "../bindings";
 import { busyConsoleText } from "./connect";
 
 /** Where the console stands, from asking for it to its end. */

@@ -2,8 +2,7 @@
  * What the app says about its credentials: nothing while an exec plugin renews them, one
  * banner while it fails.
  */
-import type { CredentialState } from "../bindings/CredentialState";
-import type { ErrorView } from "../bindings/ErrorView";
+import type { CredentialState, ErrorView } from "../bindings";
 import { formatDateTimeWithZone } from "./time";
 
 /** The credentials banner: the failure as an error, and when things happen next. */

@@ -1,5 +1,4 @@
-import type { ErrorKind } from "../bindings/ErrorKind";
-import type { ErrorView } from "../bindings/ErrorView";
+import type { ErrorKind, ErrorView } from "../bindings";
 
 const ERROR_KINDS: readonly ErrorKind[] = [
   "invalid",

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { PoolsUpdate } from "../bindings/PoolsUpdate";
+import type { PoolsUpdate } from "../bindings";
 import { applyPoolsUpdate, feedIndicator } from "./feed";
 import { member, pool } from "./fixtures";
 

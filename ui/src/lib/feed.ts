@@ -1,7 +1,4 @@
-import type { FeedStatus } from "../bindings/FeedStatus";
-import type { PoolView } from "../bindings/PoolView";
-import type { PoolsSnapshot } from "../bindings/PoolsSnapshot";
-import type { PoolsUpdate } from "../bindings/PoolsUpdate";
+import type { FeedStatus, PoolView, PoolsSnapshot, PoolsUpdate } from "../bindings";
 import { poolKey } from "./claims";
 import { errorTitle } from "./errors";
 import { formatDateTimeWithZone } from "./time";

@@ -1,11 +1,13 @@
 /** Test fixtures shared by the unit tests: views shaped like the backend's. */
-import type { MemberView } from "../bindings/MemberView";
-import type { MemberPaths } from "../bindings/MemberPaths";
-import type { Permissions } from "../bindings/Permissions";
-import type { PoolView } from "../bindings/PoolView";
-import type { SessionView } from "../bindings/SessionView";
-import type { UsbDevice } from "../bindings/UsbDevice";
-import type { UsbList } from "../bindings/UsbList";
+import type {
+  MemberPaths,
+  MemberView,
+  Permissions,
+  PoolView,
+  SessionView,
+  UsbDevice,
+  UsbList,
+} from "../bindings";
 
 /** A free, stopped member of `corral-vms`, with `overrides` applied. */
 export function member(name: string, overrides: Partial<MemberView> = {}): MemberView {

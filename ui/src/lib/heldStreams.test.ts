@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { PoolsUpdate } from "../bindings/PoolsUpdate";
+import type { PoolsUpdate } from "../bindings";
 import type { ClusterStreams as Streams } from "../api";
 import { heldStreams } from "./heldStreams";
 import { member, pool } from "./fixtures";

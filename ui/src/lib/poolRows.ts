@@ -5,8 +5,7 @@
  * only the rows on screen (and a few around them) are mounted, wherever they are in 10,000.
  */
 
-import type { MemberView } from "../bindings/MemberView";
-import type { PoolView } from "../bindings/PoolView";
+import type { MemberView, PoolView } from "../bindings";
 
 /** Row heights in pixels (the stylesheet gives the rows these heights: `styles.css`, "Pools"). */
 export const ROW_HEIGHT = {

@@ -1,12 +1,14 @@
 import { describe, expect, it } from "vitest";
 import { member, pool } from "./fixtures";
-import type { CreateProgress } from "../bindings/CreateProgress";
-import type { GoldenCandidate } from "../bindings/GoldenCandidate";
-import type { MemberProgress } from "../bindings/MemberProgress";
-import type { MemberView } from "../bindings/MemberView";
-import type { PoolCreated } from "../bindings/PoolCreated";
-import type { PoolDeleted } from "../bindings/PoolDeleted";
-import type { PoolView } from "../bindings/PoolView";
+import type {
+  CreateProgress,
+  GoldenCandidate,
+  MemberProgress,
+  MemberView,
+  PoolCreated,
+  PoolDeleted,
+  PoolView,
+} from "../bindings";
 import {
   applyCreateProgress,
   assignedMembers,

@@ -3,14 +3,16 @@
  * created or deleted: the backend checks every request (the CLI's rules). These only track its
  * progress reports, pick what to offer and word what it answered.
  */
-import type { CreateProgress } from "../bindings/CreateProgress";
-import type { CreateStarted } from "../bindings/CreateStarted";
-import type { CreateStep } from "../bindings/CreateStep";
-import type { GoldenCandidate } from "../bindings/GoldenCandidate";
-import type { MemberView } from "../bindings/MemberView";
-import type { PoolCreated } from "../bindings/PoolCreated";
-import type { PoolDeleted } from "../bindings/PoolDeleted";
-import type { PoolView } from "../bindings/PoolView";
+import type {
+  CreateProgress,
+  CreateStarted,
+  CreateStep,
+  GoldenCandidate,
+  MemberView,
+  PoolCreated,
+  PoolDeleted,
+  PoolView,
+} from "../bindings";
 import type { Tone } from "./presentation";
 
 function plural(n: number, one: string, many: string): string {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { MemberState } from "../bindings/MemberState";
+import type { MemberState } from "../bindings";
 import {
   FALLBACK_NAMESPACE,
   startNamespace,

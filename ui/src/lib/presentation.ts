@@ -1,7 +1,4 @@
-import type { ContextInfo } from "../bindings/ContextInfo";
-import type { MemberState } from "../bindings/MemberState";
-import type { PoolCounts } from "../bindings/PoolCounts";
-import type { Scope } from "../bindings/Scope";
+import type { ContextInfo, MemberState, PoolCounts, Scope } from "../bindings";
 
 /** Colour families used by badges; each maps to a CSS class `tone-<tone>`. */
 export type Tone = "green" | "blue" | "amber" | "grey" | "red";

@@ -2,8 +2,7 @@
  * Pure helpers for the Sessions view: what each session is, how much it carried, where it
  * stands. The backend's supervisor tracks the sessions; these only word what it reports.
  */
-import type { SessionKind } from "../bindings/SessionKind";
-import type { SessionView } from "../bindings/SessionView";
+import type { SessionKind, SessionView } from "../bindings";
 
 const UNITS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"] as const;
 

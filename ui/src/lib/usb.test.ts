@@ -1,6 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { LeaseView } from "../bindings/LeaseView";
-import type { MemberView } from "../bindings/MemberView";
+import type { LeaseView, MemberView } from "../bindings";
 import { USB_NOTICE, member, pool, session, usbDevices, usbList, usbSession } from "./fixtures";
 import {
   asSentence,

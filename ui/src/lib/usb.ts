@@ -4,12 +4,7 @@
  * judges every redirection again (your desktop, running, device present and writable); these
  * only choose what to offer and how to say it.
  */
-import type { MemberView } from "../bindings/MemberView";
-import type { PoolView } from "../bindings/PoolView";
-import type { SessionView } from "../bindings/SessionView";
-import type { UsbDevice } from "../bindings/UsbDevice";
-import type { UsbList } from "../bindings/UsbList";
-import type { UsbMark } from "../bindings/UsbMark";
+import type { MemberView, PoolView, SessionView, UsbDevice, UsbList, UsbMark } from "../bindings";
 
 /** USB-IF base class codes, in words. */
 const CLASS_NAMES: ReadonlyMap<number, string> = new Map([

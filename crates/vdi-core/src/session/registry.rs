@@ -78,11 +78,9 @@ pub struct SessionView {
     pub started_at: Timestamp,
     /// Bytes from the member to this machine.
     #[ts(type = "number")]
-    #[specta(type = f64)]
     pub bytes_in: u64,
     /// Bytes from this machine to the member.
     #[ts(type = "number")]
-    #[specta(type = f64)]
     pub bytes_out: u64,
     /// Streams open now.
     pub connections: u32,

@@ -1,0 +1,111 @@
+//! The window's interface, listed once: every command the window may call (the invoke handler
+//! the app runs) and every event it may listen to, from which the test `export_bindings` writes
+//! the TypeScript the UI calls them through (`ui/src/bindings/index.ts`: a function per command
+//! with its argument and result types, an `events` object, and every type they reach, with its
+//! doc comment). A command renamed or dropped here, or an argument changed, fails the UI's
+//! `npm run typecheck` once the bindings are regenerated; `make bindings` fails while they are
+//! stale.
+//!
+//! tauri-specta (with specta) reads each command's signature (`#[specta::specta]` beside
+//! `#[tauri::command]`) and the `specta::Type` derive of each type. Commands reject with their
+//! error value as before (`ErrorHandlingMode::Throw`): `ui/src/api.ts` turns every rejection into
+//! an `ErrorView`.
+
+use tauri_specta::{Builder, ErrorHandlingMode, collect_commands, collect_events};
+
+/// Declares the type of one event for the bindings: its name (the constant the emitting code
+/// sends it under) and its payload (sent as is: the wrapper only names the pair).
+macro_rules! event {
+    ($(#[$doc:meta])* $event:ident($payload:ty) = $name:path) => {
+        $(#[$doc])*
+        #[derive(specta::Type)]
+        pub struct $event(pub $payload);
+
+        impl tauri_specta::Event for $event {
+            const NAME: &'static str = $name;
+        }
+    };
+}
+
+event!(
+    /// The kubeconfig files changed (written, replaced, removed).
+    KubeconfigEvent(vdi_core::cluster::KubeconfigChanged) = crate::kubeconfig::KUBECONFIG_EVENT
+);
+event!(
+    /// One step of a running pool create.
+    CreateProgressEvent(vdi_core::pool::CreateProgress) = crate::CREATE_PROGRESS_EVENT
+);
+event!(
+    /// The whole session list, on every change.
+    SessionsEvent(Vec<vdi_core::session::SessionView>) = crate::connect::SESSIONS_EVENT
+);
+event!(
+    /// The local USB devices, on every plug and unplug.
+    UsbEvent(vdi_core::usb::UsbList) = crate::usb::USB_EVENT
+);
+event!(
+    /// The live Capacity view, now and on every change while it is watched.
+    CapacityEvent(vdi_core::capacity::CapacitySnapshot) = crate::capacity::CAPACITY_EVENT
+);
+
+/// The commands and events of the window, with how the bindings report a command's error.
+pub fn builder() -> Builder<tauri::Wry> {
+    Builder::new()
+        .commands(collect_commands![
+            crate::commands::app_info,
+            crate::commands::list_contexts,
+            crate::commands::connect_cluster,
+            crate::commands::permissions,
+            crate::commands::assign_member,
+            crate::commands::claim_desktop,
+            crate::commands::unassign_member,
+            crate::commands::golden_candidates,
+            crate::commands::validate_new_pool,
+            crate::commands::create_pool,
+            crate::commands::delete_pool,
+            crate::connect::member_paths,
+            crate::connect::open_console,
+            crate::connect::open_viewer,
+            crate::connect::open_rdp,
+            crate::connect::save_rdp_file,
+            crate::connect::open_ssh,
+            crate::connect::list_sessions,
+            crate::connect::stop_session,
+            crate::connect::clear_ended_sessions,
+            crate::usb::usb_devices,
+            crate::usb::usb_redirect,
+            crate::capacity::capacity_preview,
+            crate::capacity::watch_capacity,
+            crate::capacity::unwatch_capacity,
+        ])
+        .events(collect_events![
+            KubeconfigEvent,
+            CreateProgressEvent,
+            SessionsEvent,
+            UsbEvent,
+            CapacityEvent
+        ])
+        // The pools feed's first message, which the UI also keeps on its own.
+        .typ::<vdi_core::watch::PoolsSnapshot>()
+        .error_handling(ErrorHandlingMode::Throw)
+        // The webview parses every integer serde_json writes as a JSON number: u64 counters
+        // (bytes, seconds) are `number`, as they arrive (exact up to 2^53).
+        .dangerously_cast_bigints_to_number()
+        // One type per Rust type, as the UI has always had: the types the window sends
+        // (`NewPool`, `Scope`) read the same both ways.
+        .disable_serde_phases()
+}
+
+#[cfg(test)]
+mod tests {
+    /// Writes `ui/src/bindings/index.ts` (run by `make bindings`, which fails when the file in
+    /// git differs from what this writes).
+    #[test]
+    fn export_bindings() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../ui/src/bindings/index.ts");
+        super::builder()
+            .export(specta_typescript::Typescript::default(), &path)
+            .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    }
+}
