@@ -30,12 +30,12 @@ use kube::core::{ApiResource, GroupVersionKind};
 use sandbox::devices::{DeviceNode, PermitKind};
 use serde_json::{Value, json};
 use vdi_core::Error;
-use vdi_core::capacity::{NOT_A_RESERVATION, cluster_capacity, preview};
+use vdi_core::capacity::{NOT_A_RESERVATION, cluster_capacity};
 use vdi_core::claim::{ClaimOptions, UnassignOptions, assign, unassign};
 use vdi_core::error::ErrorKind;
 use vdi_core::labels::{POOL_LABEL, lease_name};
 use vdi_core::model::{CapacityPlan, DeviceClass};
-use vdi_core::pool::{CreateOptions, CreatePool, create_pool};
+use vdi_core::pool::{CreateOptions, CreatePool, capacity_preview, create_pool};
 
 fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
@@ -228,7 +228,7 @@ async fn four_are_refused_three_admitted_and_started_where_the_table_said() {
     );
 
     golden_with(&ns, "gold", &[GPU], |_| {}).await;
-    let four = preview(&admin, &ns, "gold", 4).await.unwrap();
+    let four = capacity_preview(&admin, &ns, "gold", 4).await.unwrap();
     assert!(!four.admitted);
     assert_eq!(four.needs[0].class, DeviceClass::PciPassthrough);
     assert_eq!(numbers(&four, "issue-a"), (4, 1, 3));
@@ -268,7 +268,7 @@ async fn four_are_refused_three_admitted_and_started_where_the_table_said() {
         "issue-c nvidia.com/ISSUE_GPU PCI passthrough 0 0 0 4 0"
     );
 
-    let three = preview(&admin, &ns, "gold", 3).await.unwrap();
+    let three = capacity_preview(&admin, &ns, "gold", 3).await.unwrap();
     assert!(three.admitted);
     assert_eq!(node_plan(&three, "issue-a").planned, 3);
     let created = create_pool(&admin, &request(&ns, "gpupool", "gold", 3), |_| {})
@@ -300,7 +300,7 @@ async fn four_are_refused_three_admitted_and_started_where_the_table_said() {
         );
     }
     assert_eq!(placed, BTreeMap::from([("issue-a".to_owned(), 3)]));
-    let now = preview(&admin, &ns, "gold", 1).await.unwrap();
+    let now = capacity_preview(&admin, &ns, "gold", 1).await.unwrap();
     assert_eq!(numbers(&now, "issue-a"), (4, 4, 0));
     assert!(!now.fits_one);
 }
@@ -314,7 +314,7 @@ async fn a_vm_that_needs_two_devices_needs_them_on_one_node() {
     let ns = namespace("cap-pair").await;
     golden_with(&ns, "gold", &[GPU, GPU], |_| {}).await;
 
-    let plan = preview(&client_as("admin").await, &ns, "gold", 1)
+    let plan = capacity_preview(&client_as("admin").await, &ns, "gold", 1)
         .await
         .unwrap();
     assert_eq!(plan.needs[0].per_vm, 2);
@@ -329,7 +329,7 @@ async fn a_vm_that_needs_two_devices_needs_them_on_one_node() {
 
     // A second device on one node makes room for one.
     add_node(DeviceNode::new("pair-b").device(GPU, 2)).await;
-    let plan = preview(&client_as("admin").await, &ns, "gold", 1)
+    let plan = capacity_preview(&client_as("admin").await, &ns, "gold", 1)
         .await
         .unwrap();
     assert!(plan.admitted);
@@ -351,7 +351,7 @@ async fn a_resource_that_is_not_permitted_is_refused_naming_the_permit() {
         ) && text.contains("permittedHostDevices"),
         "{text}"
     );
-    let plan = preview(&client_as("admin").await, &ns, "gold", 1)
+    let plan = capacity_preview(&client_as("admin").await, &ns, "gold", 1)
         .await
         .unwrap();
     assert_eq!(plan.not_permitted, [GPU]);
@@ -369,7 +369,7 @@ async fn a_resource_that_is_not_permitted_is_refused_naming_the_permit() {
 
     // Permitted through an external device plugin, it is admitted.
     permit_device(PermitKind::Pci, GPU, true).await;
-    let plan = preview(&client_as("admin").await, &ns, "gold", 1)
+    let plan = capacity_preview(&client_as("admin").await, &ns, "gold", 1)
         .await
         .unwrap();
     assert!(plan.admitted, "{plan:#?}");
@@ -398,7 +398,7 @@ async fn finished_launchers_free_devices_and_migration_targets_hold_them() {
         false,
     )
     .await;
-    let plan = preview(&admin, &ns, "gold", 3).await.unwrap();
+    let plan = capacity_preview(&admin, &ns, "gold", 3).await.unwrap();
     assert_eq!(numbers(&plan, "migrate-a"), (2, 0, 2));
     assert!(plan.admitted);
 
@@ -423,7 +423,7 @@ async fn finished_launchers_free_devices_and_migration_targets_hold_them() {
         true,
     )
     .await;
-    let plan = preview(&admin, &ns, "gold", 1).await.unwrap();
+    let plan = capacity_preview(&admin, &ns, "gold", 1).await.unwrap();
     assert_eq!(numbers(&plan, "migrate-a"), (2, 1, 1));
     assert_eq!(numbers(&plan, "migrate-b"), (1, 1, 0));
     assert_eq!(plan.placeable, 1);
@@ -470,7 +470,7 @@ async fn a_vmi_without_a_visible_launcher_pod_holds_its_devices() {
     }))
     .unwrap();
     vmis.create(&PostParams::default(), &vmi).await.unwrap();
-    let plan = preview(&admin, &ns, "gold", 2).await.unwrap();
+    let plan = capacity_preview(&admin, &ns, "gold", 2).await.unwrap();
     assert_eq!(numbers(&plan, "bare-a"), (2, 1, 1));
     assert!(!plan.admitted);
     let view = cluster_capacity(&admin).await.unwrap();
@@ -489,7 +489,7 @@ async fn mediated_profiles_put_several_vms_on_one_card() {
     golden_with(&ns, "gold", &[PROFILE], |_| {}).await;
     let admin = client_as("admin").await;
 
-    let plan = preview(&admin, &ns, "gold", 5).await.unwrap();
+    let plan = capacity_preview(&admin, &ns, "gold", 5).await.unwrap();
     assert_eq!(plan.needs[0].class, DeviceClass::Mediated);
     assert_eq!((plan.placeable, plan.admitted), (4, false));
     refused_create(&ns, "vgpu", "gold", 5).await;
@@ -539,7 +539,7 @@ async fn cordoned_nodes_and_untolerated_taints_are_excluded_with_their_reason() 
     .await;
     let admin = client_as("admin").await;
 
-    let plan = preview(&admin, &ns, "gold", 2).await.unwrap();
+    let plan = capacity_preview(&admin, &ns, "gold", 2).await.unwrap();
     assert_eq!(
         node_plan(&plan, "fence-a").excluded.as_deref(),
         Some("cordoned (spec.unschedulable)")
@@ -563,11 +563,14 @@ async fn cordoned_nodes_and_untolerated_taints_are_excluded_with_their_reason() 
     );
 
     assert_eq!(
-        preview(&admin, &ns, "tolerant", 5).await.unwrap().placeable,
+        capacity_preview(&admin, &ns, "tolerant", 5)
+            .await
+            .unwrap()
+            .placeable,
         5
     );
     cordon_node("fence-a", false).await;
-    let plan = preview(&admin, &ns, "gold", 5).await.unwrap();
+    let plan = capacity_preview(&admin, &ns, "gold", 5).await.unwrap();
     assert_eq!(plan.placeable, 5);
     assert!(plan.admitted);
 }
@@ -642,7 +645,7 @@ async fn an_ordinary_user_needs_read_access_to_judge_capacity() {
     golden_with(&ns, "gold", &[GPU], |_| {}).await;
 
     // bob may read the VMs of the namespace, but not nodes.
-    let err = preview(&client_as("bob").await, &ns, "gold", 1)
+    let err = capacity_preview(&client_as("bob").await, &ns, "gold", 1)
         .await
         .expect_err("bob may not list nodes");
     assert_eq!(err.kind(), ErrorKind::Forbidden, "{err}");
@@ -673,7 +676,7 @@ async fn an_ordinary_user_needs_read_access_to_judge_capacity() {
 
     // alice may read them: her own claim ("Get a desktop") is judged.
     grant_capacity_reader("alice").await;
-    let plan = preview(&client_as("alice").await, &ns, "gold", 1)
+    let plan = capacity_preview(&client_as("alice").await, &ns, "gold", 1)
         .await
         .unwrap();
     assert!(plan.admitted);

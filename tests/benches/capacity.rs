@@ -25,7 +25,8 @@ use kube::core::ObjectList;
 use sandbox::devices::{DeviceNode, PermitKind, apply_node, permit};
 use serde_json::json;
 use vdi_core::capacity::objects::{KubeVirtObject, NodeObject, PodObject, VmiObject};
-use vdi_core::capacity::{ClusterDevices, Demand, cluster_view, plan, preview, read_devices};
+use vdi_core::capacity::{ClusterDevices, Demand, cluster_view, plan, read_devices};
+use vdi_core::pool::capacity_preview;
 
 const NODES: usize = 500;
 const VMIS: usize = 5_000;
@@ -291,7 +292,7 @@ async fn main() -> anyhow::Result<()> {
     let mut samples = Vec::new();
     for _ in 0..5 {
         let started = Instant::now();
-        let p = preview(&admin, NAMESPACE, "gold-2", 100).await?;
+        let p = capacity_preview(&admin, NAMESPACE, "gold-2", 100).await?;
         samples.push(started.elapsed());
         anyhow::ensure!(p.needs.len() == 2);
     }

@@ -8,10 +8,9 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use vdi_core::capacity::{
-    NOT_A_RESERVATION, cluster_capacity, cluster_table, plan_table, preview, verdict,
-};
+use vdi_core::capacity::{NOT_A_RESERVATION, cluster_capacity, cluster_table, plan_table, verdict};
 use vdi_core::cluster::KubeconfigSource;
+use vdi_core::pool::capacity_preview;
 
 /// `capacity [--from <golden> [--size N] [-n NAMESPACE]]`.
 #[derive(Args)]
@@ -42,7 +41,7 @@ pub async fn run(
         return Ok(ExitCode::SUCCESS);
     };
     let namespace = args.namespace.unwrap_or(conn.default_namespace.clone());
-    let plan = preview(&conn.client, &namespace, &golden, args.size).await?;
+    let plan = capacity_preview(&conn.client, &namespace, &golden, args.size).await?;
     if plan.needs.is_empty() {
         out!(
             "golden VM \"{golden}\" (ns/{namespace}) asks for no GPU or host device: a pool of \

@@ -47,7 +47,8 @@
 //! now may be taken before its members start. Assign checks again for the member it starts,
 //! before writing the Lease, and the scheduler has the last word.
 //!
-//! For the app: [`preview`] computes the New pool preview for (namespace, golden VM, size),
+//! For the app: [`crate::pool::capacity_preview`] computes the New pool preview for (namespace,
+//! golden VM, size),
 //! [`cluster_capacity`] the Capacity view; both return ready-to-show types from
 //! [`crate::model`].
 
@@ -61,7 +62,7 @@ mod text;
 pub use feed::{CapacityFeed, CapacitySnapshot, SETTLE};
 pub use objects::{ClusterDevices, Hold, NodeDevices, Permits};
 pub use plan::{Asked, Demand, cluster_view, plan, plan_without_devices};
-pub use read::{READ_ACCESS_FIX, cluster_capacity, plan_vm, preview, read_devices};
+pub use read::{READ_ACCESS_FIX, cluster_capacity, plan_vm, read_devices};
 pub use text::{
     NOT_A_RESERVATION, cluster_table, needs_text, plan_table, pool_refusal, start_refusal, verdict,
 };

@@ -27,9 +27,7 @@ use super::plan::{Demand, cluster_view, plan, plan_without_devices};
 use crate::error::{Error, ErrorKind, Result, describe, is_status};
 use crate::labels::POOL_LABEL;
 use crate::model::{CapacityPlan, ClusterCapacity};
-use crate::pool::MAX_POOL_SIZE;
 use crate::resources::VirtualMachine;
-use crate::validate;
 
 const KUBEVIRTS: &str = "/apis/kubevirt.io/v1/kubevirts";
 const NODES: &str = "/api/v1/nodes";
@@ -121,33 +119,6 @@ pub async fn plan_vm(client: &Client, vm: &VirtualMachine, size: u32) -> Result<
     }
     let devices = read_devices(client).await?;
     Ok(plan(&devices, &demand, size))
-}
-
-/// The New pool preview: whether a pool of `size` cloned from `golden` in `namespace` would be
-/// admitted now, with the per-node table ([`CapacityPlan`]); creates nothing. The golden VM
-/// is read from `namespace` only, as pool create reads it; a golden VM without devices makes
-/// no further request.
-///
-/// Errors: [`Error::Invalid`] for a bad namespace or VM name or a size outside 1 ..=
-/// [`MAX_POOL_SIZE`] (no request); [`Error::Rejected`] `NotFound` when the golden VM is not in
-/// the namespace; those of [`read_devices`].
-pub async fn preview(
-    client: &Client,
-    namespace: &str,
-    golden: &str,
-    size: u32,
-) -> Result<CapacityPlan> {
-    validate::namespace(namespace)?;
-    validate::vm_name(golden)?;
-    if size == 0 || size > MAX_POOL_SIZE {
-        return Err(Error::invalid(
-            format!("size {size} is out of range: a pool has 1 to {MAX_POOL_SIZE} members"),
-            format!("pass --size between 1 and {MAX_POOL_SIZE}"),
-        ));
-    }
-    let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), namespace);
-    let vm = crate::pool::golden_vm(&vms, namespace, golden).await?;
-    plan_vm(client, &vm, size).await
 }
 
 /// The Capacity view: every node's device resources, allocatable, held (by which VM, of which

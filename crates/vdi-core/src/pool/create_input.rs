@@ -20,6 +20,19 @@ pub fn member_names(pool: &str, size: u32) -> Vec<String> {
     (1..=size).map(|i| member_name(pool, i)).collect()
 }
 
+/// A pool's size: 1 ..= [`MAX_POOL_SIZE`] members.
+///
+/// Errors: [`Error::Invalid`] naming the size and the range.
+pub(super) fn pool_size(size: u32) -> Result<()> {
+    if size == 0 || size > MAX_POOL_SIZE {
+        return Err(Error::invalid(
+            format!("pool size {size} is out of range: a pool has 1 to {MAX_POOL_SIZE} members"),
+            format!("pass --size between 1 and {MAX_POOL_SIZE}"),
+        ));
+    }
+    Ok(())
+}
+
 /// Checks a create request without contacting the cluster and returns the member names.
 ///
 /// Errors ([`Error::Invalid`], each naming the value and the fix): the pool name is not a
@@ -29,15 +42,7 @@ pub fn member_names(pool: &str, size: u32) -> Vec<String> {
 pub fn validate_create(request: &CreatePool) -> Result<Vec<String>> {
     let name = &request.name;
     validate::pool_name(name)?;
-    if request.size == 0 || request.size > MAX_POOL_SIZE {
-        return Err(Error::invalid(
-            format!(
-                "pool size {} is out of range: a pool has 1 to {MAX_POOL_SIZE} members",
-                request.size
-            ),
-            format!("pass --size between 1 and {MAX_POOL_SIZE}"),
-        ));
-    }
+    pool_size(request.size)?;
     let last = member_name(name, request.size);
     if last.len() > MAX_MEMBER_NAME {
         return Err(Error::invalid(

@@ -82,11 +82,11 @@ use tokio::time::Instant;
 use ts_rs::TS;
 
 pub use candidates::{GoldenCandidate, NewPool, golden_candidates};
+pub use capacity::capacity_preview;
 pub use clone::format_duration;
 pub use clone_object::{CloneApi, choose_clone_version, clone_name, discover_clone_api};
 pub use create_input::{member_name, member_names, validate_create};
 pub use delete::{DeletePool, PoolDeleted, delete_pool};
-pub(crate) use golden_vm::golden_vm;
 pub use golden_vm::{GoldenProblem, golden_problems};
 
 use crate::error::Result;
