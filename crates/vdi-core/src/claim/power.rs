@@ -113,14 +113,36 @@ fn conflict_message(err: &kube::Error) -> Option<&str> {
     }
 }
 
-/// Calls a KubeVirt power subresource (`start` or `stop`) of a VM; the API server routes it to
-/// virt-api. Returns the API's error (409 with KubeVirt's reason) unchanged.
-async fn power_call(client: &Client, namespace: &str, vm: &str, action: &str) -> kube::Result<()> {
-    let request = http::Request::put(vm_action_path(namespace, vm, action))
+/// Calls KubeVirt's power subresource `action` (`start` or `stop`) of VM `name` (the API
+/// server routes it to virt-api): `accepted` when virt-api takes it, else what `conflict`
+/// reads in KubeVirt's 409 ([`start_conflict`], [`stop_conflict`]).
+///
+/// Errors: [`Error::Kube`] for any other answer, naming the VM and the subresource.
+async fn change_power(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    action: &str,
+    accepted: PowerAction,
+    conflict: fn(&str) -> Option<PowerAction>,
+) -> Result<PowerAction> {
+    let called = match http::Request::put(vm_action_path(namespace, name, action))
         .header(http::header::CONTENT_TYPE, "application/json")
         .body(b"{}".to_vec())
-        .map_err(kube::Error::HttpError)?;
-    client.request_text(request).await.map(|_| ())
+    {
+        Ok(request) => client.request_text(request).await.map(|_| ()),
+        Err(e) => Err(kube::Error::HttpError(e)),
+    };
+    match called {
+        Ok(()) => Ok(accepted),
+        Err(e) => match conflict_message(&e).and_then(conflict) {
+            Some(settled) => Ok(settled),
+            None => Err(Error::kube(
+                format!("{action} VirtualMachine {name} (subresources.kubevirt.io {action})"),
+                e,
+            )),
+        },
+    }
 }
 
 /// Starts a VM unless it runs. KubeVirt's 409s are explained ([`start_conflict`]). A VM still
@@ -141,16 +163,15 @@ pub(super) async fn start(
             "printableStatus is already {status}"
         )));
     }
-    match power_call(client, namespace, &name, "start").await {
-        Ok(()) => Ok(PowerAction::Started),
-        Err(e) => match conflict_message(&e).and_then(start_conflict) {
-            Some(done) => Ok(done),
-            None => Err(Error::kube(
-                format!("start VirtualMachine {name} (subresources.kubevirt.io start)"),
-                e,
-            )),
-        },
-    }
+    change_power(
+        client,
+        namespace,
+        &name,
+        "start",
+        PowerAction::Started,
+        start_conflict,
+    )
+    .await
 }
 
 /// Waits (watching the VM, at most [`STOPPING_WAIT_SECONDS`]) until a stopping VM has
@@ -186,16 +207,15 @@ pub(super) async fn stop(
     if let Some(done) = stop_unneeded(vm) {
         return Ok(done);
     }
-    match power_call(client, namespace, &name, "stop").await {
-        Ok(()) => Ok(PowerAction::Stopped),
-        Err(e) => match conflict_message(&e).and_then(stop_conflict) {
-            Some(done) => Ok(done),
-            None => Err(Error::kube(
-                format!("stop VirtualMachine {name} (subresources.kubevirt.io stop)"),
-                e,
-            )),
-        },
-    }
+    change_power(
+        client,
+        namespace,
+        &name,
+        "stop",
+        PowerAction::Stopped,
+        stop_conflict,
+    )
+    .await
 }
 
 #[cfg(test)]
