@@ -30,11 +30,10 @@ use kube::core::{ApiResource, GroupVersionKind};
 use sandbox::devices::{DeviceNode, PermitKind};
 use serde_json::{Value, json};
 use vdi_core::Error;
-use vdi_core::capacity::{NOT_A_RESERVATION, cluster_capacity};
+use vdi_core::capacity::{CapacityPlan, DeviceClass, NOT_A_RESERVATION, cluster_capacity};
 use vdi_core::claim::{ClaimOptions, UnassignOptions, assign, unassign};
 use vdi_core::error::ErrorKind;
 use vdi_core::labels::{POOL_LABEL, lease_name};
-use vdi_core::model::{CapacityPlan, DeviceClass};
 use vdi_core::pool::{CreateOptions, CreatePool, capacity_preview, create_pool};
 
 fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
@@ -183,7 +182,7 @@ fn numbers(plan: &CapacityPlan, node: &str) -> (u32, u32, u32) {
     (n.rows[0].allocatable, n.rows[0].held, n.rows[0].free)
 }
 
-fn node_plan<'a>(plan: &'a CapacityPlan, node: &str) -> &'a vdi_core::model::NodePlan {
+fn node_plan<'a>(plan: &'a CapacityPlan, node: &str) -> &'a vdi_core::capacity::NodePlan {
     plan.nodes.iter().find(|n| n.node == node).unwrap()
 }
 

@@ -2,9 +2,8 @@
 //! the window as `capacity-snapshot` events while the view is open.
 
 use tauri::{AppHandle, Emitter, State};
-use vdi_core::capacity::CapacityFeed;
+use vdi_core::capacity::{CapacityFeed, CapacityPlan};
 use vdi_core::error::ErrorView;
-use vdi_core::model::CapacityPlan;
 
 use crate::AppState;
 use crate::commands::{current, poisoned};

@@ -16,7 +16,6 @@ pub mod identity;
 pub mod labels;
 pub mod lease;
 pub mod link;
-pub mod model;
 pub mod peer;
 pub mod pool;
 pub mod redact;

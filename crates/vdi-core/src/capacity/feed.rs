@@ -24,9 +24,9 @@ use ts_rs::TS;
 
 use super::objects::{LAUNCHER_LABEL, LAUNCHER_VALUE};
 use super::read::cluster_capacity;
+use super::view::ClusterCapacity;
 use crate::error::Error;
 use crate::labels::POOL_LABEL;
-use crate::model::ClusterCapacity;
 use crate::watch::FeedStatus;
 
 /// How long changes are gathered before the view is read again.

@@ -48,9 +48,8 @@
 //! before writing the Lease, and the scheduler has the last word.
 //!
 //! For the app: [`crate::pool::capacity_preview`] computes the New pool preview for (namespace,
-//! golden VM, size),
-//! [`cluster_capacity`] the Capacity view; both return ready-to-show types from
-//! [`crate::model`].
+//! golden VM, size), [`cluster_capacity`] the Capacity view; both return the ready-to-show
+//! types of `view.rs` ([`CapacityPlan`], [`ClusterCapacity`]).
 
 mod feed;
 pub mod objects;
@@ -58,6 +57,7 @@ mod plan;
 mod read;
 pub mod rules;
 mod text;
+mod view;
 
 pub use feed::{CapacityFeed, CapacitySnapshot, SETTLE};
 pub use objects::{ClusterDevices, Hold, NodeDevices, Permits};
@@ -66,6 +66,7 @@ pub use read::{READ_ACCESS_FIX, cluster_capacity, plan_vm, read_devices};
 pub use text::{
     NOT_A_RESERVATION, cluster_table, needs_text, plan_table, pool_refusal, start_refusal, verdict,
 };
-
-#[cfg(doc)]
-use crate::model::DeviceClass;
+pub use view::{
+    CapacityPlan, ClusterCapacity, DeviceClass, DeviceHolder, DeviceNeed, NodeCapacity,
+    NodeDeviceRow, NodePlan, NodeResource, PermittedDevice, PlanWords, ResourceTotal,
+};

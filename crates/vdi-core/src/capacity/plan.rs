@@ -12,7 +12,7 @@ use super::rules::PlacementRules;
 use super::text::{
     cluster_empty, holders_text, node_condition, plan_words, total_text, without_devices,
 };
-use crate::model::{
+use super::view::{
     CapacityPlan, ClusterCapacity, DeviceClass, DeviceHolder, DeviceNeed, NodeCapacity,
     NodeDeviceRow, NodePlan, NodeResource, PlanWords, ResourceTotal,
 };

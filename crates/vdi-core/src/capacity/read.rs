@@ -24,9 +24,9 @@ use super::objects::{
     VmiObject,
 };
 use super::plan::{Demand, cluster_view, plan, plan_without_devices};
+use super::view::{CapacityPlan, ClusterCapacity};
 use crate::error::{Error, ErrorKind, Result, describe, is_status};
 use crate::labels::POOL_LABEL;
-use crate::model::{CapacityPlan, ClusterCapacity};
 use crate::resources::VirtualMachine;
 
 const KUBEVIRTS: &str = "/apis/kubevirt.io/v1/kubevirts";

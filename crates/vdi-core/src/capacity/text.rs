@@ -5,10 +5,10 @@
 
 use std::fmt::Write as _;
 
-use crate::error::{Error, ErrorKind};
-use crate::model::{
+use super::view::{
     CapacityPlan, ClusterCapacity, DeviceHolder, DeviceNeed, NodeCapacity, NodePlan, PlanWords,
 };
+use crate::error::{Error, ErrorKind};
 
 /// What every capacity answer says about itself (SPEC: "Admission is a check, not a
 /// reservation: say so").
@@ -527,7 +527,7 @@ pub fn cluster_table(view: &ClusterCapacity) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{DeviceClass, NodeDeviceRow, NodeResource};
+    use crate::capacity::{DeviceClass, NodeDeviceRow, NodeResource};
 
     fn need(resource: &str, per_vm: u32) -> DeviceNeed {
         DeviceNeed {

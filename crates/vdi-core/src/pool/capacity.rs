@@ -15,9 +15,10 @@ use kube::api::Api;
 use super::CreatePool;
 use super::create_input::pool_size;
 use super::golden_vm::golden_vm;
-use crate::capacity::{Demand, plan, plan_vm, plan_without_devices, pool_refusal, read_devices};
+use crate::capacity::{
+    CapacityPlan, Demand, plan, plan_vm, plan_without_devices, pool_refusal, read_devices,
+};
 use crate::error::Result;
-use crate::model::CapacityPlan;
 use crate::resources::VirtualMachine;
 use crate::validate;
 

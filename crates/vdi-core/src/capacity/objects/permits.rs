@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::shapes::KubeVirtObject;
-use crate::model::{DeviceClass, PermittedDevice};
+use crate::capacity::{DeviceClass, PermittedDevice};
 
 /// What the KubeVirt CR says about device permits.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,13 +1,10 @@
-//! Views that vdi-core hands to the CLI and the desktop app, ready to show.
-//!
-//! The UI never derives cluster state itself: these types carry the member state, lease expiry
-//! and power state already computed. TypeScript bindings are generated from them with `ts-rs`
-//! (`cargo test -p vdi-core export_bindings`), into `ui/src/bindings/`.
+//! What capacity admission shows, ready to show: the per-node plan of a request
+//! ([`CapacityPlan`]) and the cluster's devices with who holds them ([`ClusterCapacity`]), each
+//! with its words. Built by `plan.rs`, worded by `text.rs`; the UI derives nothing itself.
+//! TypeScript bindings are generated from them with `ts-rs` into `ui/src/bindings/`.
 
 use serde::Serialize;
 use ts_rs::TS;
-
-// --- GPU and host-device capacity (capacity/) ---
 
 /// How KubeVirt hands a device resource (an extended resource name such as
 /// `nvidia.com/GA102GL_A10`) to VMs, read from the KubeVirt CR's
