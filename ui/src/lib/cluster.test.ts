@@ -123,6 +123,11 @@ describe("a connection", () => {
     expect(state.namespace).toBe("corral-vms");
   });
 
+  it("being replaced when none is on screen changes nothing", () => {
+    const replaced = run(CONNECTED, { type: "connecting" });
+    expect(run(replaced, { type: "connecting" })).toBe(replaced);
+  });
+
   it("refused says why", () => {
     expect(run(CONNECTED, { type: "connecting" }, { type: "refused", error: REFUSED }).error).toBe(
       REFUSED,
@@ -223,6 +228,16 @@ describe("the header's choices", () => {
     expect(namespaceForContext(chosen, "prod")).toBe("desktops");
     const state = run(chosen, { type: "contextChosen", context: "prod", namespace: "desktops" });
     expect(state.waitingForContext).toBe(false);
+  });
+
+  it("the namespace on screen committed again changes nothing, not even the state's identity", () => {
+    // A render would refill a field that a WebDriver clear emptied without an input event.
+    expect(run(CONNECTED, { type: "namespaceCommitted", namespace: "corral-vms" })).toBe(CONNECTED);
+    expect(run(CONNECTED, { type: "namespaceReverted" })).toBe(CONNECTED);
+    expect(run(CONNECTED, { type: "namespaceDraft", draft: "corral-vms" })).toBe(CONNECTED);
+    expect(
+      run(CONNECTED, { type: "scopeChosen", allNamespaces: false, namespace: "corral-vms" }),
+    ).toBe(CONNECTED);
   });
 
   it("the namespace field is typed, reverted and committed", () => {

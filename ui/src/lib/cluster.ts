@@ -116,90 +116,99 @@ export function namespaceForContext(state: ClusterState, name: string): string {
     : state.namespace;
 }
 
-/** The cluster connection's state machine: pure, so that every transition is testable. */
+/**
+ * `state` with `changes`, or `state` itself when they change nothing: as with `useState`, React
+ * then renders nothing. That matters: a render sets every controlled field back to its state,
+ * so committing the namespace field unchanged would refill it after a WebDriver clear, which
+ * empties it without an input event.
+ */
+function patched(state: ClusterState, changes: Partial<ClusterState>): ClusterState {
+  const keys = Object.keys(changes) as (keyof ClusterState)[];
+  return keys.every((key) => Object.is(state[key], changes[key]))
+    ? state
+    : { ...state, ...changes };
+}
+
+/**
+ * The cluster connection's state machine: pure, so that every transition is testable. An action
+ * that changes nothing returns `state` itself.
+ */
 export function clusterReducer(state: ClusterState, action: ClusterAction): ClusterState {
   switch (action.type) {
     case "connecting":
-      return { ...state, snapshot: null, cluster: null, error: null, credentials: null };
+      return patched(state, { snapshot: null, cluster: null, error: null, credentials: null });
     case "refused":
-      return { ...state, error: action.error };
+      return patched(state, { error: action.error });
     case "connected": {
       const { info, asked } = action;
-      const next = {
-        ...state,
-        cluster: info,
-        selectedContext: info.context ?? state.selectedContext,
-      };
+      const connected = { cluster: info, selectedContext: info.context ?? state.selectedContext };
       // Follow the scope the backend settled on, should it differ from the request.
-      if (sameScope(info.scope, asked)) return next;
+      if (sameScope(info.scope, asked)) return patched(state, connected);
       const namespace = info.scope.kind === "namespace" ? info.scope.namespace : null;
-      return {
-        ...next,
-        namespace: namespace ?? next.namespace,
-        namespaceDraft: namespace ?? next.namespaceDraft,
+      return patched(state, {
+        ...connected,
+        namespace: namespace ?? state.namespace,
+        namespaceDraft: namespace ?? state.namespaceDraft,
         allNamespaces: info.scope.kind === "all",
-      };
+      });
     }
     case "received": {
       const { feed, snapshot } = action.received;
       // Only a live snapshot's judgedAt is "now" on the server; a failing one keeps old data.
       if (snapshot.status.kind === "live") {
-        return {
-          ...state,
+        return patched(state, {
           snapshot,
           clockOffsetMs: estimateClockOffset(snapshot.judgedAt, action.nowMs),
           lastInSync: { feed, at: snapshot.judgedAt },
-        };
+        });
       }
       // What an earlier feed (another context or cluster) was in sync with says nothing
       // about this one.
-      return {
-        ...state,
+      return patched(state, {
         snapshot,
         lastInSync: state.lastInSync?.feed === feed ? state.lastInSync : null,
-      };
+      });
     }
     case "credentials":
-      return { ...state, credentials: action.state };
+      return patched(state, { credentials: action.state });
     case "contextsLoading":
-      return { ...state, contextsState: { kind: "loading" } };
+      return patched(state, { contextsState: { kind: "loading" } });
     case "contextsFailed":
-      return { ...state, contextsState: { kind: "failed", error: action.error } };
+      return patched(state, { contextsState: { kind: "failed", error: action.error } });
     case "contextsRead": {
-      const contexts: ContextsState = { kind: "loaded", contexts: action.contexts.contexts };
-      const loaded = { ...state, contextsState: contexts };
+      const contextsState: ContextsState = { kind: "loaded", contexts: action.contexts.contexts };
       const start = currentContextStart(action.contexts);
-      if (start === null) return { ...loaded, selectedContext: null, waitingForContext: true };
-      return {
-        ...loaded,
+      if (start === null) {
+        return patched(state, { contextsState, selectedContext: null, waitingForContext: true });
+      }
+      return patched(state, {
+        contextsState,
         waitingForContext: false,
         selectedContext: start.context,
         namespace: start.namespace,
         namespaceDraft: start.namespace,
-      };
+      });
     }
     case "contextsListed":
-      return { ...state, contextsState: { kind: "loaded", contexts: action.contexts } };
+      return patched(state, { contextsState: { kind: "loaded", contexts: action.contexts } });
     case "contextChosen":
-      return {
-        ...state,
+      return patched(state, {
         selectedContext: action.context,
         waitingForContext: false,
         namespace: action.namespace,
         namespaceDraft: action.namespace,
-      };
+      });
     case "namespaceDraft":
-      return { ...state, namespaceDraft: action.draft };
+      return patched(state, { namespaceDraft: action.draft });
     case "namespaceReverted":
-      return { ...state, namespaceDraft: state.namespace };
+      return patched(state, { namespaceDraft: state.namespace });
     case "namespaceCommitted":
-      return { ...state, namespace: action.namespace, namespaceDraft: action.namespace };
+      return patched(state, { namespace: action.namespace, namespaceDraft: action.namespace });
     case "scopeChosen":
-      return {
-        ...state,
+      return patched(state, {
         allNamespaces: action.allNamespaces,
         namespace: action.namespace,
         namespaceDraft: action.namespace,
-      };
+      });
   }
 }
