@@ -5,7 +5,7 @@ import tseslint from "typescript-eslint";
 import { defineConfig } from "eslint/config";
 
 export default defineConfig(
-  // dist/ is build output; src/bindings/ is generated from Rust by ts-rs.
+  // dist/ is build output; src/bindings/ is generated from Rust by tauri-specta.
   { ignores: ["dist/", "node_modules/", "src/bindings/"] },
   {
     files: ["**/*.{ts,tsx}"],

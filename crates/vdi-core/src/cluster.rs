@@ -9,7 +9,6 @@ use kube::Config;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use serde::Serialize;
-use ts_rs::TS;
 
 use crate::error::{Error, ErrorView, Result};
 use crate::guard::GuardStatus;
@@ -17,9 +16,8 @@ use crate::identity::Identity;
 use crate::scope::Scope;
 
 /// A kubeconfig context the user can pick.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct ContextInfo {
     /// Context name.
     pub name: String,
@@ -55,9 +53,8 @@ impl ContextInfo {
 }
 
 /// The kubeconfig files were written: what the desktop app tells its window.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct KubeconfigChanged {
     /// Contexts whose definition changed (server, CA, credentials, namespace), appeared or
     /// disappeared, sorted by name; the window reconnects when its own is among them. Empty
@@ -66,9 +63,8 @@ pub struct KubeconfigChanged {
 }
 
 /// The kubeconfig's contexts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct Contexts {
     /// All contexts, in file order.
     pub contexts: Vec<ContextInfo>,
@@ -77,9 +73,8 @@ pub struct Contexts {
 }
 
 /// What the desktop app shows about itself in its footer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct AppInfo {
     /// The app's version.
     pub version: String,
@@ -90,9 +85,8 @@ pub struct AppInfo {
 }
 
 /// What connecting to a cluster reached: the context, who you are there, the scope, the guard.
-#[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct ClusterInfo {
     /// The context asked for (`null`: the current context).
     pub context: Option<String>,

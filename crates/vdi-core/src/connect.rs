@@ -29,7 +29,6 @@ use kube::core::{ApiResource, GroupVersionKind};
 use serde::Serialize;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
-use ts_rs::TS;
 
 use crate::error::{Error, ErrorKind, Result, is_status};
 use crate::helpers::{self, HelperSearch, Launch};
@@ -44,9 +43,8 @@ pub const RDP_PORT: u16 = 3389;
 pub const SSH_PORT: u16 = 22;
 
 /// A way to reach a desktop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub enum PathKind {
     /// The VM's console (VNC), in the app or a native viewer.
     Vnc,
@@ -57,9 +55,8 @@ pub enum PathKind {
 }
 
 /// One path to a member, available or not.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct ConnectPath {
     /// Which path.
     pub kind: PathKind,
@@ -70,9 +67,8 @@ pub struct ConnectPath {
 }
 
 /// Every path to a member.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct MemberPaths {
     /// Namespace of the member.
     pub namespace: String,
@@ -256,9 +252,8 @@ pub async fn paths(client: &Client, namespace: &str, member: &str) -> Result<Mem
 }
 
 /// What "Save .rdp file" made: the forward's session and the file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct RdpFileSaved {
     /// The forward to guest port 3389 the file points at (ends with the session).
     pub session: SessionView,
@@ -267,9 +262,8 @@ pub struct RdpFileSaved {
 }
 
 /// What "SSH" opened: the forward, the command line to copy, and whether a terminal runs it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct SshOpened {
     /// The forward to guest port 22.
     pub session: SessionView,

@@ -23,7 +23,6 @@ use kube::config::ExecConfig;
 use kube::{Client, Config};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
-use ts_rs::TS;
 
 use crate::error::{Error, Result};
 
@@ -35,13 +34,12 @@ pub const FIRST_BACKOFF: Duration = Duration::from_secs(5);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
 /// Where the credentials of a connection stand.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(
     rename_all = "camelCase",
     rename_all_fields = "camelCase",
     tag = "kind"
 )]
-#[ts(export)]
 pub enum CredentialState {
     /// Credentials that do not expire (a certificate file, a token, or a plugin's answer
     /// without an expiry).
@@ -61,7 +59,6 @@ pub enum CredentialState {
         /// When the credentials in use expire.
         expires_at: Option<Timestamp>,
         /// Seconds until the next try.
-        #[ts(type = "number")]
         retry_in_seconds: u64,
         /// How many times the plugin has run.
         runs: u32,

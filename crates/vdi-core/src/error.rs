@@ -9,7 +9,6 @@
 //! fix in `pool/failure.rs`.
 
 use serde::Serialize;
-use ts_rs::TS;
 
 /// Result of a vdi-core operation.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -309,9 +308,8 @@ impl From<&Error> for ErrorView {
 }
 
 /// Kinds of failure, so that callers can react without parsing text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub enum ErrorKind {
     /// The input was refused before anything was sent.
     Invalid,
@@ -341,9 +339,8 @@ pub enum ErrorKind {
 }
 
 /// An error as the UI shows it: what happened, naming the object, and the fix.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct ErrorView {
     /// What kind of failure.
     pub kind: ErrorKind,
@@ -356,9 +353,8 @@ pub struct ErrorView {
 }
 
 /// Why one member of a pool create failed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct MemberFailure {
     /// The member that does not exist.
     pub member: String,
@@ -369,9 +365,8 @@ pub struct MemberFailure {
 }
 
 /// A pool create that did not finish for every member: exactly what exists afterwards.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct PoolCreateFailure {
     /// Namespace of the pool.
     pub namespace: String,
@@ -391,9 +386,8 @@ pub struct PoolCreateFailure {
 
 /// Why virt-api (or the API server in front of it) refused to open a stream: the HTTP status,
 /// the server's own `Status` message, and what it means for this member.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct StreamRefusal {
     /// The member (VMI) the stream was for.
     pub member: String,

@@ -34,7 +34,6 @@ use kube::{Client, ResourceExt};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use ts_rs::TS;
 
 use crate::error::{Error, ErrorKind, Result, is_status};
 
@@ -103,9 +102,8 @@ fn resource_of(obj: &DynamicObject) -> Result<ApiResource> {
 }
 
 /// How far the cluster's guard is from the shipped one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub enum GuardState {
     /// Every object is there, as this version's manifest has it (field by field; fields the
     /// API server fills in with their defaults do not count).
@@ -124,9 +122,8 @@ pub enum GuardState {
 }
 
 /// One object of the guard on the cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct GuardObject {
     /// Its kind.
     pub kind: String,
@@ -139,9 +136,8 @@ pub struct GuardObject {
 }
 
 /// Whether the cluster enforces the claim rules itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct GuardStatus {
     /// The verdict.
     pub state: GuardState,

@@ -13,7 +13,6 @@ use k8s_openapi::api::authorization::v1::{
 use kube::Client;
 use kube::api::{Api, PostParams};
 use serde::Serialize;
-use ts_rs::TS;
 
 use crate::clock::ServerClock;
 use crate::error::{Error, ErrorKind, Result};
@@ -21,9 +20,8 @@ use crate::labels::ADMIN_GROUP;
 
 /// The authenticated user of a kubeconfig context, as the API server reports it
 /// (SelfSubjectReview, authentication.k8s.io/v1).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct Identity {
     /// `status.userInfo.username`.
     pub username: String,
@@ -154,9 +152,8 @@ impl Actor {
 }
 
 /// Whether something is allowed, and if not, why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct Allowed {
     /// Whether the cluster allows it (the server stays the judge when it is tried).
     pub allowed: bool,
@@ -300,9 +297,8 @@ pub async fn require(
 
 /// What the acting identity may do in one namespace, for the app to show actions it may not
 /// take as disabled with the reason. The API server stays the judge when an action runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct Permissions {
     /// The namespace these answers are for.
     pub namespace: String,

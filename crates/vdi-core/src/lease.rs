@@ -23,7 +23,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, ListParams};
 use kube::{Client, Resource, ResourceExt};
 use serde::{Deserialize, Serialize};
-use ts_rs::TS;
 
 use crate::error::{Error, Result};
 use crate::labels::{LEASE_PREFIX, POOL_LABEL};
@@ -266,9 +265,8 @@ pub async fn get(client: &Client, namespace: &str, name: &str) -> Result<Option<
 }
 
 /// What the member's ownership Lease (`corral-vdi-<member>`) says.
-#[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct LeaseView {
     /// `spec.holderIdentity`: the full identity of the holder.
     pub holder: Option<String>,

@@ -2,12 +2,10 @@
 //! module, importing nothing of the crate; its check is [`crate::validate::scope`].
 
 use serde::{Deserialize, Serialize};
-use ts_rs::TS;
 
 /// Which namespaces a view covers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, specta::Type)]
 #[serde(rename_all = "camelCase", tag = "kind", content = "namespace")]
-#[ts(export)]
 pub enum Scope {
     /// One namespace.
     Namespace(String),

@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, HashMap};
 use jiff::Timestamp;
 use kube::ResourceExt;
 use serde::Serialize;
-use ts_rs::TS;
 
 use crate::labels::{
     self, ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, DecodedLabel, POOL_LABEL, lease_name,
@@ -165,9 +164,8 @@ pub fn next_expiry(pools: &[PoolView], now: Timestamp) -> Option<Timestamp> {
 
 /// A member's claim state, derived from its VM's assigned-to label and its Lease
 /// (SPEC "Member state"). Never stored anywhere.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub enum MemberState {
     /// No label, no Lease: claimable.
     Free,
@@ -214,9 +212,8 @@ impl MemberState {
 }
 
 /// One pool member, ready to show.
-#[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct MemberView {
     /// VirtualMachine name, `<pool>-<i>`.
     pub name: String,
@@ -243,9 +240,8 @@ pub struct MemberView {
 }
 
 /// Member counts of a pool, by claimability.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct PoolCounts {
     /// Members a new claimant may take.
     pub free: u32,
@@ -256,9 +252,8 @@ pub struct PoolCounts {
 }
 
 /// A pool: the VMs labelled `corral.dev/vdi-pool=<name>` in one namespace.
-#[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct PoolView {
     /// Namespace the pool lives in.
     pub namespace: String,

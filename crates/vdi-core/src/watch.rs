@@ -23,7 +23,6 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use ts_rs::TS;
 
 use crate::clock::ServerClock;
 use crate::error::{Error, ErrorView, Result};
@@ -454,9 +453,8 @@ async fn run(client: Client, scope: Scope, clock: ServerClock, tx: &watch::Sende
 }
 
 /// The live view's state of its connection to the cluster.
-#[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase", tag = "kind")]
-#[ts(export)]
 pub enum FeedStatus {
     /// The first full list has not arrived yet.
     Syncing,
@@ -471,9 +469,8 @@ pub enum FeedStatus {
 
 /// Everything the pools view shows at one moment (the CLI's view; the app gets
 /// [`PoolsUpdate`]s made from these).
-#[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct PoolsSnapshot {
     /// Namespaces covered.
     pub scope: Scope,
@@ -486,9 +483,8 @@ pub struct PoolsSnapshot {
 }
 
 /// Names one pool: its namespace and its name.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct PoolKey {
     /// Namespace the pool lives in.
     pub namespace: String,
@@ -502,9 +498,8 @@ pub struct PoolKey {
 ///
 /// A receiver keeps the pools of the last `full` update of a feed and applies each later
 /// update of that feed in order: drop `removed`, replace or insert `changed`.
-#[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct PoolsUpdate {
     /// Which feed this is (a new one per session); updates of another feed do not apply.
     pub feed: u32,

@@ -20,7 +20,6 @@ use kube::runtime::watcher::{self, Event, watcher};
 use serde::Serialize;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use ts_rs::TS;
 
 use super::objects::{LAUNCHER_LABEL, LAUNCHER_VALUE};
 use super::read::cluster_capacity;
@@ -33,9 +32,8 @@ use crate::watch::FeedStatus;
 pub const SETTLE: Duration = Duration::from_millis(300);
 
 /// What the Capacity view shows, sent whole on every change.
-#[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct CapacitySnapshot {
     /// `syncing` until the first read; `failing` (with the error, naming the fix) while a
     /// read or a watch fails, keeping the last view.

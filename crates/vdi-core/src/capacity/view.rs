@@ -1,18 +1,17 @@
 //! What capacity admission shows, ready to show: the per-node plan of a request
 //! ([`CapacityPlan`]) and the cluster's devices with who holds them ([`ClusterCapacity`]), each
 //! with its words. Built by `plan.rs`, worded by `text.rs`; the UI derives nothing itself.
-//! TypeScript bindings are generated from them with `ts-rs` into `ui/src/bindings/`.
+//! TypeScript bindings are generated from them with specta (`specta::Type`), through the
+//! app's command list (src-tauri/src/bindings.rs), into `ui/src/bindings/index.ts`.
 
 use serde::Serialize;
-use ts_rs::TS;
 
 /// How KubeVirt hands a device resource (an extended resource name such as
 /// `nvidia.com/GA102GL_A10`) to VMs, read from the KubeVirt CR's
 /// `spec.configuration.permittedHostDevices` (REFERENCE "Host-device capacity"; KubeVirt
 /// `staging/src/kubevirt.io/api/core/v1/types.go`, `PermittedHostDevices`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub enum DeviceClass {
     /// A `pciHostDevices` entry, advertised by KubeVirt's own device plugin: a whole PCI device
     /// (a GPU) passed through to one VM at a time, so a pool of N needs N of them.
@@ -52,9 +51,8 @@ impl DeviceClass {
 
 /// One device resource a VM asks for: the `deviceName`s of its
 /// `spec.template.spec.domain.devices.gpus[]` and `.hostDevices[]` entries, counted by name.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct DeviceNeed {
     /// The extended-resource name (`deviceName`), e.g. `nvidia.com/TU104GL_Tesla_T4`.
     pub resource: String,
@@ -69,9 +67,8 @@ pub struct DeviceNeed {
 }
 
 /// One device resource on one node, for one VM's needs: the rows of the per-node table.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct NodeDeviceRow {
     /// The extended-resource name.
     pub resource: String,
@@ -97,9 +94,8 @@ pub struct NodeDeviceRow {
 
 /// One node in a capacity plan: its rows, whether the VM may be scheduled there, and how many
 /// whole VMs it can hold.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct NodePlan {
     /// Node name.
     pub node: String,
@@ -116,9 +112,8 @@ pub struct NodePlan {
 
 /// Whether `size` VMs like one golden VM (or one pool member) can be placed now, node by node
 /// (SPEC "GPU and host-device capacity admission"). A check, not a reservation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct CapacityPlan {
     /// Namespace of the VM.
     pub namespace: String,
@@ -151,9 +146,8 @@ pub struct CapacityPlan {
 
 /// A capacity plan in words: the sentences the CLI prints and the app shows, written once
 /// (`crate::capacity::plan_words`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct PlanWords {
     /// What each VM asks for, with how KubeVirt hands each device out: `each VM needs 1
     /// nvidia.com/T4 (PCI passthrough), all on one node`; that it asks for none, else.
@@ -169,9 +163,8 @@ pub struct PlanWords {
 }
 
 /// A resource the KubeVirt CR permits (`spec.configuration.permittedHostDevices`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct PermittedDevice {
     /// The extended-resource name (`resourceName`).
     pub resource: String,
@@ -183,9 +176,8 @@ pub struct PermittedDevice {
 }
 
 /// Who holds devices on a node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct DeviceHolder {
     /// Namespace of the VM.
     pub namespace: String,
@@ -204,9 +196,8 @@ pub struct DeviceHolder {
 }
 
 /// One device resource on one node, cluster-wide: what is there and who holds it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct NodeResource {
     /// The extended-resource name.
     pub resource: String,
@@ -229,9 +220,8 @@ pub struct NodeResource {
 }
 
 /// One node's devices.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct NodeCapacity {
     /// Node name.
     pub node: String,
@@ -251,9 +241,8 @@ pub struct NodeCapacity {
 }
 
 /// The cluster's devices, node by node, and who holds them: the Capacity view.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct ClusterCapacity {
     /// Every node, sorted by name.
     pub nodes: Vec<NodeCapacity>,
@@ -272,9 +261,8 @@ pub struct ClusterCapacity {
 }
 
 /// One device resource summed over the nodes that report it (the Capacity view's totals).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct ResourceTotal {
     /// The extended-resource name.
     pub resource: String,

@@ -30,7 +30,6 @@ mod unassign;
 
 use jiff::Timestamp;
 use serde::Serialize;
-use ts_rs::TS;
 
 pub use assign::assign;
 pub use power::{PowerAction, STOPPING_WAIT_SECONDS};
@@ -71,9 +70,8 @@ pub struct UnassignOptions {
 }
 
 /// A successful claim.
-#[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct Claimed {
     /// Namespace of the pool.
     pub namespace: String,
@@ -94,9 +92,8 @@ pub struct Claimed {
 }
 
 /// A successful release.
-#[derive(Debug, Clone, PartialEq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct Released {
     /// Namespace of the member.
     pub namespace: String,

@@ -7,16 +7,14 @@ use kube::api::Api;
 use kube::runtime::wait::await_condition;
 use kube::{Client, ResourceExt};
 use serde::Serialize;
-use ts_rs::TS;
 
 use crate::error::{Error, Result};
 use crate::resources::VirtualMachine;
 use crate::stream::vm_action_path;
 
 /// What happened to the VM's power.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase", tag = "kind", content = "reason")]
-#[ts(export)]
 pub enum PowerAction {
     /// The start subresource accepted a start.
     Started,

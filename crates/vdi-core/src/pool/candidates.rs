@@ -5,7 +5,6 @@
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 use serde::Serialize;
-use ts_rs::TS;
 
 use super::golden_vm::golden_problems;
 use crate::error::{Error, Result};
@@ -13,9 +12,8 @@ use crate::labels::POOL_LABEL;
 use crate::resources::VirtualMachine;
 
 /// One VM that could be a golden VM.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct GoldenCandidate {
     /// VirtualMachine name.
     pub name: String,
@@ -64,9 +62,8 @@ pub async fn golden_candidates(client: &Client, namespace: &str) -> Result<Vec<G
 }
 
 /// What the app's "New pool" dialog asks for.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct NewPool {
     /// Namespace of the golden VM and of the pool.
     pub namespace: String,

@@ -12,7 +12,6 @@ use crate::lease::ClaimLease;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions};
 use kube::{Client, ResourceExt};
 use serde::Serialize;
-use ts_rs::TS;
 
 use super::clone_object::{discover_clone_api, target_of};
 use super::{CLONE_KIND, CREATION_MARK_ANNOTATION, RUN_LABEL, creation_mark};
@@ -24,9 +23,8 @@ use crate::state::{MemberState, member_view};
 use crate::validate;
 
 /// What a pool delete removed.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct PoolDeleted {
     /// Namespace of the pool.
     pub namespace: String,

@@ -79,7 +79,6 @@ use kube::api::Api;
 use serde::Serialize;
 use tokio::sync::watch;
 use tokio::time::Instant;
-use ts_rs::TS;
 
 pub use candidates::{GoldenCandidate, NewPool, golden_candidates};
 pub use capacity::capacity_preview;
@@ -390,9 +389,8 @@ pub(super) mod tests {
 }
 
 /// Where one member of a pool being created stands (SPEC "Pool create" steps 5–7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub enum CreateStep {
     /// Waiting for a free slot (only when the number of clones in flight is bounded).
     Queued,
@@ -409,9 +407,8 @@ pub enum CreateStep {
 }
 
 /// One progress report about one member of a pool being created.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct MemberProgress {
     /// The member (VirtualMachine name), `<pool>-<i>`.
     pub member: String,
@@ -434,9 +431,8 @@ pub struct MemberProgress {
 }
 
 /// Progress of a pool create, in the order it happens.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase", tag = "kind")]
-#[ts(export)]
 pub enum CreateProgress {
     /// Every check passed; the members' clones are being created.
     Started(CreateStarted),
@@ -445,9 +441,8 @@ pub enum CreateProgress {
 }
 
 /// What a pool create is about to do, once every check has passed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct CreateStarted {
     /// Namespace of the pool.
     pub namespace: String,
@@ -465,9 +460,8 @@ pub struct CreateStarted {
 }
 
 /// A pool that was created whole.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct PoolCreated {
     /// Namespace of the pool.
     pub namespace: String,

@@ -12,7 +12,6 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_tungstenite::tungstenite::Message;
-use ts_rs::TS;
 
 use super::registry::admitted;
 use super::{Counters, SessionKind, Supervisor};
@@ -23,9 +22,8 @@ use crate::stream::{self, Subresource, VmiStream};
 /// path holds a 128-bit secret made per session, only the app's own origins and its own user's
 /// connections are accepted, and a client that has not done its handshake within 10 s is
 /// closed), relaying RFB bytes to and from the VMI's `vnc` stream for noVNC.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct ConsoleEndpoint {
     /// The session's id.
     pub id: u32,

@@ -14,12 +14,10 @@ use jiff::Timestamp;
 use serde::Serialize;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use ts_rs::TS;
 
 /// What a session is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub enum SessionKind {
     /// The VNC console shown inside the app.
     Console,
@@ -36,9 +34,8 @@ pub enum SessionKind {
 }
 
 /// Where a session stands.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase", tag = "kind")]
-#[ts(export)]
 pub enum SessionState {
     /// Listening or connected.
     Active,
@@ -54,9 +51,8 @@ pub enum SessionState {
 }
 
 /// One session, ready to show.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct SessionView {
     /// Unique within the supervisor, counting from 1.
     pub id: u32,
@@ -77,10 +73,8 @@ pub struct SessionView {
     /// When it started.
     pub started_at: Timestamp,
     /// Bytes from the member to this machine.
-    #[ts(type = "number")]
     pub bytes_in: u64,
     /// Bytes from this machine to the member.
-    #[ts(type = "number")]
     pub bytes_out: u64,
     /// Streams open now.
     pub connections: u32,

@@ -9,7 +9,6 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use ts_rs::TS;
 
 use super::DeviceSpec;
 
@@ -34,9 +33,8 @@ pub const SECURITY_KEY_VENDORS: [(u16, &str); 6] = [
 ];
 
 /// What a device is, as far as redirection is concerned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, TS, specta::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub enum UsbMark {
     /// An interface of class 0x0B (CCID): a smartcard reader or a token that is one.
     Smartcard,
@@ -47,9 +45,8 @@ pub enum UsbMark {
 }
 
 /// Whether this user may open the device node, and if not how to fix it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct UsbAccess {
     /// Whether the node can be opened for reading and writing by this user.
     pub writable: bool,
@@ -60,9 +57,8 @@ pub struct UsbAccess {
 }
 
 /// One local USB device, ready to show.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct UsbDevice {
     /// `idVendor`.
     pub vendor_id: u16,

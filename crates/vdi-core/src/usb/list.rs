@@ -7,7 +7,6 @@
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use ts_rs::TS;
 
 use super::{
     CLASS_HID, CLASS_HUB, DeviceFacts, UsbDevice, device_node, device_view, node_writable,
@@ -134,9 +133,8 @@ fn report_descriptor(interface_dir: &Path) -> Option<Vec<u8>> {
 }
 
 /// The device list as the app shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-#[ts(export)]
 pub struct UsbList {
     /// The devices, sorted by bus and address.
     pub devices: Vec<UsbDevice>,
