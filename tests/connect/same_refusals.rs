@@ -260,10 +260,21 @@ async fn the_app_and_the_cli_refuse_each_connect_alike_in_the_same_order() {
         counting_stream_client("alice", counter.clone()).await,
         Supervisor::new(),
     );
-    let bad_user = app.open_ssh(&ns, "run-1", " alice").await.unwrap_err();
     let ssh_with = helper_folder("ssh", &["ssh"]);
-    let stderr = cli_refusal(&as_alice(&["ssh", "run-1", "-l", " alice"]), &ssh_with);
-    assert_cli_says(&stderr, &bad_user);
+    // A guest login ssh would misread: split in two words on the line to copy, or read as
+    // its own option (`-oProxyCommand=x@127.0.0.1`). The CLI is given it attached to
+    // `--login=` (clap would take a bare `-o…` for a flag of its own).
+    for (login, says) in [
+        (" alice", "contains a space"),
+        ("al ice", "\"al ice\" contains a space"),
+        ("-oProxyCommand=x", "\"-oProxyCommand=x\" starts with '-'"),
+    ] {
+        let bad_user = app.open_ssh(&ns, "run-1", login).await.unwrap_err();
+        assert!(bad_user.to_string().contains(says), "{login:?}: {bad_user}");
+        let cli_login = format!("--login={login}");
+        let stderr = cli_refusal(&as_alice(&["ssh", "run-1", &cli_login]), &ssh_with);
+        assert_cli_says(&stderr, &bad_user);
+    }
     assert_eq!(
         counter.load(Ordering::Relaxed),
         0,

@@ -267,7 +267,8 @@ pub struct RdpFileSaved {
 pub struct SshOpened {
     /// The forward to guest port 22.
     pub session: SessionView,
-    /// `ssh -p PORT -o HostKeyAlias=vmi.MEMBER.NAMESPACE user@127.0.0.1`, to copy.
+    /// `ssh -p PORT -o HostKeyAlias=vmi.MEMBER.NAMESPACE user@127.0.0.1`, to copy (each word
+    /// quoted for a shell: [`helpers::ssh_line`]).
     pub command_line: String,
     /// Whether a terminal was found and started with it.
     pub terminal: bool,
@@ -422,14 +423,16 @@ impl Connector {
         })
     }
 
-    /// Starts a forward to `member`'s port 22 for `user`, and ssh in a terminal when one is
-    /// installed (none is not a refusal: the line to copy is returned either way), its host
-    /// key known under the alias the CLI's `ssh` uses too ([`helpers::ssh_host_alias`]).
+    /// Starts a forward to `member`'s port 22 for `user` (a guest login:
+    /// [`validate::guest_login`]), and ssh in a terminal when one is installed (none is not a
+    /// refusal: the line to copy is returned either way), its host key known under the alias
+    /// the CLI's `ssh` uses too ([`helpers::ssh_host_alias`]).
     ///
-    /// Errors, in this order: a bad name or user; the stream's refusal; no local port.
+    /// Errors, in this order: a bad name or guest login ([`Error::Invalid`]); the stream's
+    /// refusal; no local port.
     pub async fn open_ssh(&self, namespace: &str, member: &str, user: &str) -> Result<SshOpened> {
         check_names(namespace, member)?;
-        validate::identity(user)?;
+        validate::guest_login(user)?;
         let started = self
             .forward(
                 namespace,
@@ -605,8 +608,9 @@ impl Connector {
 }
 
 /// How the CLI's `ssh` reaches `member`: ssh itself with `proxy` as its ProxyCommand (an
-/// argument vector bridging stdin/stdout to the guest's port 22), `login` and `extra` (ssh's
-/// own options and command), the host key known under [`helpers::ssh_host_alias`].
+/// argument vector bridging stdin/stdout to the guest's port 22), `login` (a guest login:
+/// [`validate::guest_login`]) and `extra` (ssh's own options and command), the host key known
+/// under [`helpers::ssh_host_alias`].
 ///
 /// Errors, in this order: a bad name or login ([`Error::Invalid`]); ssh not installed
 /// (`NotFound`, with its packages). No request: the ProxyCommand meets the cluster's refusals.
@@ -620,7 +624,7 @@ pub fn ssh_through_proxy(
 ) -> Result<Launch> {
     check_names(namespace, member)?;
     if let Some(login) = login {
-        validate::identity(login)?;
+        validate::guest_login(login)?;
     }
     let ssh = helpers.ssh()?;
     Ok(Launch {

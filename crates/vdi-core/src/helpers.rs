@@ -1,7 +1,8 @@
 //! The helper programs a connect starts on this machine — remote-viewer or TigerVNC's viewer,
 //! FreeRDP, ssh, a terminal emulator, usbredirect —: where they are found, what to install when
-//! one is missing, and the argument vectors that start them (never shell strings; the one
-//! shell line, ssh's ProxyCommand, is quoted word by word with [`shell_quote`]).
+//! one is missing, and the argument vectors that start them (never shell strings; the shell
+//! lines — ssh's ProxyCommand and the SSH line to copy — are quoted word by word with
+//! [`shell_quote`]).
 //!
 //! A bottom module: it knows no cluster, stream or session, so [`crate::session`] (which runs
 //! helpers) and [`crate::usb`] use it without depending on [`crate::connect`].
@@ -84,6 +85,21 @@ impl HelperSearch {
                 install_hint("ssh"),
             )
         })
+    }
+
+    /// `usbredirect`, which takes a local USB device to a desktop ([`crate::usb`]).
+    ///
+    /// Errors: [`Error::Rejected`] `NotFound` with its packages.
+    pub fn usbredirect(&self) -> Result<PathBuf> {
+        self.find(&["usbredirect"])
+            .map(|(_, path)| path)
+            .ok_or_else(|| {
+                Error::rejected(
+                    ErrorKind::NotFound,
+                    "usbredirect is not installed (not found on PATH)",
+                    install_hint("usbredirect"),
+                )
+            })
     }
 
     /// A terminal emulator, if one is installed (none is not a refusal: the SSH line is shown
@@ -240,6 +256,8 @@ pub fn ssh_host_alias(namespace: &str, member: &str) -> String {
 
 /// ssh's arguments for `user` on `member` through a forward on 127.0.0.1:`port`, its host key
 /// known under [`ssh_host_alias`]: `-p PORT -o HostKeyAlias=vmi.MEMBER.NS USER@127.0.0.1`.
+/// `user` is a checked guest login ([`crate::validate::guest_login`]: no `@`, no leading `-`,
+/// so ssh reads it as the login and nothing else).
 pub fn ssh_args(port: u16, user: &str, namespace: &str, member: &str) -> Vec<String> {
     vec![
         "-p".to_owned(),
@@ -250,15 +268,21 @@ pub fn ssh_args(port: u16, user: &str, namespace: &str, member: &str) -> Vec<Str
     ]
 }
 
-/// The command line to copy for SSH through a forward on `port`: `ssh` and [`ssh_args`].
+/// The command line to copy for SSH through a forward on `port`: `ssh` and [`ssh_args`], each
+/// quoted for a shell with [`shell_quote`] (a login like `CORP\alice` is pasted into one).
 pub fn ssh_line(port: u16, user: &str, namespace: &str, member: &str) -> String {
-    format!("ssh {}", ssh_args(port, user, namespace, member).join(" "))
+    let words: Vec<String> = ssh_args(port, user, namespace, member)
+        .iter()
+        .map(|a| shell_quote(a))
+        .collect();
+    format!("ssh {}", words.join(" "))
 }
 
 /// ssh's arguments to reach `member` through `proxy` (an argument vector that bridges its
 /// stdin/stdout to the guest's port 22, e.g. `corral-vdi port-forward --stdio`), as virtctl
-/// does: `-o ProxyCommand=… -o HostKeyAlias=vmi.MEMBER.NS [-l LOGIN] vmi.MEMBER.NS EXTRA…`.
-/// ssh runs a ProxyCommand through the user's shell, so each of its words is quoted.
+/// does: `-o ProxyCommand=… -o HostKeyAlias=vmi.MEMBER.NS [-l LOGIN] vmi.MEMBER.NS EXTRA…`,
+/// `login` a checked guest login ([`crate::validate::guest_login`]). ssh runs a ProxyCommand
+/// through the user's shell, so each of its words is quoted.
 pub fn ssh_proxy_args(
     proxy: &[String],
     namespace: &str,
@@ -307,6 +331,18 @@ mod tests {
         assert_eq!(
             ssh_line(40123, "alice", "corral-vms", "desk-1"),
             "ssh -p 40123 -o HostKeyAlias=vmi.desk-1.corral-vms alice@127.0.0.1"
+        );
+        // Pasted into a shell, a domain login keeps its backslash.
+        assert_eq!(
+            ssh_line(40123, "CORP\\alice", "corral-vms", "desk-1"),
+            r"ssh -p 40123 -o HostKeyAlias=vmi.desk-1.corral-vms 'CORP\alice@127.0.0.1'"
+        );
+        assert_eq!(
+            ssh_args(40123, "CORP\\alice", "ns", "desk-1")
+                .last()
+                .unwrap(),
+            "CORP\\alice@127.0.0.1",
+            "the argument vector itself is not quoted"
         );
     }
 
@@ -364,10 +400,35 @@ mod tests {
             "nothing found outside the folders given"
         );
         assert!(none.terminal().is_none());
+        let missing = none.usbredirect().unwrap_err();
+        assert_eq!(missing.kind(), ErrorKind::NotFound);
+        assert!(
+            missing.to_string().contains("usbredirect is not installed")
+                && missing
+                    .suggestion()
+                    .is_some_and(|s| s.contains("apt install usbredirect")),
+            "{missing:?}"
+        );
         let bin = HelperSearch::in_dirs("/bin:/usr/bin");
         assert!(
             bin.find(&["no-such-program-xyz", "sh"])
                 .is_some_and(|(n, _)| n == "sh")
         );
+    }
+
+    /// As tests/usb.rs does for the CLI: a stand-in usbredirect (an executable file) in the
+    /// folders given is the one found.
+    #[cfg(unix)]
+    #[test]
+    fn a_stand_in_usbredirect_in_the_folders_given_is_found() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("corral-helpers-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let stand_in = dir.join("usbredirect");
+        std::fs::write(&stand_in, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let found = HelperSearch::in_dirs(&dir).usbredirect();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(found.unwrap(), stand_in);
     }
 }

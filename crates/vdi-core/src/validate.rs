@@ -23,6 +23,9 @@ pub const MIN_CLONE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Longest identity accepted, in bytes. Kubernetes sets no limit; this one only catches
 /// mistakes (a pasted token, a file).
 pub const MAX_IDENTITY_BYTES: usize = 1024;
+/// Longest guest login accepted for SSH ([`guest_login`]), in bytes. Guests allow fewer
+/// (Linux's useradd 32, Windows 20 plus a domain); this one only catches mistakes.
+pub const MAX_GUEST_LOGIN_BYTES: usize = 256;
 
 /// Whether `name` is a DNS-1123 subdomain (the rule for most object names): at most 253
 /// characters, dot-separated DNS-1123 labels.
@@ -150,6 +153,50 @@ pub fn identity(user: &str) -> Result<()> {
     Ok(())
 }
 
+/// The characters OpenSSH's client refuses in a login given on its command line (`ssh.c`,
+/// `valid_ruser` in `misc.c`: shell metacharacters, as the login may reach a `%u` expansion).
+const SSH_REFUSED_IN_LOGIN: &str = "'`\";&<>|(){}";
+
+/// A login on a desktop's guest, for SSH (`alice`, `Administrator`, `first.last`,
+/// `CORP\alice`): ssh takes it as `LOGIN@127.0.0.1` or `-l LOGIN`. Not empty, at most
+/// [`MAX_GUEST_LOGIN_BYTES`]; no whitespace or control characters (the line to copy would
+/// split into words or lines); no `@` (ssh splits `LOGIN@HOST` there: a domain account is
+/// `DOMAIN\user`); not starting with `-` (ssh would read `-oProxyCommand=…@127.0.0.1` as an
+/// option); none of the characters OpenSSH itself refuses in a login, and no `\` at the end
+/// (OpenSSH's `valid_ruser`). Not a cluster identity ([`identity`]): the guest has its own
+/// accounts.
+///
+/// Errors: [`Error::Invalid`] naming the value (escaped) and what to write instead.
+pub fn guest_login(login: &str) -> Result<()> {
+    let fix = "type the account name you log in to the desktop's guest with (like alice, \
+               Administrator or DOMAIN\\user)";
+    let shown = login.escape_debug();
+    let why = if login.is_empty() {
+        "no guest login given: the login is empty".to_owned()
+    } else if login.len() > MAX_GUEST_LOGIN_BYTES {
+        format!(
+            "a guest login of {} bytes is longer than {MAX_GUEST_LOGIN_BYTES}",
+            login.len()
+        )
+    } else if login.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        format!("guest login \"{shown}\" contains a space or a control character")
+    } else if login.starts_with('-') {
+        format!("guest login \"{shown}\" starts with '-': ssh would read it as an option")
+    } else if login.contains('@') {
+        format!(
+            "guest login \"{shown}\" contains '@': ssh would split it there (write a domain \
+             account as DOMAIN\\user)"
+        )
+    } else if let Some(c) = login.chars().find(|c| SSH_REFUSED_IN_LOGIN.contains(*c)) {
+        format!("guest login \"{shown}\" contains '{c}', which ssh refuses in a login")
+    } else if login.ends_with('\\') {
+        format!("guest login \"{shown}\" ends with '\\', which ssh refuses in a login")
+    } else {
+        return Ok(());
+    };
+    Err(Error::invalid(why, fix))
+}
+
 /// A claim Lease duration, in seconds: [`MIN_LEASE_SECONDS`] ..= [`MAX_LEASE_SECONDS`].
 /// Returns it as the API's `int32`.
 ///
@@ -267,6 +314,55 @@ mod tests {
         assert!(identity(&"a".repeat(MAX_IDENTITY_BYTES + 1)).is_err());
         let err = identity("alice\nroot").unwrap_err().to_string();
         assert!(err.contains("alice\\nroot"), "shown escaped: {err}");
+    }
+
+    #[test]
+    fn guest_logins_are_what_guests_use() {
+        for good in [
+            "alice",
+            "Administrator",
+            "CORP\\alice",
+            "first.last",
+            "svc_backup-2",
+            "user$",
+            "Ünï",
+            &"a".repeat(MAX_GUEST_LOGIN_BYTES),
+        ] {
+            assert!(guest_login(good).is_ok(), "{good}");
+        }
+    }
+
+    #[test]
+    fn guest_logins_ssh_would_misread_are_refused_naming_the_value() {
+        let refused = |login: &str, says: &str| {
+            let err = guest_login(login).unwrap_err();
+            assert!(matches!(err, Error::Invalid { .. }), "{login:?}: {err:?}");
+            let text = err.to_string();
+            assert!(text.contains(says), "{login:?}: {text}");
+            assert!(
+                err.suggestion().is_some_and(|s| s.contains("DOMAIN\\user")),
+                "{login:?}: the fix is given"
+            );
+        };
+        refused("", "the login is empty");
+        refused(&"a".repeat(MAX_GUEST_LOGIN_BYTES + 1), "257 bytes");
+        refused("al ice", "\"al ice\" contains a space");
+        refused(" alice", "\" alice\" contains a space");
+        refused("alice\t", "\"alice\\t\" contains a space");
+        refused("alice\nroot", "\"alice\\nroot\" contains a space");
+        refused("al\u{a0}ice", "contains a space");
+        refused(
+            "x\u{7}",
+            "\"x\\u{7}\" contains a space or a control character",
+        );
+        refused("-oProxyCommand=x", "\"-oProxyCommand=x\" starts with '-'");
+        refused("-l", "starts with '-'");
+        refused("alice@corp.example", "\"alice@corp.example\" contains '@'");
+        refused("@", "contains '@'");
+        for c in SSH_REFUSED_IN_LOGIN.chars() {
+            refused(&format!("al{c}ice"), &format!("contains '{c}'"));
+        }
+        refused("CORP\\", "ends with '\\'");
     }
 
     #[test]

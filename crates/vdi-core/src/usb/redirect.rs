@@ -7,6 +7,7 @@ use kube::api::Api;
 
 use super::{DeviceSpec, UsbDevice, current};
 use crate::error::{Error, ErrorKind, is_status};
+use crate::helpers::HelperSearch;
 
 /// Checks everything that can refuse a redirection before anything starts: the member is
 /// assigned to `actor` (the identity from the cluster), it is a running KubeVirt VM with
@@ -134,12 +135,6 @@ pub async fn check_redirect(
             device.access.fix.clone().unwrap_or_default(),
         ));
     }
-    let program = which::which("usbredirect").map_err(|_| {
-        Error::rejected(
-            ErrorKind::NotFound,
-            "usbredirect is not installed (not found on PATH)",
-            crate::helpers::install_hint("usbredirect"),
-        )
-    })?;
+    let program = HelperSearch::on_path().usbredirect()?;
     Ok((device, program))
 }
