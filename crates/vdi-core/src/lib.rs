@@ -16,6 +16,8 @@ pub mod identity;
 pub mod labels;
 pub mod lease;
 pub mod link;
+#[cfg(test)]
+mod module_cycles;
 pub mod peer;
 pub mod pool;
 pub mod redact;
