@@ -24,8 +24,8 @@ impl Drop for CapacityWatch {
 }
 
 /// Whether a pool of `size` cloned from `golden` in `namespace` fits the cluster's devices
-/// now, node by node ([`vdi_core::pool::capacity_preview`]); creates nothing. A golden VM without devices
-/// is admitted after one read of the VM.
+/// now, node by node ([`vdi_core::pool::capacity_preview`]); creates nothing. A golden VM
+/// without devices is admitted after one read of the VM.
 #[tauri::command]
 #[specta::specta]
 pub async fn capacity_preview(
