@@ -1,6 +1,8 @@
 /**
- * The only module that talks to the Rust side. Commands never reject to callers: each
- * resolves to a Result whose error is an ErrorView, whatever shape the rejection had.
+ * The only module that talks to the Rust side, through the typed commands and events generated
+ * from it (./bindings, written by src-tauri's `export_bindings`: a renamed command fails the
+ * typecheck). Commands never reject to callers: each resolves to a Result whose error is an
+ * ErrorView, whatever shape the rejection had.
  */
 import { Channel, isTauri } from "@tauri-apps/api/core";
 import type { UnlistenFn } from "@tauri-apps/api/event";
