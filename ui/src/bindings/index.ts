@@ -107,8 +107,8 @@ export const commands = {
 	usbRedirect: (namespace: string, member: string, device: string) => __TAURI_INVOKE<SessionView>("usb_redirect", { namespace, member, device }),
 	/**
 	 *  Whether a pool of `size` cloned from `golden` in `namespace` fits the cluster's devices
-	 *  now, node by node ([`vdi_core::pool::capacity_preview`]); creates nothing. A golden VM without devices
-	 *  is admitted after one read of the VM.
+	 *  now, node by node ([`vdi_core::pool::capacity_preview`]); creates nothing. A golden VM
+	 *  without devices is admitted after one read of the VM.
 	 */
 	capacityPreview: (namespace: string, golden: string, size: number) => __TAURI_INVOKE<CapacityPlan>("capacity_preview", { namespace, golden, size }),
 	/**
