@@ -78,28 +78,27 @@ impl HelperSearch {
     ///
     /// Errors: [`Error::Rejected`] `NotFound` with its packages.
     pub fn ssh(&self) -> Result<PathBuf> {
-        self.find(&["ssh"]).map(|(_, path)| path).ok_or_else(|| {
-            Error::rejected(
-                ErrorKind::NotFound,
-                "ssh is not installed (not found on PATH)",
-                install_hint("ssh"),
-            )
-        })
+        self.required("ssh")
     }
 
     /// `usbredirect`, which takes a local USB device to a desktop ([`crate::usb`]).
     ///
     /// Errors: [`Error::Rejected`] `NotFound` with its packages.
     pub fn usbredirect(&self) -> Result<PathBuf> {
-        self.find(&["usbredirect"])
-            .map(|(_, path)| path)
-            .ok_or_else(|| {
-                Error::rejected(
-                    ErrorKind::NotFound,
-                    "usbredirect is not installed (not found on PATH)",
-                    install_hint("usbredirect"),
-                )
-            })
+        self.required("usbredirect")
+    }
+
+    /// `program`, which has no alternative.
+    ///
+    /// Errors: [`Error::Rejected`] `NotFound` with its [`install_hint`].
+    fn required(&self, program: &str) -> Result<PathBuf> {
+        self.find(&[program]).map(|(_, path)| path).ok_or_else(|| {
+            Error::rejected(
+                ErrorKind::NotFound,
+                format!("{program} is not installed (not found on PATH)"),
+                install_hint(program),
+            )
+        })
     }
 
     /// A terminal emulator, if one is installed (none is not a refusal: the SSH line is shown
