@@ -256,6 +256,27 @@ pub(crate) async fn type_into(client: &Client, css: &str, text: &str) {
         .unwrap_or_else(|e| panic!("type into {css}: {e}"));
 }
 
+/// Replaces the text of the input matching `css` as a user would: Ctrl+A and Backspace (input
+/// events, which React's controlled inputs follow, unlike WebDriver's `clear`, whose emptied
+/// value a re-render puts back), waits until the field reads empty, then types `text`.
+pub(crate) async fn replace_text(client: &Client, css: &str, text: &str) {
+    let input = element(client, css).await;
+    // U+E009 holds Control, U+E000 releases every held key, U+E003 is Backspace (WebDriver keys).
+    input
+        .send_keys("\u{e009}a\u{e000}\u{e003}")
+        .await
+        .unwrap_or_else(|e| panic!("empty {css}: {e}"));
+    let read = format!("return document.querySelector({css:?}).value");
+    wait_until_async(&format!("{css} to read empty"), || async {
+        js(client, &read).await.as_str() == Some("")
+    })
+    .await;
+    input
+        .send_keys(text)
+        .await
+        .unwrap_or_else(|e| panic!("type into {css}: {e}"));
+}
+
 /// The element matching `css`, once it exists (polled with a script: a WebDriver search for an
 /// absent element can block).
 pub(crate) async fn element(client: &Client, css: &str) -> fantoccini::elements::Element {

@@ -13,7 +13,7 @@ use vdi_core::labels::POOL_LABEL;
 use vdi_core::resources::{VirtualMachine, VirtualMachineSpec};
 
 use crate::driver::{
-    Gui, assert_no_banner, choose, click, element, exists, js, text_of, type_into, wait_text,
+    Gui, assert_no_banner, choose, click, exists, js, replace_text, text_of, type_into, wait_text,
 };
 
 #[tokio::test]
@@ -245,9 +245,12 @@ async fn a_poisoned_lease_is_shown_as_its_members_problem_while_the_view_stays_l
     let gui = Gui::launch().await;
     let client = &gui.client;
     text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
-    let input = element(client, "[data-testid='namespace-input']").await;
-    input.clear().await.unwrap();
-    input.send_keys(&format!("{ns}\u{e007}")).await.unwrap();
+    replace_text(
+        client,
+        "[data-testid='namespace-input']",
+        &format!("{ns}\u{e007}"),
+    )
+    .await;
     let row = wait_text(
         client,
         &format!("[data-testid='member-{bobs}']"),
