@@ -149,7 +149,7 @@ export function Dialogs(props: DialogsProps) {
     }
     case "capacity":
       if (props.cluster === null) return null;
-      return <CapacityView session={props.cluster} onClose={props.onCloseCapacity} />;
+      return <CapacityView cluster={props.cluster} onClose={props.onCloseCapacity} />;
   }
   return null;
 }

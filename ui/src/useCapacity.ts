@@ -60,10 +60,10 @@ export type ClusterCapacityState =
 
 /**
  * The live Capacity view while the component is mounted: watches start on mount (and again
- * when `session` changes: another cluster or identity) and stop on unmount.
+ * when `cluster` changes: another cluster or identity) and stop on unmount.
  */
-export function useClusterCapacity(session: unknown): ClusterCapacityState {
-  const [state, setState] = useState<{ session: unknown; value: ClusterCapacityState } | null>(
+export function useClusterCapacity(cluster: unknown): ClusterCapacityState {
+  const [state, setState] = useState<{ cluster: unknown; value: ClusterCapacityState } | null>(
     null,
   );
 
@@ -74,10 +74,10 @@ export function useClusterCapacity(session: unknown): ClusterCapacityState {
     let unlisten: (() => void) | null = null;
     void (async () => {
       const subscription = await onCapacitySnapshot((snapshot) => {
-        if (live()) setState({ session, value: { kind: "snapshot", snapshot } });
+        if (live()) setState({ cluster, value: { kind: "snapshot", snapshot } });
       });
       if (!subscription.ok) {
-        if (live()) setState({ session, value: { kind: "failed", error: subscription.error } });
+        if (live()) setState({ cluster, value: { kind: "failed", error: subscription.error } });
         return;
       }
       if (!live()) {
@@ -87,7 +87,7 @@ export function useClusterCapacity(session: unknown): ClusterCapacityState {
       unlisten = subscription.value;
       const started = await watchCapacity();
       if (!started.ok && live()) {
-        setState({ session, value: { kind: "failed", error: started.error } });
+        setState({ cluster, value: { kind: "failed", error: started.error } });
       }
     })();
     return () => {
@@ -95,7 +95,7 @@ export function useClusterCapacity(session: unknown): ClusterCapacityState {
       unlisten?.();
       void unwatchCapacity();
     };
-  }, [session]);
+  }, [cluster]);
 
-  return state === null || state.session !== session ? { kind: "waiting" } : state.value;
+  return state === null || state.cluster !== cluster ? { kind: "waiting" } : state.value;
 }

@@ -7,8 +7,8 @@ import { Modal } from "./Modal";
 import { Working } from "./Working";
 
 type CapacityViewProps = {
-  /** Changes when the session does (another cluster or identity): the watches start again. */
-  session: unknown;
+  /** Changes when the cluster connection does (another cluster or identity): the watches start again. */
+  cluster: unknown;
   onClose: () => void;
 };
 
@@ -17,10 +17,10 @@ type CapacityViewProps = {
  * node can hand out (allocatable), what is held and by which VMs (and pools), and what is
  * free. Every sentence is the view's own (written by the backend as the CLI prints it).
  */
-export function CapacityView({ session, onClose }: CapacityViewProps) {
+export function CapacityView({ cluster, onClose }: CapacityViewProps) {
   const introId = useId();
   const closeRef = useRef<HTMLButtonElement>(null);
-  const state = useClusterCapacity(session);
+  const state = useClusterCapacity(cluster);
 
   let body;
   if (state.kind === "failed") {
