@@ -501,7 +501,7 @@ pub struct PoolKey {
 #[derive(Debug, Clone, PartialEq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
 pub struct PoolsUpdate {
-    /// Which feed this is (a new one per session); updates of another feed do not apply.
+    /// Which feed this is (a new one per cluster connection); updates of another feed do not apply.
     pub feed: u32,
     /// Namespaces covered.
     pub scope: Scope,
