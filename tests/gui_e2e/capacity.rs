@@ -50,7 +50,7 @@ async fn the_new_pool_dialog_refuses_a_pool_the_gpus_cannot_hold_and_capacity_fo
     assert!(is_disabled(client, "[data-testid='create-submit']").await);
     let blocked = text_of(client, "[data-testid='create-blocked']").await;
     assert!(
-        blocked.starts_with("make the pool smaller (--size 4 fits now)"),
+        blocked.starts_with("make the pool smaller (4 fit now)"),
         "{blocked}"
     );
     // The member preview does not contradict the disabled Create.

@@ -8,7 +8,7 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use vdi_core::capacity::{NOT_A_RESERVATION, cluster_capacity, cluster_table, plan_table, verdict};
+use vdi_core::capacity::{cluster_capacity, cluster_table, plan_table};
 use vdi_core::cluster::KubeconfigSource;
 use vdi_core::pool::capacity_preview;
 
@@ -74,11 +74,11 @@ pub async fn run(
             .join(" and ")
     );
     crate::write_out(format_args!("{}", plan_table(&plan)));
-    out!("{}", verdict(&plan));
+    out!("{}", plan.words.verdict);
     for note in &plan.notes {
         out!("note: {note}");
     }
-    out!("{NOT_A_RESERVATION}");
+    out!("{}", plan.words.caveat);
     Ok(if plan.admitted {
         ExitCode::SUCCESS
     } else {

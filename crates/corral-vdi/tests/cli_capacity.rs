@@ -124,7 +124,7 @@ async fn capacity_prints_the_table_and_pool_create_refuses_with_it() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("hint: make the pool smaller (--size 3 fits now)")
+        stderr.contains("hint: make the pool smaller (3 fit now)")
             && stderr.contains("admission is a check, not a reservation"),
         "{stderr}"
     );

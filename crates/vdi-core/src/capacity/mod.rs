@@ -64,7 +64,7 @@ pub use objects::{ClusterDevices, Hold, NodeDevices, Permits};
 pub use plan::{Asked, Demand, cluster_view, plan, plan_without_devices};
 pub use read::{READ_ACCESS_FIX, cluster_capacity, plan_vm, read_devices};
 pub use text::{
-    NOT_A_RESERVATION, cluster_table, needs_text, plan_table, pool_refusal, start_refusal, verdict,
+    NOT_A_RESERVATION, cluster_table, needs_text, plan_table, pool_refusal, start_refusal,
 };
 pub use view::{
     CapacityPlan, ClusterCapacity, DeviceClass, DeviceHolder, DeviceNeed, NodeCapacity,

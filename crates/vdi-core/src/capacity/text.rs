@@ -15,6 +15,9 @@ use crate::error::{Error, ErrorKind};
 pub const NOT_A_RESERVATION: &str = "admission is a check, not a reservation: nothing is held \
      for the pool, and devices free now may be taken by other VMs before its members start";
 
+/// Where to see who holds the devices, in a fix: both front ends show it.
+const WHO_HOLDS: &str = "the app's Capacity view or corral-vdi capacity shows who holds them";
+
 /// Nodes named in a one-line refusal, at most; the rest are counted.
 const NODES_IN_A_SENTENCE: usize = 8;
 
@@ -157,8 +160,8 @@ fn fits_list(nodes: &[NodePlan]) -> String {
 }
 
 /// Whether the request fits, in one sentence: `all 3 fit (room for 3 such VMs now)`, `fits 3
-/// of the 4 you ask for`, or why none can start.
-pub fn verdict(plan: &CapacityPlan) -> String {
+/// of the 4 you ask for`, or why none can start. Shown through [`plan_words`].
+fn verdict(plan: &CapacityPlan) -> String {
     if plan.needs.is_empty() {
         return format!(
             "VM \"{}\" asks for no GPU or host device: nothing to admit",
@@ -206,8 +209,9 @@ fn needs_sentence(plan: &CapacityPlan) -> String {
     format!("each VM needs {}, all on one node", and_list(&parts))
 }
 
-/// What to do when `plan` does not fit (the fix of [`pool_refusal`], without the caveat);
-/// `None` when it is admitted.
+/// What to do when `plan` does not fit (the fix of [`pool_refusal`], without the caveat), in
+/// words for both front ends (no CLI flag: `make the pool smaller (3 fit now)`); `None` when
+/// it is admitted.
 fn create_fix(plan: &CapacityPlan) -> Option<String> {
     if plan.admitted {
         return None;
@@ -216,21 +220,18 @@ fn create_fix(plan: &CapacityPlan) -> Option<String> {
         return Some(PERMIT_FIX.to_owned());
     }
     let smaller = if plan.placeable > 0 {
-        format!(
-            "make the pool smaller (--size {} fits now), ",
-            plan.placeable
-        )
+        let fit = if plan.placeable == 1 { "fits" } else { "fit" };
+        format!("make the pool smaller ({} {fit} now), ", plan.placeable)
     } else {
         String::new()
     };
     Some(format!(
-        "{smaller}free devices (corral-vdi capacity shows who holds them), or add nodes with the \
-         device"
+        "{smaller}free devices ({WHO_HOLDS}), or add nodes with the device"
     ))
 }
 
-/// The words of `plan` ([`PlanWords`]): what each VM needs, the [`verdict`], the fix when it
-/// does not fit, and [`NOT_A_RESERVATION`].
+/// The words of `plan` ([`PlanWords`]): what each VM needs, whether it fits, the fix when it
+/// does not, and [`NOT_A_RESERVATION`].
 pub fn plan_words(plan: &CapacityPlan) -> PlanWords {
     PlanWords {
         needs: needs_sentence(plan),
@@ -388,12 +389,11 @@ pub fn start_refusal(plan: &CapacityPlan, member: &str) -> Error {
     };
     Error::Refused {
         message: format!("{head}: {}; nothing was claimed", listed.join(", ")),
-        suggestion: Some(
-            "try again once a device is free (corral-vdi capacity shows who holds them), or ask \
-             a cluster administrator for more nodes with the device; the check is not a \
-             reservation: a start may still wait if someone else takes the device first"
-                .to_string(),
-        ),
+        suggestion: Some(format!(
+            "try again once a device is free ({WHO_HOLDS}), or ask a cluster administrator \
+             for more nodes with the device; the check is not a reservation: a start may \
+             still wait if someone else takes the device first"
+        )),
     }
 }
 

@@ -119,7 +119,7 @@ fn refusals_name_the_room_and_the_fix() {
     assert_eq!(err.kind(), ErrorKind::Refused);
     let fix = err.suggestion().unwrap();
     assert!(
-        fix.starts_with("make the pool smaller (--size 3 fits now)"),
+        fix.starts_with("make the pool smaller (3 fit now)"),
         "{fix}"
     );
     assert!(fix.contains(NOT_A_RESERVATION));
@@ -180,8 +180,15 @@ fn a_plan_carries_its_words_the_same_the_cli_prints() {
     let fix = words.fix.unwrap();
     assert_eq!(
         fix,
-        "make the pool smaller (--size 3 fits now), free devices (corral-vdi capacity shows \
-         who holds them), or add nodes with the device"
+        "make the pool smaller (3 fit now), free devices (the app's Capacity view or \
+         corral-vdi capacity shows who holds them), or add nodes with the device"
+    );
+    let mut one = issue_plan(4);
+    one.placeable = 1;
+    let fix_one = plan_words(&one).fix.unwrap();
+    assert!(
+        fix_one.starts_with("make the pool smaller (1 fits now), "),
+        "{fix_one}"
     );
     // The refusal of the create says the same fix, then the caveat.
     assert_eq!(
