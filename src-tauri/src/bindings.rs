@@ -13,12 +13,15 @@
 
 use tauri_specta::{Builder, ErrorHandlingMode, collect_commands, collect_events};
 
-/// Declares the type of one event for the bindings: its name (the constant the emitting code
-/// sends it under) and its payload (sent as is: the wrapper only names the pair).
+/// Declares one event: a Rust type wrapping its payload (serialized as the payload itself),
+/// with its name. The app sends it only through that type (`SessionsEvent(list).emit(&app)`,
+/// [`tauri_specta::Event::emit`]), so a payload that is not what the bindings declare fails to
+/// compile, and the name is written here once for both sides. (tauri-specta's `Event` derive
+/// writes the same one `NAME` constant; this spares the extra proc-macro crate.)
 macro_rules! event {
-    ($(#[$doc:meta])* $event:ident($payload:ty) = $name:path) => {
+    ($(#[$doc:meta])* $event:ident($payload:ty) = $name:literal) => {
         $(#[$doc])*
-        #[derive(specta::Type)]
+        #[derive(Clone, serde::Serialize, specta::Type)]
         pub struct $event(pub $payload);
 
         impl tauri_specta::Event for $event {
@@ -28,27 +31,30 @@ macro_rules! event {
 }
 
 event!(
-    /// The kubeconfig files changed (written, replaced, removed).
-    KubeconfigEvent(vdi_core::cluster::KubeconfigChanged) = crate::kubeconfig::KUBECONFIG_EVENT
+    /// The kubeconfig files changed (written, replaced, removed), once a burst of changes has
+    /// settled.
+    KubeconfigEvent(vdi_core::cluster::KubeconfigChanged) = "kubeconfig-changed"
 );
 event!(
     /// One step of a running pool create.
-    CreateProgressEvent(vdi_core::pool::CreateProgress) = crate::CREATE_PROGRESS_EVENT
+    CreateProgressEvent(vdi_core::pool::CreateProgress) = "pool-create-progress"
 );
 event!(
     /// The whole session list, on every change.
-    SessionsEvent(Vec<vdi_core::session::SessionView>) = crate::connect::SESSIONS_EVENT
+    SessionsEvent(Vec<vdi_core::session::SessionView>) = "sessions-changed"
 );
 event!(
     /// The local USB devices, on every plug and unplug.
-    UsbEvent(vdi_core::usb::UsbList) = crate::usb::USB_EVENT
+    UsbEvent(vdi_core::usb::UsbList) = "usb-devices"
 );
 event!(
     /// The live Capacity view, now and on every change while it is watched.
-    CapacityEvent(vdi_core::capacity::CapacitySnapshot) = crate::capacity::CAPACITY_EVENT
+    CapacityEvent(vdi_core::capacity::CapacitySnapshot) = "capacity-snapshot"
 );
 
-/// The commands and events of the window, with how the bindings report a command's error.
+/// The commands and events of the window, with how the bindings report a command's error. The
+/// app runs its invoke handler and mounts its events ([`Builder::mount_events`], before any
+/// event is sent: sending an unmounted event panics).
 pub fn builder() -> Builder<tauri::Wry> {
     Builder::new()
         .commands(collect_commands![
@@ -68,6 +74,7 @@ pub fn builder() -> Builder<tauri::Wry> {
             crate::connect::open_viewer,
             crate::connect::open_rdp,
             crate::connect::save_rdp_file,
+            crate::connect::validate_guest_login,
             crate::connect::open_ssh,
             crate::connect::list_sessions,
             crate::connect::stop_session,

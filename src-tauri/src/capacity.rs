@@ -1,15 +1,14 @@
 //! GPU and host-device capacity: the New pool preview and the live Capacity view, forwarded to
 //! the window as `capacity-snapshot` events while the view is open.
 
-use tauri::{AppHandle, Emitter, State};
+use tauri::{AppHandle, State};
+use tauri_specta::Event;
 use vdi_core::capacity::{CapacityFeed, CapacityPlan};
 use vdi_core::error::ErrorView;
 
 use crate::AppState;
+use crate::bindings::CapacityEvent;
 use crate::commands::{current, poisoned};
-
-/// Event carrying a whole [`vdi_core::capacity::CapacitySnapshot`] on every change.
-pub const CAPACITY_EVENT: &str = "capacity-snapshot";
 
 /// The live Capacity view while it is open: dropping it stops the watches and forwarding.
 pub struct CapacityWatch {
@@ -55,7 +54,7 @@ pub async fn watch_capacity(app: AppHandle, state: State<'_, AppState>) -> Resul
     let forward = tauri::async_runtime::spawn(async move {
         loop {
             let snapshot = rx.borrow_and_update().clone();
-            if let Err(e) = app.emit(CAPACITY_EVENT, &snapshot) {
+            if let Err(e) = CapacityEvent(snapshot).emit(&app) {
                 tracing::warn!(error = %e, "could not send capacity to the window");
             }
             if rx.changed().await.is_err() {

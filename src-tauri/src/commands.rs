@@ -4,7 +4,8 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use tauri::ipc::Channel;
-use tauri::{AppHandle, Emitter, State};
+use tauri::{AppHandle, State};
+use tauri_specta::Event;
 use vdi_core::claim::{self, ClaimOptions, Claimed, Released, UnassignOptions};
 use vdi_core::clock::ServerClock;
 use vdi_core::cluster::{AppInfo, ClusterInfo, Contexts};
@@ -19,7 +20,8 @@ use vdi_core::pool::{
 use vdi_core::scope::Scope;
 use vdi_core::watch::{PoolsDiff, PoolsUpdate};
 
-use crate::{AppState, CREATE_PROGRESS_EVENT};
+use crate::AppState;
+use crate::bindings::CreateProgressEvent;
 
 /// The number of the next cluster link's pools feed (see [`vdi_core::watch::PoolsUpdate::feed`]).
 static NEXT_FEED: AtomicU32 = AtomicU32::new(1);
@@ -363,7 +365,7 @@ pub async fn create_pool(
     let request = CreatePool::from(request);
     tracing::info!(namespace = %request.namespace, pool = %request.name, golden = %request.golden, size = request.size, "pool create requested");
     pool::create_pool(&client, &request, |step| {
-        if let Err(e) = app.emit(CREATE_PROGRESS_EVENT, &step) {
+        if let Err(e) = CreateProgressEvent(step).emit(&app) {
             tracing::warn!(error = %e, "could not send create progress to the window");
         }
     })

@@ -2,18 +2,17 @@
 //! SSH, and the session list. Every stream, forward and helper runs in the app's one
 //! [`Supervisor`], so the Sessions view lists them and they all end when the app exits.
 
-use tauri::{AppHandle, Emitter, Manager, State};
+use tauri::{AppHandle, Manager, State};
+use tauri_specta::Event;
 use vdi_core::connect::{self, Connector, MemberPaths, RdpFileSaved, SshOpened};
 use vdi_core::error::{ErrorKind, ErrorView};
 use vdi_core::session::{ConsoleEndpoint, SessionView};
 
 use crate::AppState;
+use crate::bindings::SessionsEvent;
 use crate::commands::stream_client;
 
-/// Event carrying the whole session list (`SessionView[]`) on every change.
-pub const SESSIONS_EVENT: &str = "sessions-changed";
-
-/// Forwards the supervisor's changes to the window as [`SESSIONS_EVENT`] events.
+/// Forwards the supervisor's changes to the window as [`SessionsEvent`]s (the whole list).
 pub fn forward_session_changes(app: &AppHandle) {
     let state = app.state::<AppState>();
     let supervisor = state.supervisor.clone();
@@ -21,7 +20,7 @@ pub fn forward_session_changes(app: &AppHandle) {
     let app = app.clone();
     tauri::async_runtime::spawn(async move {
         loop {
-            if let Err(e) = app.emit(SESSIONS_EVENT, supervisor.list()) {
+            if let Err(e) = SessionsEvent(supervisor.list()).emit(&app) {
                 tracing::warn!(error = %e, "could not send sessions to the window");
             }
             if changes.changed().await.is_err() {
@@ -136,6 +135,15 @@ pub async fn open_ssh(
         .open_ssh(&namespace, &member, &user)
         .await
         .map_err(view)
+}
+
+/// Checks a login on a desktop's guest for SSH without contacting anything
+/// ([`vdi_core::validate::guest_login`], the rule [`open_ssh`] and the CLI's `ssh` apply
+/// first): the dialog shows its refusal as you type.
+#[tauri::command]
+#[specta::specta]
+pub fn validate_guest_login(login: String) -> Result<(), ErrorView> {
+    vdi_core::validate::guest_login(&login).map_err(view)
 }
 
 /// Every session (console, viewers, forwards, helpers), oldest first.

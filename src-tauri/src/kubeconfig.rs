@@ -7,12 +7,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
-use tauri::{AppHandle, Emitter};
+use tauri::AppHandle;
+use tauri_specta::Event;
 use vdi_core::cluster::{KubeconfigChanged, KubeconfigSource};
 
-/// Event carrying a [`KubeconfigChanged`] once a burst of changes to the kubeconfig files has
-/// settled.
-pub const KUBECONFIG_EVENT: &str = "kubeconfig-changed";
+use crate::bindings::KubeconfigEvent;
 
 /// Tools write a kubeconfig in several steps (a temporary file, then a rename): one event per
 /// burst, once it has been quiet this long.
@@ -88,7 +87,7 @@ pub fn follow(app: &AppHandle, source: KubeconfigSource) {
             };
             last = now;
             tracing::info!(contexts = ?changed.changed_contexts, "the kubeconfig changed");
-            if let Err(e) = app.emit(KUBECONFIG_EVENT, &changed) {
+            if let Err(e) = KubeconfigEvent(changed).emit(&app) {
                 tracing::warn!(error = %e, "could not tell the window the kubeconfig changed");
             }
         }

@@ -15,9 +15,6 @@ use std::sync::Mutex;
 use tauri::Manager;
 use vdi_core::cluster::KubeconfigSource;
 
-/// Event carrying one [`vdi_core::pool::CreateProgress`] step of a running pool create.
-pub const CREATE_PROGRESS_EVENT: &str = "pool-create-progress";
-
 /// What the commands share.
 pub struct AppState {
     /// Where the kubeconfig comes from (`KUBECONFIG`, else `~/.kube/config`).
@@ -105,8 +102,12 @@ pub fn run() {
     // happens before the log is set up is recorded when the window connects to the cluster).
     let source = KubeconfigSource::default();
     let prepared = commands::Prepared::start(&source);
+    let bindings = bindings::builder();
+    let invoke_handler = bindings.invoke_handler();
     tauri::Builder::default()
         .setup(move |app| {
+            // Before anything sends an event (sending one not mounted panics).
+            bindings.mount_events(app);
             let log_dir = app.path().app_log_dir()?;
             let log_file = logging::init(&log_dir)?;
             tracing::info!(log = %log_file.display(), version = env!("CARGO_PKG_VERSION"), "Corral VDI Console starting");
@@ -139,7 +140,7 @@ pub fn run() {
                 tracing::info!(url = %payload.url(), "page loaded");
             }
         })
-        .invoke_handler(bindings::builder().invoke_handler())
+        .invoke_handler(invoke_handler)
         .build(tauri::generate_context!())
         .unwrap_or_else(|err| {
             eprintln!("Corral VDI Console could not start: {err}");

@@ -2,19 +2,18 @@
 //! desktop. The redirection is a session of the app's supervisor (kind `usb`), so it shows in
 //! Sessions and ends when the app exits.
 
-use tauri::{AppHandle, Emitter, Manager, State};
+use tauri::{AppHandle, Manager, State};
+use tauri_specta::Event;
 use vdi_core::error::ErrorView;
 use vdi_core::session::SessionView;
 use vdi_core::usb::{self, DeviceSpec, UsbList};
 
 use crate::AppState;
+use crate::bindings::UsbEvent;
 use crate::commands::{actor, stream_client};
 
-/// Event carrying the whole [`UsbList`] on every plug and unplug.
-pub const USB_EVENT: &str = "usb-devices";
-
 /// Follows local USB devices (libusb hot-plug, else a re-list each second) and sends every
-/// change to the window as [`USB_EVENT`]. Runs for the app's lifetime.
+/// change to the window as a [`UsbEvent`] (the whole [`UsbList`]). Runs for the app's lifetime.
 pub fn follow_devices(app: &AppHandle) {
     let watch = usb::UsbWatch::spawn();
     let mut rx = watch.subscribe();
@@ -23,7 +22,7 @@ pub fn follow_devices(app: &AppHandle) {
         let _watch = watch;
         loop {
             let list = rx.borrow_and_update().clone();
-            if let Err(e) = app.emit(USB_EVENT, &list) {
+            if let Err(e) = UsbEvent(list).emit(&app) {
                 tracing::warn!(error = %e, "could not send USB devices to the window");
             }
             if rx.changed().await.is_err() {

@@ -207,6 +207,15 @@ export function saveRdpFile(namespace: string, member: string): Promise<Result<R
 }
 
 /**
+ * Checks `login` as a login on a desktop's guest for SSH (the core's rule, the one Open SSH and
+ * the CLI's ssh apply); resolves when it is accepted, or to the refusal naming the value and
+ * the fix. Contacts nothing.
+ */
+export function validateGuestLogin(login: string): Promise<Result<null>> {
+  return call(() => commands.validateGuestLogin(login));
+}
+
+/**
  * Starts a forward to `member`'s port 22 for `user`; resolves to the `ssh` command line to copy
  * and whether a terminal was found and started with it.
  */

@@ -86,6 +86,12 @@ export const commands = {
 	 */
 	saveRdpFile: (namespace: string, member: string) => __TAURI_INVOKE<RdpFileSaved>("save_rdp_file", { namespace, member }),
 	/**
+	 *  Checks a login on a desktop's guest for SSH without contacting anything
+	 *  ([`vdi_core::validate::guest_login`], the rule [`open_ssh`] and the CLI's `ssh` apply
+	 *  first): the dialog shows its refusal as you type.
+	 */
+	validateGuestLogin: (login: string) => __TAURI_INVOKE<null>("validate_guest_login", { login }),
+	/**
 	 *  Starts a forward to `member`'s port 22, and ssh in the system's terminal when one is found,
 	 *  with the member's host key known under the same alias as the CLI's `ssh`:
 	 *  [`Connector::open_ssh`].
@@ -591,7 +597,10 @@ export type KubeconfigChanged = {
 	changedContexts: string[],
 };
 
-/**  The kubeconfig files changed (written, replaced, removed). */
+/**
+ *  The kubeconfig files changed (written, replaced, removed), once a burst of changes has
+ *  settled.
+ */
 export type KubeconfigEvent = KubeconfigChanged;
 
 /**  What the member's ownership Lease (`corral-vdi-<member>`) says. */
@@ -1016,7 +1025,7 @@ export type PoolsSnapshot = {
  *  update of that feed in order: drop `removed`, replace or insert `changed`.
  */
 export type PoolsUpdate = {
-	/**  Which feed this is (a new one per session); updates of another feed do not apply. */
+	/**  Which feed this is (a new one per cluster connection); updates of another feed do not apply. */
 	feed: number,
 	/**  Namespaces covered. */
 	scope: Scope,

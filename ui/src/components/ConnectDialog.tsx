@@ -1,5 +1,13 @@
 import { useCallback, useEffect, useId, useRef, useState, type ReactNode } from "react";
-import { memberPaths, openRdp, openSsh, openViewer, saveRdpFile, type Result } from "../api";
+import {
+  memberPaths,
+  openRdp,
+  openSsh,
+  openViewer,
+  saveRdpFile,
+  validateGuestLogin,
+  type Result,
+} from "../api";
 import type {
   ConnectPath,
   ErrorView,
@@ -21,7 +29,6 @@ import {
   pathFor,
   pathSummary,
   pathTitle,
-  sshUserProblem,
 } from "../lib/connect";
 import type { ConsoleTarget } from "../useConsole";
 import { ActionError } from "./ActionNotice";
@@ -476,15 +483,32 @@ type SshFormProps = {
   onSubmit: (user: string) => void;
 };
 
-/** The user to log in as (the identity's name by default) and "Open SSH". */
+/**
+ * The user to log in as (the identity's name by default) and "Open SSH". The login is judged by
+ * the core (validate_guest_login, the rule Open SSH and the CLI's ssh apply): on Open SSH, and
+ * after a refusal as you type, its refusal shows under the field.
+ */
 function SshForm({ defaultUser, available, busy, running, describedBy, onSubmit }: SshFormProps) {
   const inputRef = useRef<HTMLInputElement>(null);
   const inputId = useId();
   const problemId = useId();
   const [user, setUser] = useState(defaultUser);
+  // Whether refusals show (after the first refused Open SSH), and the latest one (null: accepted).
   const [shown, setShown] = useState(false);
-  const problem = sshUserProblem(user);
-  const showProblem = shown && problem !== null;
+  const [refusal, setRefusal] = useState<ErrorView | null>(null);
+  const checking = useRef(false);
+  const showProblem = shown && refusal !== null;
+
+  useEffect(() => {
+    if (!shown) return;
+    let stale = false;
+    void validateGuestLogin(user).then((checked) => {
+      if (!stale) setRefusal(checked.ok ? null : checked.error);
+    });
+    return () => {
+      stale = true;
+    };
+  }, [user, shown]);
 
   return (
     <form
@@ -493,13 +517,19 @@ function SshForm({ defaultUser, available, busy, running, describedBy, onSubmit 
       noValidate
       onSubmit={(event) => {
         event.preventDefault();
-        if (!available || busy) return;
-        if (problem !== null) {
+        if (!available || busy || checking.current) return;
+        checking.current = true;
+        void validateGuestLogin(user).then((checked) => {
+          checking.current = false;
+          if (checked.ok) {
+            setRefusal(null);
+            onSubmit(user);
+            return;
+          }
+          setRefusal(checked.error);
           setShown(true);
           inputRef.current?.focus();
-          return;
-        }
-        onSubmit(user.trim());
+        });
       }}
     >
       <label htmlFor={inputId}>User</label>
@@ -539,7 +569,7 @@ function SshForm({ defaultUser, available, busy, running, describedBy, onSubmit 
       </button>
       {showProblem ? (
         <p id={problemId} className="form-invalid ssh-problem">
-          {problem}
+          {refusal.message}
         </p>
       ) : null}
     </form>

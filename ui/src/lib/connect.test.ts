@@ -13,7 +13,6 @@ import {
   pathAvailability,
   pathFor,
   pathTitle,
-  sshUserProblem,
 } from "./connect";
 import { member, memberPaths, session } from "./fixtures";
 
@@ -80,15 +79,6 @@ describe("SSH user", () => {
     expect(defaultSshUser("alice@example.com")).toBe("alice");
     expect(defaultSshUser(null)).toBe("");
     expect(defaultSshUser("@odd")).toBe("");
-  });
-
-  it("refuses empty names, spaces and control characters", () => {
-    expect(sshUserProblem("alice")).toBeNull();
-    expect(sshUserProblem(" alice ")).toBeNull();
-    expect(sshUserProblem("")).toBe("Enter the user name to log in as.");
-    expect(sshUserProblem("   ")).toBe("Enter the user name to log in as.");
-    expect(sshUserProblem("al ice")).toBe("A user name has no spaces.");
-    expect(sshUserProblem("al\u0001ice")).toBe("A user name has no control characters.");
   });
 });
 

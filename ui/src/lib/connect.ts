@@ -52,15 +52,6 @@ export function defaultSshUser(username: string | null): string {
   return (at < 0 ? username : username.slice(0, at)).trim();
 }
 
-/** Why an SSH user name cannot be used, or null when it can. */
-export function sshUserProblem(user: string): string | null {
-  if (user.trim() === "") return "Enter the user name to log in as.";
-  if (/\s/.test(user.trim())) return "A user name has no spaces.";
-  // eslint-disable-next-line no-control-regex -- control characters are what is refused
-  if (/[\u0000-\u001f\u007f]/.test(user)) return "A user name has no control characters.";
-  return null;
-}
-
 /** The paths in the order the dialog lists them. */
 export const PATH_KINDS: readonly PathKind[] = ["vnc", "rdp", "ssh"];
 
