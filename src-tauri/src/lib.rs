@@ -79,7 +79,7 @@ pub fn prepare_display() {
                     eprintln!(
                         "Corral VDI Console cannot open a window: WAYLAND_DISPLAY names {}, which does \
                          not exist, and there is no X display (DISPLAY).\n\
-                         fix: start it from your desktop session, or set WAYLAND_DISPLAY or \
+                         fix: start it from your graphical login, or set WAYLAND_DISPLAY or \
                          DISPLAY to a running one",
                         path.display()
                     );
