@@ -40,10 +40,7 @@ use tokio::task::JoinHandle;
 /// desktop users in `corral-vms`; `carol` may manage Leases there but not change VMs (see
 /// [`bootstrap`]).
 pub const USERS: &[(&str, &[&str])] = &[
-    (
-        "admin",
-        &["system:masters", vdi_core::labels::ADMIN_GROUP],
-    ),
+    ("admin", &["system:masters", vdi_core::labels::ADMIN_GROUP]),
     ("alice", &[]),
     ("bob", &[]),
     ("carol", &[]),
