@@ -94,7 +94,7 @@ fn a_dead_wayland_socket_without_an_x_display_ends_with_the_reason_and_the_fix()
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("corral-no-such-socket, which does not exist, and there is no X display")
-            && stderr.contains("fix: start it from your desktop session"),
+            && stderr.contains("fix: start it from your graphical login"),
         "{stderr}"
     );
     let _ = std::fs::remove_dir_all(&runtime);
