@@ -570,6 +570,7 @@ function SshForm({ defaultUser, available, busy, running, describedBy, onSubmit 
       {showProblem ? (
         <p id={problemId} className="form-invalid ssh-problem">
           {refusal.message}
+          {refusal.suggestion ? <> Fix: {refusal.suggestion}</> : null}
         </p>
       ) : null}
     </form>
