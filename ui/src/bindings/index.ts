@@ -244,8 +244,8 @@ export type ClusterCapacity = {
 	/**  Each device resource summed over the nodes that report it, sorted by name. */
 	totals: ResourceTotal[],
 	/**
-	 *  Why there is nothing to show (`the cluster reports no nodes`, `none of the 3 nodes
-	 *  reports a GPU or host device`); `null` when some node has a device resource.
+	 *  Why there is nothing to show, a sentence (`The cluster reports no nodes.`, `None of the 3
+	 *  nodes reports a GPU or host device.`); `null` when some node has a device resource.
 	 */
 	empty: string | null,
 	/**

@@ -439,15 +439,15 @@ pub fn node_condition(node: &NodeCapacity) -> Option<String> {
     (!flags.is_empty()).then(|| flags.join(", "))
 }
 
-/// Why the Capacity view has nothing to show: no nodes, or none with a device resource;
-/// `None` when some node has one.
+/// Why the Capacity view has nothing to show, as a sentence (the app's empty state, the CLI's
+/// one line): no nodes, or none with a device resource; `None` when some node has one.
 pub fn cluster_empty(nodes: &[NodeCapacity]) -> Option<String> {
     match nodes.len() {
-        0 => Some("the cluster reports no nodes".to_owned()),
+        0 => Some("The cluster reports no nodes.".to_owned()),
         _ if nodes.iter().any(|n| !n.resources.is_empty()) => None,
-        1 => Some("the cluster's one node reports no GPU or host device".to_owned()),
+        1 => Some("The cluster's one node reports no GPU or host device.".to_owned()),
         n => Some(format!(
-            "none of the {n} nodes reports a GPU or host device"
+            "None of the {n} nodes reports a GPU or host device."
         )),
     }
 }

@@ -252,8 +252,8 @@ pub struct ClusterCapacity {
     pub notes: Vec<String>,
     /// Each device resource summed over the nodes that report it, sorted by name.
     pub totals: Vec<ResourceTotal>,
-    /// Why there is nothing to show (`the cluster reports no nodes`, `none of the 3 nodes
-    /// reports a GPU or host device`); `null` when some node has a device resource.
+    /// Why there is nothing to show, a sentence (`The cluster reports no nodes.`, `None of the 3
+    /// nodes reports a GPU or host device.`); `null` when some node has a device resource.
     pub empty: Option<String>,
     /// The nodes without any device resource, in words (`without devices: n1, n2`); `null`
     /// when there are none.

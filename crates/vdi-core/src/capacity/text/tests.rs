@@ -276,16 +276,16 @@ fn the_cluster_view_says_who_holds_what_and_why_a_node_takes_nothing() {
 
     assert_eq!(
         cluster_empty(&[]).as_deref(),
-        Some("the cluster reports no nodes")
+        Some("The cluster reports no nodes.")
     );
     assert_eq!(
         cluster_empty(&[capacity_node("n1", 0)]).as_deref(),
-        Some("the cluster's one node reports no GPU or host device")
+        Some("The cluster's one node reports no GPU or host device.")
     );
     let bare = [capacity_node("n1", 0), capacity_node("n2", 0)];
     assert_eq!(
         cluster_empty(&bare).as_deref(),
-        Some("none of the 2 nodes reports a GPU or host device")
+        Some("None of the 2 nodes reports a GPU or host device.")
     );
     let mut cordoned = capacity_node("n3", 0);
     cordoned.condition = Some("cordoned".into());
