@@ -26,6 +26,40 @@ pub const ADMIN_GROUP: &str = "corral-vdi:admins";
 /// how a refusal is told to be the guard's ([`crate::error::is_guard_denial`]).
 pub const DENIAL_PREFIX: &str = "corral-vdi guard:";
 
+/// Namespace of the in-cluster broker (SPEC "Broker"): its ServiceAccount, Deployment and
+/// leader-election Lease live there.
+pub const BROKER_NAMESPACE: &str = "corral-vdi-system";
+/// Name of the broker's ServiceAccount, Deployment, and leader-election Lease (in
+/// [`BROKER_NAMESPACE`]). Never a claim Lease: members are named `<pool>-<i>`, so no claim
+/// Lease is `corral-vdi-broker`.
+pub const BROKER_NAME: &str = "corral-vdi-broker";
+/// The user the broker acts as on the cluster: its ServiceAccount
+/// (`system:serviceaccount:<namespace>:<name>`, Kubernetes' service-account user names).
+pub const BROKER_USER: &str = "system:serviceaccount:corral-vdi-system:corral-vdi-broker";
+/// Prefix of the per-claim Role and RoleBinding the broker makes in the member's namespace:
+/// `corral-vdi-claim-<member>`.
+pub const GRANT_PREFIX: &str = "corral-vdi-claim-";
+/// VM annotation the broker writes once the holder's access is bound: the holder, encoded as
+/// the assigned-to label is ([`encode_identity`]). Absent: no grant.
+pub const GRANTED_TO_ANNOTATION: &str = "corral.dev/vdi-granted-to";
+/// VM annotation the broker writes when it cannot finish a claim (one sentence naming the
+/// cause and the fix, e.g. no node has a free GPU); removed once it can.
+pub const BROKER_REASON_ANNOTATION: &str = "corral.dev/vdi-broker-reason";
+/// Label on everything the broker makes (grants), Kubernetes' recommended `managed-by` key.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Annotation on the leader-election Lease: RFC 3339 UTC time of the leader's last full
+/// reconcile.
+pub const BROKER_LAST_RECONCILE_ANNOTATION: &str = "corral.dev/broker-last-reconcile";
+/// Prefix of the annotations on the leader-election Lease where each replica records itself:
+/// `replica.corral.dev/<identity>` = RFC 3339 UTC time of its last heartbeat.
+pub const BROKER_REPLICA_ANNOTATION_PREFIX: &str = "replica.corral.dev/";
+
+/// Name of the broker's Role and RoleBinding granting `member`'s holder access:
+/// `corral-vdi-claim-<member>`.
+pub fn grant_name(member: &str) -> String {
+    format!("{GRANT_PREFIX}{member}")
+}
+
 /// Name of the ownership Lease of `member`: `corral-vdi-<member>`.
 pub fn lease_name(member: &str) -> String {
     format!("{LEASE_PREFIX}{member}")
