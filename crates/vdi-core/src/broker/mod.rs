@@ -1,0 +1,17 @@
+//! The in-cluster broker (SPEC "Broker", issue 25) as clients and administrators see it: its
+//! manifests (`broker/broker.yaml` and `broker/members-policy.yaml` at the top of the
+//! repository, compiled in), their install and removal, and whether a broker runs
+//! ([`status`], from its leader-election Lease). The broker itself is the binary
+//! `corral-vdi-broker` (crate `crates/broker`).
+
+mod status;
+
+pub use status::{
+    BrokerReplica, BrokerState, BrokerStatus, STALE_REPLICA_DURATIONS, status, status_of,
+};
+
+/// Name of the Role and RoleBinding (in [`crate::labels::BROKER_NAMESPACE`]) that let every
+/// signed-in user (`system:authenticated`) read the leader Lease: how clients know a broker is
+/// there. RBAC's `resourceNames` limits them to that one Lease, so a `list` or `watch` must
+/// carry the field selector `metadata.name=corral-vdi-broker`.
+pub const STATUS_ROLE: &str = "corral-vdi:broker-status";
