@@ -1,0 +1,169 @@
+//! Leader election on the Lease `corral-vdi-broker` in `corral-vdi-system`, with
+//! [`kube_lease_manager`] (server-side apply on a coordination.k8s.io/v1 Lease), and each
+//! replica's heartbeat annotation on that Lease.
+//!
+//! Only the leader reconciles: [`run`] starts the reconciler when this replica takes the Lease
+//! and aborts it the moment the Lease is lost. On SIGTERM or SIGINT it releases the Lease (so the
+//! other replica leads at once instead of after the Lease's duration) and returns.
+//!
+//! Field managers: kube-lease-manager applies only `spec` fields (holder, times, duration) and
+//! patches the rest with strategic merge, so it never drops an annotation it did not apply. The
+//! heartbeat applies only its own annotation. The two use distinct field managers, because a
+//! server-side apply removes every field its manager applied before and omits now: under one
+//! manager the heartbeat (annotations only) would strip the holder the election applied.
+
+use std::future::Future;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams};
+use kube_lease_manager::{LeaseManager, LeaseManagerBuilder};
+use tokio::task::JoinHandle;
+use vdi_core::clock::ServerClock;
+use vdi_core::labels::{BROKER_NAME, BROKER_NAMESPACE, BROKER_REPLICA_ANNOTATION_PREFIX};
+
+use crate::options::{Options, field_manager};
+
+/// How long to wait before building the lease manager again after an API error.
+const RETRY: Duration = Duration::from_secs(2);
+
+/// The field manager of the election's own writes on the Lease:
+/// `corral-vdi-broker/<identity>/election` (see the module doc for why it is not the
+/// heartbeat's).
+pub fn election_field_manager(identity: &str) -> String {
+    format!("{}/election", field_manager(identity))
+}
+
+/// Resolves when the process is asked to stop (SIGTERM, as Kubernetes sends, or SIGINT).
+///
+/// Errors: the signal handlers cannot be installed.
+pub fn shutdown_signal() -> anyhow::Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM: stopping"),
+            _ = int.recv() => tracing::info!("SIGINT: stopping"),
+        }
+    })
+}
+
+/// Builds the lease manager for this replica (creating the Lease if it is missing).
+async fn manager(
+    client: &Client,
+    identity: &str,
+    options: &Options,
+) -> kube_lease_manager::Result<LeaseManager> {
+    LeaseManagerBuilder::new(client.clone(), BROKER_NAME)
+        .with_namespace(BROKER_NAMESPACE)
+        .with_identity(identity)
+        .with_duration(options.lease_seconds)
+        .with_grace(options.grace_seconds())
+        .with_field_manager(election_field_manager(identity))
+        .build()
+        .await
+}
+
+/// Takes part in the election until `shutdown` resolves, running `lead()` (a spawned task)
+/// while this replica holds the Lease and aborting it as soon as it does not. The heartbeat runs
+/// beside it all along. On shutdown it aborts the reconciler, releases the Lease if held, and
+/// returns.
+///
+/// API errors never end it: the reconciler is stopped (leadership is no longer known) and the
+/// manager is built again after [`RETRY`].
+pub async fn run<F>(
+    client: Client,
+    identity: String,
+    options: Options,
+    clock: ServerClock,
+    shutdown: impl Future<Output = ()>,
+    mut lead: F,
+) where
+    F: FnMut() -> JoinHandle<()>,
+{
+    let heartbeat = tokio::spawn(heartbeat(
+        client.clone(),
+        identity.clone(),
+        options.heartbeat_period(),
+        clock,
+    ));
+    tokio::pin!(shutdown);
+    let mut reconciler: Option<JoinHandle<()>> = None;
+    let stop = |reconciler: &mut Option<JoinHandle<()>>, why: &str| {
+        if let Some(task) = reconciler.take() {
+            task.abort();
+            tracing::warn!(%identity, "{why}: reconciler stopped");
+        }
+    };
+    'build: loop {
+        let manager = tokio::select! {
+            () = &mut shutdown => break 'build,
+            built = manager(&client, &identity, &options) => match built {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot join the election on Lease {BROKER_NAMESPACE}/{BROKER_NAME}; retrying");
+                    tokio::select! {
+                        () = &mut shutdown => break 'build,
+                        () = tokio::time::sleep(RETRY) => continue 'build,
+                    }
+                }
+            },
+        };
+        loop {
+            tokio::select! {
+                () = &mut shutdown => {
+                    stop(&mut reconciler, "shutting down");
+                    match manager.release().await {
+                        Ok(()) => tracing::info!(%identity, "released Lease {BROKER_NAMESPACE}/{BROKER_NAME}"),
+                        Err(e) => tracing::warn!(error = %e, "cannot release Lease {BROKER_NAMESPACE}/{BROKER_NAME}; the other replica leads once it expires"),
+                    }
+                    break 'build;
+                }
+                changed = manager.changed() => match changed {
+                    Ok(true) => {
+                        tracing::info!(%identity, "leading: holds Lease {BROKER_NAMESPACE}/{BROKER_NAME}");
+                        stop(&mut reconciler, "restarting");
+                        reconciler = Some(lead());
+                    }
+                    Ok(false) => stop(&mut reconciler, "lost the leader Lease"),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "leader election failed; rejoining");
+                        stop(&mut reconciler, "leadership unknown");
+                        tokio::time::sleep(RETRY).await;
+                        continue 'build;
+                    }
+                },
+            }
+        }
+    }
+    stop(&mut reconciler, "shutting down");
+    heartbeat.abort();
+}
+
+/// Every `period`, applies `replica.corral.dev/<identity>` = now (RFC 3339, the API server's
+/// time) on the leader-election Lease, with field manager `corral-vdi-broker/<identity>`.
+/// Runs until aborted; a failed write is logged and retried at the next tick.
+async fn heartbeat(client: Client, identity: String, period: Duration, clock: ServerClock) {
+    let api: Api<Lease> = Api::namespaced(client, BROKER_NAMESPACE);
+    let key = format!("{BROKER_REPLICA_ANNOTATION_PREFIX}{identity}");
+    let params = PatchParams::apply(&field_manager(&identity));
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let patch = serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                "name": BROKER_NAME,
+                "namespace": BROKER_NAMESPACE,
+                "annotations": { &key: crate::rfc3339(clock.now()) },
+            },
+        });
+        if let Err(e) = api.patch(BROKER_NAME, &params, &Patch::Apply(patch)).await {
+            tracing::warn!(error = %e, "cannot write heartbeat {key} on Lease {BROKER_NAMESPACE}/{BROKER_NAME}");
+        }
+    }
+}

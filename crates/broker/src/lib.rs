@@ -1,0 +1,46 @@
+//! Corral VDI's in-cluster broker (SPEC "Broker: access follows the claim").
+//!
+//! Two replicas run as a Deployment; the one holding the Lease `corral-vdi-broker` in
+//! `corral-vdi-system` ([`election`]) reconciles every pool member from the cluster's current
+//! state: it grants each active claim's holder a Role limited to their own member, labels and
+//! starts the member, and on release or expiry revokes the grant, cuts the console, clears the
+//! labels and stops the VM.
+
+pub mod election;
+pub mod options;
+
+use jiff::Timestamp;
+use kube::Client;
+
+pub use options::Options;
+
+/// An instant as the broker writes it in annotations: RFC 3339 UTC to the second
+/// (`2026-12-03T19:07:22Z`), as `corral-vdi assign` writes claimed-at.
+pub fn rfc3339(at: Timestamp) -> String {
+    at.round(jiff::Unit::Second).unwrap_or(at).to_string()
+}
+
+/// Runs the broker until SIGTERM or SIGINT: connects with kube's `Config::infer()` (KUBECONFIG,
+/// else the in-cluster service account), reads the API server's clock, and takes part in the
+/// election.
+///
+/// Errors: the identity cannot be worked out, no kubeconfig or in-cluster configuration is
+/// found, or the API server cannot be reached for its clock.
+pub async fn run(options: Options) -> anyhow::Result<()> {
+    let identity = options.identity()?;
+    let config = kube::Config::infer().await.map_err(|e| {
+        anyhow::anyhow!(
+            "no cluster to run against ({e}): set KUBECONFIG, or run in a pod with a service account"
+        )
+    })?;
+    let client = Client::try_from(config)?;
+    let clock = vdi_core::clock::ServerClock::measure(&client).await?;
+    tracing::info!(%identity, lease_seconds = options.lease_seconds,
+        reclaim_margin_seconds = options.reclaim_margin_seconds, "corral-vdi-broker starting");
+    let shutdown = election::shutdown_signal()?;
+    election::run(client, identity, options, clock, shutdown, || {
+        tokio::spawn(std::future::pending())
+    })
+    .await;
+    Ok(())
+}
