@@ -27,15 +27,12 @@
 //!   garbage collector and namespace controller are trusted with these (virt-api applies the
 //!   start/stop subresources by changing the run strategy), never with the claim labels.
 
-use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
-use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
-use kube::{Client, ResourceExt};
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use sha2::{Digest, Sha256};
+use kube::Client;
+use kube::api::DynamicObject;
+use serde::Serialize;
 
-use crate::error::{Error, ErrorKind, Result, is_status};
+use crate::error::Result;
+use crate::manifests::{Comparison, Manifest, Verdict};
 
 /// The guard's manifests, as shipped (`guard/guard.yaml`).
 pub const MANIFEST: &str = include_str!("../../../guard/guard.yaml");
@@ -49,56 +46,27 @@ pub const LEASE_POLICY: &str = "corral-vdi-claim-leases";
 /// Name of the policy (and binding) that guards pool members' labels.
 pub const MEMBER_POLICY: &str = "corral-vdi-pool-members";
 
+/// The guard as a [`Manifest`]: installed, compared and removed by [`crate::manifests`].
+const GUARD: Manifest = Manifest {
+    what: "the Corral VDI guard",
+    files: &[("guard/guard.yaml", MANIFEST)],
+    digest_annotation: DIGEST_ANNOTATION,
+    field_manager: FIELD_MANAGER,
+    needs: "it creates cluster-wide admission policies and RBAC objects",
+    keeps: &[],
+};
+
 /// First 16 hex digits of the SHA-256 of [`MANIFEST`]: which version of the guard an object
 /// came from.
 pub fn manifest_digest() -> String {
-    Sha256::digest(MANIFEST.as_bytes())
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    GUARD.digest()
 }
 
 /// The objects of [`MANIFEST`], each annotated with [`manifest_digest`].
 ///
 /// Errors: only if the shipped manifest does not parse, which a unit test rules out.
 pub fn objects() -> Result<Vec<DynamicObject>> {
-    let digest = manifest_digest();
-    serde_yaml::Deserializer::from_str(MANIFEST)
-        .map(|doc| {
-            let mut obj = DynamicObject::deserialize(doc)
-                .map_err(|e| Error::Config(format!("guard/guard.yaml does not parse: {e}")))?;
-            obj.annotations_mut()
-                .insert(DIGEST_ANNOTATION.to_owned(), digest.clone());
-            Ok(obj)
-        })
-        .collect()
-}
-
-fn resource_of(obj: &DynamicObject) -> Result<ApiResource> {
-    let types = obj
-        .types
-        .as_ref()
-        .ok_or_else(|| Error::Config(format!("guard object {} has no kind", obj.name_any())))?;
-    let (group, version) = types
-        .api_version
-        .split_once('/')
-        .unwrap_or(("", types.api_version.as_str()));
-    let plural = match types.kind.as_str() {
-        "ValidatingAdmissionPolicy" => "validatingadmissionpolicies",
-        "ValidatingAdmissionPolicyBinding" => "validatingadmissionpolicybindings",
-        "ClusterRole" => "clusterroles",
-        "ClusterRoleBinding" => "clusterrolebindings",
-        other => {
-            return Err(Error::Config(format!(
-                "guard object of unknown kind {other}"
-            )));
-        }
-    };
-    Ok(ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(group, version, &types.kind),
-        plural,
-    ))
+    GUARD.objects()
 }
 
 /// How far the cluster's guard is from the shipped one.
@@ -156,222 +124,86 @@ impl GuardStatus {
 }
 
 /// Reads the guard's policies and bindings and compares each `spec` with the shipped manifest's
-/// ([`spec_differences`]). Every signed-in user may read them once the guard is installed (it
-/// grants `get` on exactly these objects), so a 403 means it is not installed, or an older
-/// cluster role is in the way.
+/// ([`crate::manifests::spec_differences`]). Every signed-in user may read them once the guard
+/// is installed (it grants `get` on exactly these objects), so a 403 means it is not installed,
+/// or an older cluster role is in the way.
 ///
 /// Errors: only when the cluster cannot be reached; a 403 gives [`GuardState::Unknown`].
 pub async fn status(client: &Client) -> Result<GuardStatus> {
-    let digest = manifest_digest();
-    let mut objects = Vec::new();
-    let mut differences = Vec::new();
-    let mut from_another_version = false;
-    let mut forbidden = None;
-    for shipped in objects_to_check()? {
-        let resource = resource_of(&shipped)?;
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-        let name = shipped.name_any();
-        match api.get_opt(&name).await {
-            Ok(found) => {
-                let current = found.as_ref().is_some_and(|live| {
-                    let found = spec_differences(&shipped.data["spec"], &live.data["spec"]);
-                    if !found.is_empty()
-                        && live.annotations().get(DIGEST_ANNOTATION) != Some(&digest)
-                    {
-                        from_another_version = true;
-                    }
-                    let what = if resource.kind.ends_with("Binding") {
-                        "binding"
-                    } else {
-                        "policy"
-                    };
-                    differences.extend(found.iter().map(|d| format!("{what} {name}: {d}")));
-                    found.is_empty()
-                });
-                objects.push(GuardObject {
-                    kind: resource.kind.clone(),
-                    present: found.is_some(),
-                    current,
-                    name,
-                });
+    let compared = match GUARD
+        .compare(client, &objects_to_check()?, |kind| {
+            if kind.ends_with("Binding") {
+                "binding"
+            } else {
+                "policy"
             }
-            Err(e) if is_status(&e, 403) => {
-                forbidden = Some(crate::error::describe(&e));
-                break;
-            }
-            Err(e) => return Err(Error::kube(format!("read {} {name}", resource.kind), e)),
+            .to_owned()
+        })
+        .await?
+    {
+        Comparison::Read(compared) => compared,
+        Comparison::Forbidden(why) => {
+            return Ok(GuardStatus {
+                state: GuardState::Unknown,
+                summary: format!(
+                    "cannot tell whether the Corral VDI guard is installed ({why}); with it \
+                     installed every signed-in user may read it"
+                ),
+                objects: Vec::new(),
+            });
         }
-    }
-    if let Some(why) = forbidden {
-        return Ok(GuardStatus {
-            state: GuardState::Unknown,
-            summary: format!(
-                "cannot tell whether the Corral VDI guard is installed ({why}); with it \
-                 installed every signed-in user may read it"
-            ),
-            objects: Vec::new(),
-        });
-    }
-    let present = objects.iter().filter(|o| o.present).count();
-    let (state, summary) = if present == 0 {
-        (
+    };
+    let differences = compared.differences.join("; ");
+    let (state, summary) = match compared.verdict() {
+        Verdict::Absent => (
             GuardState::Absent,
             "the Corral VDI guard is not installed: claim rules are enforced by this client \
              only, and anyone RBAC allows can change Leases and labels with kubectl; an \
              administrator installs it with `corral-vdi guard install`"
                 .to_owned(),
-        )
-    } else if present < objects.len() {
-        let missing: Vec<String> = objects
-            .iter()
-            .filter(|o| !o.present)
-            .map(|o| format!("{} {}", o.kind, o.name))
-            .collect();
-        (
+        ),
+        Verdict::Partial => (
             GuardState::Partial,
             format!(
                 "the Corral VDI guard is incomplete (missing {}): run `corral-vdi guard install`",
-                missing.join(", ")
+                compared.missing().join(", ")
             ),
-        )
-    } else if differences.is_empty() {
-        (
+        ),
+        Verdict::Installed => (
             GuardState::Installed,
             "the Corral VDI guard is installed: the API server itself enforces the claim rules"
                 .to_owned(),
-        )
-    } else if from_another_version {
-        (
+        ),
+        Verdict::AnotherVersion => (
             GuardState::Outdated,
             format!(
-                "the Corral VDI guard is installed from another version ({}): run `corral-vdi \
-                 guard install` to bring it up to date",
-                differences.join("; ")
+                "the Corral VDI guard is installed from another version ({differences}): run \
+                 `corral-vdi guard install` to bring it up to date"
             ),
-        )
-    } else {
-        (
+        ),
+        Verdict::Changed => (
             GuardState::Outdated,
             format!(
                 "the Corral VDI guard was changed on the cluster, so the API server may not \
-                 enforce every claim rule ({}): run `corral-vdi guard install` to restore it",
-                differences.join("; ")
+                 enforce every claim rule ({differences}): run `corral-vdi guard install` to \
+                 restore it"
             ),
-        )
+        ),
     };
     Ok(GuardStatus {
         state,
         summary,
-        objects,
+        objects: compared
+            .objects
+            .into_iter()
+            .map(|o| GuardObject {
+                kind: o.kind,
+                name: o.name,
+                present: o.present,
+                current: o.current,
+            })
+            .collect(),
     })
-}
-
-/// Fields the shipped manifest leaves out that the API server fills in, with their defaults
-/// (Kubernetes `pkg/apis/admissionregistration/v1/defaults.go`: `matchPolicy` of match
-/// resources, `scope` of resource rules; empty selectors are empty values).
-const SERVER_DEFAULTS: &[(&str, &str)] = &[("matchPolicy", "Equivalent"), ("scope", "*")];
-
-/// Longest value a difference quotes; a longer one (an expression) is said to differ.
-const QUOTED_CHARS: usize = 60;
-
-/// How a guard object's `spec` on the cluster (`live`) differs from the shipped one, each
-/// difference a phrase naming the field by its path: `validationActions is [Warn], this version
-/// ships [Deny]`, `validations[1].expression differs from this version's`, `matchResources is
-/// set, this version ships none`. A field the shipped spec leaves out counts unless the cluster
-/// has it empty or at the API server's default ([`SERVER_DEFAULTS`]), so a binding narrowed by
-/// hand (say, by a namespace selector) differs too. Empty when they match.
-pub fn spec_differences(shipped: &Value, live: &Value) -> Vec<String> {
-    let mut found = Vec::new();
-    differ("", shipped, live, &mut found);
-    found
-}
-
-fn differ(path: &str, shipped: &Value, live: &Value, found: &mut Vec<String>) {
-    let field = |key: &str| {
-        if path.is_empty() {
-            key.to_owned()
-        } else {
-            format!("{path}.{key}")
-        }
-    };
-    match (shipped, live) {
-        (Value::Object(ours), Value::Object(theirs)) => {
-            for (key, value) in ours {
-                differ(
-                    &field(key),
-                    value,
-                    theirs.get(key).unwrap_or(&Value::Null),
-                    found,
-                );
-            }
-            for (key, value) in theirs {
-                if !ours.contains_key(key) && !defaulted(key, value) {
-                    differ(&field(key), &Value::Null, value, found);
-                }
-            }
-        }
-        (Value::Array(ours), Value::Array(theirs))
-            if ours.len() == theirs.len() && !ours.iter().all(is_scalar) =>
-        {
-            for (i, (ours, theirs)) in ours.iter().zip(theirs).enumerate() {
-                differ(&format!("{path}[{i}]"), ours, theirs, found);
-            }
-        }
-        (Value::Array(ours), Value::Array(theirs)) if !ours.iter().all(is_scalar) => {
-            found.push(format!(
-                "{path} has {} entries, this version ships {}",
-                theirs.len(),
-                ours.len()
-            ))
-        }
-        _ if shipped == live => {}
-        _ => found.push(match (quoted(live), quoted(shipped)) {
-            (_, Some(ours)) if live.is_null() => {
-                format!("{path} is not set, this version ships {ours}")
-            }
-            _ if live.is_null() => format!("{path} is not set"),
-            (None, _) if shipped.is_null() => format!("{path} is set, this version ships none"),
-            (Some(theirs), Some(ours)) => format!("{path} is {theirs}, this version ships {ours}"),
-            _ => format!("{path} differs from this version's"),
-        }),
-    }
-}
-
-fn is_scalar(value: &Value) -> bool {
-    !matches!(value, Value::Array(_) | Value::Object(_))
-}
-
-/// Whether field `key` of a live spec holds nothing but what the API server fills in: an empty
-/// value, a [`SERVER_DEFAULTS`] entry, or an object of only those (`matchResources` defaulted
-/// to an empty selector and `matchPolicy: Equivalent`).
-fn defaulted(key: &str, value: &Value) -> bool {
-    match value {
-        Value::Null => true,
-        Value::String(s) => s.is_empty() || SERVER_DEFAULTS.contains(&(key, s.as_str())),
-        Value::Array(a) => a.is_empty(),
-        Value::Object(o) => o.iter().all(|(k, v)| defaulted(k, v)),
-        _ => false,
-    }
-}
-
-/// A value as a difference quotes it (`none`, `Fail`, `[Deny, Warn]`); `None` when it is too
-/// long or not a scalar or a list of scalars.
-fn quoted(value: &Value) -> Option<String> {
-    let text = match value {
-        Value::Null => "none".to_owned(),
-        Value::String(s) => s.clone(),
-        Value::Array(items) if items.iter().all(is_scalar) => format!(
-            "[{}]",
-            items
-                .iter()
-                .map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_owned))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        Value::Object(_) | Value::Array(_) => return None,
-        other => other.to_string(),
-    };
-    (text.chars().count() <= QUOTED_CHARS && !text.contains('\n')).then_some(text)
 }
 
 /// The policies and their bindings: the objects whose presence makes the rules hold.
@@ -389,106 +221,30 @@ fn objects_to_check() -> Result<Vec<DynamicObject>> {
 /// Installs (or updates) the guard: every object of [`MANIFEST`] is created, or replaced whole
 /// (with the resourceVersion read, retried on a conflict), so that what was edited on the
 /// cluster goes, fields added by hand included (a server-side apply would keep those). Labels
-/// and annotations others put on the objects stay.
+/// and annotations others put on the objects stay. Returns once the API server has compiled the
+/// policies ([`Manifest::install`]).
 ///
 /// Errors: 403 when the caller may not create cluster-scoped admission policies and RBAC
 /// objects (a cluster administrator's job); the API server's refusal of a policy (e.g. an API
 /// server older than 1.34 that lacks a CEL function) names the expression.
 pub async fn install(client: &Client) -> Result<GuardStatus> {
-    let params = PostParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..Default::default()
-    };
-    for obj in objects()? {
-        let resource = resource_of(&obj)?;
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-        let name = obj.name_any();
-        let failed = |e: kube::Error| match &e {
-            kube::Error::Api(s) if s.code == 403 => Error::rejected(
-                ErrorKind::Forbidden,
-                format!(
-                    "you may not install the Corral VDI guard: {} {name}: {}",
-                    resource.kind, s.message
-                ),
-                "installing it takes a cluster administrator (it creates cluster-wide admission \
-                 policies and RBAC objects)",
-            ),
-            _ => Error::kube(format!("write {} {name}", resource.kind), e),
-        };
-        for attempt in 1.. {
-            let written = match api.get_opt(&name).await.map_err(failed)? {
-                None => api.create(&params, &obj).await,
-                Some(live) => api.replace(&name, &params, &replacement(&obj, &live)).await,
-            };
-            match written {
-                Ok(_) => break,
-                // Someone else wrote it meanwhile (another install): read it again.
-                Err(e) if attempt < 5 && is_status(&e, 409) => {}
-                Err(e) => return Err(failed(e)),
-            }
-        }
-    }
-    // Wait (briefly) until the API server has compiled the policies: a policy's status says so.
-    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
-    for name in [LEASE_POLICY, MEMBER_POLICY] {
-        for _ in 0..50 {
-            let policy = policies
-                .get(name)
-                .await
-                .map_err(|e| Error::kube(format!("read ValidatingAdmissionPolicy {name}"), e))?;
-            let observed = policy
-                .status
-                .as_ref()
-                .and_then(|s| s.observed_generation)
-                .unwrap_or(0);
-            if observed >= policy.metadata.generation.unwrap_or(1) {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
-    }
+    GUARD.install(client).await?;
     status(client).await
-}
-
-/// `shipped` as the replacement of `live`: with its resourceVersion (the precondition), and the
-/// labels and annotations others put on it beside the manifest's.
-fn replacement(shipped: &DynamicObject, live: &DynamicObject) -> DynamicObject {
-    let mut obj = shipped.clone();
-    obj.metadata.resource_version = live.resource_version();
-    for (key, value) in live.labels() {
-        obj.labels_mut()
-            .entry(key.clone())
-            .or_insert_with(|| value.clone());
-    }
-    for (key, value) in live.annotations() {
-        obj.annotations_mut()
-            .entry(key.clone())
-            .or_insert_with(|| value.clone());
-    }
-    obj
 }
 
 /// Removes every object of the guard; those already gone are skipped. Returns what was deleted.
 ///
 /// Errors: 403 for callers who may not delete them.
 pub async fn uninstall(client: &Client) -> Result<Vec<String>> {
-    let mut deleted = Vec::new();
-    for obj in objects()?.into_iter().rev() {
-        let resource = resource_of(&obj)?;
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-        let name = obj.name_any();
-        match api.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => deleted.push(format!("{} {name}", resource.kind)),
-            Err(e) if is_status(&e, 404) => {}
-            Err(e) => return Err(Error::kube(format!("delete {} {name}", resource.kind), e)),
-        }
-    }
-    Ok(deleted)
+    GUARD.uninstall(client).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::manifests::{resource_of, spec_differences};
+    use kube::ResourceExt;
+    use serde_json::Value;
 
     #[test]
     fn the_manifest_parses_into_policies_bindings_and_a_reader_role() {

@@ -17,6 +17,7 @@ pub mod identity;
 pub mod labels;
 pub mod lease;
 pub mod link;
+pub mod manifests;
 #[cfg(test)]
 mod module_cycles;
 pub mod peer;
