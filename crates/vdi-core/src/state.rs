@@ -1,6 +1,10 @@
 //! Pure rules, no I/O: a Lease's activity, a member's state (SPEC "Member state") and the
 //! grouping of labelled VMs into pools. Both the one-shot listing and the live view use these,
 //! so the CLI and the app always agree.
+//!
+//! Where a broker does the cluster's half of a claim (SPEC "Broker": it labels the VM, binds the
+//! holder's access and starts it), an active claim reads as [`MemberState::Granting`] until the
+//! VM shows all three; [`ClaimSide`] says which kind of cluster the members are judged for.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -9,27 +13,77 @@ use kube::ResourceExt;
 use serde::Serialize;
 
 use crate::labels::{
-    self, ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, DecodedLabel, POOL_LABEL, lease_name,
+    self, ASSIGNED_TO_LABEL, BROKER_REASON_ANNOTATION, CLAIMED_AT_ANNOTATION, DecodedLabel,
+    GRANTED_TO_ANNOTATION, POOL_LABEL, lease_name,
 };
 use crate::lease::{ClaimLease, LeaseView, lease_view};
 use crate::resources::VirtualMachine;
 
-/// A member's state from its assigned-to label (as written on the VM) and its Lease (SPEC
-/// "Member state" table). A label that is not the encoding of the active Lease's holder is a
-/// conflict; a Lease that cannot be judged ([`LeaseView::problem`]) is an unreadable claim,
-/// whatever the label says.
-pub fn member_state(assigned_label: Option<&str>, lease: Option<&LeaseView>) -> MemberState {
+/// Who does the cluster's half of a claim (labelling the VM and starting it), which decides
+/// how an active claim reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ClaimSide {
+    /// The client, as the seed's flow has it (no broker on the cluster).
+    #[default]
+    Client,
+    /// The cluster's broker (SPEC "Broker"): a claim is the Lease alone, and the broker
+    /// labels, grants and starts.
+    Broker,
+}
+
+/// What a member's VM says of the broker's half of its claim (SPEC "Broker"): whom the broker
+/// bound access for and whether the VM runs. Read only where a broker does that half.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant<'a> {
+    /// The VM's `corral.dev/vdi-granted-to` annotation as written (the holder encoded as the
+    /// assigned-to label is), if any.
+    pub granted_to: Option<&'a str>,
+    /// Whether the VM's `status.printableStatus` is `Running`.
+    pub running: bool,
+}
+
+/// A member's state from its assigned-to label (as written on the VM), its Lease (SPEC
+/// "Member state" table) and, where a broker does the cluster's half of claims, what the VM
+/// says of the grant (`grant`; `None`: no broker).
+///
+/// A label that is not the encoding of the active Lease's holder is a conflict; a Lease that
+/// cannot be judged ([`LeaseView::problem`]) is an unreadable claim, whatever the label says.
+/// With a broker, an active claim is [`MemberState::Granting`] until the label and the
+/// granted-to annotation both name the holder and the VM runs; a label that names someone
+/// else but is the broker's own (it equals the granted-to annotation: the broker follows a
+/// Lease whose holder changed) is a hand-over in progress, so granting too, not a conflict.
+pub fn member_state(
+    assigned_label: Option<&str>,
+    lease: Option<&LeaseView>,
+    grant: Option<Grant<'_>>,
+) -> MemberState {
     let label = assigned_label.filter(|v| !v.is_empty());
     match (label, lease) {
         (_, Some(l)) if l.problem.is_some() => MemberState::Unreadable,
         (None, None) => MemberState::Free,
-        (None, Some(l)) if l.active => MemberState::Claiming,
+        (None, Some(l)) if l.active => match grant {
+            Some(_) => MemberState::Granting,
+            None => MemberState::Claiming,
+        },
         (None, Some(_)) => MemberState::FreeStaleLease,
         (Some(_), None) => MemberState::AssignedLegacy,
-        (Some(label), Some(l)) if l.active => match &l.holder {
-            Some(holder) if labels::label_matches_identity(label, holder) => MemberState::Assigned,
-            _ => MemberState::Conflict,
-        },
+        (Some(label), Some(l)) if l.active => {
+            let holder = l.holder.as_deref().unwrap_or_default();
+            let names_holder = |v: &str| labels::label_matches_identity(v, holder);
+            match grant {
+                None if names_holder(label) => MemberState::Assigned,
+                None => MemberState::Conflict,
+                Some(g) if names_holder(label) => {
+                    if g.granted_to.is_some_and(names_holder) && g.running {
+                        MemberState::Assigned
+                    } else {
+                        MemberState::Granting
+                    }
+                }
+                Some(g) if g.granted_to == Some(label) => MemberState::Granting,
+                Some(_) => MemberState::Conflict,
+            }
+        }
         (Some(_), Some(_)) => MemberState::AssignedLeaseExpired,
     }
 }
@@ -42,11 +96,31 @@ pub fn label_holder(label: &str) -> String {
     }
 }
 
-/// A member's view from its VM and (if any) its `corral-vdi-<member>` Lease, as of `now`.
+/// A member's view from its VM and (if any) its `corral-vdi-<member>` Lease, as of `now`, on a
+/// cluster without a broker ([`member_view_on`] with [`ClaimSide::Client`]).
 pub fn member_view(vm: &VirtualMachine, lease: Option<&ClaimLease>, now: Timestamp) -> MemberView {
+    member_view_on(vm, lease, now, ClaimSide::Client)
+}
+
+/// A member's view from its VM and (if any) its `corral-vdi-<member>` Lease, as of `now`, where
+/// `side` does the cluster's half of claims.
+pub fn member_view_on(
+    vm: &VirtualMachine,
+    lease: Option<&ClaimLease>,
+    now: Timestamp,
+    side: ClaimSide,
+) -> MemberView {
     let lease = lease.map(|l| lease_view(l, now));
     let assigned = vm.labels().get(ASSIGNED_TO_LABEL).filter(|v| !v.is_empty());
-    let state = member_state(assigned.map(String::as_str), lease.as_ref());
+    let power = vm.printable_status().to_owned();
+    let grant = (side == ClaimSide::Broker).then(|| Grant {
+        granted_to: vm
+            .annotations()
+            .get(GRANTED_TO_ANNOTATION)
+            .map(String::as_str),
+        running: power == "Running",
+    });
+    let state = member_state(assigned.map(String::as_str), lease.as_ref(), grant);
     let label_holder = assigned.map(|label| label_holder(label));
     let holder = lease
         .as_ref()
@@ -61,8 +135,13 @@ pub fn member_view(vm: &VirtualMachine, lease: Option<&ClaimLease>, now: Timesta
         holder,
         label_holder,
         claimed_at: vm.annotations().get(CLAIMED_AT_ANNOTATION).cloned(),
+        broker_reason: vm
+            .annotations()
+            .get(BROKER_REASON_ANNOTATION)
+            .filter(|r| !r.is_empty())
+            .cloned(),
         lease,
-        power: vm.printable_status().to_owned(),
+        power,
     }
 }
 
@@ -75,14 +154,25 @@ fn member_order(name: &str) -> (u64, String) {
     (index, name.to_owned())
 }
 
-/// Groups labelled VMs into pools by (namespace, `corral.dev/vdi-pool` value), joining each VM
-/// with its Lease by name (`corral-vdi-<member>`, whatever its labels). VMs without the pool
-/// label are ignored; Leases labelled with a pool that join no member of it are that pool's
-/// [`PoolView::stray_leases`]. Pools come sorted by (namespace, name), members by index.
+/// [`group_pools_on`] a cluster without a broker ([`ClaimSide::Client`]).
 pub fn group_pools<'a>(
     vms: impl IntoIterator<Item = &'a VirtualMachine>,
     leases: impl IntoIterator<Item = &'a ClaimLease>,
     now: Timestamp,
+) -> Vec<PoolView> {
+    group_pools_on(vms, leases, now, ClaimSide::Client)
+}
+
+/// Groups labelled VMs into pools by (namespace, `corral.dev/vdi-pool` value), joining each VM
+/// with its Lease by name (`corral-vdi-<member>`, whatever its labels), judged at `now` where
+/// `side` does the cluster's half of claims. VMs without the pool label are ignored; Leases
+/// labelled with a pool that join no member of it are that pool's [`PoolView::stray_leases`].
+/// Pools come sorted by (namespace, name), members by index.
+pub fn group_pools_on<'a>(
+    vms: impl IntoIterator<Item = &'a VirtualMachine>,
+    leases: impl IntoIterator<Item = &'a ClaimLease>,
+    now: Timestamp,
+    side: ClaimSide,
 ) -> Vec<PoolView> {
     let leases: HashMap<(String, String), &ClaimLease> = leases
         .into_iter()
@@ -100,7 +190,7 @@ pub fn group_pools<'a>(
         pools
             .entry((ns, pool.clone()))
             .or_default()
-            .push(member_view(vm, lease, now));
+            .push(member_view_on(vm, lease, now, side));
     }
     // Leases labelled with a pool that joined none of its members.
     let mut strays: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
@@ -188,6 +278,12 @@ pub enum MemberState {
     /// that overflows it, or a duration out of range ([`LeaseView::problem`] says which).
     /// Not claimable; its holder or an administrator releases it.
     Unreadable,
+    /// With a broker (SPEC "Broker"): an active Lease whose grant is not complete yet — the
+    /// VM's assigned-to label or its granted-to annotation does not name the holder yet (a
+    /// new claim, or a hand-over to a new holder), or the VM does not run yet. Not claimable;
+    /// the broker's reason ([`MemberView::broker_reason`]) says why it cannot finish, if it
+    /// cannot.
+    Granting,
 }
 
 impl MemberState {
@@ -202,6 +298,7 @@ impl MemberState {
             MemberState::AssignedLeaseExpired => "assigned, lease expired",
             MemberState::Conflict => "conflict (label and Lease disagree)",
             MemberState::Unreadable => "unreadable claim",
+            MemberState::Granting => "granting",
         }
     }
 
@@ -232,6 +329,9 @@ pub struct MemberView {
     pub label_holder: Option<String>,
     /// `corral.dev/vdi-claimed-at` annotation, as written (RFC 3339 UTC).
     pub claimed_at: Option<String>,
+    /// The broker's `corral.dev/vdi-broker-reason` annotation: one sentence saying why it
+    /// cannot finish this member's claim (shown beside "granting"); `None` when it has none.
+    pub broker_reason: Option<String>,
     /// The ownership Lease, if any.
     pub lease: Option<LeaseView>,
     /// The VM's `status.printableStatus` as the cluster says it (`Stopped`, `Running`, …);
@@ -321,36 +421,133 @@ mod tests {
         let active = lease_view(&lease("m", Some("alice"), 10), now());
         let stale = lease_view(&lease("m", Some("alice"), 7200), now());
         assert!(active.active && !stale.active);
-        assert_eq!(member_state(None, None), MemberState::Free);
+        assert_eq!(member_state(None, None, None), MemberState::Free);
         assert_eq!(
-            member_state(None, Some(&stale)),
+            member_state(None, Some(&stale), None),
             MemberState::FreeStaleLease
         );
-        assert_eq!(member_state(None, Some(&active)), MemberState::Claiming);
         assert_eq!(
-            member_state(Some("alice"), None),
+            member_state(None, Some(&active), None),
+            MemberState::Claiming
+        );
+        assert_eq!(
+            member_state(Some("alice"), None, None),
             MemberState::AssignedLegacy
         );
         assert_eq!(
-            member_state(Some("alice"), Some(&active)),
+            member_state(Some("alice"), Some(&active), None),
             MemberState::Assigned
         );
         assert_eq!(
-            member_state(Some("alice"), Some(&stale)),
+            member_state(Some("alice"), Some(&stale), None),
             MemberState::AssignedLeaseExpired
         );
         assert_eq!(
-            member_state(Some("bob"), Some(&active)),
+            member_state(Some("bob"), Some(&active), None),
             MemberState::Conflict,
             "label bob, active Lease alice"
         );
         assert_eq!(
-            member_state(Some("bob"), Some(&stale)),
+            member_state(Some("bob"), Some(&stale), None),
             MemberState::AssignedLeaseExpired
         );
         assert!(MemberState::Free.claimable() && MemberState::FreeStaleLease.claimable());
         assert!(!MemberState::Conflict.claimable());
         assert!(!MemberState::Claiming.claimable() && !MemberState::Assigned.claimable());
+    }
+
+    #[test]
+    fn with_a_broker_an_active_claim_is_granting_until_label_grant_and_power_agree() {
+        let active = lease_view(&lease("m", Some("alice"), 10), now());
+        let stale = lease_view(&lease("m", Some("alice"), 7200), now());
+        let grant = |granted_to: Option<&'static str>, running: bool| {
+            Some(Grant {
+                granted_to,
+                running,
+            })
+        };
+        // The rows without an active claim read as without a broker.
+        assert_eq!(
+            member_state(None, None, grant(None, false)),
+            MemberState::Free
+        );
+        assert_eq!(
+            member_state(None, Some(&stale), grant(None, false)),
+            MemberState::FreeStaleLease
+        );
+        assert_eq!(
+            member_state(Some("alice"), None, grant(Some("alice"), true)),
+            MemberState::AssignedLegacy
+        );
+        assert_eq!(
+            member_state(Some("alice"), Some(&stale), grant(Some("alice"), true)),
+            MemberState::AssignedLeaseExpired
+        );
+        // The Lease alone: the broker has not labelled it yet.
+        assert_eq!(
+            member_state(None, Some(&active), grant(None, false)),
+            MemberState::Granting
+        );
+        // Labelled, not bound yet; bound, not running yet; all three: assigned.
+        assert_eq!(
+            member_state(Some("alice"), Some(&active), grant(None, true)),
+            MemberState::Granting
+        );
+        assert_eq!(
+            member_state(Some("alice"), Some(&active), grant(Some("alice"), false)),
+            MemberState::Granting
+        );
+        assert_eq!(
+            member_state(Some("alice"), Some(&active), grant(Some("alice"), true)),
+            MemberState::Assigned
+        );
+        // The grant still names the previous holder: a hand-over in progress.
+        assert_eq!(
+            member_state(Some("alice"), Some(&active), grant(Some("bob"), true)),
+            MemberState::Granting
+        );
+        // The broker's own label (equal to its grant) follows a Lease whose holder changed.
+        assert_eq!(
+            member_state(Some("bob"), Some(&active), grant(Some("bob"), true)),
+            MemberState::Granting
+        );
+        // A label someone else wrote (not the broker's grant) is a conflict still.
+        assert_eq!(
+            member_state(Some("bob"), Some(&active), grant(None, true)),
+            MemberState::Conflict
+        );
+        assert_eq!(
+            member_state(Some("bob"), Some(&active), grant(Some("alice"), true)),
+            MemberState::Conflict
+        );
+        assert!(!MemberState::Granting.claimable());
+        assert_eq!(MemberState::Granting.label(), "granting");
+    }
+
+    #[test]
+    fn a_granting_members_view_carries_the_brokers_reason() {
+        let mut labelled = vm("dev-1", "dev", Some("alice"), Some("Stopped"));
+        let reason = "no node has a free nvidia.com/GA102 for dev-1";
+        labelled.metadata.annotations = Some(BTreeMap::from([
+            (GRANTED_TO_ANNOTATION.to_owned(), "alice".to_owned()),
+            (BROKER_REASON_ANNOTATION.to_owned(), reason.to_owned()),
+        ]));
+        let held = lease("dev-1", Some("alice"), 10);
+        let view = member_view_on(&labelled, Some(&held), now(), ClaimSide::Broker);
+        assert_eq!(view.state, MemberState::Granting);
+        assert_eq!(view.state_label, "granting");
+        assert_eq!(view.broker_reason.as_deref(), Some(reason));
+        assert_eq!(view.holder.as_deref(), Some("alice"));
+        // The same VM on a cluster without a broker: assigned, as the SPEC's table says.
+        let client = member_view(&labelled, Some(&held), now());
+        assert_eq!(client.state, MemberState::Assigned);
+        labelled.status = Some(crate::resources::VirtualMachineStatus {
+            printable_status: Some("Running".into()),
+            ..Default::default()
+        });
+        let pools = group_pools_on([&labelled], [&held], now(), ClaimSide::Broker);
+        assert_eq!(pools[0].members[0].state, MemberState::Assigned);
+        assert_eq!(pools[0].counts.taken, 1);
     }
 
     #[test]

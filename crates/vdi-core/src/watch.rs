@@ -30,7 +30,7 @@ use crate::labels::POOL_LABEL;
 use crate::lease::{ClaimLease, concerns_claims};
 use crate::resources::VirtualMachine;
 use crate::scope::Scope;
-use crate::state::{PoolView, group_pools, next_expiry};
+use crate::state::{ClaimSide, PoolView, group_pools_on, next_expiry};
 
 /// How long a burst of watch events is gathered before the pools are regrouped.
 pub const COALESCE: StdDuration = StdDuration::from_millis(25);
@@ -110,7 +110,21 @@ fn where_(scope: &Scope) -> String {
     }
 }
 
-/// Lists the pools in `scope` once, judged at the API server's time.
+/// Lists the pools in `scope` once, judged at the API server's time, on a cluster without a
+/// broker ([`list_pools_on`] with [`ClaimSide::Client`]).
+///
+/// Errors: [`list_pools_on`]'s.
+pub async fn list_pools(
+    client: &Client,
+    scope: &Scope,
+    clock: &ServerClock,
+) -> Result<Vec<PoolView>> {
+    list_pools_on(client, scope, clock, ClaimSide::Client).await
+}
+
+/// Lists the pools in `scope` once, judged at the API server's time where `side` does the
+/// cluster's half of claims (with a broker, an active claim reads "granting" until the broker
+/// has finished it).
 ///
 /// Leases are listed whole (not by label) and joined to members by name
 /// ([`crate::lease`]): an unlabelled claim Lease still keeps its member from being shown free.
@@ -118,10 +132,11 @@ fn where_(scope: &Scope) -> String {
 /// Errors: [`Error::Invalid`] for a bad namespace name (no request sent); the list of
 /// VirtualMachines or Leases failed (403 names the namespace; 404 means KubeVirt's CRDs are
 /// not installed). A Lease that cannot be judged never fails it: its member shows it.
-pub async fn list_pools(
+pub async fn list_pools_on(
     client: &Client,
     scope: &Scope,
     clock: &ServerClock,
+    side: ClaimSide,
 ) -> Result<Vec<PoolView>> {
     crate::validate::scope(scope)?;
     let vms = api::<VirtualMachine>(client, scope)
@@ -129,7 +144,7 @@ pub async fn list_pools(
         .await
         .map_err(|e| Error::kube(format!("list VirtualMachines {}", where_(scope)), e))?;
     let leases = crate::lease::list(client, scope).await?;
-    Ok(group_pools(&vms.items, &leases, clock.now()))
+    Ok(group_pools_on(&vms.items, &leases, clock.now(), side))
 }
 
 /// A running live view. Dropping it stops the watches.
@@ -139,12 +154,24 @@ pub struct PoolFeed {
 }
 
 impl PoolFeed {
-    /// Starts watching labelled VMs and claim Leases in `scope`.
+    /// Starts watching labelled VMs and claim Leases in `scope`, on a cluster without a
+    /// broker ([`PoolFeed::spawn_on`] a side that stays [`ClaimSide::Client`]).
+    pub fn spawn(client: Client, scope: Scope, clock: ServerClock) -> Self {
+        Self::spawn_on(client, scope, clock, watch::channel(ClaimSide::Client).1)
+    }
+
+    /// Starts watching labelled VMs and claim Leases in `scope`, judging the members where
+    /// `side` (as it is now, and again whenever it changes) does the cluster's half of claims.
     ///
     /// The first snapshot has status `Syncing`; once both initial lists have arrived, status is
     /// `Live` and every change produces a new snapshot. Failures (403, unreachable server)
     /// become status `Failing` with the error, while the watchers retry with backoff.
-    pub fn spawn(client: Client, scope: Scope, clock: ServerClock) -> Self {
+    pub fn spawn_on(
+        client: Client,
+        scope: Scope,
+        clock: ServerClock,
+        side: watch::Receiver<ClaimSide>,
+    ) -> Self {
         let initial = PoolsSnapshot {
             scope: scope.clone(),
             status: FeedStatus::Syncing,
@@ -153,7 +180,7 @@ impl PoolFeed {
         };
         let (tx, rx) = watch::channel(initial);
         let task = tokio::spawn(async move {
-            supervise(&tx, run(client, scope, clock, &tx)).await;
+            supervise(&tx, run(client, scope, clock, side, &tx)).await;
         });
         PoolFeed { rx, task }
     }
@@ -170,12 +197,13 @@ impl Drop for PoolFeed {
     }
 }
 
-/// Which watch (or the heartbeat) an item came from.
+/// Which watch (or the heartbeat, or the claim side) an item came from.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Source {
     Vms,
     Leases,
     Heartbeat,
+    Side,
 }
 
 /// What one watch reported.
@@ -276,6 +304,14 @@ fn heartbeat(client: Client) -> impl Stream<Item = Update> {
     })
 }
 
+/// An update each time `side` changes; ends when its sender is gone.
+fn side_changes(side: watch::Receiver<ClaimSide>) -> impl Stream<Item = Update> {
+    futures::stream::unfold(side, |mut side| async move {
+        side.changed().await.ok()?;
+        Some((Update::Changed(Source::Side), side))
+    })
+}
+
 /// A tick every `period`, the first one after `period`.
 fn ticks(period: StdDuration) -> impl Stream<Item = ()> {
     futures::stream::unfold(
@@ -303,17 +339,18 @@ fn watch_error(what: &str, err: watcher::Error) -> Error {
 fn snapshot(
     scope: &Scope,
     status: FeedStatus,
-    vms: &Store<VirtualMachine>,
-    leases: &Store<ClaimLease>,
+    (vms, leases): (&Store<VirtualMachine>, &Store<ClaimLease>),
+    side: ClaimSide,
     clock: &ServerClock,
 ) -> PoolsSnapshot {
     let now = clock.now();
     let vms = vms.state();
     let leases = leases.state();
-    let pools = group_pools(
+    let pools = group_pools_on(
         vms.iter().map(Arc::as_ref),
         leases.iter().map(Arc::as_ref),
         now,
+        side,
     );
     PoolsSnapshot {
         scope: scope.clone(),
@@ -345,7 +382,13 @@ async fn supervise(tx: &watch::Sender<PoolsSnapshot>, feed: impl Future<Output =
     tx.send_modify(|snap| snap.status = FeedStatus::Failing { error });
 }
 
-async fn run(client: Client, scope: Scope, clock: ServerClock, tx: &watch::Sender<PoolsSnapshot>) {
+async fn run(
+    client: Client,
+    scope: Scope,
+    clock: ServerClock,
+    side: watch::Receiver<ClaimSide>,
+    tx: &watch::Sender<PoolsSnapshot>,
+) {
     let (vm_store, vm_writer) = reflector::store::<VirtualMachine>();
     let (lease_store, lease_writer) = reflector::store::<ClaimLease>();
     let vms = reflect(
@@ -371,7 +414,7 @@ async fn run(client: Client, scope: Scope, clock: ServerClock, tx: &watch::Sende
     );
     let mut updates = pin!(futures::stream::select(
         futures::stream::select(vms, leases),
-        heartbeat(client.clone())
+        futures::stream::select(heartbeat(client.clone()), side_changes(side.clone()))
     ));
     let (mut vms_synced, mut leases_synced) = (false, false);
     // Until the first live snapshot: when the feed started, for the log.
@@ -399,7 +442,7 @@ async fn run(client: Client, scope: Scope, clock: ServerClock, tx: &watch::Sende
                     match source {
                         Source::Vms => vms_synced = true,
                         Source::Leases => leases_synced = true,
-                        Source::Heartbeat => {}
+                        Source::Heartbeat | Source::Side => {}
                     }
                     Some(source)
                 }
@@ -431,7 +474,8 @@ async fn run(client: Client, scope: Scope, clock: ServerClock, tx: &watch::Sende
             continue;
         }
         let live = matches!(status, FeedStatus::Live);
-        let snap = snapshot(&scope, status, &vm_store, &lease_store, &clock);
+        let on = *side.borrow();
+        let snap = snapshot(&scope, status, (&vm_store, &lease_store), on, &clock);
         if let Some(since) = started.take_if(|_| live) {
             tracing::info!(
                 seconds = since.elapsed().as_secs_f64(),

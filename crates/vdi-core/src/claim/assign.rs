@@ -1,6 +1,7 @@
 //! Assign (SPEC "Assign"), step by step: refuse what the guard would refuse, read the pool,
 //! resume or adopt what the assignee already has, else win a free member's Lease; then, with
-//! the Lease held, label the VM and start it. The decisions are [`super::rules`]'; this file
+//! the Lease held, label the VM and start it — or, with a broker on the cluster, wait for the
+//! broker to do that ([`super::granting`]). The decisions are [`super::rules`]'; this file
 //! reads and writes.
 
 use jiff::Timestamp;
@@ -11,11 +12,13 @@ use serde_json::json;
 
 use super::ClaimOptions;
 use super::Claimed;
-use super::power::{runs, start, stopping};
+use super::granting::{ClaimProgress, await_grant};
+use super::power::{PowerAction, runs, start, stopping};
 use super::rules::{
     Claim, candidates, check_assign, guard_may_refuse, guard_refusal, held_by, labelled_for,
     lease_end, no_free_members, others_stale,
 };
+use crate::broker::BrokerStatus;
 use crate::error::{Error, ErrorKind, Result, is_status};
 use crate::identity::Actor;
 use crate::labels::{
@@ -24,7 +27,7 @@ use crate::labels::{
 use crate::lease::ClaimLease;
 use crate::resources::VirtualMachine;
 use crate::scope::Scope;
-use crate::state::{MemberView, group_pools, label_holder};
+use crate::state::{MemberView, group_pools_on, label_holder};
 
 /// Claims a member of `pool` in `namespace` for `assignee` (SPEC "Assign"), acting as
 /// `actor`: `assignee` is whom the desktop is handed to (the actor itself for "Get a desktop";
@@ -60,6 +63,13 @@ use crate::state::{MemberView, group_pools, label_holder};
 /// Lease); [`Error::Rejected`] (`Conflict`) for a member in conflict; [`Error::Partial`] when the label
 /// or the start failed after the Lease was won — the Lease is kept so nobody else gets a
 /// half-configured desktop, and the holder can retry (a start failure leaves the label on).
+///
+/// With a broker installed on the cluster ([`crate::broker::status`], read once per claim;
+/// [`BrokerStatus::installed`]), step 3 is the broker's: the claim waits, at most
+/// [`ClaimOptions::timeout`], watching the member's VM, until the broker has labelled it, bound
+/// the assignee's access and started it ([`assign_with_progress`] reports the wait); the wait
+/// ending first is an [`Error::Partial`] with the broker's reason (the Lease is kept, the broker
+/// goes on).
 pub async fn assign(
     actor: &Actor,
     namespace: &str,
@@ -67,6 +77,25 @@ pub async fn assign(
     assignee: &str,
     options: &ClaimOptions,
 ) -> Result<Claimed> {
+    assign_with_progress(actor, namespace, pool, assignee, options, |_| {}).await
+}
+
+/// [`assign`], reporting the wait for a broker's grant to `progress` as it goes (a
+/// [`ClaimProgress`] when the Lease is held and on every change of what it shows; nothing
+/// without a broker). `progress` is called from the calling task, one step at a time.
+///
+/// Errors: [`assign`]'s.
+pub async fn assign_with_progress<P>(
+    actor: &Actor,
+    namespace: &str,
+    pool: &str,
+    assignee: &str,
+    options: &ClaimOptions,
+    progress: P,
+) -> Result<Claimed>
+where
+    P: Fn(ClaimProgress) + Send + Sync,
+{
     let lease_seconds = check_assign(namespace, pool, assignee, options)?;
     let claim = Claim {
         namespace,
@@ -74,24 +103,57 @@ pub async fn assign(
         assignee,
     };
     refuse_if_guarded(actor, &claim).await?;
-    let read = PoolRead::read(actor, &claim).await?;
+    let broker = crate::broker::status(actor.client())
+        .await
+        .ok()
+        .filter(BrokerStatus::installed);
+    let finish = Finish {
+        broker,
+        timeout: options.timeout,
+        progress: &progress,
+    };
+    let read = PoolRead::read(actor, &claim, &finish).await?;
     let mut devices = StartCheck {
         client: actor.client(),
         devices: None,
     };
     if !options.another {
         if let Some(member) = held_by(&read.members, assignee)? {
-            return resume(actor, &claim, &read, member).await;
+            return resume(actor, &claim, &read, member, &finish).await;
         }
         if let Some(member) = read
             .members
             .iter()
             .find(|m| labelled_for(m, read.label(&m.name), assignee))
         {
-            return adopt(actor, &claim, &read, member, &mut devices, lease_seconds).await;
+            return adopt(
+                actor,
+                &claim,
+                &read,
+                member,
+                &mut devices,
+                lease_seconds,
+                &finish,
+            )
+            .await;
         }
     }
-    win_free_member(actor, &claim, &read, &mut devices, lease_seconds).await
+    win_free_member(actor, &claim, &read, &mut devices, lease_seconds, &finish).await
+}
+
+/// Who finishes a claim once its Lease is held: the broker (`broker`: installed), waited for
+/// at most `timeout` with each step reported to `progress`; else this client.
+struct Finish<'a> {
+    broker: Option<BrokerStatus>,
+    timeout: std::time::Duration,
+    progress: &'a (dyn Fn(ClaimProgress) + Send + Sync),
+}
+
+impl Finish<'_> {
+    /// Who does the cluster's half of the claim.
+    fn side(&self) -> crate::state::ClaimSide {
+        super::side::side(self.broker.as_ref())
+    }
 }
 
 /// Step 0: with the guard enforced, refuses an assign it would refuse
@@ -120,10 +182,11 @@ struct PoolRead {
 }
 
 impl PoolRead {
-    /// Lists the pool's VMs and the namespace's claim Leases.
+    /// Lists the pool's VMs and the namespace's claim Leases, judging the members as `finish`
+    /// does the cluster's half of claims.
     ///
     /// Errors: [`Error::Invalid`] for a pool with no members; the lists' errors.
-    async fn read(actor: &Actor, claim: &Claim<'_>) -> Result<Self> {
+    async fn read(actor: &Actor, claim: &Claim<'_>, finish: &Finish<'_>) -> Result<Self> {
         let Claim {
             namespace, pool, ..
         } = *claim;
@@ -150,7 +213,7 @@ impl PoolRead {
         }
         let leases = crate::lease::list(client, &Scope::Namespace(namespace.to_owned())).await?;
         let now = actor.clock().now();
-        let members = group_pools(&vms, &leases, now)
+        let members = group_pools_on(&vms, &leases, now, finish.side())
             .into_iter()
             .next()
             .map(|p| p.members)
@@ -195,6 +258,7 @@ async fn resume(
     claim: &Claim<'_>,
     read: &PoolRead,
     member: &MemberView,
+    how: &Finish<'_>,
 ) -> Result<Claimed> {
     let expires = member
         .lease
@@ -202,7 +266,7 @@ async fn resume(
         .and_then(|l| l.expires_at)
         .unwrap_or(read.now);
     let vm = read.listed_vm(&member.name)?;
-    finish(actor, claim, vm, expires, true, 0).await
+    finish(actor, claim, vm, expires, true, 0, how).await
 }
 
 /// Step 1b: `member` is labelled for the assignee without a live Lease of anyone else's (a
@@ -217,6 +281,7 @@ async fn adopt(
     member: &MemberView,
     devices: &mut StartCheck<'_>,
     lease_seconds: i32,
+    how: &Finish<'_>,
 ) -> Result<Claimed> {
     let name = &member.name;
     let vm = read.listed_vm(name)?;
@@ -226,7 +291,18 @@ async fn adopt(
     let now = actor.clock().now();
     let lease = claim.lease(name, now, lease_seconds, read.lease(name));
     match write_lease(actor.client(), claim, lease, read.lease(name)).await {
-        Ok(()) => finish(actor, claim, vm, lease_end(now, lease_seconds), true, 0).await,
+        Ok(()) => {
+            finish(
+                actor,
+                claim,
+                vm,
+                lease_end(now, lease_seconds),
+                true,
+                0,
+                how,
+            )
+            .await
+        }
         Err(e) if is_status(&e, 409) => Err(Error::Refused {
             message: format!(
                 "{name} is labelled for {}, but someone else wrote its Lease meanwhile",
@@ -251,6 +327,7 @@ async fn win_free_member(
     read: &PoolRead,
     devices: &mut StartCheck<'_>,
     lease_seconds: i32,
+    how: &Finish<'_>,
 ) -> Result<Claimed> {
     let admin = actor.identity().is_admin();
     let mut no_room = None;
@@ -295,7 +372,7 @@ async fn win_free_member(
             Ok(()) => {
                 tracing::info!(namespace = %claim.namespace, pool = %claim.pool, member = %m.name, assignee = %claim.assignee, actor = %actor.username(), races_lost = lost, "Lease won");
                 let expires = lease_end(now, lease_seconds);
-                return finish(actor, claim, vm, expires, false, lost).await;
+                return finish(actor, claim, vm, expires, false, lost, how).await;
             }
             Err(e) if is_status(&e, 409) => {
                 tracing::debug!(member = %m.name, "lost the Lease race; trying the next member");
@@ -392,10 +469,12 @@ impl StartCheck<'_> {
     }
 }
 
-/// Step 3, with the Lease held: the presentation label and annotation, then the start.
+/// Step 3, with the Lease held: with a broker, the wait for its grant ([`await_grant`]);
+/// else the presentation label and annotation, then the start.
 ///
 /// Errors: [`Error::Rejected`] (`Conflict`) for a label someone else wrote meanwhile;
-/// [`Error::Partial`] when labelling or starting failed (the Lease is kept).
+/// [`Error::Partial`] when labelling or starting failed, or the broker did not finish in time
+/// (the Lease is kept).
 async fn finish(
     actor: &Actor,
     claim: &Claim<'_>,
@@ -403,9 +482,34 @@ async fn finish(
     lease_expires_at: Timestamp,
     resumed: bool,
     races_lost: u32,
+    how: &Finish<'_>,
 ) -> Result<Claimed> {
     let (client, namespace, assignee) = (actor.client(), claim.namespace, claim.assignee);
     let member = vm.name_any();
+    let claimed = |power| Claimed {
+        namespace: namespace.to_owned(),
+        pool: claim.pool.to_owned(),
+        member: member.clone(),
+        identity: assignee.to_owned(),
+        resumed,
+        races_lost,
+        lease_expires_at,
+        power,
+    };
+    if let Some(broker) = &how.broker {
+        let clock = actor.clock();
+        await_grant(
+            client,
+            clock,
+            claim,
+            &member,
+            broker,
+            how.timeout,
+            how.progress,
+        )
+        .await?;
+        return Ok(claimed(PowerAction::BrokerStarted));
+    }
     let label = encode_identity(assignee);
     let labelled = vm.labels().get(ASSIGNED_TO_LABEL) == Some(&label)
         && vm.annotations().contains_key(CLAIMED_AT_ANNOTATION);
@@ -441,16 +545,7 @@ async fn finish(
         suggestion: format!("fix the cause and run the same assign again, or `corral-vdi unassign {member}` to back out"),
         source: Box::new(e),
     })?;
-    Ok(Claimed {
-        namespace: namespace.to_owned(),
-        pool: claim.pool.to_owned(),
-        member,
-        identity: assignee.to_owned(),
-        resumed,
-        races_lost,
-        lease_expires_at,
-        power,
-    })
+    Ok(claimed(power))
 }
 
 /// Sets the assigned-to label and claimed-at annotation with the VM's resourceVersion as a

@@ -21,18 +21,32 @@
 //! The parts: `rules` decides without a request (who may claim or release which member, the
 //! Lease a claim writes, the order of the candidates, every refusal's words) and is
 //! unit-tested; `assign` and `unassign` are the two flows, step by step, against the API
-//! server; `power` starts and stops the VM through KubeVirt's subresources.
+//! server; `power` starts and stops the VM through KubeVirt's subresources; `granting` waits
+//! for the broker's half; `side` says who does that half here, in the words both front ends
+//! show.
+//!
+//! With a broker on the cluster ([`crate::broker`], SPEC "Broker"), the cluster's half of a
+//! claim is the broker's: a claim is the Lease alone (won by the same rules), after which the
+//! client waits, watching the member's VM, until the broker has labelled it, bound the
+//! holder's access and started it (`granting`); a release deletes the Lease alone and the
+//! broker does the rest. Without one, the seed's client-side flow applies, and both front ends
+//! say what that means ([`side`]).
 
 mod assign;
+mod granting;
 mod power;
 mod rules;
+pub mod side;
 mod unassign;
+
+use std::time::Duration;
 
 use jiff::Timestamp;
 use serde::Serialize;
 
-pub use assign::assign;
-pub use power::{PowerAction, STOPPING_WAIT_SECONDS};
+pub use assign::{assign, assign_with_progress};
+pub use granting::ClaimProgress;
+pub use power::{PowerAction, STOPPING_WAIT_SECONDS, runs, start, stop};
 pub use rules::{check_assign, check_unassign};
 pub use unassign::{FORCE_RELEASE_REASON, unassign};
 
@@ -49,13 +63,21 @@ pub struct ClaimOptions {
     /// Hand out another member even when the user already holds one in this pool (by default
     /// they get that one back).
     pub another: bool,
+    /// With a broker: how long the claim waits, once its Lease is held, for the broker to
+    /// label the member, bind the holder's access and start it (default
+    /// [`DEFAULT_GRANT_TIMEOUT`], 1 s to 24 h). Without a broker it is not used.
+    pub timeout: Duration,
 }
+
+/// How long a claim waits for the broker's grant by default: 120 s.
+pub const DEFAULT_GRANT_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl Default for ClaimOptions {
     fn default() -> Self {
         ClaimOptions {
             lease_seconds: i64::from(DEFAULT_LEASE_SECONDS),
             another: false,
+            timeout: DEFAULT_GRANT_TIMEOUT,
         }
     }
 }
@@ -103,7 +125,8 @@ pub struct Released {
     pub previous_holder: Option<String>,
     /// Whether a Lease was deleted.
     pub lease_released: bool,
-    /// Whether the assigned-to label and claimed-at annotation were removed.
+    /// Whether the assigned-to label and claimed-at annotation were removed (by this client;
+    /// with a broker, the broker removes them: `false`).
     pub label_removed: bool,
     /// What was done to the VM's power.
     pub power: PowerAction,

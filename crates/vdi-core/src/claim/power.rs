@@ -28,6 +28,11 @@ pub enum PowerAction {
     /// A stop was already under way (printableStatus `Stopping`, or KubeVirt refused a second
     /// stop of a `Halted` VM whose VMI is still going away).
     AlreadyStopping,
+    /// With a broker: the broker started it once it had bound the holder's access (the claim
+    /// waited until it ran).
+    BrokerStarted,
+    /// With a broker: the broker stops it, now that the claim's Lease is gone.
+    BrokerStops,
 }
 
 /// How long a claim waits for a VM that is still stopping (from an earlier release) before
@@ -36,7 +41,7 @@ pub const STOPPING_WAIT_SECONDS: u64 = 90;
 
 /// Whether a VM with printableStatus `status` runs or is on its way to running, so that a
 /// claim has nothing to start.
-pub(super) fn runs(status: &str) -> bool {
+pub fn runs(status: &str) -> bool {
     matches!(
         status,
         "Running" | "Starting" | "Provisioning" | "Migrating"
@@ -146,11 +151,10 @@ async fn change_power(
 /// Starts a VM unless it runs. KubeVirt's 409s are explained ([`start_conflict`]). A VM still
 /// stopping (its VMI not yet gone) is waited for first, since KubeVirt refuses to start it
 /// until then and it would end up stopped.
-pub(super) async fn start(
-    client: &Client,
-    namespace: &str,
-    vm: &VirtualMachine,
-) -> Result<PowerAction> {
+///
+/// Errors: [`Error::Kube`] naming the VM and the subresource; [`Error::Invalid`] when it is
+/// still stopping after [`STOPPING_WAIT_SECONDS`].
+pub async fn start(client: &Client, namespace: &str, vm: &VirtualMachine) -> Result<PowerAction> {
     let name = vm.name_any();
     let mut status = vm.printable_status().to_owned();
     if stopping(&status) {
@@ -196,11 +200,9 @@ async fn wait_until_stopped(client: &Client, namespace: &str, name: &str) -> Res
 
 /// Stops a VM unless it is halted already ([`stop_unneeded`]); KubeVirt's 409s are explained
 /// ([`stop_conflict`]).
-pub(super) async fn stop(
-    client: &Client,
-    namespace: &str,
-    vm: &VirtualMachine,
-) -> Result<PowerAction> {
+///
+/// Errors: [`Error::Kube`] naming the VM and the subresource.
+pub async fn stop(client: &Client, namespace: &str, vm: &VirtualMachine) -> Result<PowerAction> {
     let name = vm.name_any();
     if let Some(done) = stop_unneeded(vm) {
         return Ok(done);

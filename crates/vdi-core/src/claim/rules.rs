@@ -26,7 +26,8 @@ use crate::state::{MemberState, MemberView};
 use crate::validate;
 
 /// Checks an assign's input without a request (what [`super::assign`] does first): the
-/// namespace, pool name, user and Lease duration. Returns the duration as the API's `int32`.
+/// namespace, pool name, user, Lease duration and the wait for a broker's grant. Returns the
+/// Lease duration as the API's `int32`.
 ///
 /// Errors: [`Error::Invalid`] naming the value.
 pub fn check_assign(
@@ -38,7 +39,26 @@ pub fn check_assign(
     validate::namespace(namespace)?;
     validate::pool_name(pool)?;
     validate::identity(assignee)?;
-    validate::lease_seconds(options.lease_seconds)
+    let seconds = validate::lease_seconds(options.lease_seconds)?;
+    grant_timeout(options.timeout)?;
+    Ok(seconds)
+}
+
+/// How long a claim waits for the broker's grant ([`ClaimOptions::timeout`]): 1 s to 24 h,
+/// the range of the clone timeout.
+///
+/// Errors: [`Error::Invalid`] naming the value and the range.
+fn grant_timeout(timeout: std::time::Duration) -> Result<()> {
+    if (validate::MIN_CLONE_TIMEOUT..=validate::MAX_CLONE_TIMEOUT).contains(&timeout) {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        format!(
+            "a wait for the broker's grant of {} s is out of range: 1 s to 24 h",
+            timeout.as_secs()
+        ),
+        "pass --timeout like 120s, 5m or 1h",
+    ))
 }
 
 /// Checks an unassign's input without a request (what [`super::unassign`] does first).

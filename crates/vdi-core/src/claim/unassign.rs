@@ -1,7 +1,9 @@
 //! Unassign (SPEC "Unassign"), step by step: read the member and its Lease, judge who may
 //! release it ([`super::rules::may_release`]), ask the API server whether the Lease may be
 //! deleted, remove the presentation, stop the VM, delete the Lease, and record a forced
-//! release as an Event.
+//! release as an Event. With a broker on the cluster, a claim's release is the Lease's
+//! deletion alone: the broker removes the grant, the label and its annotations, cuts the open
+//! console and stops the VM.
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event as KubeEvent, EventSource, ObjectReference};
@@ -18,7 +20,7 @@ use crate::identity::Actor;
 use crate::labels::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, POOL_LABEL, lease_name};
 use crate::lease::ClaimLease;
 use crate::resources::VirtualMachine;
-use crate::state::member_view;
+use crate::state::{ClaimSide, MemberState, member_view_on};
 
 /// Releases `member` as `actor` (SPEC "Unassign").
 ///
@@ -32,6 +34,12 @@ use crate::state::member_view;
 /// desktops never stay running), and the Lease is deleted with its resourceVersion as a
 /// precondition. If a step fails, the Lease is kept and running the same unassign again
 /// finishes the job.
+///
+/// With a broker installed ([`crate::broker::status`], read once), a member with a Lease and
+/// no conflict is released by deleting the Lease alone (the same rules and Event); the broker
+/// does the rest, and [`Released::power`] says [`super::PowerAction::BrokerStops`]. A member in
+/// conflict, or one with a label and no Lease, is released as without a broker (the broker
+/// leaves labels it did not write alone).
 ///
 /// Errors: [`Error::Invalid`] for a bad namespace or member name (no request sent), a VM that
 /// does not exist or is no pool member; [`Error::Refused`] for someone else's active Lease or a
@@ -51,7 +59,11 @@ pub async fn unassign(
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), namespace);
     let vm = read_member(&vms, namespace, member).await?;
     let lease = crate::lease::get(client, namespace, &lease_name(member)).await?;
-    let view = member_view(&vm, lease.as_ref(), actor.clock().now());
+    let side = match &lease {
+        Some(_) => super::side::side(crate::broker::status(client).await.ok().as_ref()),
+        None => ClaimSide::Client,
+    };
+    let view = member_view_on(&vm, lease.as_ref(), actor.clock().now(), side);
     let foreign = may_release(&view, caller, admin, options.force, actor.clock().now())?;
     if let Some(foreign) = &foreign
         && !admin
@@ -62,6 +74,25 @@ pub async fn unassign(
         return Err(force_refusal(caller, member, foreign));
     }
     let forced = foreign.is_some();
+    if let Some(lease) = lease
+        .as_ref()
+        .filter(|_| side == ClaimSide::Broker && view.state != MemberState::Conflict)
+    {
+        delete_lease(client, namespace, member, lease, false).await?;
+        if forced {
+            record_force_release(actor, namespace, &vm, view.holder.as_deref().unwrap_or("")).await;
+        }
+        tracing::info!(%namespace, %member, caller = %caller, previous = ?view.holder, forced, "claim released; the broker stops the member");
+        return Ok(Released {
+            namespace: namespace.to_owned(),
+            member: member.to_owned(),
+            previous_holder: view.holder,
+            lease_released: true,
+            label_removed: false,
+            power: super::PowerAction::BrokerStops,
+            forced,
+        });
+    }
 
     // The claim changes first and the power last: whether the Lease may be deleted (RBAC, the
     // guard) is asked with a dry run before anything changes, so a refusal leaves the VM as it

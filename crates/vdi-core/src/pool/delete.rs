@@ -86,6 +86,7 @@ fn assignment(state: MemberState, holder: Option<&str>) -> Option<String> {
         MemberState::Claiming => Some(format!(
             "claim in progress or stuck, Lease held by {holder}"
         )),
+        MemberState::Granting => Some(format!("being granted to {holder} by the broker")),
         MemberState::AssignedLegacy => Some(format!("assigned to {holder}, label only")),
         MemberState::Assigned => Some(format!("assigned to {holder}")),
         MemberState::AssignedLeaseExpired => Some(format!("assigned to {holder}, lease expired")),

@@ -58,6 +58,7 @@ fn member(
         holder,
         label_holder: label.map(str::to_owned),
         claimed_at: None,
+        broker_reason: None,
         lease,
         power: "Stopped".into(),
     }
@@ -138,6 +139,17 @@ fn bad_input_is_refused_before_any_request() {
         assert!(
             matches!(err, Error::Invalid { .. }),
             "{namespace} {pool} {user} {seconds}: {err:?}"
+        );
+    }
+    for timeout in [
+        std::time::Duration::ZERO,
+        std::time::Duration::from_secs(25 * 3600),
+    ] {
+        let options = ClaimOptions { timeout, ..options };
+        let err = check_assign("ns", "dev", "alice", &options).unwrap_err();
+        assert!(
+            err.to_string().contains("a wait for the broker's grant of"),
+            "{timeout:?}: {err}"
         );
     }
     check_unassign("ns", "dev-1").unwrap();
