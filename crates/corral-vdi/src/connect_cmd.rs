@@ -122,6 +122,7 @@ pub async fn connect(
     args: MemberArgs,
 ) -> vdi_core::Result<()> {
     let Reach { connector, ns } = open(source, context, &args).await?;
+    crate::claim_side(&connector.client).await;
     let paths = connect::paths(&connector.client, &ns, &args.member).await?;
     let member = &args.member;
     out!(

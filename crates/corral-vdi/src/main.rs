@@ -33,16 +33,19 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use vdi_core::claim::side::broker_badge;
 use vdi_core::claim::{
-    ClaimOptions, PowerAction, UnassignOptions, assign, check_assign, check_unassign, unassign,
+    ClaimOptions, ClaimProgress, PowerAction, UnassignOptions, assign_with_progress, check_assign,
+    check_unassign, unassign,
 };
 use vdi_core::clock::{ServerClock, describe_instant, exact_instant};
 use vdi_core::cluster::{Impersonation, KubeconfigSource};
 use vdi_core::identity::Actor;
 use vdi_core::labels::lease_name;
 use vdi_core::scope::Scope;
-use vdi_core::state::{MemberState, MemberView, PoolView};
-use vdi_core::watch::list_pools;
+use vdi_core::state::{ClaimSide, MemberState, MemberView, PoolView};
+use vdi_core::validate::parse_duration;
+use vdi_core::watch::list_pools_on;
 
 /// Writes `text` to stdout. A reader that closed the pipe (`| head`) chose to stop reading: the
 /// CLI then exits with 0 and says nothing, where `println!` would panic. Any other write failure
@@ -117,6 +120,10 @@ enum Command {
         /// Hand out another member even if the user already holds one in this pool.
         #[arg(long)]
         another: bool,
+        /// With a broker on the cluster: how long to wait for it to bind access and start the
+        /// member: 120s, 5m, 1m30s, 90 (seconds); 1 s to 24 h.
+        #[arg(long, value_parser = parse_duration, default_value = "120s")]
+        timeout: std::time::Duration,
     },
     /// Release a member: removes its assignment, stops the VM, releases its Lease.
     Unassign {
@@ -182,8 +189,9 @@ enum PoolCommand {
 /// `pool list --watch`: the live view of the app (watches, not polling), printed whole on
 /// every change with the API server's time; a failure is printed once per distinct error while
 /// the watches retry. Returns on Ctrl-C.
-async fn watch_pools(client: kube::Client, scope: Scope, clock: ServerClock) {
-    let feed = vdi_core::watch::PoolFeed::spawn(client, scope.clone(), clock);
+async fn watch_pools(client: kube::Client, scope: Scope, clock: ServerClock, side: ClaimSide) {
+    let (_side, side) = tokio::sync::watch::channel(side);
+    let feed = vdi_core::watch::PoolFeed::spawn_on(client, scope.clone(), clock, side);
     let mut rx = feed.subscribe();
     let mut last_error = None;
     loop {
@@ -253,10 +261,17 @@ fn member_row(m: &MemberView, now: jiff::Timestamp) -> [String; 6] {
         }
         (holder, _) => or_dash(holder.as_deref()).to_owned(),
     };
-    // An unreadable claim says why in its state: the member's own problem, in the table.
-    let state = match m.lease.as_ref().and_then(|l| l.problem.as_deref()) {
-        Some(problem) => format!("{}: {problem}", m.state_label),
-        None => m.state_label.clone(),
+    // An unreadable claim says why in its state: the member's own problem, in the table; so
+    // does a claim the broker cannot finish.
+    let state = match (
+        m.lease.as_ref().and_then(|l| l.problem.as_deref()),
+        &m.broker_reason,
+    ) {
+        (Some(problem), _) => format!("{}: {problem}", m.state_label),
+        (None, Some(reason)) if m.state == MemberState::Granting => {
+            format!("{}: {reason}", m.state_label)
+        }
+        _ => m.state_label.clone(),
     };
     [
         m.name.clone(),
@@ -345,7 +360,30 @@ fn power_text(power: &PowerAction) -> String {
         PowerAction::Stopped => "stopping".into(),
         PowerAction::AlreadyStopped => "already stopped".into(),
         PowerAction::AlreadyStopping => "already stopping".into(),
+        PowerAction::BrokerStarted => "started by the broker".into(),
+        PowerAction::BrokerStops => "the broker stops it".into(),
     }
+}
+
+/// Who does the cluster's half of a claim here, read once; without a broker, says on stderr
+/// what that means ([`vdi_core::claim::side::NO_BROKER_NOTICE`]), once per command.
+pub(crate) async fn claim_side(client: &kube::Client) -> ClaimSide {
+    let status = vdi_core::broker::status(client).await.ok();
+    let side = vdi_core::claim::side::side(status.as_ref());
+    if let Some(notice) = broker_badge(status).notice {
+        err!("warning: {notice}");
+    }
+    side
+}
+
+/// One stderr line per step of a claim the broker finishes.
+fn print_claim_progress(step: ClaimProgress) {
+    err!(
+        "[{:>6.1}s] {}: {}",
+        step.elapsed_ms as f64 / 1000.0,
+        step.member,
+        step.message
+    );
 }
 
 /// The namespace to use: `-n` if given (validated later, with every other input), else the
@@ -404,10 +442,11 @@ async fn run(cli: Cli) -> vdi_core::Result<ExitCode> {
             };
             vdi_core::validate::scope(&scope)?;
             let clock = ServerClock::measure(&conn.client).await?;
+            let side = claim_side(&conn.client).await;
             if watch {
-                watch_pools(conn.client.clone(), scope, clock).await;
+                watch_pools(conn.client.clone(), scope, clock, side).await;
             } else {
-                let pools = list_pools(&conn.client, &scope, &clock).await?;
+                let pools = list_pools_on(&conn.client, &scope, &clock, side).await?;
                 print_pools(&pools, &scope, clock.now());
             }
         }
@@ -417,16 +456,21 @@ async fn run(cli: Cli) -> vdi_core::Result<ExitCode> {
             namespace,
             lease_seconds,
             another,
+            timeout,
         } => {
             let conn = source.connect(context).await?;
             let ns = namespace_or(namespace, &conn.default_namespace);
             let options = ClaimOptions {
                 lease_seconds,
                 another,
+                timeout,
             };
             check_assign(&ns, &pool, &user, &options)?;
+            claim_side(&conn.client).await;
             let actor = Actor::connect(conn.client).await?;
-            let claimed = assign(&actor, &ns, &pool, &user, &options).await?;
+            let claimed =
+                assign_with_progress(&actor, &ns, &pool, &user, &options, print_claim_progress)
+                    .await?;
             let again = if claimed.resumed {
                 " (already held: resumed)"
             } else {
