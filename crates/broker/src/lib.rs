@@ -6,6 +6,7 @@
 //! starts the member, and on release or expiry revokes the grant, cuts the console, clears the
 //! labels and stops the VM.
 
+pub mod decide;
 pub mod election;
 pub mod options;
 
