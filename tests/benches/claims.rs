@@ -19,35 +19,10 @@ use kube::{Client, Config};
 use tower::ServiceBuilder;
 use vdi_core::claim::{ClaimOptions, assign};
 use vdi_core::identity::Actor;
-use vdi_core::labels::POOL_LABEL;
-use vdi_core::resources::VirtualMachine;
 
-use corral_tests::measure::{cpu_between, cpu_time};
+use corral_tests::measure::{cpu_between, cpu_time, percentile};
 
 const NAMESPACE: &str = "bench";
-
-/// Creates `<pool>-1..=<size>` and waits until the emulator has reported each one Stopped, as
-/// for a pool made earlier (a status update in flight would cost the claim a retry).
-async fn make_pool(admin: &Client, pool: &str, size: usize) -> anyhow::Result<()> {
-    corral_tests::pool_vms(admin, NAMESPACE, pool, size).await?;
-    let api: Api<VirtualMachine> = Api::namespaced(admin.clone(), NAMESPACE);
-    let selector = kube::api::ListParams::default().labels(&format!("{POOL_LABEL}={pool}"));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while api
-        .list(&selector)
-        .await?
-        .items
-        .iter()
-        .any(|vm| vm.printable_status() != "Stopped")
-    {
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "pool {pool} never reported Stopped"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Ok(())
-}
 
 /// A client whose requests are counted, except the start/stop subresource calls.
 async fn counting_client(
@@ -79,11 +54,6 @@ fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index]
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let shared = corral_tests::start(|_| {})?;
@@ -95,7 +65,7 @@ async fn main() -> anyhow::Result<()> {
         .await?;
 
     // Requests per uncontended claim.
-    make_pool(&admin, "solo", 1).await?;
+    corral_tests::stopped_pool(&admin, NAMESPACE, "solo", 1).await?;
     let counter = Arc::new(AtomicUsize::new(0));
     let client = counting_client(&shared.kubeconfig, counter.clone()).await?;
     let actor = Actor::connect(client).await?;
@@ -116,7 +86,7 @@ async fn main() -> anyhow::Result<()> {
 
     for claimants in [1usize, 16, 64] {
         let pool = format!("c{claimants}");
-        make_pool(&admin, &pool, claimants).await?;
+        corral_tests::stopped_pool(&admin, NAMESPACE, &pool, claimants).await?;
         let mut actors = Vec::new();
         for _ in 0..claimants {
             let client = sandbox::kubeconfig::client(&shared.kubeconfig, "admin").await?;

@@ -15,6 +15,12 @@ pub fn median<T: Ord + Copy>(mut samples: Vec<T>) -> T {
     samples[samples.len() / 2]
 }
 
+/// The `p`-quantile (0.0 ..= 1.0) of `sorted` samples, the nearest rank. Panics on none.
+pub fn percentile<T: Copy>(sorted: &[T], p: f64) -> T {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
+}
+
 /// `bytes` in MiB.
 pub fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)

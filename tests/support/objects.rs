@@ -121,6 +121,33 @@ pub async fn pool_vms(client: &Client, ns: &str, pool: &str, size: usize) -> kub
     Ok(())
 }
 
+/// [`pool_vms`], then waits (60 s at most) until the emulator has reported each member
+/// Stopped, as for a pool made earlier (a status update in flight would cost a claim a retry).
+///
+/// Errors: a refused create or list; a member not Stopped after 60 s.
+pub async fn stopped_pool(client: &Client, ns: &str, pool: &str, size: usize) -> Result<()> {
+    use vdi_core::labels::POOL_LABEL;
+    use vdi_core::resources::VirtualMachine;
+    pool_vms(client, ns, pool, size).await?;
+    let api: Api<VirtualMachine> = Api::namespaced(client.clone(), ns);
+    let selector = kube::api::ListParams::default().labels(&format!("{POOL_LABEL}={pool}"));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while api
+        .list(&selector)
+        .await?
+        .items
+        .iter()
+        .any(|vm| vm.printable_status() != "Stopped")
+    {
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "pool {pool} in {ns} never reported Stopped"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
 /// Creates the pools numbered `pools` (`pool0000`, `pool0001`, …) with `per_pool` stopped
 /// members each (`pool0000-1 ..= pool0000-<per_pool>`) in `ns` as `client`, 48 creates at a
 /// time: the scale the list and UI benchmarks and the 10,000-VM GUI test use. Returns how many
