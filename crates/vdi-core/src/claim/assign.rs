@@ -113,10 +113,7 @@ where
         progress: &progress,
     };
     let read = PoolRead::read(actor, &claim, &finish).await?;
-    let mut devices = StartCheck {
-        client: actor.client(),
-        devices: None,
-    };
+    let mut devices = StartCheck::new(actor.client());
     if !options.another {
         if let Some(member) = held_by(&read.members, assignee)? {
             return resume(actor, &claim, &read, member, &finish).await;
@@ -430,17 +427,27 @@ fn lease_error(member: &str, e: kube::Error) -> Error {
 /// hold all of its devices now. A member still stopping is judged without the devices it
 /// holds itself. An identity that may not read nodes and launcher pods is not refused: the
 /// check is skipped (logged) and the scheduler decides, as it always has the last word.
-struct StartCheck<'a> {
+///
+/// The broker applies the same check before it starts a claimed member.
+pub struct StartCheck<'a> {
     client: &'a Client,
     /// `None` until read; `Some(None)` when RBAC hides the devices from this identity.
     devices: Option<Option<crate::capacity::ClusterDevices>>,
 }
 
-impl StartCheck<'_> {
+impl<'a> StartCheck<'a> {
+    /// A check that reads the cluster's devices with `client`, at most once.
+    pub fn new(client: &'a Client) -> Self {
+        StartCheck {
+            client,
+            devices: None,
+        }
+    }
+
     /// The refusal for starting `vm` now, or `None` when it may be claimed.
     ///
     /// Errors: a read of the cluster's devices that fails for another reason than RBAC.
-    async fn refusal(&mut self, vm: &VirtualMachine) -> Result<Option<Error>> {
+    pub async fn refusal(&mut self, vm: &VirtualMachine) -> Result<Option<Error>> {
         use crate::capacity::{Demand, plan, read_devices, start_refusal};
         let power = vm.printable_status();
         if runs(power) || power == "Paused" {

@@ -44,7 +44,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde::Serialize;
 
-pub use assign::{assign, assign_with_progress};
+pub use assign::{StartCheck, assign, assign_with_progress};
 pub use granting::ClaimProgress;
 pub use power::{PowerAction, STOPPING_WAIT_SECONDS, runs, start, stop};
 pub use rules::{check_assign, check_unassign};
