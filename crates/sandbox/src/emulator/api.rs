@@ -14,6 +14,15 @@
 //!   stop without a shorter grace period).
 //! - restart: `Halted` → 409; otherwise the VMI is deleted and the controller makes a new one.
 //!
+//! `softreboot` is a VMI subresource (`PUT …/virtualmachineinstances/{name}/softreboot`, RBAC
+//! verb `update` on `virtualmachineinstances/softreboot`), following virt-api's
+//! `SoftRebootVMIRequestHandler` (`pkg/virt-api/rest/subresource.go`): no VMI → 404; phase not
+//! `Running` → 409 `VM is not running`; condition `Paused` → 409 `VMI is paused`; ACPI disabled
+//! (`spec.domain.features.acpi.enabled: false`) without the condition `AgentConnected` → 409;
+//! otherwise 200, virt-handler's answer. The emulated guest has no OS to restart: its display,
+//! streams and phase carry on (a guest reboot keeps QEMU and its VNC server on KubeVirt too), and
+//! the VMI's annotation [`super::knobs::SOFT_REBOOTS_ANNOTATION`] counts the reboots.
+//!
 //! A VM annotated `sandbox.corral.dev/refuse-start: <reason>` gets a 409 with that reason on
 //! start, as KubeVirt answers for states it cannot start from (e.g. manual recovery required).
 //!
@@ -43,7 +52,11 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use super::guests::Guests;
-use super::rest::{AppState, GROUP, allowed, forbidden, internal, status};
+use super::knobs::SOFT_REBOOTS_ANNOTATION;
+use super::rest::{
+    AppState, GROUP, allowed, forbidden, internal, paused, running, status, vmi_conflict,
+    vmi_not_found,
+};
 use super::streams::{self, vmi_path};
 use super::types::{VirtualMachine, VirtualMachineInstance, run_strategy};
 use crate::pki::Pki;
@@ -104,6 +117,7 @@ fn router(state: AppState) -> Router {
             &format!("/apis/{GROUP}/v1/namespaces/{{ns}}/virtualmachines/{{name}}/{{action}}"),
             put(vm_action),
         )
+        .route(&vmi_path("softreboot"), put(vmi_softreboot))
         .route(&vmi_path("vnc"), get(streams::vnc))
         .route(&vmi_path("vnc/screenshot"), get(streams::screenshot))
         .route(&vmi_path("portforward/{port}"), get(streams::portforward))
@@ -141,7 +155,9 @@ async fn resources() -> axum::Json<Value> {
     axum::Json(json!({ "kind": "APIResourceList", "apiVersion": "v1",
         "groupVersion": format!("{GROUP}/v1"),
         "resources": [vm("start"), vm("stop"), vm("restart"),
-                      vmi("vnc"), vmi("vnc/screenshot"), vmi("console"), vmi("portforward")] }))
+                      vmi("vnc"), vmi("vnc/screenshot"), vmi("console"), vmi("portforward"),
+                      { "name": "virtualmachineinstances/softreboot", "namespaced": true,
+                        "kind": "VirtualMachineInstance", "verbs": ["update"] }] }))
 }
 
 fn conflict(name: &str, why: &str) -> Response {
@@ -262,6 +278,80 @@ async fn vm_action(
         Err(kube::Error::Api(s)) if s.code == 409 => conflict(&name, &s.message),
         Err(e) => internal(e),
     }
+}
+
+/// `PUT …/virtualmachineinstances/{name}/softreboot` (see the module's documentation).
+async fn vmi_softreboot(
+    State(state): State<AppState>,
+    Path((ns, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let (resource, sub) = ("virtualmachineinstances", "softreboot");
+    match allowed(&state.client, &headers, &ns, &name, "update", resource, sub).await {
+        Ok(true) => {}
+        Ok(false) => return forbidden(&headers, &ns, &name, "update", resource, sub),
+        Err(e) => return internal(e),
+    }
+    let vmis: Api<VirtualMachineInstance> = Api::namespaced(state.client.clone(), &ns);
+    // Counting is read-modify-write with the resourceVersion as precondition: a concurrent
+    // reboot makes this one read again (and check again) rather than lose a count.
+    loop {
+        let vmi = match vmis.get_opt(&name).await {
+            Ok(Some(vmi)) => vmi,
+            Ok(None) => return vmi_not_found(&name),
+            Err(e) => return internal(e),
+        };
+        if let Some(refusal) = softreboot_refusal(&vmi) {
+            return refusal;
+        }
+        let reboots = vmi
+            .annotations()
+            .get(SOFT_REBOOTS_ANNOTATION)
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0);
+        let patch = json!({ "metadata": {
+            "uid": vmi.metadata.uid, "resourceVersion": vmi.metadata.resource_version,
+            "annotations": { SOFT_REBOOTS_ANNOTATION: (reboots + 1).to_string() } } });
+        match vmis
+            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => return StatusCode::OK.into_response(),
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => return vmi_not_found(&name),
+            Err(e) => return internal(e),
+        }
+    }
+}
+
+/// virt-api's checks of a VMI before a soft reboot, in its order; the refusal, if any.
+fn softreboot_refusal(vmi: &VirtualMachineInstance) -> Option<Response> {
+    let name = vmi.name_any();
+    if !running(vmi) {
+        return Some(vmi_conflict(&name, "VM is not running"));
+    }
+    if paused(vmi) {
+        return Some(vmi_conflict(&name, "VMI is paused"));
+    }
+    let acpi_off = vmi
+        .spec
+        .fields
+        .get("domain")
+        .and_then(|d| d.pointer("/features/acpi/enabled"))
+        .and_then(Value::as_bool)
+        == Some(false);
+    let agent = vmi
+        .status
+        .as_ref()
+        .and_then(|s| s.get("conditions"))
+        .and_then(Value::as_array)
+        .is_some_and(|c| c.iter().any(|c| c["type"] == "AgentConnected"));
+    (acpi_off && !agent).then(|| {
+        vmi_conflict(
+            &name,
+            "VMI neither have the agent connected nor the ACPI feature enabled",
+        )
+    })
 }
 
 async fn set_strategy(

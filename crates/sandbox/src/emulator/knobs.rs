@@ -20,9 +20,9 @@
 //! | `sandbox.corral.dev/guest-ports: "22,3389"` | the guest TCP ports that answer (default 22 and 3389); any other is closed (portforward 500 `dialing VM: …`); 5900 is always closed |
 //! | `sandbox.corral.dev/force-status: "<subresource>=<code>[,…]"` | the stream subresource (`vnc`, `screenshot`, `portforward`, `usbredir`) answers that code (404, 409, 500, 503 or 504) with a message like virt-api's, before anything else but authorization |
 //!
-//! The emulator writes VMI annotations for tests and debugging: [`USBREDIR_ATTACHED_ANNOTATION`]
-//! and, once a VMI's display runs, [`XVNC_DISPLAY_ANNOTATION`], [`XVNC_PID_ANNOTATION`],
-//! [`XVNC_RFB_PORT_ANNOTATION`] and [`RDP_PORT_ANNOTATION`].
+//! The emulator writes VMI annotations for tests and debugging: [`USBREDIR_ATTACHED_ANNOTATION`],
+//! [`SOFT_REBOOTS_ANNOTATION`] and, once a VMI's display runs, [`XVNC_DISPLAY_ANNOTATION`],
+//! [`XVNC_PID_ANNOTATION`], [`XVNC_RFB_PORT_ANNOTATION`] and [`RDP_PORT_ANNOTATION`].
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -46,6 +46,9 @@ pub const GUEST_PORTS_ANNOTATION: &str = "sandbox.corral.dev/guest-ports";
 pub const FORCE_STATUS_ANNOTATION: &str = "sandbox.corral.dev/force-status";
 /// VMI annotation: how many usbredir streams are attached now (`"0"` to `"4"`).
 pub const USBREDIR_ATTACHED_ANNOTATION: &str = "sandbox.corral.dev/usbredir-attached";
+/// VMI annotation: how many soft reboots (the `softreboot` subresource) the VMI took (`"1"`, …),
+/// absent before the first.
+pub const SOFT_REBOOTS_ANNOTATION: &str = "sandbox.corral.dev/soft-reboots";
 /// VMI annotation: the X display number of the VMI's Xvnc (`":3"`), once started.
 pub const XVNC_DISPLAY_ANNOTATION: &str = "sandbox.corral.dev/xvnc-display";
 /// VMI annotation: the pid of the VMI's Xvnc, once started.

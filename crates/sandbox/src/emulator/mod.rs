@@ -6,7 +6,7 @@
 //! | VM controller | run strategy → VMI → `status.printableStatus` (Stopped, Starting, Running, Stopping, ErrorUnschedulable), `volumeSnapshotStatuses` | [`vm`] |
 //! | scheduler | a VMI with `gpus[]`/`hostDevices[]` → a node with the free devices (`status.allocatable` minus what bound pods request; cordons, taints, nodeSelector, required node affinity, KubeVirt's permits) → a virt-launcher pod there, freed when the VMI stops; none fits → `ErrorUnschedulable` | [`scheduler`] |
 //! | clone controller | VirtualMachineClone phases → target VM | [`clone`] |
-//! | virt-api | `subresources.kubevirt.io/v1` start/stop/restart behind the aggregator, with RBAC | [`api`], [`rest`] (what its handlers and the streams' share) |
+//! | virt-api | `subresources.kubevirt.io/v1` start/stop/restart and VMI `softreboot` behind the aggregator, with RBAC | [`api`], [`rest`] (what its handlers and the streams' share) |
 //! | virt-api streams | VMI `vnc`, `vnc/screenshot`, `portforward/{port}[/tcp\|udp]`, `usbredir`: virt-api's refusals (Status bodies before the upgrade), websockets with `plain.kubevirt.io`, VNC session take-over, four usbredir slots | [`streams`] |
 //! | guests | real servers behind the streams: an `Xvnc` per running VMI (lazily), an RDP server shadowing it, the sandbox's `sshd` on guest port 22, an emulated usbredir server | [`guests`], [`crate::ssh`] |
 //!

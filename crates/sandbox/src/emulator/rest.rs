@@ -1,6 +1,7 @@
 //! What the emulated virt-api's handlers share ([`super::api`]'s start/stop/restart and
-//! [`super::streams`]' stream subresources): the API group, the handlers' state, Kubernetes
-//! `Status` answers worded as the API server words them, and the SubjectAccessReview that
+//! softreboot, and [`super::streams`]' stream subresources): the API group, the handlers' state,
+//! Kubernetes `Status` answers worded as the API server and virt-api word them, the VMI's phase
+//! and `Paused` condition as virt-api reads them, and the SubjectAccessReview that
 //! authorizes every call (KubeVirt keeps these in `pkg/virt-api/rest` likewise). Beneath both,
 //! so neither imports the other for them.
 
@@ -16,6 +17,7 @@ use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
 use super::guests::Guests;
+use super::types::VirtualMachineInstance;
 
 /// API group served.
 pub const GROUP: &str = "subresources.kubevirt.io";
@@ -124,4 +126,52 @@ pub(super) async fn allowed(
     let api: Api<SubjectAccessReview> = Api::all(client.clone());
     let answer = api.create(&PostParams::default(), &review).await?;
     Ok(answer.status.is_some_and(|s| s.allowed))
+}
+
+fn vmi_details(name: &str) -> Value {
+    json!({ "name": name, "group": "kubevirt.io", "kind": "virtualmachineinstance" })
+}
+
+/// virt-api's 404 for a missing VMI: `virtualmachineinstance.kubevirt.io "NAME" not found`.
+pub(super) fn vmi_not_found(name: &str) -> Response {
+    status(
+        StatusCode::NOT_FOUND,
+        "NotFound",
+        format!("virtualmachineinstance.kubevirt.io \"{name}\" not found"),
+        Some(vmi_details(name)),
+    )
+}
+
+/// apimachinery's `NewConflict` on a VMI, as virt-api answers: 409, `Operation cannot be
+/// fulfilled on virtualmachineinstance.kubevirt.io "NAME": <why>`.
+pub(super) fn vmi_conflict(name: &str, why: &str) -> Response {
+    status(
+        StatusCode::CONFLICT,
+        "Conflict",
+        format!(
+            "Operation cannot be fulfilled on virtualmachineinstance.kubevirt.io \"{name}\": {why}"
+        ),
+        Some(vmi_details(name)),
+    )
+}
+
+/// Whether the VMI's `status.phase` is `Running` (a paused VMI keeps that phase).
+pub(super) fn running(vmi: &VirtualMachineInstance) -> bool {
+    vmi.status
+        .as_ref()
+        .and_then(|s| s.get("phase"))
+        .and_then(Value::as_str)
+        == Some("Running")
+}
+
+/// Whether the VMI reports the condition `Paused` as `True`.
+pub(super) fn paused(vmi: &VirtualMachineInstance) -> bool {
+    vmi.status
+        .as_ref()
+        .and_then(|s| s.get("conditions"))
+        .and_then(Value::as_array)
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == "Paused" && c["status"] == "True")
+        })
 }

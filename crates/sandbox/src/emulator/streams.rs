@@ -60,13 +60,16 @@ use axum::response::{IntoResponse, Response};
 use futures::{SinkExt, StreamExt};
 use kube::ResourceExt;
 use kube::api::Api;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::guests::{Guest, GuestIo};
 use super::knobs::{forced_status, guest_ports};
-use super::rest::{AppState, GROUP, allowed, forbidden, internal, status};
+use super::rest::{
+    AppState, GROUP, allowed, forbidden, internal, paused, running, status, vmi_conflict,
+    vmi_not_found,
+};
 use super::types::{VirtualMachine, VirtualMachineInstance};
 
 /// The websocket subprotocol virt-api speaks (gorilla's upgrader offers only this one).
@@ -112,36 +115,12 @@ impl Sub {
     }
 }
 
-fn vmi_details(name: &str) -> Value {
-    json!({ "name": name, "group": "kubevirt.io", "kind": "virtualmachineinstance" })
-}
-
-fn not_found(name: &str) -> Response {
-    status(
-        StatusCode::NOT_FOUND,
-        "NotFound",
-        format!("virtualmachineinstance.kubevirt.io \"{name}\" not found"),
-        Some(vmi_details(name)),
-    )
-}
-
 fn bad_request(message: &str) -> Response {
     status(
         StatusCode::BAD_REQUEST,
         "BadRequest",
         message.to_owned(),
         None,
-    )
-}
-
-fn conflict(name: &str, why: &str) -> Response {
-    status(
-        StatusCode::CONFLICT,
-        "Conflict",
-        format!(
-            "Operation cannot be fulfilled on virtualmachineinstance.kubevirt.io \"{name}\": {why}"
-        ),
-        Some(vmi_details(name)),
     )
 }
 
@@ -160,10 +139,10 @@ const VNC_BUSY: &str = "Active VNC connection. Request denied.";
 fn forced(sub: Sub, code: u16, name: &str, port: Option<&str>) -> Response {
     let port = port.unwrap_or("22");
     match (code, sub) {
-        (404, _) => not_found(name),
-        (409, Sub::UsbRedir) => conflict(name, "Not configured with USB Redirection"),
-        (409, Sub::PortForward) => conflict(name, "VMI is paused"),
-        (409, _) => conflict(
+        (404, _) => vmi_not_found(name),
+        (409, Sub::UsbRedir) => vmi_conflict(name, "Not configured with USB Redirection"),
+        (409, Sub::PortForward) => vmi_conflict(name, "VMI is paused"),
+        (409, _) => vmi_conflict(
             name,
             "the object has been modified; please apply your changes to the latest version and try again",
         ),
@@ -230,36 +209,13 @@ async fn prepare(
     let vmis: Api<VirtualMachineInstance> = Api::namespaced(state.client.clone(), ns);
     match vmis.get_opt(name).await {
         Ok(Some(vmi)) => Ok((vmi, annotations)),
-        Ok(None) => Err(not_found(name)),
+        Ok(None) => Err(vmi_not_found(name)),
         Err(e) => Err(internal(e)),
     }
 }
 
-fn phase(vmi: &VirtualMachineInstance) -> &str {
-    vmi.status
-        .as_ref()
-        .and_then(|s| s.get("phase"))
-        .and_then(Value::as_str)
-        .unwrap_or("")
-}
-
-fn running(vmi: &VirtualMachineInstance) -> bool {
-    phase(vmi) == "Running"
-}
-
 fn devices(vmi: &VirtualMachineInstance) -> Option<&Value> {
     vmi.spec.fields.get("domain")?.get("devices")
-}
-
-fn paused(vmi: &VirtualMachineInstance) -> bool {
-    vmi.status
-        .as_ref()
-        .and_then(|s| s.get("conditions"))
-        .and_then(Value::as_array)
-        .is_some_and(|c| {
-            c.iter()
-                .any(|c| c["type"] == "Paused" && c["status"] == "True")
-        })
 }
 
 /// virt-api's `validateVMIForVNC`: a graphics device, then phase `Running`; the refusal, if any.
@@ -409,7 +365,7 @@ async fn forward(
             Err(answer) => return answer,
         };
     if paused(&vmi) {
-        return conflict(&name, "VMI is paused");
+        return vmi_conflict(&name, "VMI is paused");
     }
     let interfaces = vmi
         .status
@@ -478,7 +434,7 @@ pub(super) async fn usbredir(
         .and_then(|d| d.get("clientPassthrough"))
         .is_some_and(|p| !p.is_null());
     if !passthrough {
-        return conflict(&name, "Not configured with USB Redirection");
+        return vmi_conflict(&name, "Not configured with USB Redirection");
     }
     if !running(&vmi) {
         return bad_request("VMI is not running");
