@@ -51,6 +51,14 @@ event!(
     /// The live Capacity view, now and on every change while it is watched.
     CapacityEvent(vdi_core::capacity::CapacitySnapshot) = "capacity-snapshot"
 );
+event!(
+    /// One step of a claim the cluster's broker finishes (the wait for its grant).
+    ClaimProgressEvent(vdi_core::claim::ClaimProgress) = "claim-progress"
+);
+event!(
+    /// The cluster's broker changed (its leader, its replicas, or whether it runs).
+    BrokerEvent(vdi_core::claim::side::BrokerBadge) = "broker-status"
+);
 
 /// The commands and events of the window, with how the bindings report a command's error. The
 /// app runs its invoke handler and mounts its events ([`Builder::mount_events`], before any
@@ -61,6 +69,7 @@ pub fn builder() -> Builder<tauri::Wry> {
             crate::commands::app_info,
             crate::commands::list_contexts,
             crate::commands::connect_cluster,
+            crate::commands::broker_status,
             crate::commands::permissions,
             crate::commands::assign_member,
             crate::commands::claim_desktop,
@@ -90,7 +99,9 @@ pub fn builder() -> Builder<tauri::Wry> {
             CreateProgressEvent,
             SessionsEvent,
             UsbEvent,
-            CapacityEvent
+            CapacityEvent,
+            ClaimProgressEvent,
+            BrokerEvent
         ])
         // The pools feed's first message, which the UI also keeps on its own.
         .typ::<vdi_core::watch::PoolsSnapshot>()

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use tauri::ipc::Channel;
 use tauri::{AppHandle, State};
 use tauri_specta::Event;
+use vdi_core::claim::side::BrokerBadge;
 use vdi_core::claim::{self, ClaimOptions, Claimed, Released, UnassignOptions};
 use vdi_core::clock::ServerClock;
 use vdi_core::cluster::{AppInfo, ClusterInfo, Contexts};
@@ -21,7 +22,7 @@ use vdi_core::scope::Scope;
 use vdi_core::watch::{PoolsDiff, PoolsUpdate};
 
 use crate::AppState;
-use crate::bindings::CreateProgressEvent;
+use crate::bindings::{BrokerEvent, ClaimProgressEvent, CreateProgressEvent};
 
 /// The number of the next cluster link's pools feed (see [`vdi_core::watch::PoolsUpdate::feed`]).
 static NEXT_FEED: AtomicU32 = AtomicU32::new(1);
@@ -34,12 +35,15 @@ pub struct ClusterLink {
     forward: tauri::async_runtime::JoinHandle<()>,
     /// Forwards where the credentials stand to the window's credentials channel.
     credentials: tauri::async_runtime::JoinHandle<()>,
+    /// Sends the broker's badge to the window (a `broker-status` event) when it changes.
+    broker: tauri::async_runtime::JoinHandle<()>,
 }
 
 impl Drop for ClusterLink {
     fn drop(&mut self) {
         self.forward.abort();
         self.credentials.abort();
+        self.broker.abort();
     }
 }
 
@@ -132,6 +136,7 @@ impl Drop for Prepared {
 #[tauri::command]
 #[specta::specta]
 pub async fn connect_cluster(
+    app: AppHandle,
     state: State<'_, AppState>,
     context: Option<String>,
     scope: Option<Scope>,
@@ -173,6 +178,7 @@ pub async fn connect_cluster(
         namespace = scope.namespace().unwrap_or("(all)"),
         user = actor.map_or("(unknown)", |a| a.username()),
         guard = ?link.guard.as_ref().map(|g| g.state),
+        broker = ?link.broker.as_ref().map(|b| b.state),
         prepared = from_start,
         "cluster connected"
     );
@@ -188,6 +194,17 @@ pub async fn connect_cluster(
             }
             if credential_rx.changed().await.is_err() {
                 return;
+            }
+        }
+    });
+    let mut broker_rx = link.broker_live.clone();
+    let broker = tauri::async_runtime::spawn(async move {
+        // The badge as it was when the link was made is the window's to ask (broker_status);
+        // this sends each change after that.
+        while broker_rx.changed().await.is_ok() {
+            let badge = broker_rx.borrow_and_update().clone();
+            if let Err(e) = BrokerEvent(badge).emit(&app) {
+                tracing::warn!(error = %e, "could not send the broker's status to the window");
             }
         }
     });
@@ -220,8 +237,20 @@ pub async fn connect_cluster(
         link,
         forward,
         credentials,
+        broker,
     });
     Ok(info)
+}
+
+/// The open cluster link's broker: its badge beside the guard's ("broker: <leader>", "broker:
+/// no leader", "no broker") with its detail, and the notice the client-side flow gets. Kept
+/// current while the link lives; each change after this is sent as a `broker-status` event.
+#[tauri::command]
+#[specta::specta]
+pub fn broker_status(state: State<'_, AppState>) -> Result<BrokerBadge, ErrorView> {
+    let guard = state.cluster.lock().map_err(|_| poisoned())?;
+    let cluster = guard.as_ref().ok_or_else(not_connected)?;
+    Ok(cluster.link.broker_live.borrow().clone())
 }
 
 /// The open cluster link's client and clock; an error naming the fix when none is open.
@@ -286,33 +315,58 @@ pub async fn permissions(
 
 /// Hands a free member of `pool` to `user` (an administrator's assign). `user` is taken as
 /// typed: a name with a space around it is refused by the shared validation, as in the CLI.
+/// With a broker, each step of the wait for its grant is sent as a `claim-progress` event.
 #[tauri::command]
 #[specta::specta]
 pub async fn assign_member(
+    app: AppHandle,
     state: State<'_, AppState>,
     namespace: String,
     pool: String,
     user: String,
 ) -> Result<Claimed, ErrorView> {
     let (actor, _) = actor(&state)?;
-    claim::assign(&actor, &namespace, &pool, &user, &ClaimOptions::default())
-        .await
-        .map_err(|e| e.view())
+    claim_with_progress(&app, &actor, &namespace, &pool, &user).await
 }
 
-/// Claims a member of `pool` for the identity the cluster reports ("Get a desktop").
+/// Claims a member of `pool` for the identity the cluster reports ("Get a desktop"). With a
+/// broker, each step of the wait for its grant is sent as a `claim-progress` event.
 #[tauri::command]
 #[specta::specta]
 pub async fn claim_desktop(
+    app: AppHandle,
     state: State<'_, AppState>,
     namespace: String,
     pool: String,
 ) -> Result<Claimed, ErrorView> {
     let (actor, _) = actor(&state)?;
     let me = actor.username().to_owned();
-    claim::assign(&actor, &namespace, &pool, &me, &ClaimOptions::default())
-        .await
-        .map_err(|e| e.view())
+    claim_with_progress(&app, &actor, &namespace, &pool, &me).await
+}
+
+/// A claim of a member of `pool` for `assignee`, its progress sent to the window.
+async fn claim_with_progress(
+    app: &AppHandle,
+    actor: &Actor,
+    namespace: &str,
+    pool: &str,
+    assignee: &str,
+) -> Result<Claimed, ErrorView> {
+    let progress = |step| {
+        if let Err(e) = ClaimProgressEvent(step).emit(app) {
+            tracing::warn!(error = %e, "could not send claim progress to the window");
+        }
+    };
+    claim::assign_with_progress(
+        actor,
+        namespace,
+        pool,
+        assignee,
+        &ClaimOptions::default(),
+        progress,
+    )
+    .await
+    .map_err(|e| e.view())
 }
 
 /// Releases `member` as the identity the cluster reports (only a Lease's holder may release

@@ -39,6 +39,7 @@ import { FALLBACK_NAMESPACE, describeScope, scopeNamespace } from "./lib/present
 import { sessionCounts } from "./lib/sessions";
 import { formatDateTimeWithZone } from "./lib/time";
 import { attachedCount } from "./lib/usb";
+import { useBroker } from "./useBroker";
 import { useClaimActions } from "./useClaimActions";
 import { useCluster } from "./useCluster";
 import { useConsole } from "./useConsole";
@@ -71,6 +72,7 @@ export function App() {
   }, [closeDialog, dismissNotice]);
   const cluster = useCluster(onReplace);
   const { backendError, snapshot, shownCluster } = cluster;
+  const broker = useBroker(shownCluster);
   const [sessionsOpen, setSessionsOpen] = useState(false);
   const consoleView = useConsole();
   const sessions = useSessions();
@@ -305,6 +307,7 @@ export function App() {
         scope={snapshot.scope}
         clockOffsetMs={cluster.clockOffsetMs}
         running={actions.running}
+        claimProgress={actions.claimProgress}
         onClaim={actions.claim}
         onRelease={actions.openRelease}
         onConnect={openConnect}
@@ -630,6 +633,7 @@ export function App() {
           onAllNamespacesChange={cluster.chooseAllNamespaces}
           identity={identity}
           guard={shownCluster?.guard ?? null}
+          broker={broker}
           feed={feed}
           sessionCounts={sessionCounts(sessions.sessions)}
           onOpenSessions={() => {

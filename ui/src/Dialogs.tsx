@@ -7,6 +7,7 @@ import { NewPoolDialog } from "./components/NewPoolDialog";
 import { ReleaseDialog } from "./components/ReleaseDialog";
 import { SessionsView } from "./components/SessionsView";
 import { UsbView } from "./components/UsbView";
+import { claimStepFor } from "./lib/claims";
 import type { DialogKind } from "./lib/dialogs";
 import { dialogActionKey, type useClaimActions } from "./useClaimActions";
 import type { ConsoleTarget } from "./useConsole";
@@ -53,6 +54,7 @@ export function Dialogs(props: DialogsProps) {
               namespace={spec.namespace}
               pool={spec.pool}
               busy={busy}
+              step={claimStepFor(actions.claimProgress, spec.namespace, spec.pool)}
               error={openDialog.error}
               onSubmit={(user) => {
                 actions.assign(spec.namespace, spec.pool, user);

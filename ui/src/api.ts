@@ -10,8 +10,10 @@ import {
   commands,
   events,
   type AppInfo,
+  type BrokerBadge,
   type CapacityPlan,
   type CapacitySnapshot,
+  type ClaimProgress,
   type Claimed,
   type ClusterInfo,
   type ConsoleEndpoint,
@@ -87,6 +89,15 @@ export function connectCluster(
   const pools = new Channel<PoolsUpdate>(streams.pools);
   const credentials = new Channel<CredentialState>(streams.credentials);
   return call(() => commands.connectCluster(context, scope, pools, credentials));
+}
+
+/**
+ * The connected cluster's broker as the header shows it: the badge beside the guard's, its
+ * detail and, without a broker, the notice of what that means (the core's words, the CLI's
+ * too). Each later change arrives through onBrokerStatus.
+ */
+export function brokerStatus(): Promise<Result<BrokerBadge>> {
+  return call(() => commands.brokerStatus());
 }
 
 /**
@@ -282,6 +293,28 @@ export function onKubeconfigChanged(
 ): Promise<Result<UnlistenFn>> {
   return subscribe(() =>
     events.kubeconfigChanged.listen((event) => {
+      handler(event.payload);
+    }),
+  );
+}
+
+/** Subscribes to changes of the connected cluster's broker (its leader, its replicas, whether
+ * it runs); resolves to the function that unsubscribes. */
+export function onBrokerStatus(handler: (badge: BrokerBadge) => void): Promise<Result<UnlistenFn>> {
+  return subscribe(() =>
+    events.brokerStatus.listen((event) => {
+      handler(event.payload);
+    }),
+  );
+}
+
+/** Subscribes to the steps of claims the cluster's broker finishes (Get a desktop, Assign…
+ * waiting for its grant); resolves to the function that unsubscribes. */
+export function onClaimProgress(
+  handler: (progress: ClaimProgress) => void,
+): Promise<Result<UnlistenFn>> {
+  return subscribe(() =>
+    events.claimProgress.listen((event) => {
       handler(event.payload);
     }),
   );

@@ -1,8 +1,21 @@
-import { useCallback, useRef, useState } from "react";
-import { assignMember, claimDesktop, deletePool, unassignMember, type Result } from "./api";
-import type { ErrorView, MemberView, PoolView } from "./bindings";
+import { useCallback, useEffect, useRef, useState } from "react";
+import {
+  assignMember,
+  claimDesktop,
+  deletePool,
+  onClaimProgress,
+  unassignMember,
+  type Result,
+} from "./api";
+import type { ClaimProgress, ErrorView, MemberView, PoolView } from "./bindings";
 import type { Notice } from "./components/ActionNotice";
-import { actionKeys, formatClaimed, formatReleased, type PoolChoice } from "./lib/claims";
+import {
+  actionKeys,
+  formatClaimed,
+  formatReleased,
+  isClaimAction,
+  type PoolChoice,
+} from "./lib/claims";
 import { formatPoolDeleted } from "./lib/pools";
 
 /** The dialog on screen, if any. */
@@ -33,7 +46,9 @@ export function dialogActionKey(spec: DialogSpec): string {
 }
 
 /**
- * The claim and pool actions' state: which commands run, the open dialog, and the last outcome.
+ * The claim and pool actions' state: which commands run, the open dialog, the last outcome, and
+ * the step of a claim the cluster's broker is finishing (`claimProgress`: the latest
+ * `claim-progress` event while a claim or an assign runs, else null).
  *
  * A command's failure is shown in its dialog while that dialog is still open (so the user can
  * correct the input or read the refusal there); otherwise, and for every success, in the
@@ -44,11 +59,28 @@ export function useClaimActions() {
   const [running, setRunning] = useState<ReadonlySet<string>>(() => new Set());
   const [notice, setNotice] = useState<Notice | null>(null);
   const [dialog, setDialogState] = useState<OpenDialog | null>(null);
+  const [claimProgress, setClaimProgress] = useState<ClaimProgress | null>(null);
 
   // Read only in callbacks.
   const runningRef = useRef(new Set<string>());
   const dialogKeyRef = useRef<string | null>(null);
   const noticeIdRef = useRef(0);
+
+  useEffect(() => {
+    let live = true;
+    let unlisten: (() => void) | null = null;
+    void onClaimProgress((step) => {
+      if (live) setClaimProgress(step);
+    }).then((subscribed) => {
+      if (!subscribed.ok) return;
+      if (live) unlisten = subscribed.value;
+      else subscribed.value();
+    });
+    return () => {
+      live = false;
+      unlisten?.();
+    };
+  }, []);
 
   const setDialog = useCallback((next: OpenDialog | null) => {
     dialogKeyRef.current = next === null ? null : dialogActionKey(next.spec);
@@ -72,6 +104,7 @@ export function useClaimActions() {
 
       const result = await command();
 
+      if (isClaimAction(key)) setClaimProgress(null);
       runningRef.current.delete(key);
       setRunning(new Set(runningRef.current));
       const inDialog = dialogKeyRef.current === key;
@@ -191,6 +224,7 @@ export function useClaimActions() {
 
   return {
     running,
+    claimProgress,
     notice,
     dialog,
     openAssign,

@@ -32,6 +32,12 @@ export const commands = {
 	 */
 	connectCluster: (context: string | null, scope: Scope | null, pools: Channel<PoolsUpdate>, credentials: Channel<CredentialState>) => __TAURI_INVOKE<ClusterInfo>("connect_cluster", { context, scope, pools, credentials }),
 	/**
+	 *  The open cluster link's broker: its badge beside the guard's ("broker: <leader>", "broker:
+	 *  no leader", "no broker") with its detail, and the notice the client-side flow gets. Kept
+	 *  current while the link lives; each change after this is sent as a `broker-status` event.
+	 */
+	brokerStatus: () => __TAURI_INVOKE<BrokerBadge>("broker_status"),
+	/**
 	 *  What the identity may do in `namespace` (SelfSubjectAccessReviews, and the guard's rules):
 	 *  the app shows what it may not do as disabled, with the reason.
 	 */
@@ -39,9 +45,13 @@ export const commands = {
 	/**
 	 *  Hands a free member of `pool` to `user` (an administrator's assign). `user` is taken as
 	 *  typed: a name with a space around it is refused by the shared validation, as in the CLI.
+	 *  With a broker, each step of the wait for its grant is sent as a `claim-progress` event.
 	 */
 	assignMember: (namespace: string, pool: string, user: string) => __TAURI_INVOKE<Claimed>("assign_member", { namespace, pool, user }),
-	/**  Claims a member of `pool` for the identity the cluster reports ("Get a desktop"). */
+	/**
+	 *  Claims a member of `pool` for the identity the cluster reports ("Get a desktop"). With a
+	 *  broker, each step of the wait for its grant is sent as a `claim-progress` event.
+	 */
 	claimDesktop: (namespace: string, pool: string) => __TAURI_INVOKE<Claimed>("claim_desktop", { namespace, pool }),
 	/**
 	 *  Releases `member` as the identity the cluster reports (only a Lease's holder may release
@@ -133,7 +143,9 @@ export const commands = {
 
 /** Events */
 export const events = {
+	brokerStatus: makeEvent<BrokerEvent, BrokerEvent>("broker-status"),
 	capacitySnapshot: makeEvent<CapacityEvent, CapacityEvent>("capacity-snapshot"),
+	claimProgress: makeEvent<ClaimProgressEvent, ClaimProgressEvent>("claim-progress"),
 	kubeconfigChanged: makeEvent<KubeconfigEvent, KubeconfigEvent>("kubeconfig-changed"),
 	poolCreateProgress: makeEvent<CreateProgressEvent, CreateProgressEvent>("pool-create-progress"),
 	sessionsChanged: makeEvent<SessionsEvent, SessionsEvent>("sessions-changed"),
@@ -157,6 +169,81 @@ export type AppInfo = {
 	logPath: string,
 	/**  The kubeconfig files in use. */
 	kubeconfigPaths: string[],
+};
+
+/**  The broker as the app's header shows it (a badge beside the guard's) and the CLI's notice. */
+export type BrokerBadge = {
+	/**  The broker's status as read; `None` when the cluster did not answer. */
+	status: BrokerStatus | null,
+	/**
+	 *  The badge: "broker: <leader>" (one leads), "broker: no leader" (installed, none leads),
+	 *  "no broker" (the client-side flow applies).
+	 */
+	text: string,
+	/**
+	 *  Its detail: [`NO_BROKER_NOTICE`] (then the status's own summary, when it says more,
+	 *  e.g. why the Lease could not be read), else the status's summary.
+	 */
+	detail: string,
+	/**
+	 *  [`NO_BROKER_NOTICE`] when the client-side flow applies here, else `None`: the notice the
+	 *  CLI prints once on stderr for assign, connect and pool list.
+	 */
+	notice: string | null,
+};
+
+/**  The cluster's broker changed (its leader, its replicas, or whether it runs). */
+export type BrokerEvent = BrokerBadge;
+
+/**  One replica of the broker, from its heartbeat annotation on the leader Lease. */
+export type BrokerReplica = {
+	/**  Its identity (the pod name, or `--identity`). */
+	identity: string,
+	/**  Its last heartbeat (`replica.corral.dev/<identity>`). */
+	lastSeen: string,
+	/**  Whether it is the Lease's current holder. */
+	leader: boolean,
+};
+
+/**  Whether a broker acts on this cluster. */
+export type BrokerState = 
+/**
+ *  A replica holds the leader Lease, renewed within its duration by the API server's clock:
+ *  access follows the claim.
+ */
+"running" | 
+/**
+ *  The leader Lease exists but no replica holds it (released, or not renewed within its
+ *  duration): claims made now are not granted until a replica leads.
+ */
+"noLeader" | 
+/**
+ *  There is no leader Lease: no broker has run on this cluster (not installed, or installed
+ *  and never started). The client-side claim flow applies.
+ */
+"absent" | 
+/**
+ *  The Lease could not be read (RBAC refused it: the broker's manifest, which lets every
+ *  signed-in user read it, is not installed or its Role is missing) or cannot be judged (a
+ *  value out of range); the summary says which.
+ */
+"unknown";
+
+/**  What the cluster's broker is doing. */
+export type BrokerStatus = {
+	/**  The verdict. */
+	state: BrokerState,
+	/**  The replica leading now ([`BrokerState::Running`] only). */
+	leader: string | null,
+	/**  The replicas seen within [`STALE_REPLICA_DURATIONS`] Lease durations, by identity. */
+	replicas: BrokerReplica[],
+	/**  The leader's last full reconcile (`corral.dev/broker-last-reconcile`). */
+	lastReconcile: string | null,
+	/**
+	 *  One or more sentences saying what that means and what to do, naming what on the Lease
+	 *  could not be read.
+	 */
+	summary: string,
 };
 
 /**  The live Capacity view, now and on every change while it is watched. */
@@ -212,6 +299,29 @@ export type CapacitySnapshot = {
 	/**  The last view read; `null` before the first read succeeded. */
 	view: ClusterCapacity | null,
 };
+
+/**  One step of a claim the broker finishes, as both front ends show it. */
+export type ClaimProgress = {
+	/**  Namespace of the pool. */
+	namespace: string,
+	/**  Pool name. */
+	pool: string,
+	/**  The member whose Lease is held. */
+	member: string,
+	/**
+	 *  What happens now: "granting: waiting for the broker to bind access and start
+	 *  <member>", the broker's reason when it says it cannot finish, or that no broker replica
+	 *  leads.
+	 */
+	message: string,
+	/**  The broker's reason (the VM's `corral.dev/vdi-broker-reason`), when it gives one. */
+	reason: string | null,
+	/**  Milliseconds since the Lease was held. */
+	elapsedMs: number,
+};
+
+/**  One step of a claim the cluster's broker finishes (the wait for its grant). */
+export type ClaimProgressEvent = ClaimProgress;
 
 /**  A successful claim. */
 export type Claimed = {
@@ -701,7 +811,15 @@ export type MemberState =
  *  that overflows it, or a duration out of range ([`LeaseView::problem`] says which).
  *  Not claimable; its holder or an administrator releases it.
  */
-"unreadable";
+"unreadable" | 
+/**
+ *  With a broker (SPEC "Broker"): an active Lease whose grant is not complete yet — the
+ *  VM's assigned-to label or its granted-to annotation does not name the holder yet (a
+ *  new claim, or a hand-over to a new holder), or the VM does not run yet. Not claimable;
+ *  the broker's reason ([`MemberView::broker_reason`]) says why it cannot finish, if it
+ *  cannot.
+ */
+"granting";
 
 /**  One pool member, ready to show. */
 export type MemberView = {
@@ -724,6 +842,11 @@ export type MemberView = {
 	labelHolder: string | null,
 	/**  `corral.dev/vdi-claimed-at` annotation, as written (RFC 3339 UTC). */
 	claimedAt: string | null,
+	/**
+	 *  The broker's `corral.dev/vdi-broker-reason` annotation: one sentence saying why it
+	 *  cannot finish this member's claim (shown beside "granting"); `None` when it has none.
+	 */
+	brokerReason: string | null,
 	/**  The ownership Lease, if any. */
 	lease: LeaseView | null,
 	/**
@@ -1061,7 +1184,14 @@ export type PowerAction =
  *  A stop was already under way (printableStatus `Stopping`, or KubeVirt refused a second
  *  stop of a `Halted` VM whose VMI is still going away).
  */
-{ kind: "alreadyStopping" };
+{ kind: "alreadyStopping" } | 
+/**
+ *  With a broker: the broker started it once it had bound the holder's access (the claim
+ *  waited until it ran).
+ */
+{ kind: "brokerStarted" } | 
+/**  With a broker: the broker stops it, now that the claim's Lease is gone. */
+{ kind: "brokerStops" };
 
 /**  What "Save .rdp file" made: the forward's session and the file. */
 export type RdpFileSaved = {
@@ -1081,7 +1211,10 @@ export type Released = {
 	previousHolder: string | null,
 	/**  Whether a Lease was deleted. */
 	leaseReleased: boolean,
-	/**  Whether the assigned-to label and claimed-at annotation were removed. */
+	/**
+	 *  Whether the assigned-to label and claimed-at annotation were removed (by this client;
+	 *  with a broker, the broker removes them: `false`).
+	 */
 	labelRemoved: boolean,
 	/**  What was done to the VM's power. */
 	power: PowerAction,

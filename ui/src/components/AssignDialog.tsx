@@ -9,6 +9,8 @@ type AssignDialogProps = {
   pool: string;
   /** The assign command for this pool is running. */
   busy: boolean;
+  /** While it runs: what the cluster's broker is doing about it, if it reports (granting). */
+  step: string | null;
   /** Why the last attempt failed, shown in the dialog so the user can correct it. */
   error: ErrorView | null;
   onSubmit: (user: string) => void;
@@ -20,6 +22,7 @@ export function AssignDialog({
   namespace,
   pool,
   busy,
+  step,
   error,
   onSubmit,
   onClose,
@@ -96,6 +99,11 @@ export function AssignDialog({
             directory.
           </p>
         </div>
+        {busy && step !== null ? (
+          <p className="muted claim-progress" role="status" data-testid="claim-progress">
+            {step}
+          </p>
+        ) : null}
         {error ? <ActionError source={`Assign from ${pool}`} error={error} /> : null}
         <div className="modal-actions">
           <button type="button" className="btn" onClick={onClose}>

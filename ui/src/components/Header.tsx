@@ -1,6 +1,12 @@
 import { useId, useState, type KeyboardEvent } from "react";
-import type { ContextInfo, GuardStatus, Identity } from "../bindings";
+import type {
+  BrokerBadge as BrokerBadgeView,
+  ContextInfo,
+  GuardStatus,
+  Identity,
+} from "../bindings";
 import type { FeedIndicator } from "../lib/feed";
+import { brokerTone } from "../lib/presentation";
 import { sessionsButtonLabel, sessionsButtonText, type SessionCounts } from "../lib/sessions";
 import {
   applyTheme,
@@ -26,6 +32,8 @@ type HeaderProps = {
   identity: Identity | null;
   /** Whether the cluster enforces the claim rules itself; null when unknown. */
   guard: GuardStatus | null;
+  /** The cluster's broker (who grants each holder their desktop's access); null when unknown. */
+  broker: BrokerBadgeView | null;
   feed: FeedIndicator;
   /** Active and ended sessions, for the Sessions button. */
   sessionCounts: SessionCounts;
@@ -55,6 +63,7 @@ export function Header(props: HeaderProps) {
     onAllNamespacesChange,
     identity,
     guard,
+    broker,
     feed,
     sessionCounts,
     onOpenSessions,
@@ -199,6 +208,7 @@ export function Header(props: HeaderProps) {
           </span>
         )}
         {guard ? <GuardBadge guard={guard} /> : null}
+        {broker ? <BrokerBadge broker={broker} /> : null}
         <button
           type="button"
           className={
@@ -265,6 +275,31 @@ function ThemeSwitch() {
       <option value="light">Light</option>
       <option value="dark">Dark</option>
     </select>
+  );
+}
+
+/**
+ * Whether a broker grants each holder their own desktop's console, forwards, USB and power (the
+ * core's words: "broker: <leader>", "broker: no leader", "no broker"), its detail in the title
+ * and for screen readers.
+ */
+export function BrokerBadge({ broker }: { broker: BrokerBadgeView }) {
+  const id = useId();
+  return (
+    <>
+      <span
+        className={`badge tone-${brokerTone(broker)} broker-badge`}
+        data-testid="broker-badge"
+        title={broker.detail}
+        tabIndex={0}
+        aria-describedby={id}
+      >
+        {broker.text}
+      </span>
+      <span id={id} className="sr-only">
+        {broker.detail}
+      </span>
+    </>
   );
 }
 

@@ -1,5 +1,5 @@
 import { useCallback, useId, useState } from "react";
-import type { Identity, MemberView, PoolView, Scope } from "../bindings";
+import type { ClaimProgress, Identity, MemberView, PoolView, Scope } from "../bindings";
 import {
   actionKeys,
   chooseClaimPool,
@@ -24,6 +24,8 @@ type MyDesktopsProps = {
   clockOffsetMs: number;
   /** Keys of the actions running now (see actionKeys). */
   running: ReadonlySet<string>;
+  /** The step of a claim the cluster's broker is finishing, while one runs. */
+  claimProgress: ClaimProgress | null;
   onClaim: (choice: PoolChoice) => void;
   onRelease: (member: MemberView, force: boolean) => void;
   /** Opens the Connect dialog for a member. */
@@ -76,6 +78,7 @@ export function MyDesktops({
   scope,
   clockOffsetMs,
   running,
+  claimProgress,
   onClaim,
   onRelease,
   onConnect,
@@ -132,7 +135,9 @@ export function MyDesktops({
   const why = blocker ?? pickNote;
   // The line under the head always holds one sentence (why Get a desktop cannot be used, or
   // what it will do), so that a note coming or going never moves the page.
-  const line = why ?? (chosen !== null ? claimSentence(chosen, mine) : "");
+  // While Get a desktop waits for the broker, the line says what it waits for.
+  const step = claiming && claimProgress !== null ? claimProgress.message : null;
+  const line = step ?? why ?? (chosen !== null ? claimSentence(chosen, mine) : "");
 
   return (
     <section className="my-desktops" data-testid="my-desktops" aria-labelledby={headingId}>
@@ -193,8 +198,15 @@ export function MyDesktops({
       </div>
       <p
         id={lineId}
-        className={why !== null ? "my-line my-blocker" : "my-line muted"}
-        data-testid={why !== null ? "get-desktop-blocked" : "get-desktop-line"}
+        className={why !== null && step === null ? "my-line my-blocker" : "my-line muted"}
+        data-testid={
+          step !== null
+            ? "claim-progress"
+            : why !== null
+              ? "get-desktop-blocked"
+              : "get-desktop-line"
+        }
+        role={step !== null ? "status" : undefined}
         title={line}
       >
         {line}

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { adminPermissions, member, userPermissions } from "./fixtures";
-import type { Claimed, MemberView, PoolView, Released } from "../bindings";
+import type { ClaimProgress, Claimed, MemberView, PoolView, Released } from "../bindings";
 import {
   actionKeys,
   assignAvailability,
@@ -11,6 +11,8 @@ import {
   describePower,
   formatClaimed,
   formatReleased,
+  claimStepFor,
+  isClaimAction,
   getDesktopBlocker,
   myDesktops,
   poolKey,
@@ -341,6 +343,34 @@ describe("describePower", () => {
     expect(describePower({ kind: "alreadyRunning", reason: "" })).toBe("no start needed");
     expect(describePower({ kind: "stopped" })).toBe("stopping");
     expect(describePower({ kind: "alreadyStopped" })).toBe("already stopped");
+    expect(describePower({ kind: "brokerStarted" })).toBe("started by the broker");
+    expect(describePower({ kind: "brokerStops" })).toBe("the broker stops it");
+  });
+});
+
+describe("claim progress", () => {
+  const step: ClaimProgress = {
+    namespace: "corral-vms",
+    pool: "devpool",
+    member: "devpool-2",
+    message: "granting: waiting for the broker to bind access and start devpool-2",
+    reason: null,
+    elapsedMs: 1200,
+  };
+
+  it("belongs to claims and assigns, not to releases or pool actions", () => {
+    expect(isClaimAction(actionKeys.claim)).toBe(true);
+    expect(isClaimAction(actionKeys.assign("corral-vms", "devpool"))).toBe(true);
+    expect(isClaimAction(actionKeys.release("corral-vms", "devpool-1"))).toBe(false);
+    expect(isClaimAction(actionKeys.deletePool("corral-vms", "devpool"))).toBe(false);
+    expect(isClaimAction(actionKeys.createPool("corral-vms"))).toBe(false);
+  });
+
+  it("is shown for its own pool only", () => {
+    expect(claimStepFor(step, "corral-vms", "devpool")).toBe(step.message);
+    expect(claimStepFor(step, "corral-vms", "other")).toBeNull();
+    expect(claimStepFor(step, "elsewhere", "devpool")).toBeNull();
+    expect(claimStepFor(null, "corral-vms", "devpool")).toBeNull();
   });
 });
 
@@ -398,6 +428,9 @@ describe("formatReleased", () => {
 
   it("says who held it and what happened to its VM", () => {
     expect(formatReleased(released)).toBe("released devpool-1 (was alice), VM stopping");
+    expect(
+      formatReleased({ ...released, labelRemoved: false, power: { kind: "brokerStops" } }),
+    ).toBe("released devpool-1 (was alice), the broker stops its VM");
     expect(formatReleased({ ...released, power: { kind: "alreadyStopped" } })).toBe(
       "released devpool-1 (was alice), VM already stopped",
     );

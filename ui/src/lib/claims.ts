@@ -4,6 +4,7 @@
  * pick what to offer and word what the backend answered.
  */
 import type {
+  ClaimProgress,
   Claimed,
   MemberView,
   Permissions,
@@ -235,6 +236,27 @@ export const actionKeys = {
   deletePool: (namespace: string, pool: string) => `delete-pool:${poolKey(namespace, pool)}`,
 } as const;
 
+/** Whether `key` (see actionKeys) is a claim's — Get a desktop, or an administrator's
+ * Assign… — whose wait for the broker's grant reports its steps. */
+export function isClaimAction(key: string): boolean {
+  return key === actionKeys.claim || key.startsWith("assign:");
+}
+
+/**
+ * The step of a running claim to show for the pool `namespace`/`pool`, or null: the broker's
+ * `progress` when it is that pool's claim.
+ */
+export function claimStepFor(
+  progress: ClaimProgress | null,
+  namespace: string,
+  pool: string,
+): string | null {
+  if (progress === null || progress.namespace !== namespace || progress.pool !== pool) {
+    return null;
+  }
+  return progress.message;
+}
+
 /** What was done to a VM's power, as a short phrase: "started", "already stopped", … */
 export function describePower(power: PowerAction): string {
   switch (power.kind) {
@@ -248,6 +270,10 @@ export function describePower(power: PowerAction): string {
       return "already stopped";
     case "alreadyStopping":
       return "already stopping";
+    case "brokerStarted":
+      return "started by the broker";
+    case "brokerStops":
+      return "the broker stops it";
   }
 }
 
@@ -286,7 +312,11 @@ export function formatReleased(released: Released): string {
       ? "it had no holder"
       : `was ${released.previousHolder}`;
   const verb = released.forced ? "force-released" : "released";
-  let text = `${verb} ${released.member} (${was}), VM ${describePower(released.power)}`;
+  const power =
+    released.power.kind === "brokerStops"
+      ? "the broker stops its VM"
+      : `VM ${describePower(released.power)}`;
+  let text = `${verb} ${released.member} (${was}), ${power}`;
   if (released.forced) {
     text += "; an Event on the VM records it";
   }

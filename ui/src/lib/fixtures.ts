@@ -20,6 +20,7 @@ export function member(name: string, overrides: Partial<MemberView> = {}): Membe
     holder: null,
     labelHolder: null,
     claimedAt: null,
+    brokerReason: null,
     lease: null,
     power: "Stopped",
     ...overrides,

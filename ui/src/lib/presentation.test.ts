@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
-import type { MemberState } from "../bindings";
+import type { BrokerBadge, BrokerState, MemberState } from "../bindings";
 import {
   FALLBACK_NAMESPACE,
+  brokerTone,
   startNamespace,
   describeScope,
   formatCounts,
@@ -24,10 +25,31 @@ describe("stateTone", () => {
       assignedLeaseExpired: "amber",
       conflict: "red",
       unreadable: "red",
+      granting: "amber",
     };
     for (const [state, tone] of Object.entries(expected)) {
       expect(stateTone(state as MemberState)).toBe(tone);
     }
+  });
+});
+
+describe("brokerTone", () => {
+  const badge = (state: BrokerState | null): BrokerBadge => ({
+    status:
+      state === null
+        ? null
+        : { state, leader: null, replicas: [], lastReconcile: null, summary: "" },
+    text: "",
+    detail: "",
+    notice: null,
+  });
+
+  it("is green only while a broker leads; amber without one, grey when unknown", () => {
+    expect(brokerTone(badge("running"))).toBe("green");
+    expect(brokerTone(badge("noLeader"))).toBe("amber");
+    expect(brokerTone(badge("absent"))).toBe("amber");
+    expect(brokerTone(badge("unknown"))).toBe("amber");
+    expect(brokerTone(badge(null))).toBe("grey");
   });
 });
 

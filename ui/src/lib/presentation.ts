@@ -1,11 +1,11 @@
-import type { ContextInfo, MemberState, PoolCounts, Scope } from "../bindings";
+import type { BrokerBadge, ContextInfo, MemberState, PoolCounts, Scope } from "../bindings";
 
 /** Colour families used by badges; each maps to a CSS class `tone-<tone>`. */
 export type Tone = "green" | "blue" | "amber" | "grey" | "red";
 
 /**
- * Badge colour of a claim state: green free, blue assigned, amber stuck/expired/stale, grey
- * legacy, red conflict or an unreadable claim.
+ * Badge colour of a claim state: green free, blue assigned, amber stuck/expired/stale or being
+ * granted by the broker, grey legacy, red conflict or an unreadable claim.
  */
 export function stateTone(state: MemberState): Tone {
   switch (state) {
@@ -16,6 +16,7 @@ export function stateTone(state: MemberState): Tone {
     case "freeStaleLease":
     case "claiming":
     case "assignedLeaseExpired":
+    case "granting":
       return "amber";
     case "assignedLegacy":
       return "grey";
@@ -23,6 +24,16 @@ export function stateTone(state: MemberState): Tone {
     case "unreadable":
       return "red";
   }
+}
+
+/**
+ * Badge colour of the broker's badge (its words are the core's): green while one leads, amber
+ * when none leads or there is no broker (anyone who may claim can open any console, as the
+ * guard's "guard off" is amber), grey when the cluster did not answer.
+ */
+export function brokerTone(badge: BrokerBadge): Tone {
+  if (badge.status === null) return "grey";
+  return badge.status.state === "running" ? "green" : "amber";
 }
 
 /**

@@ -1,0 +1,87 @@
+import { createElement } from "react";
+import { renderToStaticMarkup } from "react-dom/server";
+import { describe, expect, it } from "vitest";
+import type { BrokerBadge as BrokerBadgeView } from "../bindings";
+import { member } from "../lib/fixtures";
+import { BrokerBadge } from "./Header";
+import { StateBadge } from "./MemberCells";
+
+const NOTICE =
+  "no broker on this cluster: anyone who may claim here can open any desktop's console";
+
+function broker(overrides: Partial<BrokerBadgeView>): BrokerBadgeView {
+  return {
+    status: {
+      state: "running",
+      leader: "broker-a",
+      replicas: [],
+      lastReconcile: null,
+      summary: "a broker runs on this cluster: broker-a leads",
+    },
+    text: "broker: broker-a",
+    detail: "a broker runs on this cluster: broker-a leads",
+    notice: null,
+    ...overrides,
+  };
+}
+
+describe("BrokerBadge", () => {
+  it("shows the core's words, its detail as the title and for screen readers", () => {
+    const html = renderToStaticMarkup(createElement(BrokerBadge, { broker: broker({}) }));
+    expect(html).toContain(">broker: broker-a</span>");
+    expect(html).toContain("tone-green");
+    expect(html).toContain('title="a broker runs on this cluster: broker-a leads"');
+    expect(html).toContain('class="sr-only">a broker runs on this cluster: broker-a leads<');
+  });
+
+  it("says what no broker means", () => {
+    const none = broker({
+      status: {
+        state: "absent",
+        leader: null,
+        replicas: [],
+        lastReconcile: null,
+        summary: "",
+      },
+      text: "no broker",
+      detail: NOTICE,
+      notice: NOTICE,
+    });
+    const html = renderToStaticMarkup(createElement(BrokerBadge, { broker: none }));
+    expect(html).toContain(">no broker</span>");
+    expect(html).toContain("tone-amber");
+    expect(html).toContain(
+      `title="no broker on this cluster: anyone who may claim here can open any desktop&#x27;s console"`,
+    );
+  });
+});
+
+describe("StateBadge", () => {
+  it("shows granting with the broker's reason beside it", () => {
+    const reason = "no node has a free nvidia.com/GA102 for devpool-1";
+    const granting = member("devpool-1", {
+      state: "granting",
+      stateLabel: "granting",
+      claimable: false,
+      holder: "alice",
+      brokerReason: reason,
+    });
+    const html = renderToStaticMarkup(createElement(StateBadge, { member: granting }));
+    expect(html).toContain(">granting</span>");
+    expect(html).toContain("tone-amber");
+    expect(html).toContain(`data-testid="broker-reason" title="${reason}">${reason}</span>`);
+  });
+
+  it("shows no reason for other states, even when the VM still carries one", () => {
+    const assigned = member("devpool-1", {
+      state: "assigned",
+      stateLabel: "assigned",
+      claimable: false,
+      holder: "alice",
+      brokerReason: "stale words",
+    });
+    const html = renderToStaticMarkup(createElement(StateBadge, { member: assigned }));
+    expect(html).not.toContain("broker-reason");
+    expect(html).not.toContain("stale words");
+  });
+});
