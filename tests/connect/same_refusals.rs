@@ -412,3 +412,54 @@ fn app_adapters_are_one_core_call_each() {
         "the app's connector: its stream client and its supervisor, helpers on PATH: {connector}"
     );
 }
+
+/// Without a broker (this binary's sandbox runs none), the CLI says once on stderr what the
+/// client-side flow means, for `connect` and `pool list` (assign too, the same call), and the
+/// app's badge says it in the same words (`link::establish`'s broker badge): the ordinary user
+/// alice may not read the broker's Lease (no manifest, so no Role: "unknown"), the
+/// administrator finds none ("absent"); both get the notice.
+#[tokio::test]
+async fn the_app_and_the_cli_say_alike_what_no_broker_means() {
+    use vdi_core::claim::side::NO_BROKER_NOTICE;
+    let ns = namespace("no-broker").await;
+    refusing_members(&ns).await;
+    for user in ["alice", "admin"] {
+        for words in [vec!["pool", "list"], vec!["connect", "run-1"]] {
+            let mut args = vec!["--context", user];
+            args.extend(&words);
+            args.extend(["-n", &ns]);
+            let out = Command::new(cli_binary())
+                .args(&args)
+                .env("KUBECONFIG", &sandbox().kubeconfig)
+                .env_remove("RUST_LOG")
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{args:?}: {stderr}");
+            assert_eq!(stderr, format!("warning: {NO_BROKER_NOTICE}\n"), "{args:?}");
+        }
+        let source = vdi_core::cluster::KubeconfigSource {
+            path: Some(sandbox().kubeconfig.clone()),
+            impersonate: None,
+        };
+        let scope = vdi_core::scope::Scope::Namespace(ns.clone());
+        let link = vdi_core::link::establish(&source, Some(user), &scope)
+            .await
+            .unwrap();
+        let badge = link.broker_live.borrow().clone();
+        assert_eq!(badge.text, "no broker", "{user}");
+        assert_eq!(badge.notice.as_deref(), Some(NO_BROKER_NOTICE), "{user}");
+        assert!(
+            badge.detail.starts_with(NO_BROKER_NOTICE),
+            "{user}: {}",
+            badge.detail
+        );
+        let state = link.broker.as_ref().map(|b| b.state);
+        let expected = if user == "admin" {
+            vdi_core::broker::BrokerState::Absent
+        } else {
+            vdi_core::broker::BrokerState::Unknown
+        };
+        assert_eq!(state, Some(expected), "{user}");
+    }
+}
