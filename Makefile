@@ -33,9 +33,10 @@ ui: deps
 app: ui
 	cargo build --workspace --all-features
 
-# (Re)starts the demo sandbox from scratch and prints its kubeconfig path last.
+# (Re)starts the demo sandbox from scratch (with the guard and the broker's two replicas, which
+# it runs from the built corral-vdi-broker) and prints its kubeconfig path last.
 sandbox-up: deps
-	cargo build --workspace --all-features --bin sandbox
+	cargo build --workspace --all-features --bin sandbox --bin corral-vdi-broker
 	@$(SANDBOX) down --name demo >/dev/null 2>&1 || true
 	@$(SANDBOX) up --name demo | tail -n 1 > $(CORRAL_CACHE_DIR)/demo-kubeconfig-path
 	@cat $(CORRAL_CACHE_DIR)/demo-kubeconfig-path

@@ -63,12 +63,12 @@ fn kubeconfig(path: &Path, user: &str, command: &str, args: &[String]) {
     std::fs::write(path, serde_yaml::to_string(&config).unwrap()).unwrap();
 }
 
-/// Gives `user` the desktop-user role in `ns`.
+/// Gives `user` the client-side flow's desktop role in `ns` (`corral-vdi:self-service`).
 async fn grant(ns: &str, user: &str) {
     let bindings: Api<RoleBinding> = Api::namespaced(client_as("admin").await, ns);
     let binding = serde_json::from_value(json!({
         "metadata": { "name": format!("desktop-{user}") },
-        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "corral-vdi:desktop-user" },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": sandbox::bootstrap::SELF_SERVICE },
         "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user }]
     }))
     .unwrap();

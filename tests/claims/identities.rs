@@ -58,7 +58,7 @@ async fn identities_that_need_encoding_round_trip_through_the_label() {
     release(&holder, &ns, &first).await.unwrap();
 }
 
-/// Gives `user` the desktop-user role in `ns`.
+/// Gives `user` the client-side flow's desktop role in `ns` (`corral-vdi:self-service`).
 async fn grant_desktop_user(admin: &Client, ns: &str, user: &str) {
     let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> = Api::namespaced(admin.clone(), ns);
     let name = format!(
@@ -67,7 +67,7 @@ async fn grant_desktop_user(admin: &Client, ns: &str, user: &str) {
     );
     let binding = serde_json::from_value(json!({
         "metadata": { "name": name },
-        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "corral-vdi:desktop-user" },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": sandbox::bootstrap::SELF_SERVICE },
         "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user }]
     }))
     .unwrap();

@@ -2,13 +2,15 @@
 //! rules served through the aggregator with RBAC, the VM → VMI lifecycle and printableStatus,
 //! VirtualMachineClone phases ending in a halted target VM, and the streaming subresources
 //! (vnc, vnc/screenshot, portforward, usbredir) with the real guest-side servers behind them,
-//! opened as a client does: a websocket upgrade through the API server's aggregator.
+//! opened as a client does: a websocket upgrade through the API server's aggregator; and the VMI
+//! subresource softreboot.
 //!
 //! One test binary (one sandbox), a module per part; the VM and stream clients they share are
 //! here.
 
 mod guests;
 mod lifecycle;
+mod softreboot;
 mod stream_refusals;
 
 use std::time::Duration;

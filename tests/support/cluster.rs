@@ -1,5 +1,10 @@
 //! The test binary's sandbox (started once, in a thread of its own), clients and [`Actor`]s
 //! as its users, RBAC grants, a namespace per test, and polling until something holds.
+//!
+//! A binary that runs the broker (`sandbox_with(|o| o.broker = true)`, the same in every test
+//! of it) reaches its replicas through [`brokers`] (or [`Shared::brokers`]): a handle shared
+//! with the sandbox's thread, so a test may list them, kill one (`kill(i, Signal::Kill)`) and
+//! start it again (`start(i)`, spawned on the sandbox's runtime so that it outlives the test).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -33,6 +38,9 @@ pub struct Shared {
     pub ssh_user: String,
     /// The sshd's host public key, to pin it; see [`sandbox::Sandbox::ssh_host_public_key`].
     pub ssh_host_public_key: PathBuf,
+    /// The broker's replicas when the binary runs one ([`sandbox::Options::broker`]); see
+    /// [`sandbox::broker::Brokers`].
+    pub brokers: Option<Arc<sandbox::broker::Brokers>>,
 }
 
 static SANDBOX: OnceLock<Shared> = OnceLock::new();
@@ -83,6 +91,7 @@ pub fn start(configure: impl FnOnce(&mut Options)) -> Result<Shared> {
                             ssh_client_key: sb.ssh_client_key.clone(),
                             ssh_user: sb.ssh_user.clone(),
                             ssh_host_public_key: sb.ssh_host_public_key.clone(),
+                            brokers: sb.brokers(),
                         }));
                         std::future::pending::<()>().await;
                         drop(sb);
@@ -94,6 +103,26 @@ pub fn start(configure: impl FnOnce(&mut Options)) -> Result<Shared> {
             });
         })?;
     rx.recv()?
+}
+
+/// The broker's replicas of the test binary's sandbox: list, kill and start them.
+///
+/// Panics when the binary runs no broker (it must start its sandbox with
+/// `sandbox_with(|o| o.broker = true)`).
+pub fn brokers() -> Arc<sandbox::broker::Brokers> {
+    sandbox().brokers.clone().expect(
+        "this test binary's sandbox runs no broker: start it with sandbox_with(|o| o.broker = true)",
+    )
+}
+
+/// The roles `alice`, `bob` and `carol` have in the test binary's sandbox: the claimant role
+/// with a broker, the client-side flow's without.
+pub fn user_roles() -> sandbox::bootstrap::UserRoles {
+    if sandbox().brokers.is_some() {
+        sandbox::bootstrap::UserRoles::Broker
+    } else {
+        sandbox::bootstrap::UserRoles::ClientSide
+    }
 }
 
 /// Gives `user` the RBAC `rules` in `ns`, as admin: a Role and a RoleBinding both named
@@ -198,7 +227,7 @@ pub async fn actor_impersonating(user: &str, groups: &[&str]) -> Actor {
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
 /// Creates a namespace of the test's own, where alice, bob and carol have the same roles as in
-/// `corral-vms`.
+/// `corral-vms` ([`user_roles`]).
 pub async fn namespace(prefix: &str) -> String {
     let admin = client_as("admin").await;
     let name = format!(
@@ -209,7 +238,7 @@ pub async fn namespace(prefix: &str) -> String {
     let api: Api<Namespace> = Api::all(admin.clone());
     let ns: Namespace = serde_json::from_value(json!({ "metadata": { "name": name } })).unwrap();
     api.create(&PostParams::default(), &ns).await.unwrap();
-    sandbox::bootstrap::grant_users(&admin, &name)
+    sandbox::bootstrap::grant_users(&admin, &name, user_roles())
         .await
         .unwrap();
     name

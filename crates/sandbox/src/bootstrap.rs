@@ -1,12 +1,17 @@
 //! What a fresh instance gets: the KubeVirt CRDs, namespaces, RBAC for the users, a KubeVirt CR,
 //! a node, the APIService for the emulated virt-api, and the demo data.
 //!
-//! RBAC (namespace `corral-vms`):
-//! - `alice`, `bob`: ClusterRole `corral-vdi:desktop-user` — read VMs, VMIs and clones, patch
-//!   VMs, start/stop/restart them through the subresources, open VNC/console/port-forward/
-//!   usbredir, and manage Leases;
-//! - `carol`: ClusterRole `corral-vdi:lease-only` — read VMs and VMIs, manage Leases, but not
-//!   change VMs (makes "label patch refused" testable);
+//! RBAC (namespace `corral-vms`, and every namespace [`grant_users`] is called for) depends on
+//! whether the instance runs the broker ([`UserRoles`]):
+//! - with the broker: `alice`, `bob` and `carol` get the shipped claimant ClusterRole
+//!   `corral-vdi:desktop-user` (installed with the broker's manifests,
+//!   `vdi_core::broker::install`): read pools, VMs and VMIs, manage claim Leases, and no VM write,
+//!   stream or power right; the broker grants each claim holder those on their own member;
+//! - without it (the client-side flow, the test binaries' default): `alice`, `bob` get the
+//!   sandbox's ClusterRole [`SELF_SERVICE`] — read VMs, VMIs and clones, patch VMs,
+//!   start/stop/restart/softreboot them through the subresources, open
+//!   VNC/console/port-forward/usbredir, all namespace-wide, and manage Leases; `carol` gets [`LEASE_ONLY`] — read VMs and VMIs,
+//!   manage Leases, but not change VMs (makes "label patch refused" testable);
 //! - `admin`: `system:masters`.
 //!
 //! Nobody but `admin` may list namespaces or read other namespaces. The ClusterRole
@@ -100,9 +105,9 @@ fn crd(
     })
 }
 
-/// Installs the CRDs (waiting until they are Established), namespaces, RBAC, the KubeVirt CR
-/// and the node.
-pub async fn install(admin: &Client) -> Result<()> {
+/// Installs the CRDs (waiting until they are Established), namespaces, RBAC (the users' roles in
+/// `corral-vms` as `roles` says), the KubeVirt CR and the node.
+pub async fn install(admin: &Client, roles: UserRoles) -> Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
     let definitions = [
         crd(
@@ -160,7 +165,7 @@ pub async fn install(admin: &Client) -> Result<()> {
         )
         .await?;
     }
-    install_rbac(admin).await?;
+    install_rbac(admin, roles).await?;
 
     let kubevirt = dynamic(
         admin,
@@ -249,8 +254,27 @@ pub fn dynamic(
     Api::namespaced_with(client.clone(), namespace, &resource)
 }
 
-async fn install_rbac(admin: &Client) -> Result<()> {
-    let roles: Api<ClusterRole> = Api::all(admin.clone());
+/// The sandbox's own ClusterRole for desktop users of the client-side flow (no broker): what that
+/// flow needs namespace-wide (VM patch for the claim label, the power subresources, every
+/// stream). Named apart from the shipped `corral-vdi:desktop-user`, which a broker installs.
+pub const SELF_SERVICE: &str = "corral-vdi:self-service";
+/// The sandbox's ClusterRole of `carol` without a broker: read VMs and VMIs, manage Leases.
+pub const LEASE_ONLY: &str = "corral-vdi:lease-only";
+/// The claimant ClusterRole shipped with the broker (`broker/broker.yaml` in vdi-core), which
+/// the users get in a sandbox with a broker.
+pub const DESKTOP_USER: &str = "corral-vdi:desktop-user";
+
+/// Which roles `alice`, `bob` and `carol` get in a namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UserRoles {
+    /// A sandbox with the broker: all three get [`DESKTOP_USER`] only.
+    Broker,
+    /// The client-side flow: `alice` and `bob` get [`SELF_SERVICE`], `carol` [`LEASE_ONLY`].
+    ClientSide,
+}
+
+async fn install_rbac(admin: &Client, roles: UserRoles) -> Result<()> {
+    let cluster_roles: Api<ClusterRole> = Api::all(admin.clone());
     let read = json!(["get", "list", "watch"]);
     // What self-service needs: create a claim Lease, take over (update) or release (delete)
     // one. The guard, not RBAC, keeps users to their own claims.
@@ -259,16 +283,17 @@ async fn install_rbac(admin: &Client) -> Result<()> {
     let read_vms = json!({ "apiGroups": ["kubevirt.io"],
         "resources": ["virtualmachines", "virtualmachineinstances"], "verbs": read });
     apply(
-        &roles,
-        "corral-vdi:desktop-user",
+        &cluster_roles,
+        SELF_SERVICE,
         json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": { "name": "corral-vdi:desktop-user" },
+            "metadata": { "name": SELF_SERVICE },
             "rules": [
                 read_vms,
                 { "apiGroups": ["kubevirt.io"], "resources": ["virtualmachines"], "verbs": ["patch"] },
                 { "apiGroups": ["clone.kubevirt.io"], "resources": ["virtualmachineclones"], "verbs": read },
                 { "apiGroups": ["subresources.kubevirt.io"],
-                  "resources": ["virtualmachines/start", "virtualmachines/stop", "virtualmachines/restart"],
+                  "resources": ["virtualmachines/start", "virtualmachines/stop", "virtualmachines/restart",
+                                "virtualmachineinstances/softreboot"],
                   "verbs": ["update"] },
                 { "apiGroups": ["subresources.kubevirt.io"],
                   "resources": ["virtualmachineinstances/vnc", "virtualmachineinstances/console",
@@ -279,15 +304,15 @@ async fn install_rbac(admin: &Client) -> Result<()> {
     )
     .await?;
     apply(
-        &roles,
-        "corral-vdi:lease-only",
+        &cluster_roles,
+        LEASE_ONLY,
         json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": { "name": "corral-vdi:lease-only" },
+            "metadata": { "name": LEASE_ONLY },
             "rules": [read_vms, lease_rule] }),
     )
     .await?;
     apply(
-        &roles,
+        &cluster_roles,
         CAPACITY_READER,
         json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": { "name": CAPACITY_READER },
@@ -300,7 +325,7 @@ async fn install_rbac(admin: &Client) -> Result<()> {
             ] }),
     )
     .await?;
-    grant_users(admin, DEMO_NAMESPACE).await
+    grant_users(admin, DEMO_NAMESPACE, roles).await
 }
 
 /// The ClusterRole that lets a user read what GPU and host-device capacity needs, cluster-wide:
@@ -324,15 +349,24 @@ pub async fn grant_capacity_reader(admin: &Client, user: &str) -> Result<()> {
     Ok(())
 }
 
-/// Gives `alice`, `bob` and `carol` in `namespace` the roles they have in `corral-vms`, so
-/// that a test can work in a namespace of its own.
-pub async fn grant_users(admin: &Client, namespace: &str) -> Result<()> {
+/// Gives `alice`, `bob` and `carol` in `namespace` the roles `roles` says (those they have in
+/// `corral-vms`), so that a test can work in a namespace of its own: RoleBindings
+/// `corral-vdi-<user>`.
+pub async fn grant_users(admin: &Client, namespace: &str, roles: UserRoles) -> Result<()> {
     let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), namespace);
-    for (user, role) in [
-        ("alice", "corral-vdi:desktop-user"),
-        ("bob", "corral-vdi:desktop-user"),
-        ("carol", "corral-vdi:lease-only"),
-    ] {
+    let grants = match roles {
+        UserRoles::Broker => [
+            ("alice", DESKTOP_USER),
+            ("bob", DESKTOP_USER),
+            ("carol", DESKTOP_USER),
+        ],
+        UserRoles::ClientSide => [
+            ("alice", SELF_SERVICE),
+            ("bob", SELF_SERVICE),
+            ("carol", LEASE_ONLY),
+        ],
+    };
+    for (user, role) in grants {
         let name = format!("corral-vdi-{user}");
         apply(
             &bindings,

@@ -1,5 +1,6 @@
 //! The instance's kubeconfig: one cluster, one client-certificate user per sandbox user, and a
-//! context per user named after the user (namespace `corral-vms`, current context `admin`).
+//! context per user named after the user (namespace `corral-vms`, current context `admin`); and
+//! the kubeconfigs of service accounts' bearer tokens (the broker's replicas, [`write_token`]).
 
 use std::path::Path;
 
@@ -10,7 +11,7 @@ use kube::{Client, Config};
 use serde_json::json;
 
 use crate::DEMO_NAMESPACE;
-use crate::pki::{UserCert, restrict};
+use crate::pki::UserCert;
 
 /// Writes the kubeconfig (mode 0600: it holds private keys).
 pub fn write(
@@ -20,17 +21,11 @@ pub fn write(
     ca_pem: &str,
     users: &[UserCert],
 ) -> Result<()> {
-    let cluster = format!("corral-sandbox-{name}");
+    let cluster = cluster_name(name);
     let doc = json!({
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{
-            "name": cluster,
-            "cluster": {
-                "server": server,
-                "certificate-authority-data": BASE64.encode(ca_pem.as_bytes()),
-            }
-        }],
+        "clusters": [cluster_entry(name, server, ca_pem)],
         "users": users.iter().map(|u| json!({
             "name": u.name,
             "user": {
@@ -44,9 +39,60 @@ pub fn write(
         })).collect::<Vec<_>>(),
         "current-context": "admin",
     });
-    std::fs::write(path, serde_yaml::to_string(&doc)?)
-        .with_context(|| format!("write {}", path.display()))?;
-    restrict(path)
+    write_private(path, &serde_yaml::to_string(&doc)?)
+}
+
+/// Writes a kubeconfig (mode 0600 from its creation: it holds a credential) whose one context,
+/// `user`, presents the bearer `token` (a service account's, from the TokenRequest API) to the
+/// instance's API server, in `namespace`.
+pub fn write_token(
+    path: &Path,
+    name: &str,
+    server: &str,
+    ca_pem: &str,
+    user: &str,
+    token: &str,
+    namespace: &str,
+) -> Result<()> {
+    let doc = json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [cluster_entry(name, server, ca_pem)],
+        "users": [{ "name": user, "user": { "token": token } }],
+        "contexts": [{ "name": user,
+            "context": { "cluster": cluster_name(name), "user": user, "namespace": namespace } }],
+        "current-context": user,
+    });
+    write_private(path, &serde_yaml::to_string(&doc)?)
+}
+
+fn cluster_name(name: &str) -> String {
+    format!("corral-sandbox-{name}")
+}
+
+fn cluster_entry(name: &str, server: &str, ca_pem: &str) -> serde_json::Value {
+    json!({
+        "name": cluster_name(name),
+        "cluster": {
+            "server": server,
+            "certificate-authority-data": BASE64.encode(ca_pem.as_bytes()),
+        }
+    })
+}
+
+/// Writes `text` to a new file of mode 0600 (replacing one at `path`), so that the credential in
+/// it is never readable by others, not even for a moment.
+fn write_private(path: &Path, text: &str) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::remove_file(path);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut file| file.write_all(text.as_bytes()))
+        .with_context(|| format!("write {}", path.display()))
 }
 
 /// A client for `context` of the kubeconfig at `path`.

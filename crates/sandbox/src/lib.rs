@@ -8,6 +8,11 @@
 //! first use), an RDP server shadowing it, and one sshd per sandbox ([`ssh`]) whose client key
 //! and login are [`Sandbox::ssh_client_key`] and [`Sandbox::ssh_user`].
 //!
+//! With [`Options::broker`] (what `sandbox up` runs; test binaries opt in), Corral VDI's broker
+//! runs as on a cluster: its manifests installed, two `corral-vdi-broker` replicas under their
+//! ServiceAccount's tokens, and the users get the shipped claimant role only (see [`broker`] and
+//! [`bootstrap`]).
+//!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
 //! let sandbox = sandbox::Sandbox::start(sandbox::Options::ephemeral("doc")?).await?;
@@ -17,6 +22,7 @@
 
 pub mod binaries;
 pub mod bootstrap;
+pub mod broker;
 pub mod devices;
 pub mod emulator;
 pub mod kubeconfig;
@@ -37,8 +43,8 @@ use tokio::task::JoinHandle;
 
 /// Users of every sandbox: (name, groups). `admin` is in `system:masters` (cluster-admin) and
 /// `corral-vdi:admins` (a Corral VDI administrator for the guard); `alice` and `bob` are
-/// desktop users in `corral-vms`; `carol` may manage Leases there but not change VMs (see
-/// [`bootstrap`]).
+/// desktop users in `corral-vms`; `carol` may manage Leases there but, without a broker, not
+/// change VMs (their roles: [`bootstrap`]).
 pub const USERS: &[(&str, &[&str])] = &[
     ("admin", &["system:masters", vdi_core::labels::ADMIN_GROUP]),
     ("alice", &[]),
@@ -64,6 +70,14 @@ pub struct Options {
     /// Whether to install Corral VDI's server-side guard (`guard/guard.yaml`), as a cluster
     /// that follows the README has it.
     pub guard: bool,
+    /// Whether to install and run the broker ([`broker`]: its manifests, two replicas under the
+    /// ServiceAccount's tokens); the users then get the shipped claimant role only
+    /// ([`bootstrap::UserRoles::Broker`]). Needs the built `corral-vdi-broker`
+    /// ([`broker::program`]).
+    pub broker: bool,
+    /// The broker replicas' `--lease-seconds` (leader election; [`broker::DEFAULT_LEASE_SECONDS`]
+    /// unless a failover test wants it shorter).
+    pub broker_lease_seconds: u32,
 }
 
 impl Options {
@@ -75,10 +89,13 @@ impl Options {
             seed: true,
             emulate: true,
             guard: true,
+            broker: true,
+            broker_lease_seconds: broker::DEFAULT_LEASE_SECONDS,
         }
     }
 
-    /// A throw-away instance in a fresh temporary directory (for tests).
+    /// A throw-away instance in a fresh temporary directory (for tests), without a broker (the
+    /// client-side flow; a test binary opts in with `broker = true`).
     pub fn ephemeral(label: &str) -> Result<Self> {
         sweep_dead_ephemerals();
         let dir = std::env::temp_dir().join(format!(
@@ -92,6 +109,8 @@ impl Options {
             seed: true,
             emulate: true,
             guard: true,
+            broker: false,
+            broker_lease_seconds: broker::DEFAULT_LEASE_SECONDS,
         })
     }
 }
@@ -154,6 +173,7 @@ pub struct Sandbox {
     sshd: ssh::SshServer,
     emulator: JoinHandle<()>,
     guests: Option<Arc<emulator::guests::Guests>>,
+    brokers: Option<Arc<broker::Brokers>>,
 }
 
 use process::free_port;
@@ -178,10 +198,13 @@ impl Sandbox {
     /// demo data, and returns once the API server serves and the emulated virt-api is
     /// reachable through it. Builds the server binaries first if the cache lacks them.
     ///
-    /// Also starts the sandbox's sshd (guest port 22 of every running VMI; see [`ssh`]).
+    /// Also starts the sandbox's sshd (guest port 22 of every running VMI; see [`ssh`]), and with
+    /// [`Options::broker`] the broker's replicas, returning once one leads and every one reports
+    /// in ([`broker::Brokers::wait_ready`]).
     ///
     /// Errors: a process failed to start (the error carries its log's tail), or it was not
-    /// ready within 90 seconds; `sshd` is missing (install `openssh-server`).
+    /// ready within 90 seconds; `sshd` is missing (install `openssh-server`); the broker's
+    /// program is missing (build it with `cargo build --workspace`) or it did not elect a leader.
     pub async fn start(options: Options) -> Result<Self> {
         let binaries = tokio::task::spawn_blocking(binaries::ensure).await??;
         let dir = options.dir.clone();
@@ -271,12 +294,32 @@ impl Sandbox {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
 
-        bootstrap::install(&admin).await?;
+        let roles = if options.broker {
+            bootstrap::UserRoles::Broker
+        } else {
+            bootstrap::UserRoles::ClientSide
+        };
+        bootstrap::install(&admin, roles).await?;
         if options.guard {
             vdi_core::guard::install(&admin)
                 .await
                 .context("install the Corral VDI guard")?;
         }
+        let brokers = if options.broker {
+            Some(
+                broker::Brokers::launch(broker::Launch {
+                    admin: &admin,
+                    name: &options.name,
+                    dir: &dir,
+                    server: &server,
+                    ca_pem: &pki.ca_pem,
+                    lease_seconds: options.broker_lease_seconds,
+                })
+                .await?,
+            )
+        } else {
+            None
+        };
         let sshd = ssh::SshServer::start(&dir.join("ssh"), &options.name).await?;
         let (emulator, guests) = if options.emulate {
             // KubeVirt's parts act as KubeVirt's service accounts, whom the guard trusts as it
@@ -310,6 +353,9 @@ impl Sandbox {
                 bootstrap::wait_for_seed(&admin).await?;
             }
         }
+        if let Some(brokers) = &brokers {
+            brokers.wait_ready(&admin).await?;
+        }
         fs::rename(&starting, &kubeconfig)
             .with_context(|| format!("publish {}", kubeconfig.display()))?;
         Ok(Sandbox {
@@ -325,6 +371,7 @@ impl Sandbox {
             sshd,
             emulator,
             guests,
+            brokers,
         })
     }
 
@@ -333,8 +380,49 @@ impl Sandbox {
         kubeconfig::client(&self.kubeconfig, user).await
     }
 
+    /// The broker's replicas, to share with whoever controls them (a test fixture); `None`
+    /// without [`Options::broker`].
+    pub fn brokers(&self) -> Option<Arc<broker::Brokers>> {
+        self.brokers.clone()
+    }
+
+    /// The broker's replicas: identity and pid (see [`broker::Brokers::replicas`]); empty
+    /// without a broker.
+    pub fn broker_replicas(&self) -> Vec<broker::ReplicaInfo> {
+        self.brokers
+            .as_ref()
+            .map(|b| b.replicas())
+            .unwrap_or_default()
+    }
+
+    /// Sends `signal` to broker replica `i` ([`broker::Brokers::kill`]).
+    ///
+    /// Errors: no broker, no replica `i`, or it does not run.
+    pub fn kill_replica(&self, i: usize, signal: broker::Signal) -> Result<()> {
+        self.require_brokers()?.kill(i, signal)
+    }
+
+    /// Starts broker replica `i` again with its token ([`broker::Brokers::start`]); its pid.
+    ///
+    /// Errors: no broker, no replica `i`, it still runs, or it did not start.
+    pub async fn start_replica(&self, i: usize) -> Result<u32> {
+        self.require_brokers()?.start(i).await
+    }
+
+    fn require_brokers(&self) -> Result<&Arc<broker::Brokers>> {
+        self.brokers.as_ref().with_context(|| {
+            format!(
+                "sandbox \"{}\" runs no broker: start it with Options::broker",
+                self.name
+            )
+        })
+    }
+
     /// Stops every process and removes the instance's directory.
     pub async fn stop(mut self) -> Result<()> {
+        if let Some(brokers) = self.brokers.take() {
+            brokers.kill_all();
+        }
         self.emulator.abort();
         if let Some(guests) = self.guests.take() {
             guests.shutdown().await;
@@ -348,6 +436,9 @@ impl Sandbox {
 
 impl Drop for Sandbox {
     fn drop(&mut self) {
+        if let Some(brokers) = &self.brokers {
+            brokers.kill_all();
+        }
         self.emulator.abort();
         if let Some(guests) = &self.guests {
             guests.kill_now();

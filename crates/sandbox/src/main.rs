@@ -1,7 +1,8 @@
 //! `sandbox up | down | status`: a local Kubernetes with emulated KubeVirt for Corral VDI.
 //!
-//! `up` starts an instance in the background, waits until it serves, and prints the
-//! kubeconfig's path as the last line of stdout.
+//! `up` starts an instance in the background (with the guard and the broker's two replicas),
+//! waits until it serves and the broker leads, says so, and prints the kubeconfig's path as the
+//! last line of stdout. `status` also names the broker's leader, replicas and last reconcile.
 
 use std::fs;
 use std::os::unix::process::CommandExt;
@@ -38,7 +39,8 @@ enum Cmd {
         #[arg(long, default_value = "default")]
         name: String,
     },
-    /// Say whether an instance runs, and where its kubeconfig is.
+    /// Say whether an instance runs, where its kubeconfig is, and the broker's leader, replicas
+    /// and last reconcile.
     Status {
         /// Instance name.
         #[arg(long, default_value = "default")]
@@ -119,6 +121,15 @@ fn up(name: &str) -> Result<()> {
                 child.id(),
                 log_path.display()
             );
+            eprintln!("{}", broker_report(Path::new(kubeconfig.trim())));
+            eprintln!(
+                "broker logs: {}",
+                state_root()
+                    .join(name)
+                    .join("logs")
+                    .join("broker-<i>.log")
+                    .display()
+            );
             println!("{}", kubeconfig.trim());
             return Ok(());
         }
@@ -184,6 +195,7 @@ fn status(name: &str) -> Result<()> {
                         version.git_version
                     );
                     println!("kubeconfig: {kubeconfig}");
+                    println!("{}", broker_report(Path::new(&kubeconfig)));
                 }
                 Err(e) => {
                     println!(
@@ -199,6 +211,24 @@ fn status(name: &str) -> Result<()> {
         (None, _) => println!("sandbox \"{name}\": not running"),
     }
     Ok(())
+}
+
+/// The broker's state ([`sandbox::broker::describe`]), asked as admin within 3 s; a line saying
+/// why when it cannot be asked.
+fn broker_report(kubeconfig: &Path) -> String {
+    let answer = tokio::runtime::Runtime::new()
+        .map_err(anyhow::Error::from)
+        .and_then(|runtime| {
+            runtime.block_on(async {
+                let client = sandbox::kubeconfig::client(kubeconfig, "admin").await?;
+                let status =
+                    tokio::time::timeout(Duration::from_secs(3), vdi_core::broker::status(&client))
+                        .await
+                        .map_err(|_| anyhow::anyhow!("no answer within 3 s"))??;
+                Ok(sandbox::broker::describe(&status))
+            })
+        });
+    answer.unwrap_or_else(|e| format!("broker: its status is unknown: {e:#}"))
 }
 
 async fn serve(name: &str) -> Result<()> {

@@ -1,6 +1,6 @@
 //! Child processes of a sandbox: every server it starts (etcd, kube-apiserver, sshd, the guests'
-//! Xvnc, X clients and RDP servers) dies with the thread that started it and is killed when its
-//! handle is dropped, so that a crashed test never leaves one behind.
+//! Xvnc, X clients and RDP servers, the broker's replicas) dies with the thread that started it
+//! and is killed when its handle is dropped, so that a crashed test never leaves one behind.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
