@@ -8,6 +8,7 @@
 //! One test binary (one sandbox, its tests one at a time), a module per part; installing,
 //! uninstalling and the refusal check they share are here.
 
+mod broker_manifests;
 mod claim_rules;
 mod leases;
 mod members;

@@ -22,6 +22,7 @@ macro_rules! err {
     };
 }
 
+mod broker_cmd;
 mod capacity_cmd;
 mod connect_cmd;
 mod guard_cmd;
@@ -146,6 +147,10 @@ enum Command {
     /// rules for everyone, kubectl users included.
     #[command(subcommand)]
     Guard(guard_cmd::GuardCommand),
+    /// The in-cluster broker: grants each claim's holder their own desktop's console, forwards,
+    /// USB and power, and nothing else.
+    #[command(subcommand)]
+    Broker(broker_cmd::BrokerCommand),
     /// Print every path that reaches a member (VNC, RDP, SSH), available or why not, and the
     /// command that opens it.
     Connect(connect_cmd::MemberArgs),
@@ -330,6 +335,20 @@ fn print_pools(pools: &[PoolView], scope: &Scope, now: jiff::Timestamp) {
             );
         }
     }
+}
+
+/// Asks `question` on stderr and reads the answer from stdin: true for y or yes (any case);
+/// false for anything else, end of input included (a script that passes no answer changes
+/// nothing).
+pub(crate) fn ask_yes(question: &str) -> bool {
+    use std::io::{BufRead, Write};
+    eprint!("{}", terminal::escaped(question, true));
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    if std::io::stdin().lock().read_line(&mut answer).is_err() {
+        return false;
+    }
+    matches!(answer.trim().to_lowercase().as_str(), "y" | "yes")
 }
 
 /// Prints `rows` (the header first) as columns as wide as their widest cell, two spaces
@@ -517,6 +536,7 @@ async fn run(cli: Cli) -> vdi_core::Result<ExitCode> {
             out!("power: {}", power_text(&released.power));
         }
         Command::Guard(command) => return guard_cmd::run(&source, context, command).await,
+        Command::Broker(command) => return broker_cmd::run(&source, context, command).await,
         Command::Connect(args) => connect_cmd::connect(&source, context, args).await?,
         Command::Vnc(args) => connect_cmd::vnc(&source, context, args).await?,
         Command::PortForward(args) => connect_cmd::port_forward(&source, context, args).await?,

@@ -1,8 +1,6 @@
 //! `usb list` and `usb redir`: local USB devices, and one redirected into your own running
 //! desktop through KubeVirt's `usbredir` subresource and the local `usbredirect` tool.
 
-use std::io::{BufRead, Write};
-
 use clap::{Args, Subcommand};
 use vdi_core::cluster::KubeconfigSource;
 use vdi_core::identity::Actor;
@@ -93,13 +91,7 @@ fn list() {
 fn confirm(member: &str, device: &str) -> bool {
     err!("Redirecting {device} into {member}.");
     err!("{}", usb::SECURITY_NOTICE);
-    eprint!("Attach it? [y/N] ");
-    let _ = std::io::stderr().flush();
-    let mut answer = String::new();
-    if std::io::stdin().lock().read_line(&mut answer).is_err() {
-        return false;
-    }
-    matches!(answer.trim(), "y" | "Y" | "yes" | "Yes")
+    crate::ask_yes("Attach it? [y/N] ")
 }
 
 /// Runs a usb subcommand.

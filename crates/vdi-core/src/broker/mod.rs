@@ -4,7 +4,13 @@
 //! ([`status`], from its leader-election Lease). The broker itself is the binary
 //! `corral-vdi-broker` (crate `crates/broker`).
 
+mod manifest;
 mod status;
+
+pub use manifest::{
+    DIGEST_ANNOTATION, FIELD_MANAGER, GRANT_API_GROUP, GRANTED_RIGHTS, MANAGED_BY, MANIFEST,
+    MEMBERS_POLICY, ManifestStatus, install, manifest_digest, manifest_status, objects, uninstall,
+};
 
 pub use status::{
     BrokerReplica, BrokerState, BrokerStatus, STALE_REPLICA_DURATIONS, status, status_of,

@@ -1,0 +1,138 @@
+//! `broker install | status | uninstall`: thin adapters over `vdi_core::broker`.
+
+use clap::Subcommand;
+use vdi_core::broker::{self, BrokerState, BrokerStatus, ManifestStatus};
+use vdi_core::clock::{ServerClock, describe_instant};
+use vdi_core::cluster::KubeconfigSource;
+use vdi_core::manifests::Verdict;
+
+/// The broker's subcommands.
+#[derive(Subcommand)]
+pub enum BrokerCommand {
+    /// Install (or update) the in-cluster broker: its namespace, ServiceAccount, RBAC, the
+    /// claimant role corral-vdi:desktop-user, its admission policy and the Deployment of two
+    /// replicas (needs cluster-admin rights).
+    Install,
+    /// Say whether a broker runs: the leader, each replica's last heartbeat, the last reconcile,
+    /// and (for administrators) how its objects differ from this version's. Exit status 1
+    /// unless a replica leads and the objects, where readable, are as this version ships them.
+    Status,
+    /// Remove the broker and every grant it made (asks first).
+    Uninstall {
+        /// Do not ask.
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+/// The state in words, for the first line of `broker status`.
+fn state_words(state: BrokerState) -> &'static str {
+    match state {
+        BrokerState::Running => "running",
+        BrokerState::NoLeader => "installed, no leader",
+        BrokerState::Absent => "absent",
+        BrokerState::Unknown => "unknown",
+    }
+}
+
+fn print_status(status: &BrokerStatus, clock: &ServerClock) {
+    let now = clock.now();
+    out!("broker: {}", state_words(status.state));
+    out!("{}", status.summary);
+    if let Some(leader) = &status.leader {
+        out!("  leader          {leader}");
+    }
+    let mut rows = vec![[
+        "REPLICA".to_owned(),
+        "LAST HEARTBEAT".to_owned(),
+        "ROLE".to_owned(),
+    ]];
+    rows.extend(status.replicas.iter().map(|r| {
+        let age = now.duration_since(r.last_seen).as_secs().max(0);
+        [
+            r.identity.clone(),
+            format!("{age}s ago"),
+            if r.leader { "leader" } else { "standby" }.to_owned(),
+        ]
+    }));
+    if rows.len() > 1 {
+        crate::print_table(&rows, "  ");
+    }
+    if let Some(at) = status.last_reconcile {
+        out!("  last reconcile  {}", describe_instant(at, now));
+    }
+}
+
+fn print_manifests(manifests: &ManifestStatus) {
+    out!("{}", manifests.summary);
+    let rows: Vec<[String; 3]> = manifests
+        .objects
+        .iter()
+        .map(|o| {
+            let state = match (o.present, o.current) {
+                (false, _) => "missing",
+                (true, true) => "current",
+                (true, false) => "differs (see above)",
+            };
+            [o.kind.clone(), o.name.clone(), state.to_owned()]
+        })
+        .collect();
+    crate::print_table(&rows, "  ");
+}
+
+/// Runs a broker subcommand.
+pub async fn run(
+    source: &KubeconfigSource,
+    context: Option<&str>,
+    command: BrokerCommand,
+) -> vdi_core::Result<std::process::ExitCode> {
+    let conn = source.connect(context).await?;
+    match command {
+        BrokerCommand::Install => {
+            for done in broker::install(&conn.client).await? {
+                out!("{done}");
+            }
+            out!(
+                "installed the Corral VDI broker: its replicas elect a leader once their pods \
+                 run (`corral-vdi broker status`)"
+            );
+        }
+        BrokerCommand::Status => {
+            let status = broker::status(&conn.client).await?;
+            let clock = ServerClock::measure(&conn.client).await?;
+            print_status(&status, &clock);
+            let manifests = broker::manifest_status(&conn.client).await?;
+            // Ordinary users may not read the broker's objects: only administrators see them.
+            if manifests.verdict.is_some() {
+                print_manifests(&manifests);
+            }
+            // A script that watches the broker sees one that does not lead, or whose objects
+            // differ from this version's, without reading the words.
+            let objects_ok = manifests.verdict.is_none_or(|v| v == Verdict::Installed);
+            if status.state != BrokerState::Running || !objects_ok {
+                return Ok(std::process::ExitCode::FAILURE);
+            }
+        }
+        BrokerCommand::Uninstall { yes } => {
+            if !yes
+                && !crate::ask_yes(
+                    "Removing the Corral VDI broker: every desktop's holder loses the access it \
+                     grants, and without a broker anyone who may claim can open any desktop's \
+                     console.\nRemove it? [y/N] ",
+                )
+            {
+                return Err(vdi_core::Error::invalid(
+                    "the broker was not removed: the question was not answered y",
+                    "answer y to remove it, or pass --yes",
+                ));
+            }
+            let deleted = broker::uninstall(&conn.client).await?;
+            if deleted.is_empty() {
+                out!("the Corral VDI broker was not installed: nothing to remove");
+            } else {
+                out!("removed the Corral VDI broker: {}", deleted.join(", "));
+            }
+        }
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}

@@ -1,0 +1,479 @@
+//! The broker's manifests (`broker/broker.yaml` and `broker/members-policy.yaml`), compiled
+//! in: installed, compared and removed through [`crate::manifests`] as the guard's are, plus
+//! what only the broker leaves behind (its per-claim grants, its leader Lease).
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use kube::{Client, ResourceExt};
+
+use crate::error::{Error, Result, is_status};
+use crate::labels::{BROKER_NAME, BROKER_NAMESPACE, MANAGED_BY_LABEL};
+use crate::manifests::{Comparison, Found, Manifest, Verdict};
+
+/// The broker's manifest, as shipped (`broker/broker.yaml`): its namespace, ServiceAccount,
+/// ClusterRole `corral-vdi:broker` and binding, the status reader Role
+/// ([`super::STATUS_ROLE`]), the claimant ClusterRole `corral-vdi:desktop-user`, and the
+/// Deployment of two replicas.
+pub const MANIFEST: &str = include_str!("../../../../broker/broker.yaml");
+/// The admission policy installed with the broker (`broker/members-policy.yaml`): with a broker
+/// only it, administrators and KubeVirt change pool members' claim label and annotations.
+pub const MEMBERS_POLICY: &str = include_str!("../../../../broker/members-policy.yaml");
+/// Annotation carrying the digest of the manifests an object was installed from.
+pub const DIGEST_ANNOTATION: &str = "corral.dev/broker-digest";
+/// Field manager of [`install`]'s writes (the broker's own writes use
+/// `corral-vdi-broker/<identity>`).
+pub const FIELD_MANAGER: &str = "corral-vdi-broker-install";
+/// The value of [`MANAGED_BY_LABEL`] on everything the broker makes: its per-claim grants.
+pub const MANAGED_BY: &str = BROKER_NAME;
+
+/// API group of every right a per-claim grant gives.
+pub const GRANT_API_GROUP: &str = "subresources.kubevirt.io";
+/// The rights a per-claim grant (Role `corral-vdi-claim-<member>`) gives the holder, each
+/// limited by `resourceNames: [<member>]`, as (resource, verb) of [`GRANT_API_GROUP`]:
+/// KubeVirt's VMI stream subresources (`get`, the verb virt-api's websocket upgrades are
+/// authorized as) and the power subresources (`update`, as virtctl's PUTs are; `softreboot` is
+/// a VMI subresource). The broker's ClusterRole holds each of them, which RBAC's escalation
+/// check demands of whoever creates such a Role.
+pub const GRANTED_RIGHTS: &[(&str, &str)] = &[
+    ("virtualmachineinstances/vnc", "get"),
+    ("virtualmachineinstances/vnc/screenshot", "get"),
+    ("virtualmachineinstances/portforward", "get"),
+    ("virtualmachineinstances/usbredir", "get"),
+    ("virtualmachineinstances/console", "get"),
+    ("virtualmachines/start", "update"),
+    ("virtualmachines/stop", "update"),
+    ("virtualmachines/restart", "update"),
+    ("virtualmachineinstances/softreboot", "update"),
+];
+
+/// The broker's manifests as a [`Manifest`].
+const BROKER: Manifest = Manifest {
+    what: "the Corral VDI broker",
+    files: &[
+        ("broker/broker.yaml", MANIFEST),
+        ("broker/members-policy.yaml", MEMBERS_POLICY),
+    ],
+    digest_annotation: DIGEST_ANNOTATION,
+    field_manager: FIELD_MANAGER,
+    needs: "it creates a namespace, cluster-wide RBAC objects, a Deployment and an admission \
+            policy",
+    keeps: &["Namespace"],
+};
+
+/// First 16 hex digits of the SHA-256 of both manifests: which version an object came from.
+pub fn manifest_digest() -> String {
+    BROKER.digest()
+}
+
+/// The objects of both manifests, in install order, each annotated with [`manifest_digest`].
+///
+/// Errors: only if a shipped manifest does not parse, which a unit test rules out.
+pub fn objects() -> Result<Vec<DynamicObject>> {
+    BROKER.objects()
+}
+
+/// Installs (or updates) the broker: every object of [`MANIFEST`] and [`MEMBERS_POLICY`] is
+/// created, or replaced whole so that edits made on the cluster go (labels and annotations
+/// others added stay). Returns what was done, one phrase per object ("created Deployment
+/// corral-vdi-broker in namespace "corral-vdi-system""), once the API server enforces the
+/// admission policy. The Deployment's replicas then elect a leader ([`super::status`]).
+///
+/// Errors: 403 for a caller who is not a cluster administrator, naming the first object
+/// refused (nothing after it is written; nothing is written at all when the first, the
+/// Namespace, is refused).
+pub async fn install(client: &Client) -> Result<Vec<String>> {
+    BROKER.install(client).await
+}
+
+/// Removes the broker: its policy, Deployment, RBAC objects and ServiceAccount (the Namespace
+/// `corral-vdi-system` stays: deleting one is asynchronous, and an install right after would
+/// find it terminating; `kubectl delete namespace corral-vdi-system` removes it), then every
+/// Role and RoleBinding the broker made (labelled `app.kubernetes.io/managed-by=corral-vdi-broker`)
+/// in every namespace, then its leader Lease, so that [`super::status`] says
+/// [`super::BrokerState::Absent`]. Returns what was deleted, one phrase per object. The
+/// members' claim labels and the broker's annotations stay: the client-side flow takes over.
+///
+/// Errors: 403 for callers who may not delete them (an administrator's job).
+pub async fn uninstall(client: &Client) -> Result<Vec<String>> {
+    let mut deleted = BROKER.uninstall(client).await?;
+    deleted.extend(delete_grants::<Role>(client).await?);
+    deleted.extend(delete_grants::<RoleBinding>(client).await?);
+    let lease = Lease {
+        metadata: kube::api::ObjectMeta {
+            name: Some(BROKER_NAME.to_owned()),
+            namespace: Some(BROKER_NAMESPACE.to_owned()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    deleted.extend(delete_in_namespace(client, &lease).await?);
+    Ok(deleted)
+}
+
+/// Deletes every `K` (Role or RoleBinding) the broker made, in all namespaces (labelled
+/// [`MANAGED_BY_LABEL`]=[`MANAGED_BY`]); returns what was deleted.
+async fn delete_grants<K>(client: &Client) -> Result<Vec<String>>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let managed = ListParams::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"));
+    let found = Api::<K>::all(client.clone())
+        .list(&managed)
+        .await
+        .map_err(|e| {
+            Error::kube(
+                format!("list the broker's {}s in all namespaces", K::kind(&())),
+                e,
+            )
+        })?;
+    let mut deleted = Vec::new();
+    for grant in &found {
+        deleted.extend(delete_in_namespace(client, grant).await?);
+    }
+    Ok(deleted)
+}
+
+/// Deletes `obj` (a namespaced object of kind `K`); `None` when it was already gone, else
+/// "`<kind>` `<name>` in namespace "`<ns>`"".
+async fn delete_in_namespace<K>(client: &Client, obj: &K) -> Result<Option<String>>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let ns = obj.namespace().unwrap_or_default();
+    let what = format!("{} {} in namespace \"{ns}\"", K::kind(&()), obj.name_any());
+    match Api::<K>::namespaced(client.clone(), &ns)
+        .delete(&obj.name_any(), &DeleteParams::default())
+        .await
+    {
+        Ok(_) => Ok(Some(what)),
+        Err(e) if is_status(&e, 404) => Ok(None),
+        Err(e) => Err(Error::kube(format!("delete {what}"), e)),
+    }
+}
+
+/// How the cluster's copy of the broker's manifests compares with this version's, for
+/// administrators (`corral-vdi broker status`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestStatus {
+    /// The verdict; `None` when the objects could not be read (ordinary users may not).
+    pub verdict: Option<Verdict>,
+    /// One sentence saying what that means and what to do.
+    pub summary: String,
+    /// Each object but the Namespace, as found (empty when they could not be read).
+    pub objects: Vec<Found>,
+}
+
+/// Reads each of the broker's objects (all but its Namespace, which uninstall leaves) and
+/// compares it with this version's manifests field by field
+/// ([`crate::manifests::compared_part`]): a ClusterRole with a rule added by hand, a binding
+/// to someone else, a Deployment scaled to one replica or running another image, the policy
+/// set to warn only.
+///
+/// Errors: only when the cluster cannot be reached; a 403 gives `verdict: None`.
+pub async fn manifest_status(client: &Client) -> Result<ManifestStatus> {
+    let shipped: Vec<DynamicObject> = objects()?
+        .into_iter()
+        .filter(|o| o.types.as_ref().is_none_or(|t| t.kind != "Namespace"))
+        .collect();
+    let compared = match BROKER
+        .compare(client, &shipped, |kind| kind.to_owned())
+        .await?
+    {
+        Comparison::Read(compared) => compared,
+        Comparison::Forbidden(why) => {
+            return Ok(ManifestStatus {
+                verdict: None,
+                summary: format!(
+                    "cannot compare the broker's objects with this version's ({why}): an \
+                     administrator may"
+                ),
+                objects: Vec::new(),
+            });
+        }
+    };
+    let verdict = compared.verdict();
+    let differences = compared.differences.join("; ");
+    let summary = match verdict {
+        Verdict::Absent => "the broker's manifests are not installed: an administrator runs \
+                            `corral-vdi broker install`"
+            .to_owned(),
+        Verdict::Partial => format!(
+            "the broker's manifests are incomplete (missing {}): run `corral-vdi broker install`",
+            compared.missing().join(", ")
+        ),
+        Verdict::Installed => {
+            "the broker's manifests are installed as this version ships them".to_owned()
+        }
+        Verdict::AnotherVersion => format!(
+            "the broker's manifests are installed from another version ({differences}): run \
+             `corral-vdi broker install` to bring them up to date"
+        ),
+        Verdict::Changed => format!(
+            "the broker's manifests were changed on the cluster ({differences}): run \
+             `corral-vdi broker install` to restore them"
+        ),
+    };
+    Ok(ManifestStatus {
+        verdict: Some(verdict),
+        summary,
+        objects: compared.objects,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::labels::BROKER_USER;
+    use crate::manifests::resource_of;
+    use serde_json::Value;
+
+    fn find(kind: &str, name: &str) -> DynamicObject {
+        objects()
+            .unwrap()
+            .into_iter()
+            .find(|o| o.types.as_ref().unwrap().kind == kind && o.name_any() == name)
+            .unwrap_or_else(|| panic!("no {kind} {name} in the broker's manifests"))
+    }
+
+    /// The rules of a (Cluster)Role, each as (apiGroup, resource, verb, resourceNames).
+    fn rights(role: &DynamicObject) -> Vec<(String, String, String, Value)> {
+        let mut out = Vec::new();
+        for rule in role.data["rules"].as_array().unwrap() {
+            let strings = |key: &str| -> Vec<String> {
+                rule[key]
+                    .as_array()
+                    .map(|a| a.iter().map(|v| v.as_str().unwrap().to_owned()).collect())
+                    .unwrap_or_default()
+            };
+            for group in strings("apiGroups") {
+                for resource in strings("resources") {
+                    for verb in strings("verbs") {
+                        out.push((
+                            group.clone(),
+                            resource.clone(),
+                            verb,
+                            rule["resourceNames"].clone(),
+                        ));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_object_parses_with_a_kind_and_the_digest() {
+        let objects = objects().unwrap();
+        assert!(objects.len() >= 10, "{} objects", objects.len());
+        for obj in &objects {
+            let resource = resource_of(obj).unwrap();
+            assert_eq!(
+                obj.annotations()[DIGEST_ANNOTATION],
+                manifest_digest(),
+                "{} {}",
+                resource.kind,
+                obj.name_any()
+            );
+            assert_eq!(
+                obj.labels()
+                    .get("app.kubernetes.io/part-of")
+                    .map(String::as_str),
+                Some("corral-vdi-broker"),
+                "{} {}",
+                resource.kind,
+                obj.name_any()
+            );
+            // Namespaced kinds sit in the broker's namespace; the rest are cluster-wide.
+            let namespaced = matches!(
+                resource.kind.as_str(),
+                "ServiceAccount" | "Role" | "RoleBinding" | "Deployment"
+            );
+            assert_eq!(
+                obj.namespace().as_deref(),
+                namespaced.then_some(BROKER_NAMESPACE),
+                "{} {}",
+                resource.kind,
+                obj.name_any()
+            );
+        }
+        // The policy the guard's helper writes comes with the broker.
+        assert!(
+            objects
+                .iter()
+                .any(|o| o.types.as_ref().unwrap().kind == "ValidatingAdmissionPolicy"),
+            "broker/members-policy.yaml holds the members' policy"
+        );
+        assert!(MEMBERS_POLICY.contains(BROKER_USER));
+    }
+
+    #[test]
+    fn the_deployment_runs_two_unprivileged_replicas_of_this_version() {
+        let deployment = find("Deployment", BROKER_NAME);
+        let spec = &deployment.data["spec"];
+        assert_eq!(spec["replicas"], 2);
+        let pod = &spec["template"]["spec"];
+        assert_eq!(pod["serviceAccountName"], BROKER_NAME);
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+        let container = &pod["containers"][0];
+        assert_eq!(
+            container["image"],
+            format!(
+                "ghcr.io/corral-vdi/corral-vdi-broker:{}",
+                env!("CARGO_PKG_VERSION")
+            ),
+            "the image's tag is this version"
+        );
+        // broker/Containerfile builds that image with the Rust version the workspace requires.
+        let containerfile = include_str!("../../../../broker/Containerfile");
+        assert!(
+            containerfile.contains(&format!(
+                "ARG RUST_VERSION={}\n",
+                env!("CARGO_PKG_RUST_VERSION")
+            )),
+            "broker/Containerfile's RUST_VERSION"
+        );
+        assert_eq!(
+            container["args"],
+            serde_json::json!(["--lease-seconds", "15"])
+        );
+        assert_eq!(container["env"][0]["name"], "POD_NAME");
+        assert_eq!(
+            container["env"][0]["valueFrom"]["fieldRef"]["fieldPath"],
+            "metadata.name"
+        );
+        let security = &container["securityContext"];
+        assert_eq!(security["readOnlyRootFilesystem"], true);
+        assert_eq!(security["allowPrivilegeEscalation"], false);
+        for key in ["requests", "limits"] {
+            assert!(
+                container["resources"][key]["memory"].is_string(),
+                "resources.{key}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_claimant_role_has_no_stream_power_or_vm_write_right() {
+        let role = find("ClusterRole", "corral-vdi:desktop-user");
+        let held = rights(&role);
+        assert!(!held.is_empty());
+        for (group, resource, verb, _) in &held {
+            assert!(
+                !resource.contains('/') && group != GRANT_API_GROUP,
+                "a subresource: {group} {resource} {verb}"
+            );
+            assert!(
+                !(group == "kubevirt.io"
+                    && ["patch", "update", "create", "delete"].contains(&verb.as_str())),
+                "a VM write: {group} {resource} {verb}"
+            );
+        }
+        for needed in ["get", "list", "watch", "create", "update", "delete"] {
+            assert!(
+                held.iter()
+                    .any(|(g, r, v, _)| g == "coordination.k8s.io" && r == "leases" && v == needed),
+                "Leases {needed}"
+            );
+        }
+        for (group, resource) in [
+            ("kubevirt.io", "virtualmachines"),
+            ("kubevirt.io", "virtualmachineinstances"),
+            ("clone.kubevirt.io", "virtualmachineclones"),
+            ("corral.dev", "desktoppools"),
+        ] {
+            assert!(
+                held.iter()
+                    .any(|(g, r, v, _)| g == group && r == resource && v == "list"),
+                "read {group} {resource}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_broker_holds_every_right_a_grant_gives_and_reads_only_its_lease_for_others() {
+        let role = find("ClusterRole", "corral-vdi:broker");
+        let held = rights(&role);
+        for (resource, verb) in GRANTED_RIGHTS {
+            assert!(
+                held.iter().any(|(g, r, v, names)| g == GRANT_API_GROUP
+                    && r == resource
+                    && v == verb
+                    && names.is_null()),
+                "the broker must hold {GRANT_API_GROUP} {resource} {verb} in every namespace \
+                 to grant it"
+            );
+        }
+        // No wildcard, no escalate or bind: it grants only what it holds.
+        for (group, resource, verb, _) in &held {
+            assert!(
+                group != "*" && resource != "*" && verb != "*",
+                "a wildcard: {group} {resource} {verb}"
+            );
+            assert!(
+                !["escalate", "bind", "impersonate"].contains(&verb.as_str()),
+                "{verb}"
+            );
+        }
+        let binding = find("ClusterRoleBinding", "corral-vdi:broker");
+        assert_eq!(
+            binding.data["subjects"],
+            serde_json::json!([{ "kind": "ServiceAccount", "name": BROKER_NAME,
+                                 "namespace": BROKER_NAMESPACE }])
+        );
+        // Everyone signed in reads the leader Lease, by name only.
+        let reader = find("Role", super::super::STATUS_ROLE);
+        assert_eq!(
+            rights(&reader),
+            ["get", "list", "watch"].map(|v| (
+                "coordination.k8s.io".to_owned(),
+                "leases".to_owned(),
+                v.to_owned(),
+                serde_json::json!([BROKER_NAME])
+            ))
+        );
+        let reading = find("RoleBinding", super::super::STATUS_ROLE);
+        assert_eq!(reading.data["subjects"][0]["name"], "system:authenticated");
+        assert_eq!(reading.data["roleRef"]["name"], super::super::STATUS_ROLE);
+    }
+
+    #[test]
+    fn a_deployment_compares_only_in_the_fields_shipped() {
+        let shipped = find("Deployment", BROKER_NAME);
+        let mut live = shipped.clone();
+        // What the API server fills in does not count.
+        live.data["spec"]["revisionHistoryLimit"] = 10.into();
+        live.data["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] =
+            "IfNotPresent".into();
+        live.data["spec"]["template"]["spec"]["containers"][0]["env"][0]["valueFrom"]["fieldRef"]
+            ["apiVersion"] = "v1".into();
+        assert_eq!(
+            crate::manifests::compared_part("Deployment", &shipped, &live),
+            Vec::<String>::new()
+        );
+        live.data["spec"]["replicas"] = 1.into();
+        assert_eq!(
+            crate::manifests::compared_part("Deployment", &shipped, &live),
+            ["replicas is 1, this version ships 2"]
+        );
+        // A ClusterRole is compared strictly: a rule added by hand counts.
+        let shipped = find("ClusterRole", "corral-vdi:desktop-user");
+        let mut live = shipped.clone();
+        live.data["rules"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!({
+            "apiGroups": ["subresources.kubevirt.io"], "resources": ["virtualmachineinstances/vnc"],
+            "verbs": ["get"] }));
+        assert_eq!(
+            crate::manifests::compared_part("ClusterRole", &shipped, &live),
+            ["rules has 5 entries, this version ships 4"]
+        );
+    }
+}
