@@ -6,9 +6,12 @@
 //! starts the member, and on release or expiry revokes the grant, cuts the console, clears the
 //! labels and stops the VM.
 
+pub mod controller;
 pub mod decide;
 pub mod election;
+pub mod grant;
 pub mod options;
+pub mod reconcile;
 
 use jiff::Timestamp;
 use kube::Client;
@@ -34,13 +37,17 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
             "no cluster to run against ({e}): set KUBECONFIG, or run in a pod with a service account"
         )
     })?;
+    let streams = vdi_core::stream::stream_client(config.clone())?;
     let client = Client::try_from(config)?;
     let clock = vdi_core::clock::ServerClock::measure(&client).await?;
     tracing::info!(%identity, lease_seconds = options.lease_seconds,
         reclaim_margin_seconds = options.reclaim_margin_seconds, "corral-vdi-broker starting");
     let shutdown = election::shutdown_signal()?;
-    election::run(client, identity, options, clock, shutdown, || {
-        tokio::spawn(std::future::pending())
+    let margin = options.reclaim_margin();
+    let leader = (client.clone(), streams, identity.clone());
+    election::run(client, identity, options, clock, shutdown, move || {
+        let (client, streams, identity) = leader.clone();
+        tokio::spawn(controller::lead(client, streams, identity, clock, margin))
     })
     .await;
     Ok(())

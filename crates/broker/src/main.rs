@@ -12,6 +12,8 @@ async fn main() -> ExitCode {
     let options = Options::parse();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        // Colours only on a terminal: a log file or a pod's log gets plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),

@@ -1,0 +1,394 @@
+//! The leader's reconciler: reflectors over the pool member VMs, the claim Leases and the
+//! broker's grants (Roles and RoleBindings) in every namespace, and a work queue of members
+//! keyed by (namespace, member) that [`crate::reconcile::reconcile`] works off.
+//!
+//! Level-based: any change to one of a member's objects queues the member; a reconcile may ask
+//! to be run again at a time (an active Lease's expiry plus the reclaim margin, a start to
+//! retry); and every [`PASS_INTERVAL`] every known member is queued again (a full pass), after
+//! which the leader writes `corral.dev/broker-last-reconcile` on its Lease. Nothing runs before
+//! all four watches have listed, so no member is judged on half the cluster. One member is
+//! never reconciled twice at once; up to [`CONCURRENCY`] members are.
+//!
+//! Cheap at scale: the stores keep only what the rules read. VMs lose their template, the
+//! rest of their spec and status, `managedFields` and kubectl's last-applied annotation (a
+//! start or stop reads the VM whole); Leases other than claim Leases are never stored.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::pin::pin;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt, TryStreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::{self, Event, watcher};
+use kube::{Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use vdi_core::labels::{
+    BROKER_LAST_RECONCILE_ANNOTATION, BROKER_NAME, BROKER_NAMESPACE, GRANT_PREFIX,
+    MANAGED_BY_LABEL, MEMBER_LABEL, POOL_LABEL, member_of_lease,
+};
+use vdi_core::lease::ClaimLease;
+use vdi_core::resources::VirtualMachine;
+
+use crate::reconcile::{Context, Key, Stores, reconcile};
+use vdi_core::clock::ServerClock;
+
+/// How many members are reconciled at once.
+pub const CONCURRENCY: usize = 16;
+/// How often every member is queued again (and the last-reconcile annotation written after).
+pub const PASS_INTERVAL: Duration = Duration::from_secs(15);
+/// How soon a member whose reconcile failed is tried again.
+const ERROR_RETRY: Duration = Duration::from_secs(5);
+/// The longest a member waits in the queue for its own time (a far expiry is looked at then).
+const LONGEST_WAIT: Duration = Duration::from_secs(24 * 3600);
+
+/// kubectl's copy of the last applied object: never read, often large.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Watches `api` (with `config`, from the API server's watch cache) into a store, keeping only
+/// the objects `keep` accepts (decided by name, which never changes) and trimming each with
+/// `trim`; yields the member key of every object that changed.
+fn reflect<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    keep: fn(&K) -> bool,
+    trim: fn(&mut K),
+    key: fn(&K) -> Option<Key>,
+    what: &'static str,
+) -> (Store<K>, impl Stream<Item = Key> + Send)
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store();
+    let stream = watcher(api, config.any_semantic())
+        .default_backoff()
+        .try_filter(move |event| {
+            std::future::ready(match event {
+                Event::Apply(k) | Event::Delete(k) | Event::InitApply(k) => keep(k),
+                Event::Init | Event::InitDone => true,
+            })
+        })
+        .modify(move |k| {
+            k.meta_mut().managed_fields = None;
+            if let Some(annotations) = k.meta_mut().annotations.as_mut() {
+                annotations.remove(LAST_APPLIED);
+            }
+            trim(k);
+        })
+        .reflect(writer)
+        .touched_objects()
+        .filter_map(move |touched| {
+            std::future::ready(match touched {
+                Ok(k) => key(&k),
+                Err(e) => {
+                    tracing::warn!(error = %e, "watch of {what} failed; retrying");
+                    None
+                }
+            })
+        });
+    (store, stream)
+}
+
+/// A claim Lease's member key (never the broker's own Lease).
+fn lease_key(lease: &ClaimLease) -> Option<Key> {
+    Some(Key {
+        namespace: lease.namespace()?,
+        member: member_of_lease(&lease.name_any())?.to_owned(),
+    })
+}
+
+/// Whether a Lease is a claim Lease (named `corral-vdi-<member>`, outside the broker's own
+/// namespace).
+fn is_claim_lease(lease: &ClaimLease) -> bool {
+    lease.metadata.namespace.as_deref() != Some(BROKER_NAMESPACE) && lease_key(lease).is_some()
+}
+
+/// A VM keeps only what the rules read: metadata, run strategy, printableStatus.
+fn trim_vm(vm: &mut VirtualMachine) {
+    vm.spec.template = None;
+    vm.spec.other.clear();
+    if let Some(status) = vm.status.as_mut() {
+        status.other.clear();
+    }
+}
+
+/// A grant's member key: its `corral.dev/vdi-member` label.
+fn grant_key<K: Resource>(grant: &K) -> Option<Key> {
+    Some(Key {
+        namespace: grant.meta().namespace.clone()?,
+        member: grant.meta().labels.as_ref()?.get(MEMBER_LABEL)?.clone(),
+    })
+}
+
+/// Whether an object labelled as the broker's is one of its grants (`corral-vdi-claim-…`, with
+/// a member label): nothing else it may find is ever deleted as an orphan.
+fn is_grant<K: Resource>(grant: &K) -> bool {
+    grant
+        .meta()
+        .name
+        .as_deref()
+        .is_some_and(|n| n.starts_with(GRANT_PREFIX))
+        && grant_key(grant).is_some()
+}
+
+fn vm_key(vm: &VirtualMachine) -> Option<Key> {
+    Some(Key {
+        namespace: vm.namespace()?,
+        member: vm.name_any(),
+    })
+}
+
+/// The work queue: each member at most once, at its earliest asked time.
+#[derive(Default)]
+struct Queue {
+    due: BTreeSet<(Instant, Key)>,
+    at: HashMap<Key, Instant>,
+}
+
+impl Queue {
+    /// Queues `key` for `when`, unless it is queued for earlier already.
+    fn schedule(&mut self, key: Key, when: Instant) {
+        if let Some(&queued) = self.at.get(&key) {
+            if queued <= when {
+                return;
+            }
+            self.due.remove(&(queued, key.clone()));
+        }
+        self.at.insert(key.clone(), when);
+        self.due.insert((when, key));
+    }
+
+    /// The first member due by `now`.
+    fn pop_due(&mut self, now: Instant) -> Option<Key> {
+        let (when, _) = self.due.first()?;
+        if *when > now {
+            return None;
+        }
+        let (_, key) = self.due.pop_first()?;
+        self.at.remove(&key);
+        Some(key)
+    }
+
+    /// When the next member is due.
+    fn next(&self) -> Option<Instant> {
+        self.due.first().map(|(when, _)| *when)
+    }
+}
+
+/// Starts the watches and runs the reconciler on them until aborted (leadership lost).
+pub async fn lead(
+    client: Client,
+    streams: Client,
+    identity: String,
+    clock: ServerClock,
+    margin: jiff::SignedDuration,
+) {
+    let (vms, vm_keys) = reflect(
+        Api::<VirtualMachine>::all(client.clone()),
+        watcher::Config::default().labels(POOL_LABEL),
+        |_| true,
+        trim_vm,
+        vm_key,
+        "pool member VirtualMachines",
+    );
+    let (leases, lease_keys) = reflect(
+        Api::<ClaimLease>::all(client.clone()),
+        // kubelet's node heartbeats (one Lease per node, renewed every 10 s) are never claims.
+        watcher::Config::default().fields("metadata.namespace!=kube-node-lease"),
+        is_claim_lease,
+        |_| {},
+        lease_key,
+        "claim Leases",
+    );
+    let managed = format!("{MANAGED_BY_LABEL}={BROKER_NAME}");
+    let (roles, role_keys) = reflect(
+        Api::<Role>::all(client.clone()),
+        watcher::Config::default().labels(&managed),
+        is_grant,
+        |_| {},
+        grant_key,
+        "grant Roles",
+    );
+    let (bindings, binding_keys) = reflect(
+        Api::<RoleBinding>::all(client.clone()),
+        watcher::Config::default().labels(&managed),
+        is_grant,
+        |_| {},
+        grant_key,
+        "grant RoleBindings",
+    );
+    let stores = Stores {
+        vms,
+        leases,
+        roles,
+        bindings,
+    };
+    let ctx = std::sync::Arc::new(Context {
+        client: client.clone(),
+        streams,
+        clock,
+        margin,
+        identity,
+        stores: stores.clone(),
+    });
+    let mut triggers = pin!(futures::stream::select(
+        futures::stream::select(vm_keys, lease_keys),
+        futures::stream::select(role_keys, binding_keys),
+    ));
+    let ready = async {
+        let _ = futures::join!(
+            stores.vms.wait_until_ready(),
+            stores.leases.wait_until_ready(),
+            stores.roles.wait_until_ready(),
+            stores.bindings.wait_until_ready(),
+        );
+    };
+    let mut ready = pin!(ready);
+    let mut listed = false;
+    let mut queue = Queue::default();
+    let mut running: HashSet<Key> = HashSet::new();
+    let mut again: HashSet<Key> = HashSet::new();
+    let mut tasks: JoinSet<(Key, anyhow::Result<Option<jiff::Timestamp>>)> = JoinSet::new();
+    let mut pass: Option<HashSet<Key>> = None;
+    let mut passes = tokio::time::interval(PASS_INTERVAL);
+    passes.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        if listed {
+            let now = Instant::now();
+            while running.len() < CONCURRENCY {
+                let Some(key) = queue.pop_due(now) else { break };
+                if running.contains(&key) {
+                    again.insert(key);
+                    continue;
+                }
+                running.insert(key.clone());
+                let ctx = ctx.clone();
+                tasks.spawn(async move {
+                    let result = reconcile(&ctx, &key).await;
+                    (key, result)
+                });
+            }
+        }
+        let next = queue
+            .next()
+            .filter(|_| listed && running.len() < CONCURRENCY);
+        tokio::select! {
+            key = triggers.next() => match key {
+                Some(key) => queue.schedule(key, Instant::now()),
+                None => {
+                    tracing::error!("the watches ended");
+                    return;
+                }
+            },
+            () = &mut ready, if !listed => {
+                listed = true;
+                tracing::info!(
+                    vms = stores.vms.state().len(),
+                    leases = stores.leases.state().len(),
+                    grants = stores.roles.state().len(),
+                    "watches listed: reconciling every member"
+                );
+                pass = start_pass(&stores, &mut queue, &client, &ctx.clock).await;
+            }
+            Some(done) = tasks.join_next(), if !tasks.is_empty() => {
+                let Ok((key, result)) = done else { continue };
+                running.remove(&key);
+                match result {
+                    Ok(Some(at)) => {
+                        let wait = at.duration_since(ctx.clock.now()).max(jiff::SignedDuration::ZERO);
+                        let wait = Duration::try_from(wait).unwrap_or(LONGEST_WAIT).min(LONGEST_WAIT);
+                        queue.schedule(key.clone(), Instant::now() + wait);
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(namespace = %key.namespace, member = %key.member, "{e:#}; retrying in {}s", ERROR_RETRY.as_secs());
+                        queue.schedule(key.clone(), Instant::now() + ERROR_RETRY);
+                    }
+                }
+                if again.remove(&key) {
+                    queue.schedule(key.clone(), Instant::now());
+                }
+                if let Some(remaining) = pass.as_mut() {
+                    remaining.remove(&key);
+                    if remaining.is_empty() {
+                        pass = None;
+                        last_reconcile(&client, &ctx.clock).await;
+                    }
+                }
+            }
+            () = tokio::time::sleep_until(next.unwrap_or_else(Instant::now)), if next.is_some() => {}
+            _ = passes.tick() => {
+                if listed && pass.is_none() {
+                    pass = start_pass(&stores, &mut queue, &client, &ctx.clock).await;
+                }
+            }
+        }
+    }
+}
+
+/// Queues every known member now; returns them (the pass is complete when each has run), or
+/// `None` when there is none (the pass is complete at once: its annotation is written).
+async fn start_pass(
+    stores: &Stores,
+    queue: &mut Queue,
+    client: &Client,
+    clock: &ServerClock,
+) -> Option<HashSet<Key>> {
+    let now = Instant::now();
+    let keys: HashSet<Key> = stores
+        .vms
+        .state()
+        .iter()
+        .filter_map(|vm| vm_key(vm))
+        .chain(stores.leases.state().iter().filter_map(|l| lease_key(l)))
+        .chain(
+            stores
+                .roles
+                .state()
+                .iter()
+                .filter_map(|r| grant_key(r.as_ref())),
+        )
+        .chain(
+            stores
+                .bindings
+                .state()
+                .iter()
+                .filter_map(|b| grant_key(b.as_ref())),
+        )
+        .collect();
+    if keys.is_empty() {
+        last_reconcile(client, clock).await;
+        return None;
+    }
+    for key in &keys {
+        queue.schedule(key.clone(), now);
+    }
+    Some(keys)
+}
+
+/// Writes `corral.dev/broker-last-reconcile` = now (RFC 3339) on the leader Lease: a merge
+/// patch of that one annotation.
+async fn last_reconcile(client: &Client, clock: &ServerClock) {
+    let api: Api<Lease> = Api::namespaced(client.clone(), BROKER_NAMESPACE);
+    let patch = serde_json::json!({ "metadata": { "annotations": {
+        BROKER_LAST_RECONCILE_ANNOTATION: crate::rfc3339(clock.now()),
+    } } });
+    let params = PatchParams {
+        field_manager: Some(BROKER_NAME.into()),
+        ..PatchParams::default()
+    };
+    if let Err(e) = api.patch(BROKER_NAME, &params, &Patch::Merge(&patch)).await {
+        tracing::warn!(error = %e, "cannot write {BROKER_LAST_RECONCILE_ANNOTATION} on Lease {BROKER_NAMESPACE}/{BROKER_NAME}");
+    }
+}
