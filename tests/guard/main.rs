@@ -1,13 +1,15 @@
 //! The server-side guard against the sandbox's real API server: absent until installed, then
 //! the API server itself refuses every raw request that would take a desktop from its holder or
 //! change it behind the claim flow's back, with the policy's message, and lets the holder,
-//! administrators and KubeVirt (the emulated virt-api acts as KubeVirt's service account) through.
-//! This binary's sandbox starts without the guard, so that "not installed" can be seen; each
-//! test installs it and leaves it uninstalled, one test at a time.
+//! administrators and KubeVirt (the emulated virt-api acts as KubeVirt's service account) through;
+//! and the broker's part (its identity, impersonated, and the policy installed with it).
+//! This binary's sandbox starts without the guard and without a broker, so that "not installed"
+//! can be seen; each test installs what it needs and leaves it uninstalled, one test at a time.
 //!
 //! One test binary (one sandbox, its tests one at a time), a module per part; installing,
 //! uninstalling and the refusal check they share are here.
 
+mod broker;
 mod broker_manifests;
 mod claim_rules;
 mod leases;
@@ -74,6 +76,16 @@ async fn install_and_wait(admin: &Client, ns: &str, member: &str) {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// The resourceVersion of VM `name` in `ns`, read as admin.
+async fn vm_version(ns: &str, name: &str) -> Option<String> {
+    Api::<VirtualMachine>::namespaced(client("admin").await, ns)
+        .get(name)
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
 }
 
 async fn uninstall(admin: &Client) {

@@ -10,17 +10,7 @@ use vdi_core::identity::Actor;
 use vdi_core::labels::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, POOL_LABEL};
 use vdi_core::resources::VirtualMachine;
 
-use crate::{client, denied, install_and_wait, serial, uninstall};
-
-/// The resourceVersion of VM `name` in `ns`, read as admin.
-async fn vm_version(ns: &str, name: &str) -> Option<String> {
-    Api::<VirtualMachine>::namespaced(client("admin").await, ns)
-        .get(name)
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-}
+use crate::{client, denied, install_and_wait, serial, uninstall, vm_version};
 
 #[tokio::test]
 async fn with_the_guard_ordinary_users_change_a_pool_member_only_through_the_claim_flow() {
