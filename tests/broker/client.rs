@@ -1,0 +1,235 @@
+//! The client's half of a claim with a broker (issue 25, "the broker does the cluster's half"):
+//! a claim is the Lease alone, then a wait — watching the member — reported step by step until
+//! the broker has labelled, bound and started it; the pools view shows it "granting" until
+//! then; a release deletes the Lease alone and the broker stops the member; and the app's link
+//! names the leader, as the CLI's `pool list` judges the members.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use corral_tests::{actor_as, client_as, desktop_member, namespace, sandbox, vms, wait_power};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::ResourceExt;
+use kube::api::Api;
+use vdi_core::claim::side::NO_BROKER_NOTICE;
+use vdi_core::claim::{
+    ClaimOptions, ClaimProgress, PowerAction, UnassignOptions, assign_with_progress, unassign,
+};
+use vdi_core::clock::ServerClock;
+use vdi_core::labels::{ASSIGNED_TO_LABEL, lease_name};
+use vdi_core::scope::Scope;
+use vdi_core::state::{ClaimSide, MemberState};
+use vdi_core::watch::list_pools_on;
+
+use crate::{FOLLOW, replicas_steady, wait_no_grant};
+
+/// The state of `member` of `pool` in `ns` as `pool list` judges it with a broker.
+async fn listed_state(ns: &str, pool: &str, member: &str) -> MemberState {
+    let admin = client_as("admin").await;
+    let clock = ServerClock::measure(&admin).await.unwrap();
+    let pools = list_pools_on(
+        &admin,
+        &Scope::Namespace(ns.into()),
+        &clock,
+        ClaimSide::Broker,
+    )
+    .await
+    .unwrap();
+    pools
+        .iter()
+        .find(|p| p.name == pool)
+        .and_then(|p| p.members.iter().find(|m| m.name == member))
+        .map(|m| m.state)
+        .unwrap_or_else(|| panic!("{member} not listed in {ns}"))
+}
+
+#[tokio::test]
+async fn a_claim_waits_for_the_brokers_grant_and_a_release_is_the_lease_alone() {
+    let _steady = replicas_steady().await;
+    let ns = namespace("client-flow").await;
+    desktop_member(&ns, "cf", "cf-1", false).await;
+
+    // The claim reports its wait, and returns once label, grant and power agree.
+    let steps = Mutex::new(Vec::<ClaimProgress>::new());
+    let alice = actor_as("alice").await;
+    let claimed = assign_with_progress(
+        &alice,
+        &ns,
+        "cf",
+        "alice",
+        &ClaimOptions::default(),
+        |step| steps.lock().unwrap().push(step),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("alice claims with the broker: {e}"));
+    assert_eq!(claimed.member, "cf-1");
+    assert_eq!(claimed.power, PowerAction::BrokerStarted);
+    let steps = steps.into_inner().unwrap();
+    assert_eq!(
+        steps.first().map(|s| s.message.as_str()),
+        Some("granting: waiting for the broker to bind access and start cf-1"),
+        "{steps:?}"
+    );
+    assert!(
+        steps
+            .iter()
+            .all(|s| s.member == "cf-1" && s.pool == "cf" && s.namespace == ns),
+        "{steps:?}"
+    );
+    assert_eq!(listed_state(&ns, "cf", "cf-1").await, MemberState::Assigned);
+
+    // Claiming again resumes at once: nothing left to wait for.
+    let again = assign_with_progress(&alice, &ns, "cf", "alice", &ClaimOptions::default(), |_| {})
+        .await
+        .unwrap();
+    assert!(again.resumed && again.member == "cf-1", "{again:?}");
+
+    // The release deletes the Lease alone; the broker takes the rest away and stops the VM.
+    let released = unassign(&alice, &ns, "cf-1", &UnassignOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(released.power, PowerAction::BrokerStops);
+    assert!(released.lease_released && !released.label_removed);
+    let admin = client_as("admin").await;
+    assert!(
+        Api::<Lease>::namespaced(admin.clone(), &ns)
+            .get_opt(&lease_name("cf-1"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    wait_no_grant(&ns, "cf-1", FOLLOW).await;
+    corral_tests::eventually("the broker removes the label", FOLLOW, || async {
+        let vm = vms(&admin, &ns).get("cf-1").await.ok()?;
+        (!vm.labels().contains_key(ASSIGNED_TO_LABEL)).then_some(())
+    })
+    .await;
+    wait_power(&ns, "cf-1", "Stopped").await;
+    assert_eq!(listed_state(&ns, "cf", "cf-1").await, MemberState::Free);
+}
+
+#[tokio::test]
+async fn the_brokers_reason_is_the_claims_progress_and_its_failure_until_it_can_finish() {
+    let _steady = replicas_steady().await;
+    let ns = namespace("client-wait").await;
+    desktop_member(&ns, "cw", "cw-1", false).await;
+    // The emulated virt-api refuses to start this VM, with this reason (as KubeVirt's 409s
+    // carry theirs): the broker binds access but cannot start it, and says why on the VM.
+    let admin = client_as("admin").await;
+    let refuse = |value: Option<&str>| {
+        serde_json::json!({ "metadata": { "annotations": {
+            sandbox::emulator::knobs::REFUSE_START_ANNOTATION: value,
+        } } })
+    };
+    vms(&admin, &ns)
+        .patch(
+            "cw-1",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&refuse(Some("the host is in maintenance"))),
+        )
+        .await
+        .unwrap();
+
+    let steps = Mutex::new(Vec::<ClaimProgress>::new());
+    let alice = actor_as("alice").await;
+    let short = ClaimOptions {
+        timeout: Duration::from_secs(4),
+        ..ClaimOptions::default()
+    };
+    let err = assign_with_progress(&alice, &ns, "cw", "alice", &short, |step| {
+        steps.lock().unwrap().push(step)
+    })
+    .await
+    .expect_err("the broker cannot start cw-1");
+    assert_eq!(err.kind(), vdi_core::error::ErrorKind::Partial, "{err}");
+    let text = err.to_string();
+    assert!(
+        text.starts_with(
+            "alice holds the Lease on cw-1, but the broker has not finished the claim within 4 s \
+             (the VM is Stopped): the broker says: "
+        ) && text.contains("the host is in maintenance"),
+        "{text}"
+    );
+    assert!(
+        err.suggestion()
+            .is_some_and(|s| s.contains("the Lease is kept and the broker goes on")),
+        "{err:?}"
+    );
+    // The progress showed the broker's reason as it came.
+    let steps = steps.into_inner().unwrap();
+    let shown = steps
+        .iter()
+        .find(|s| s.reason.is_some())
+        .unwrap_or_else(|| panic!("no step carried the broker's reason: {steps:?}"));
+    assert!(
+        shown.message.contains("the host is in maintenance"),
+        "{shown:?}"
+    );
+    assert_eq!(shown.reason.as_ref(), Some(&shown.message));
+    // pool list: granting, with the reason.
+    let clock = ServerClock::measure(&admin).await.unwrap();
+    let pools = list_pools_on(
+        &admin,
+        &Scope::Namespace(ns.clone()),
+        &clock,
+        ClaimSide::Broker,
+    )
+    .await
+    .unwrap();
+    let member = &pools[0].members[0];
+    assert_eq!(member.state, MemberState::Granting, "{member:?}");
+    assert_eq!(member.state_label, "granting");
+    assert!(
+        member
+            .broker_reason
+            .as_deref()
+            .is_some_and(|r| r.contains("the host is in maintenance")),
+        "{member:?}"
+    );
+
+    // Once the VM may start, the broker finishes; the same claim again resumes and waits for it.
+    vms(&admin, &ns)
+        .patch(
+            "cw-1",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&refuse(None)),
+        )
+        .await
+        .unwrap();
+    let claimed =
+        assign_with_progress(&alice, &ns, "cw", "alice", &ClaimOptions::default(), |_| {})
+            .await
+            .unwrap();
+    assert!(claimed.resumed && claimed.member == "cw-1", "{claimed:?}");
+    assert_eq!(claimed.power, PowerAction::BrokerStarted);
+    assert_eq!(listed_state(&ns, "cw", "cw-1").await, MemberState::Assigned);
+}
+
+#[tokio::test]
+async fn the_app_names_the_leader_and_the_cli_gives_no_notice() {
+    let _steady = replicas_steady().await;
+    let ns = namespace("client-link").await;
+    let source = vdi_core::cluster::KubeconfigSource {
+        path: Some(sandbox().kubeconfig.clone()),
+        impersonate: None,
+    };
+    let link = vdi_core::link::establish(&source, Some("alice"), &Scope::Namespace(ns.clone()))
+        .await
+        .unwrap();
+    let status = link.broker.clone().expect("alice reads the broker's Lease");
+    assert_eq!(status.state, vdi_core::broker::BrokerState::Running);
+    let badge = link.broker_live.borrow().clone();
+    let leader = status.leader.clone().unwrap();
+    assert_eq!(badge.text, format!("broker: {leader}"));
+    assert_eq!(badge.notice, None);
+
+    let out = std::process::Command::new(corral_tests::cli_binary())
+        .args(["--context", "alice", "pool", "list", "-n", &ns])
+        .env("KUBECONFIG", &sandbox().kubeconfig)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains(NO_BROKER_NOTICE), "{stderr}");
+}
