@@ -121,8 +121,9 @@ async fn vnc_is_a_real_rfb_server_with_one_viewer_at_a_time() {
     assert_eq!(code, 500, "{message}");
     assert!(message.contains("Active VNC connection"), "{message}");
 
-    // Without preserveSession a second viewer takes over: the first stream ends (1006).
-    let mut second = stream(&alice, &url).await;
+    // Without preserveSession a second viewer, whoever it is, takes over: the first stream ends
+    // (1006). Bob here, as the broker does to cut a former holder's console.
+    let mut second = stream(&stream_client("bob").await, &url).await;
     assert_eq!(second.read(12).await, b"RFB 003.008\n");
     first.ends().await;
     drop(second);
