@@ -18,13 +18,13 @@ use vdi_core::claim::{
 use vdi_core::clock::ServerClock;
 use vdi_core::labels::{ASSIGNED_TO_LABEL, lease_name};
 use vdi_core::scope::Scope;
-use vdi_core::state::{ClaimSide, MemberState};
+use vdi_core::state::{ClaimSide, MemberState, MemberView};
 use vdi_core::watch::list_pools_on;
 
 use crate::{FOLLOW, replicas_steady, wait_no_grant};
 
-/// The state of `member` of `pool` in `ns` as `pool list` judges it with a broker.
-async fn listed_state(ns: &str, pool: &str, member: &str) -> MemberState {
+/// `member` of `pool` in `ns` as `pool list` shows it with a broker.
+async fn listed(ns: &str, pool: &str, member: &str) -> MemberView {
     let admin = client_as("admin").await;
     let clock = ServerClock::measure(&admin).await.unwrap();
     let pools = list_pools_on(
@@ -39,8 +39,13 @@ async fn listed_state(ns: &str, pool: &str, member: &str) -> MemberState {
         .iter()
         .find(|p| p.name == pool)
         .and_then(|p| p.members.iter().find(|m| m.name == member))
-        .map(|m| m.state)
+        .cloned()
         .unwrap_or_else(|| panic!("{member} not listed in {ns}"))
+}
+
+/// The state of `member` of `pool` in `ns` as `pool list` judges it with a broker.
+async fn listed_state(ns: &str, pool: &str, member: &str) -> MemberState {
+    listed(ns, pool, member).await.state
 }
 
 #[tokio::test]
@@ -167,16 +172,7 @@ async fn the_brokers_reason_is_the_claims_progress_and_its_failure_until_it_can_
     );
     assert_eq!(shown.reason.as_ref(), Some(&shown.message));
     // pool list: granting, with the reason.
-    let clock = ServerClock::measure(&admin).await.unwrap();
-    let pools = list_pools_on(
-        &admin,
-        &Scope::Namespace(ns.clone()),
-        &clock,
-        ClaimSide::Broker,
-    )
-    .await
-    .unwrap();
-    let member = &pools[0].members[0];
+    let member = listed(&ns, "cw", "cw-1").await;
     assert_eq!(member.state, MemberState::Granting, "{member:?}");
     assert_eq!(member.state_label, "granting");
     assert!(
