@@ -3,8 +3,11 @@
 //! replica's heartbeat annotation on that Lease.
 //!
 //! Only the leader reconciles: [`run`] starts the reconciler when this replica takes the Lease
-//! and aborts it the moment the Lease is lost. On SIGTERM or SIGINT it releases the Lease (so the
-//! other replica leads at once instead of after the Lease's duration) and returns.
+//! and aborts it the moment the Lease is lost. On SIGTERM or SIGINT it releases the Lease and
+//! returns. A replica that does not lead watches the Lease: kube-lease-manager itself waits for
+//! the holder's expiry, so when the Lease is seen without a holder (released by a leader that
+//! stopped) the replica joins again at once and leads within a second, not after the Lease's
+//! duration. A leader killed outright is replaced once its hold expires (the Lease's duration).
 //!
 //! Field managers: kube-lease-manager applies only `spec` fields (holder, times, duration) and
 //! patches the rest with strategic merge, so it never drops an annotation it did not apply. The
@@ -13,11 +16,16 @@
 //! manager the heartbeat (annotations only) would strip the holder the election applied.
 
 use std::future::Future;
+use std::pin::pin;
 use std::time::Duration;
+
+use futures::{Stream, StreamExt};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, watcher};
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder};
 use tokio::task::JoinHandle;
 use vdi_core::clock::ServerClock;
@@ -90,6 +98,7 @@ pub async fn run<F>(
         clock,
     ));
     tokio::pin!(shutdown);
+    let mut released = pin!(released(&client));
     let mut reconciler: Option<JoinHandle<()>> = None;
     let stop = |reconciler: &mut Option<JoinHandle<()>>, why: &str| {
         if let Some(task) = reconciler.take() {
@@ -112,6 +121,7 @@ pub async fn run<F>(
             },
         };
         loop {
+            let leading = reconciler.is_some();
             tokio::select! {
                 () = &mut shutdown => {
                     stop(&mut reconciler, "shutting down");
@@ -135,11 +145,34 @@ pub async fn run<F>(
                         continue 'build;
                     }
                 },
+                // kube-lease-manager waits for the holder's expiry without watching; a Lease
+                // released by a leader that stopped is taken at once by a new manager.
+                Some(()) = released.next(), if !leading => {
+                    tracing::info!(%identity, "Lease {BROKER_NAMESPACE}/{BROKER_NAME} has no holder: taking part again");
+                    continue 'build;
+                }
             }
         }
     }
     stop(&mut reconciler, "shutting down");
     heartbeat.abort();
+}
+
+/// Yields each time the leader-election Lease is seen without a holder (released).
+fn released(client: &Client) -> impl Stream<Item = ()> + use<> {
+    let api: Api<Lease> = Api::namespaced(client.clone(), BROKER_NAMESPACE);
+    let config = watcher::Config::default().fields(&format!("metadata.name={BROKER_NAME}"));
+    watcher(api, config)
+        .default_backoff()
+        .applied_objects()
+        .filter_map(|lease| {
+            let free = lease.ok().is_some_and(|l| {
+                l.spec
+                    .and_then(|s| s.holder_identity)
+                    .is_none_or(|h| h.is_empty())
+            });
+            std::future::ready(free.then_some(()))
+        })
 }
 
 /// Every `period`, applies `replica.corral.dev/<identity>` = now (RFC 3339, the API server's

@@ -433,16 +433,25 @@ impl Member<'_> {
         if let Some(event) = plan.event {
             let user = plan.holder.as_deref().unwrap_or("(unknown)");
             let pool = self.target.pool;
-            let note = match event {
-                Reason::Reclaimed => format!(
-                    "{user}'s claim on {member} expired and was reclaimed: Lease deleted, access \
-                     revoked, console cut, VM stopped (user {user}, member {member}, pool {pool})"
-                ),
-                _ => format!(
-                    "{user}'s claim on {member} ended: access revoked, console cut, VM stopped \
-                     (user {user}, member {member}, pool {pool})"
-                ),
+            let done: Vec<&str> = [
+                (plan.reclaim.is_some(), "Lease deleted"),
+                (plan.delete_grant, "access revoked"),
+                (plan.cut_console, "console cut"),
+                (plan.stop, "VM stopped"),
+                (plan.clear_label, "label cleared"),
+            ]
+            .into_iter()
+            .filter_map(|(done, what)| done.then_some(what))
+            .collect();
+            let what = if event == Reason::Reclaimed {
+                "expired and was reclaimed"
+            } else {
+                "ended"
             };
+            let note = format!(
+                "{user}'s claim on {member} {what}: {} (user {user}, member {member}, pool {pool})",
+                done.join(", ")
+            );
             self.record(vm, event, user, note).await;
         }
         Ok(None)
