@@ -1,0 +1,189 @@
+//! Access follows the claim: the holder reaches their desktop's streams and power, another
+//! claimant reaches nothing of it (and moves nothing), and a release takes the access away
+//! within 5 s, cutting the console the holder has open.
+
+use std::time::Duration;
+
+use corral_tests::{
+    actor_as, client_as, desktop_member, leases, namespace, streams_as, vms, wait_power,
+};
+use futures::StreamExt;
+use kube::ResourceExt;
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::Message;
+use vdi_core::claim::{UnassignOptions, unassign};
+use vdi_core::labels::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, lease_name};
+use vdi_core::stream::{self, Subresource, VmiStream};
+
+use crate::{
+    FOLLOW, STREAMS, assert_grant_shape, claim, power_code, replicas_steady, stream_code,
+    vm_version, wait_event, wait_granted, wait_no_grant,
+};
+
+/// Whether `console` is still open after `quiet` with nothing to read: an RFB server, its
+/// banner read, waits for the client, so an open console sends nothing.
+async fn still_open(console: &mut VmiStream, quiet: Duration) -> bool {
+    match tokio::time::timeout(quiet, console.next()).await {
+        Err(_) => true,
+        Ok(Some(Ok(Message::Ping(_) | Message::Pong(_)))) => true,
+        Ok(_) => false,
+    }
+}
+
+/// Reads `console` until it ends (EOF, an error, or a close frame) or `until` passes; whether it
+/// ended.
+async fn ends_by(console: &mut VmiStream, until: Instant) -> bool {
+    loop {
+        match tokio::time::timeout_at(until, console.next()).await {
+            Err(_) => return false,
+            Ok(None | Some(Err(_)) | Some(Ok(Message::Close(_)))) => return true,
+            Ok(Some(Ok(_))) => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn access_follows_the_claim_and_ends_with_it() {
+    let _steady = replicas_steady().await;
+    let admin = client_as("admin").await;
+    let ns = namespace("access").await;
+    // With USB client passthrough, as the seed's golden VM has it (usbredir needs it).
+    desktop_member(&ns, "acc", "acc-1", true).await;
+
+    let claimed = claim("alice", &ns, "acc").await;
+    assert_eq!(claimed.member, "acc-1");
+    wait_granted(&ns, "acc-1", "alice", FOLLOW).await;
+    wait_power(&ns, "acc-1", "Running").await;
+    assert_grant_shape(&ns, "acc", "acc-1", "alice").await;
+
+    // alice's console, opened as the app opens it (keeping any other viewer): 101.
+    let mut console = stream::open(
+        &streams_as("alice").await,
+        &ns,
+        "acc-1",
+        Subresource::Vnc {
+            preserve_session: true,
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("alice's console on her own desktop: {e}"));
+    match tokio::time::timeout(Duration::from_secs(10), console.next()).await {
+        Ok(Some(Ok(Message::Binary(banner)))) => {
+            assert!(banner.starts_with(b"RFB 003.008"), "{banner:?}")
+        }
+        other => panic!("alice's console sent no RFB banner: {other:?}"),
+    }
+
+    // bob: every stream and every power action refused, and nothing moved: the VM, its Lease
+    // and alice's console (a vnc take-over would have cut it) are as they were.
+    let lease_version = || async {
+        leases(&admin, &ns)
+            .get(&lease_name("acc-1"))
+            .await
+            .unwrap()
+            .resource_version()
+    };
+    let (vm_before, lease_before) = (
+        vm_version(&admin, &ns, "acc-1").await,
+        lease_version().await,
+    );
+    for sub in STREAMS {
+        assert_eq!(
+            stream_code("bob", &ns, "acc-1", sub).await,
+            403,
+            "bob opens {} on alice's desktop",
+            sub.name()
+        );
+    }
+    for action in ["start", "stop", "restart"] {
+        assert_eq!(
+            power_code("bob", &ns, "acc-1", action, false).await,
+            403,
+            "bob's {action} of alice's desktop"
+        );
+    }
+    assert_eq!(
+        vm_version(&admin, &ns, "acc-1").await,
+        vm_before,
+        "bob moved the VM"
+    );
+    assert_eq!(lease_version().await, lease_before, "bob moved the Lease");
+    assert!(
+        still_open(&mut console, Duration::from_secs(1)).await,
+        "bob's refused take-over cut alice's console"
+    );
+
+    // alice: the other streams open; her power actions pass RBAC (a dry run changes nothing;
+    // start of a running VM is virt-api's 409, past RBAC).
+    for sub in [Subresource::PortForward { port: 22 }, Subresource::UsbRedir] {
+        assert_eq!(
+            stream_code("alice", &ns, "acc-1", sub).await,
+            101,
+            "alice opens {} on her desktop",
+            sub.name()
+        );
+    }
+    for (action, want) in [("stop", 202), ("restart", 202), ("start", 409)] {
+        assert_eq!(
+            power_code("alice", &ns, "acc-1", action, true).await,
+            want,
+            "alice's dry-run {action} of her desktop"
+        );
+    }
+    assert_eq!(
+        vm_version(&admin, &ns, "acc-1").await,
+        vm_before,
+        "a dry run moved the VM"
+    );
+
+    // Her release: within 5 s her next upgrade is refused and the open console ends.
+    let released_at = Instant::now();
+    unassign(
+        &actor_as("alice").await,
+        &ns,
+        "acc-1",
+        &UnassignOptions::default(),
+    )
+    .await
+    .unwrap();
+    let deadline = released_at + FOLLOW;
+    loop {
+        let code = stream_code(
+            "alice",
+            &ns,
+            "acc-1",
+            Subresource::Vnc {
+                preserve_session: true,
+            },
+        )
+        .await;
+        if code == 403 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "alice's vnc 5 s after her release: {code}, not 403"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        ends_by(&mut console, deadline).await,
+        "alice's open console still open 5 s after her release"
+    );
+    println!(
+        "release → alice refused and her console cut: {:.1?}",
+        released_at.elapsed()
+    );
+
+    wait_no_grant(&ns, "acc-1", FOLLOW).await;
+    wait_event(&ns, "acc-1", "Released", "alice", FOLLOW).await;
+    wait_power(&ns, "acc-1", "Stopped").await;
+    let vm = vms(&admin, &ns).get("acc-1").await.unwrap();
+    assert!(
+        !vm.labels().contains_key(ASSIGNED_TO_LABEL)
+            && !vm.annotations().contains_key(CLAIMED_AT_ANNOTATION),
+        "the released member keeps its claim marks: {:?} {:?}",
+        vm.labels(),
+        vm.annotations()
+    );
+}
