@@ -4,43 +4,17 @@
 
 use std::time::Duration;
 
-use corral_tests::{
-    actor_as, client_as, desktop_member, leases, namespace, streams_as, vms, wait_power,
-};
-use futures::StreamExt;
+use corral_tests::{actor_as, client_as, desktop_member, leases, namespace, vms, wait_power};
 use kube::ResourceExt;
 use tokio::time::Instant;
-use tokio_tungstenite::tungstenite::Message;
 use vdi_core::claim::{UnassignOptions, unassign};
 use vdi_core::labels::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, lease_name};
-use vdi_core::stream::{self, Subresource, VmiStream};
+use vdi_core::stream::Subresource;
 
 use crate::{
-    FOLLOW, STREAMS, assert_grant_shape, claim, power_code, replicas_steady, stream_code,
-    vm_version, wait_event, wait_granted, wait_no_grant,
+    FOLLOW, STREAMS, assert_grant_shape, claim, console, ends_by, power_code, replicas_steady,
+    still_open, stream_code, vm_version, wait_event, wait_granted, wait_no_grant,
 };
-
-/// Whether `console` is still open after `quiet` with nothing to read: an RFB server, its
-/// banner read, waits for the client, so an open console sends nothing.
-async fn still_open(console: &mut VmiStream, quiet: Duration) -> bool {
-    match tokio::time::timeout(quiet, console.next()).await {
-        Err(_) => true,
-        Ok(Some(Ok(Message::Ping(_) | Message::Pong(_)))) => true,
-        Ok(_) => false,
-    }
-}
-
-/// Reads `console` until it ends (EOF, an error, or a close frame) or `until` passes; whether it
-/// ended.
-async fn ends_by(console: &mut VmiStream, until: Instant) -> bool {
-    loop {
-        match tokio::time::timeout_at(until, console.next()).await {
-            Err(_) => return false,
-            Ok(None | Some(Err(_)) | Some(Ok(Message::Close(_)))) => return true,
-            Ok(Some(Ok(_))) => {}
-        }
-    }
-}
 
 #[tokio::test]
 async fn access_follows_the_claim_and_ends_with_it() {
@@ -57,22 +31,7 @@ async fn access_follows_the_claim_and_ends_with_it() {
     assert_grant_shape(&ns, "acc", "acc-1", "alice").await;
 
     // alice's console, opened as the app opens it (keeping any other viewer): 101.
-    let mut console = stream::open(
-        &streams_as("alice").await,
-        &ns,
-        "acc-1",
-        Subresource::Vnc {
-            preserve_session: true,
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("alice's console on her own desktop: {e}"));
-    match tokio::time::timeout(Duration::from_secs(10), console.next()).await {
-        Ok(Some(Ok(Message::Binary(banner)))) => {
-            assert!(banner.starts_with(b"RFB 003.008"), "{banner:?}")
-        }
-        other => panic!("alice's console sent no RFB banner: {other:?}"),
-    }
+    let mut console = console("alice", &ns, "acc-1").await;
 
     // bob: every stream and every power action refused, and nothing moved: the VM, its Lease
     // and alice's console (a vnc take-over would have cut it) are as they were.

@@ -16,8 +16,8 @@ use vdi_core::state::MemberState;
 use vdi_core::stream::Subresource;
 
 use crate::{
-    FOLLOW, claim, grant, member_state, replicas_steady, stream_code, vm_version, wait_event,
-    wait_granted, wait_no_grant,
+    FOLLOW, claim, grant, member_state, power_code, replicas_steady, stream_code, vm_version,
+    wait_event, wait_granted, wait_no_grant,
 };
 
 /// The Go CLI's assign: a merge patch of the assigned-to label alone, as admin.
@@ -102,12 +102,25 @@ async fn a_label_naming_someone_else_than_the_holder_is_a_conflict_with_no_grant
         "the broker rewrote a label it did not write"
     );
     wait_event(&ns, "cf-1", "Conflict", "alice", FOLLOW).await;
-    // RBAC follows the deleted binding a moment later.
+    // Both refused (RBAC follows the deleted binding a moment later), and nothing moved.
+    let vm_before = vm_version(&admin, &ns, "cf-1").await;
     corral_tests::eventually("alice refused on the conflict", FOLLOW, || async {
         (stream_code("alice", &ns, "cf-1", VNC).await == 403).then_some(())
     })
     .await;
     assert_eq!(stream_code("bob", &ns, "cf-1", VNC).await, 403);
+    for who in ["alice", "bob"] {
+        assert_eq!(
+            power_code(who, &ns, "cf-1", "stop", false).await,
+            403,
+            "{who}'s stop"
+        );
+    }
+    assert_eq!(
+        vm_version(&admin, &ns, "cf-1").await,
+        vm_before,
+        "a refusal moved the VM"
+    );
     // Not the broker's to settle: alice's Lease stays as it was.
     let lease_after = leases(&admin, &ns)
         .get(&lease_name("cf-1"))

@@ -28,6 +28,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use corral_tests::{actor_as, client_as, eventually, streams_as, vms};
+use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
@@ -35,6 +36,8 @@ use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::Message;
 use vdi_core::claim::{ClaimOptions, Claimed, assign};
 use vdi_core::error::Error;
 use vdi_core::labels::{
@@ -43,7 +46,7 @@ use vdi_core::labels::{
 };
 use vdi_core::scope::Scope;
 use vdi_core::state::MemberState;
-use vdi_core::stream::{self, Subresource};
+use vdi_core::stream::{self, Subresource, VmiStream};
 
 /// The broker's name in `app.kubernetes.io/managed-by` (common.md: the grants' labels).
 const MANAGED_BY: &str = BROKER_NAME;
@@ -118,7 +121,7 @@ async fn wait_granted(ns: &str, member: &str, holder: &str, within: Duration) {
     let admin = client_as("admin").await;
     let want = encode_identity(holder);
     let api = vms(&admin, ns);
-    let deadline = tokio::time::Instant::now() + within;
+    let deadline = Instant::now() + within;
     loop {
         let (_, binding) = grant(ns, member).await;
         let vm = api.get(member).await.unwrap();
@@ -132,7 +135,7 @@ async fn wait_granted(ns: &str, member: &str, holder: &str, within: Duration) {
             return;
         }
         assert!(
-            tokio::time::Instant::now() < deadline,
+            Instant::now() < deadline,
             "{member} in {ns} not granted to {holder} within {within:?}: binding {users:?}, \
              granted-to {granted_to:?}, label {label:?}"
         );
@@ -356,4 +359,44 @@ async fn leader(admin: &Client) -> (Option<String>, i32) {
         spec.holder_identity,
         spec.lease_duration_seconds.unwrap_or(0),
     )
+}
+
+/// Whether `console` is still open after `quiet` with nothing to read: an RFB server, its
+/// banner read, waits for the client, so an open console sends nothing.
+async fn still_open(console: &mut VmiStream, quiet: Duration) -> bool {
+    match tokio::time::timeout(quiet, console.next()).await {
+        Err(_) => true,
+        Ok(Some(Ok(Message::Ping(_) | Message::Pong(_)))) => true,
+        Ok(_) => false,
+    }
+}
+
+/// Reads `console` until it ends (EOF, an error, or a close frame) or `until` passes; whether it
+/// ended.
+async fn ends_by(console: &mut VmiStream, until: Instant) -> bool {
+    loop {
+        match tokio::time::timeout_at(until, console.next()).await {
+            Err(_) => return false,
+            Ok(None | Some(Err(_)) | Some(Ok(Message::Close(_)))) => return true,
+            Ok(Some(Ok(_))) => {}
+        }
+    }
+}
+
+/// `user`'s console on `member`, opened as the app opens it (keeping any other viewer), its RFB
+/// banner read.
+async fn console(user: &str, ns: &str, member: &str) -> VmiStream {
+    let vnc = Subresource::Vnc {
+        preserve_session: true,
+    };
+    let mut console = stream::open(&streams_as(user).await, ns, member, vnc)
+        .await
+        .unwrap_or_else(|e| panic!("{user}'s console on {member}: {e}"));
+    match tokio::time::timeout(Duration::from_secs(10), console.next()).await {
+        Ok(Some(Ok(Message::Binary(banner)))) => {
+            assert!(banner.starts_with(b"RFB 003.008"), "{banner:?}")
+        }
+        other => panic!("{user}'s console on {member} sent no RFB banner: {other:?}"),
+    }
+    console
 }
