@@ -114,7 +114,9 @@ pub struct GrantPlan {
     /// broker or a start is still owed (a reason annotation). A VM its holder stopped stays
     /// stopped.
     pub start: bool,
-    /// Write the label, claimed-at and granted-to, and remove the reason (one merge patch).
+    /// The label, claimed-at or granted-to are not yet as they should be. The VM is written
+    /// (one merge patch of those and the reason) when they differ or when the reason to write
+    /// (none, or why the start failed) differs from the one written.
     pub write_vm: bool,
     /// The Event to record once the VM is written.
     pub event: Option<Reason>,
@@ -284,8 +286,7 @@ fn grant(vm: VmFacts<'_>, facts: &MemberFacts<'_>, holder: &str, encoded: String
         && (!granted || vm.reason.is_some());
     let write_vm = vm.label != Some(encoded.as_str())
         || !granted
-        || vm.claimed_at != Some(claimed_at.as_str())
-        || vm.reason.is_some();
+        || vm.claimed_at != Some(claimed_at.as_str());
     let event = if previous.is_some() {
         Some(Reason::HolderChanged)
     } else if !granted {

@@ -233,9 +233,10 @@ impl Member<'_> {
             failure = self.start().await?;
         }
         let reason = failure.as_deref();
-        let owed = reason.is_some() && vm_facts(vm).reason != reason;
+        let reason_changed = vm_facts(vm).reason != reason;
+        let owed = reason.is_some() && reason_changed;
         let mut written = true;
-        if plan.write_vm || owed {
+        if plan.write_vm || reason_changed {
             let encoded = plan.label.as_str();
             written = self
                 .patch_vm(vm, |vm| {
