@@ -71,7 +71,12 @@ where
         + 'static,
 {
     let (store, writer) = reflector::store();
-    let stream = watcher(api, config.any_semantic())
+    // Listed from the API server's watch cache (resourceVersion "0"), not page by page from
+    // etcd: kube-core leaves resourceVersion "0" out of a list with a limit, so no page size
+    // (as vdi_core::watch lists).
+    let mut config = config.any_semantic();
+    config.page_size = None;
+    let stream = watcher(api, config)
         .default_backoff()
         .try_filter(move |event| {
             std::future::ready(match event {

@@ -594,24 +594,23 @@ impl Member<'_> {
             pool,
         } = self.target;
         let warning = matches!(reason, Reason::Conflict | Reason::StartFailed);
+        // One line per Event, at warning level for the ones that say something is wrong.
+        macro_rules! log {
+            ($level:ident) => {
+                tracing::$level!(
+                    reason = reason.as_str(),
+                    user,
+                    member,
+                    pool,
+                    namespace,
+                    "{note}"
+                )
+            };
+        }
         if warning {
-            tracing::warn!(
-                reason = reason.as_str(),
-                user,
-                member,
-                pool,
-                namespace,
-                "{note}"
-            );
+            log!(warn);
         } else {
-            tracing::info!(
-                reason = reason.as_str(),
-                user,
-                member,
-                pool,
-                namespace,
-                "{note}"
-            );
+            log!(info);
         }
         let note = if note.len() > NOTE_MAX {
             let mut end = NOTE_MAX;
