@@ -21,7 +21,7 @@ use vdi_core::scope::Scope;
 use vdi_core::state::{ClaimSide, MemberState, MemberView};
 use vdi_core::watch::list_pools_on;
 
-use crate::{FOLLOW, replicas_steady, wait_no_grant};
+use crate::{FOLLOW, replicas_mine, replicas_steady, wait_no_grant};
 
 /// `member` of `pool` in `ns` as `pool list` shows it with a broker.
 async fn listed(ns: &str, pool: &str, member: &str) -> MemberView {
@@ -228,4 +228,90 @@ async fn the_app_names_the_leader_and_the_cli_gives_no_notice() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(!stderr.contains(NO_BROKER_NOTICE), "{stderr}");
+}
+
+/// Waits (at most `within`) until the link's broker badge reads `text`.
+async fn badge_reads(link: &vdi_core::link::Link, text: &str, within: Duration) {
+    let mut live = link.broker_live.clone();
+    let wait = live.wait_for(|badge| badge.text == text);
+    if tokio::time::timeout(within, wait).await.is_err() {
+        panic!(
+            "the badge still reads {:?} after {within:?}, not {text:?}",
+            link.broker_live.borrow().text
+        );
+    }
+}
+
+#[tokio::test]
+async fn without_a_leader_a_claim_says_so_and_waits_and_the_badge_follows() {
+    let _mine = replicas_mine().await;
+    let ns = namespace("client-noleader").await;
+    desktop_member(&ns, "nl", "nl-1", false).await;
+    let source = vdi_core::cluster::KubeconfigSource {
+        path: Some(sandbox().kubeconfig.clone()),
+        impersonate: None,
+    };
+    let link = vdi_core::link::establish(&source, Some("alice"), &Scope::Namespace(ns.clone()))
+        .await
+        .unwrap();
+    let leader = link
+        .broker
+        .as_ref()
+        .and_then(|s| s.leader.clone())
+        .expect("a replica leads before the test");
+    assert_eq!(link.broker_live.borrow().text, format!("broker: {leader}"));
+
+    // Both replicas killed: once the leader Lease runs out, nobody leads.
+    let brokers = corral_tests::brokers();
+    for i in 0..brokers.replicas().len() {
+        brokers.kill(i, sandbox::broker::Signal::Kill).unwrap();
+    }
+    // The Lease's duration, then the link's next judgement of it (every 5 s), and slack.
+    let limit = Duration::from_secs(60);
+    badge_reads(&link, "broker: no leader", limit).await;
+
+    // A claim now writes its Lease and says it waits for a leader.
+    let steps = std::sync::Arc::new(Mutex::new(Vec::<ClaimProgress>::new()));
+    let (claim_ns, seen) = (ns.clone(), steps.clone());
+    let claiming = tokio::spawn(async move {
+        let alice = actor_as("alice").await;
+        assign_with_progress(
+            &alice,
+            &claim_ns,
+            "nl",
+            "alice",
+            &ClaimOptions::default(),
+            move |step| seen.lock().unwrap().push(step),
+        )
+        .await
+    });
+    corral_tests::eventually("the claim reports its first step", FOLLOW, || async {
+        (!steps.lock().unwrap().is_empty()).then_some(())
+    })
+    .await;
+    let first = steps.lock().unwrap()[0].message.clone();
+    assert!(
+        first.starts_with("no broker replica leads (last renewed ")
+            && first.ends_with("): the claim waits"),
+        "{first}"
+    );
+    assert_eq!(listed_state(&ns, "nl", "nl-1").await, MemberState::Granting);
+
+    // The replicas back: one leads, the claim is granted, the badge names the leader.
+    for i in 0..brokers.replicas().len() {
+        brokers.start(i).await.unwrap();
+    }
+    let claimed = claiming.await.unwrap().unwrap();
+    assert_eq!(claimed.member, "nl-1");
+    assert_eq!(claimed.power, PowerAction::BrokerStarted);
+    let mut live = link.broker_live.clone();
+    tokio::time::timeout(
+        limit,
+        live.wait_for(|badge| {
+            badge.text.starts_with("broker: ") && badge.text != "broker: no leader"
+        }),
+    )
+    .await
+    .expect("the badge names a leader again")
+    .unwrap();
 }
