@@ -126,7 +126,8 @@ pub async fn run<F>(
                 () = &mut shutdown => {
                     stop(&mut reconciler, "shutting down");
                     match manager.release().await {
-                        Ok(()) => tracing::info!(%identity, "released Lease {BROKER_NAMESPACE}/{BROKER_NAME}"),
+                        Ok(()) if leading => tracing::info!(%identity, "released Lease {BROKER_NAMESPACE}/{BROKER_NAME}"),
+                        Ok(()) => tracing::info!(%identity, "left the election (not leading)"),
                         Err(e) => tracing::warn!(error = %e, "cannot release Lease {BROKER_NAMESPACE}/{BROKER_NAME}; the other replica leads once it expires"),
                     }
                     break 'build;
