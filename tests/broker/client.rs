@@ -219,14 +219,8 @@ async fn the_app_names_the_leader_and_the_cli_gives_no_notice() {
     assert_eq!(badge.text, format!("broker: {leader}"));
     assert_eq!(badge.notice, None);
 
-    let out = std::process::Command::new(corral_tests::cli_binary())
-        .args(["--context", "alice", "pool", "list", "-n", &ns])
-        .env("KUBECONFIG", &sandbox().kubeconfig)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let (ok, _, stderr) = cli_as("alice", &["pool", "list", "-n", &ns]);
+    assert!(ok, "{stderr}");
     assert!(!stderr.contains(NO_BROKER_NOTICE), "{stderr}");
 }
 
@@ -314,4 +308,54 @@ async fn without_a_leader_a_claim_says_so_and_waits_and_the_badge_follows() {
     .await
     .expect("the badge names a leader again")
     .unwrap();
+}
+
+/// Runs the CLI as `user` with `args`; its exit success, stdout and stderr.
+fn cli_as(user: &str, args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(corral_tests::cli_binary())
+        .args(["--context", user])
+        .args(args)
+        .env("KUBECONFIG", &sandbox().kubeconfig)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn the_cli_shows_the_wait_for_the_grant_and_leaves_the_release_to_the_broker() {
+    let _steady = replicas_steady().await;
+    let ns = namespace("client-cli").await;
+    desktop_member(&ns, "cc", "cc-1", false).await;
+
+    let (ok, stdout, stderr) = cli_as("alice", &["assign", "cc", "alice", "-n", &ns]);
+    assert!(ok, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("cc-1: granting: waiting for the broker to bind access and start cc-1"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(NO_BROKER_NOTICE), "{stderr}");
+    assert!(stdout.contains("assigned cc-1 → alice"), "{stdout}");
+    assert!(stdout.contains("power: started by the broker"), "{stdout}");
+
+    let (ok, stdout, stderr) = cli_as("alice", &["pool", "list", "-n", &ns]);
+    assert!(ok, "{stderr}");
+    let row = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("cc-1"))
+        .unwrap_or_else(|| panic!("no row for cc-1: {stdout}"));
+    assert!(
+        row.contains("assigned") && row.contains("alice") && row.contains("Running"),
+        "{row}"
+    );
+
+    let (ok, stdout, stderr) = cli_as("alice", &["unassign", "cc-1", "-n", &ns]);
+    assert!(ok, "{stdout}{stderr}");
+    assert!(stdout.contains("released cc-1 (was alice)"), "{stdout}");
+    assert!(stdout.contains("power: the broker stops it"), "{stdout}");
+    wait_power(&ns, "cc-1", "Stopped").await;
 }
