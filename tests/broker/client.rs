@@ -21,7 +21,7 @@ use vdi_core::scope::Scope;
 use vdi_core::state::{ClaimSide, MemberState, MemberView};
 use vdi_core::watch::list_pools_on;
 
-use crate::{FOLLOW, replicas_mine, replicas_steady, wait_no_grant};
+use crate::{FOLLOW, power_code, replicas_mine, replicas_steady, wait_no_grant};
 
 /// `member` of `pool` in `ns` as `pool list` shows it with a broker.
 async fn listed(ns: &str, pool: &str, member: &str) -> MemberView {
@@ -88,6 +88,23 @@ async fn a_claim_waits_for_the_brokers_grant_and_a_release_is_the_lease_alone() 
         .await
         .unwrap();
     assert!(again.resumed && again.member == "cf-1", "{again:?}");
+
+    // alice stops her desktop with the right her grant gives: her claim is complete still
+    // (assigned, power Stopped; the broker starts only a new claim), and claiming again starts
+    // it with that same right.
+    assert_eq!(power_code("alice", &ns, "cf-1", "stop", false).await, 202);
+    wait_power(&ns, "cf-1", "Stopped").await;
+    let stopped = listed(&ns, "cf", "cf-1").await;
+    assert_eq!(stopped.state, MemberState::Assigned, "{stopped:?}");
+    assert_eq!(stopped.power, "Stopped");
+    let restarted =
+        assign_with_progress(&alice, &ns, "cf", "alice", &ClaimOptions::default(), |_| {})
+            .await
+            .unwrap();
+    assert!(restarted.resumed, "{restarted:?}");
+    assert_eq!(restarted.power, PowerAction::Started);
+    assert_eq!(listed_state(&ns, "cf", "cf-1").await, MemberState::Assigned);
+    wait_power(&ns, "cf-1", "Running").await;
 
     // The release deletes the Lease alone; the broker takes the rest away and stops the VM.
     let released = unassign(&alice, &ns, "cf-1", &UnassignOptions::default())

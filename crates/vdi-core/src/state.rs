@@ -32,14 +32,44 @@ pub enum ClaimSide {
 }
 
 /// What a member's VM says of the broker's half of its claim (SPEC "Broker"): whom the broker
-/// bound access for and whether the VM runs. Read only where a broker does that half.
+/// bound access for and whether the VM is still to come up. Read only where a broker does that
+/// half ([`Grant::of`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Grant<'a> {
     /// The VM's `corral.dev/vdi-granted-to` annotation as written (the holder encoded as the
     /// assigned-to label is), if any.
     pub granted_to: Option<&'a str>,
-    /// Whether the VM's `status.printableStatus` is `Running`.
-    pub running: bool,
+    /// Whether the claim still waits for the VM to run: it is not `Running` (nor `Paused`, a
+    /// holder's own act) while its run strategy means it to run (the broker started it) or
+    /// while the broker says why it cannot start it. A VM the holder stopped (halted, no
+    /// reason) is not waited for: the claim is complete, and its power shows it stopped.
+    pub coming_up: bool,
+}
+
+impl<'a> Grant<'a> {
+    /// What `vm` says of its grant.
+    pub fn of(vm: &'a VirtualMachine) -> Self {
+        let power = vm.printable_status();
+        let reason = vm.annotations().contains_key(BROKER_REASON_ANNOTATION);
+        Grant {
+            granted_to: vm
+                .annotations()
+                .get(GRANTED_TO_ANNOTATION)
+                .map(String::as_str),
+            coming_up: !matches!(power, "Running" | "Paused") && (!halted(vm) || reason),
+        }
+    }
+}
+
+/// Whether `vm` is meant to be stopped: its run strategy is `Halted` (or, without one,
+/// `spec.running` is `false`). The run strategy says where the VM is going, printableStatus
+/// only where it is: a VM started a moment ago still reads Stopped while its run strategy is
+/// Always, and would run on, unclaimed, if that were taken for stopped.
+pub fn halted(vm: &VirtualMachine) -> bool {
+    match vm.spec.run_strategy.as_deref() {
+        Some(strategy) => strategy == "Halted",
+        None => vm.spec.running == Some(false),
+    }
 }
 
 /// A member's state from its assigned-to label (as written on the VM), its Lease (SPEC
@@ -49,7 +79,8 @@ pub struct Grant<'a> {
 /// A label that is not the encoding of the active Lease's holder is a conflict; a Lease that
 /// cannot be judged ([`LeaseView::problem`]) is an unreadable claim, whatever the label says.
 /// With a broker, an active claim is [`MemberState::Granting`] until the label and the
-/// granted-to annotation both name the holder and the VM runs; a label that names someone
+/// granted-to annotation both name the holder and the VM is up ([`Grant::coming_up`]); a
+/// label that names someone
 /// else but is the broker's own (it equals the granted-to annotation: the broker follows a
 /// Lease whose holder changed) is a hand-over in progress, so granting too, not a conflict.
 pub fn member_state(
@@ -74,7 +105,7 @@ pub fn member_state(
                 None if names_holder(label) => MemberState::Assigned,
                 None => MemberState::Conflict,
                 Some(g) if names_holder(label) => {
-                    if g.granted_to.is_some_and(names_holder) && g.running {
+                    if g.granted_to.is_some_and(names_holder) && !g.coming_up {
                         MemberState::Assigned
                     } else {
                         MemberState::Granting
@@ -112,14 +143,7 @@ pub fn member_view_on(
 ) -> MemberView {
     let lease = lease.map(|l| lease_view(l, now));
     let assigned = vm.labels().get(ASSIGNED_TO_LABEL).filter(|v| !v.is_empty());
-    let power = vm.printable_status().to_owned();
-    let grant = (side == ClaimSide::Broker).then(|| Grant {
-        granted_to: vm
-            .annotations()
-            .get(GRANTED_TO_ANNOTATION)
-            .map(String::as_str),
-        running: power == "Running",
-    });
+    let grant = (side == ClaimSide::Broker).then(|| Grant::of(vm));
     let state = member_state(assigned.map(String::as_str), lease.as_ref(), grant);
     let label_holder = assigned.map(|label| label_holder(label));
     let holder = lease
@@ -141,7 +165,7 @@ pub fn member_view_on(
             .filter(|r| !r.is_empty())
             .cloned(),
         lease,
-        power,
+        power: vm.printable_status().to_owned(),
     }
 }
 
@@ -463,7 +487,7 @@ mod tests {
         let grant = |granted_to: Option<&'static str>, running: bool| {
             Some(Grant {
                 granted_to,
-                running,
+                coming_up: !running,
             })
         };
         // The rows without an active claim read as without a broker.
@@ -501,6 +525,27 @@ mod tests {
             member_state(Some("alice"), Some(&active), grant(Some("alice"), true)),
             MemberState::Assigned
         );
+        // A VM its holder stopped (halted, no reason): the claim is complete.
+        let mut stopped = vm("dev-1", "dev", Some("alice"), Some("Stopped"));
+        stopped.spec.run_strategy = Some("Halted".into());
+        stopped.metadata.annotations = Some(BTreeMap::from([(
+            GRANTED_TO_ANNOTATION.to_owned(),
+            "alice".to_owned(),
+        )]));
+        assert!(!Grant::of(&stopped).coming_up);
+        assert_eq!(
+            member_state(Some("alice"), Some(&active), Some(Grant::of(&stopped))),
+            MemberState::Assigned
+        );
+        // Started by the broker, not running yet: still coming up; a reason keeps it so too.
+        stopped.spec.run_strategy = Some("Always".into());
+        assert!(Grant::of(&stopped).coming_up);
+        stopped.spec.run_strategy = Some("Halted".into());
+        stopped.metadata.annotations.get_or_insert_default().insert(
+            BROKER_REASON_ANNOTATION.to_owned(),
+            "start refused".to_owned(),
+        );
+        assert!(Grant::of(&stopped).coming_up);
         // The grant still names the previous holder: a hand-over in progress.
         assert_eq!(
             member_state(Some("alice"), Some(&active), grant(Some("bob"), true)),

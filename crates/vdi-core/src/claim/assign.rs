@@ -13,7 +13,7 @@ use serde_json::json;
 use super::ClaimOptions;
 use super::Claimed;
 use super::granting::{ClaimProgress, await_grant};
-use super::power::{PowerAction, runs, start, stopping};
+use super::power::{runs, start, stopping};
 use super::rules::{
     Claim, candidates, check_assign, guard_may_refuse, guard_refusal, held_by, labelled_for,
     lease_end, no_free_members, others_stale,
@@ -505,7 +505,7 @@ async fn finish(
     };
     if let Some(broker) = &how.broker {
         let clock = actor.clock();
-        await_grant(
+        let power = await_grant(
             client,
             clock,
             claim,
@@ -515,7 +515,7 @@ async fn finish(
             how.progress,
         )
         .await?;
-        return Ok(claimed(PowerAction::BrokerStarted));
+        return Ok(claimed(power));
     }
     let label = encode_identity(assignee);
     let labelled = vm.labels().get(ASSIGNED_TO_LABEL) == Some(&label)

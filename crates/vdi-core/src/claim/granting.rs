@@ -4,7 +4,9 @@
 //! that, watching the member's VM (a watch with the field selector `metadata.name=<member>`,
 //! not a poll), reports each step through the claim's progress callback, and when the broker
 //! says why it cannot finish (`corral.dev/vdi-broker-reason`) shows that, failing with it if it
-//! still says it when the wait ends.
+//! still says it when the wait ends. A member its holder stopped (bound to them, halted, no
+//! reason: the broker starts only a new claim) is started by the claim itself, with the right
+//! the grant gives, as a claim without a broker starts it.
 
 use std::pin::pin;
 use std::time::Duration;
@@ -16,6 +18,7 @@ use kube::runtime::watcher::{self, watcher};
 use kube::{Client, ResourceExt};
 use serde::Serialize;
 
+use super::power::{PowerAction, start};
 use super::rules::Claim;
 use crate::broker::{BrokerState, BrokerStatus};
 use crate::clock::{ServerClock, describe_instant};
@@ -24,6 +27,7 @@ use crate::labels::{
     ASSIGNED_TO_LABEL, BROKER_REASON_ANNOTATION, GRANTED_TO_ANNOTATION, label_matches_identity,
 };
 use crate::resources::VirtualMachine;
+use crate::state::halted;
 
 /// One step of a claim the broker finishes, as both front ends show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
@@ -90,13 +94,28 @@ pub(super) fn no_leader_words(broker: &BrokerStatus, now: jiff::Timestamp) -> St
     format!("no broker replica leads (last renewed {last}): the claim waits")
 }
 
+/// Whether the claim itself starts `vm`: it is bound to `assignee` (label and grant), stopped
+/// and halted — its holder stopped it — and the broker gives no reason (it starts only a new
+/// claim, or retries a start that failed).
+fn owed_start(vm: &VirtualMachine, assignee: &str) -> bool {
+    let names = |value: Option<&String>| value.is_some_and(|v| label_matches_identity(v, assignee));
+    names(vm.labels().get(ASSIGNED_TO_LABEL))
+        && names(vm.annotations().get(GRANTED_TO_ANNOTATION))
+        && vm.printable_status() == "Stopped"
+        && halted(vm)
+        && reason(vm).is_none()
+}
+
 /// Waits until the broker has finished `claim`'s half on `member` ([`missing`] is empty),
 /// watching the VM, at most `timeout` from now; reports a [`ClaimProgress`] first and then on
-/// every change of what it shows.
+/// every change of what it shows. Starts the VM itself when it is bound to the assignee but
+/// its holder stopped it ([`owed_start`]). Returns what was done to the VM's power:
+/// [`PowerAction::BrokerStarted`], or [`PowerAction::Started`] when the claim started it.
 ///
 /// Errors: [`Error::Partial`] when the wait ends first: the Lease is kept (the broker goes
 /// on), the message says what is still missing, and the source is the broker's reason if it
-/// gives one, else that no replica leads, else that the broker said nothing.
+/// gives one, else that no replica leads, else that the broker said nothing; also when the
+/// claim's own start fails.
 pub(super) async fn await_grant(
     client: &Client,
     clock: &ServerClock,
@@ -105,8 +124,9 @@ pub(super) async fn await_grant(
     broker: &BrokerStatus,
     timeout: Duration,
     progress: &(dyn Fn(ClaimProgress) + Send + Sync),
-) -> Result<()> {
+) -> Result<PowerAction> {
     let started = tokio::time::Instant::now();
+    let mut power = PowerAction::BrokerStarted;
     let deadline = started + timeout;
     let leaderless = broker.state == BrokerState::NoLeader;
     let idle_words = || {
@@ -140,7 +160,24 @@ pub(super) async fn await_grant(
         match tokio::time::timeout_at(deadline, events.next()).await {
             Ok(Some(Ok(vm))) => {
                 if missing(&vm, claim.assignee).is_empty() {
-                    return Ok(());
+                    return Ok(power);
+                }
+                if power == PowerAction::BrokerStarted && owed_start(&vm, claim.assignee) {
+                    power =
+                        start(client, claim.namespace, &vm)
+                            .await
+                            .map_err(|e| Error::Partial {
+                                message: format!(
+                                    "{member} is granted to {} but stopped, and starting it failed",
+                                    claim.assignee
+                                ),
+                                suggestion: format!(
+                                    "fix the cause and run the same assign again, or `corral-vdi \
+                                 unassign {member} -n {}` to give it back",
+                                    claim.namespace
+                                ),
+                                source: Box::new(e),
+                            })?;
                 }
                 let why = reason(&vm);
                 // The broker acted on it: a replica leads now, whatever was read before.

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::resources::VirtualMachine;
+use crate::state::halted;
 use crate::stream::vm_action_path;
 
 /// What happened to the VM's power.
@@ -80,17 +81,6 @@ fn stop_conflict(message: &str) -> Option<PowerAction> {
         Some(PowerAction::AlreadyStopping)
     } else {
         None
-    }
-}
-
-/// Whether `vm` is meant to be stopped: its run strategy is `Halted` (or, without one,
-/// `spec.running` is `false`). The run strategy says where the VM is going, printableStatus
-/// only where it is: a VM started a moment ago still reads Stopped while its run strategy is
-/// Always, and would run on, unclaimed, if that were taken for stopped.
-fn halted(vm: &VirtualMachine) -> bool {
-    match vm.spec.run_strategy.as_deref() {
-        Some(strategy) => strategy == "Halted",
-        None => vm.spec.running == Some(false),
     }
 }
 
