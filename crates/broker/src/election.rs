@@ -4,10 +4,15 @@
 //!
 //! Only the leader reconciles: [`run`] starts the reconciler when this replica takes the Lease
 //! and aborts it the moment the Lease is lost. On SIGTERM or SIGINT it releases the Lease and
-//! returns. A replica that does not lead watches the Lease: kube-lease-manager itself waits for
-//! the holder's expiry, so when the Lease is seen without a holder (released by a leader that
-//! stopped) the replica joins again at once and leads within a second, not after the Lease's
-//! duration. A leader killed outright is replaced once its hold expires (the Lease's duration).
+//! returns. A leader killed outright is replaced once its hold expires (the Lease's duration).
+//!
+//! Every replica also watches the Lease, because kube-lease-manager reads it only when it polls
+//! (at its own renewal, or at the holder's expiry): a replica that does not lead joins again at
+//! once when the Lease has no holder (released by a leader that stopped), so it leads within a
+//! second rather than after the Lease's duration; and a leader that sees another holder (two
+//! replicas starting at once can both judge the dead holder's hold expired, and one
+//! force-release the other's fresh hold) stops reconciling at once instead of at its next
+//! renewal.
 //!
 //! Field managers: kube-lease-manager applies only `spec` fields (holder, times, duration) and
 //! patches the rest with strategic merge, so it never drops an annotation it did not apply. The
@@ -98,7 +103,7 @@ pub async fn run<F>(
         clock,
     ));
     tokio::pin!(shutdown);
-    let mut released = pin!(released(&client));
+    let mut holders = pin!(holders(&client));
     let mut reconciler: Option<JoinHandle<()>> = None;
     let stop = |reconciler: &mut Option<JoinHandle<()>>, why: &str| {
         if let Some(task) = reconciler.take() {
@@ -146,11 +151,23 @@ pub async fn run<F>(
                         continue 'build;
                     }
                 },
-                // kube-lease-manager waits for the holder's expiry without watching; a Lease
-                // released by a leader that stopped is taken at once by a new manager.
-                Some(()) = released.next(), if !leading => {
-                    tracing::info!(%identity, "Lease {BROKER_NAMESPACE}/{BROKER_NAME} has no holder: taking part again");
-                    continue 'build;
+                // kube-lease-manager learns of the Lease only when it polls it (at its own
+                // renewal, or at the holder's expiry); the watch tells at once.
+                Some(holder) = holders.next() => {
+                    let ours = holder.as_deref() == Some(identity.as_str());
+                    // An event from before this replica took the Lease may arrive after it did:
+                    // a quorum read says whether the hold is still this replica's.
+                    if leading && !ours && !holds(&client, &identity).await {
+                        // Another replica took the Lease (its manager may force-release a hold
+                        // it read as expired just before this one renewed): stop acting now.
+                        stop(&mut reconciler, "the leader Lease names another holder");
+                        continue 'build;
+                    }
+                    if !leading && holder.is_none() {
+                        // Released by a leader that stopped: a new manager takes it at once.
+                        tracing::info!(%identity, "Lease {BROKER_NAMESPACE}/{BROKER_NAME} has no holder: taking part again");
+                        continue 'build;
+                    }
                 }
             }
         }
@@ -159,20 +176,31 @@ pub async fn run<F>(
     heartbeat.abort();
 }
 
-/// Yields each time the leader-election Lease is seen without a holder (released).
-fn released(client: &Client) -> impl Stream<Item = ()> + use<> {
+/// Whether the leader-election Lease, read now (a quorum read), names `identity` as its holder.
+/// A failed read says no: leadership that cannot be confirmed is not acted on.
+async fn holds(client: &Client, identity: &str) -> bool {
+    let api: Api<Lease> = Api::namespaced(client.clone(), BROKER_NAMESPACE);
+    api.get_opt(BROKER_NAME)
+        .await
+        .ok()
+        .flatten()
+        .is_some_and(|l| l.spec.and_then(|s| s.holder_identity).as_deref() == Some(identity))
+}
+
+/// The leader-election Lease's holder (`None`: no holder) each time the Lease is seen.
+fn holders(client: &Client) -> impl Stream<Item = Option<String>> + use<> {
     let api: Api<Lease> = Api::namespaced(client.clone(), BROKER_NAMESPACE);
     let config = watcher::Config::default().fields(&format!("metadata.name={BROKER_NAME}"));
     watcher(api, config)
         .default_backoff()
         .applied_objects()
         .filter_map(|lease| {
-            let free = lease.ok().is_some_and(|l| {
+            let holder = lease.ok().map(|l| {
                 l.spec
                     .and_then(|s| s.holder_identity)
-                    .is_none_or(|h| h.is_empty())
+                    .filter(|h| !h.is_empty())
             });
-            std::future::ready(free.then_some(()))
+            std::future::ready(holder)
         })
 }
 
