@@ -397,3 +397,54 @@ async fn last_reconcile(client: &Client, clock: &ServerClock) {
         tracing::warn!(error = %e, "cannot write {BROKER_LAST_RECONCILE_ANNOTATION} on Lease {BROKER_NAMESPACE}/{BROKER_NAME}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(member: &str) -> Key {
+        Key {
+            namespace: "ns".into(),
+            member: member.into(),
+        }
+    }
+
+    #[test]
+    fn the_queue_holds_each_member_once_at_its_earliest_time() {
+        let now = Instant::now();
+        let later = now + Duration::from_secs(60);
+        let mut queue = Queue::default();
+        queue.schedule(key("a"), later);
+        queue.schedule(key("b"), now);
+        queue.schedule(key("a"), now + Duration::from_secs(1));
+        queue.schedule(key("a"), later);
+        assert_eq!(queue.next(), Some(now));
+        assert_eq!(queue.pop_due(now), Some(key("b")));
+        assert_eq!(queue.pop_due(now), None, "a is due in 1 s, not now");
+        assert_eq!(queue.pop_due(later), Some(key("a")));
+        assert_eq!((queue.pop_due(later), queue.next()), (None, None));
+    }
+
+    #[test]
+    fn only_claim_leases_and_grants_are_members_keys() {
+        let mut lease = ClaimLease::default();
+        lease.metadata.namespace = Some("ns".into());
+        lease.metadata.name = Some("corral-vdi-dev-1".into());
+        assert_eq!(lease_key(&lease), Some(key("dev-1")));
+        assert!(is_claim_lease(&lease));
+        lease.metadata.namespace = Some(BROKER_NAMESPACE.into());
+        lease.metadata.name = Some(BROKER_NAME.into());
+        assert!(!is_claim_lease(&lease), "the broker's own Lease");
+        let mut role = Role::default();
+        role.metadata.namespace = Some("ns".into());
+        role.metadata.name = Some("corral-vdi:broker-status".into());
+        role.metadata.labels = Some([(MEMBER_LABEL.to_owned(), "dev-1".to_owned())].into());
+        assert!(
+            !is_grant(&role),
+            "not named as a grant: never deleted as an orphan"
+        );
+        role.metadata.name = Some("corral-vdi-claim-dev-1".into());
+        assert!(is_grant(&role));
+        assert_eq!(grant_key(&role), Some(key("dev-1")));
+    }
+}
