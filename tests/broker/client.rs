@@ -222,13 +222,7 @@ async fn the_brokers_reason_is_the_claims_progress_and_its_failure_until_it_can_
 async fn the_app_names_the_leader_and_the_cli_gives_no_notice() {
     let _steady = replicas_steady().await;
     let ns = namespace("client-link").await;
-    let source = vdi_core::cluster::KubeconfigSource {
-        path: Some(sandbox().kubeconfig.clone()),
-        impersonate: None,
-    };
-    let link = vdi_core::link::establish(&source, Some("alice"), &Scope::Namespace(ns.clone()))
-        .await
-        .unwrap();
+    let link = alices_link(&ns).await;
     let status = link.broker.clone().expect("alice reads the broker's Lease");
     assert_eq!(status.state, vdi_core::broker::BrokerState::Running);
     let badge = link.broker_live.borrow().clone();
@@ -239,6 +233,17 @@ async fn the_app_names_the_leader_and_the_cli_gives_no_notice() {
     let (ok, _, stderr) = cli_as("alice", &["pool", "list", "-n", &ns]);
     assert!(ok, "{stderr}");
     assert!(!stderr.contains(NO_BROKER_NOTICE), "{stderr}");
+}
+
+/// alice's link to the sandbox for namespace `ns`, as the app opens it.
+async fn alices_link(ns: &str) -> vdi_core::link::Link {
+    let source = vdi_core::cluster::KubeconfigSource {
+        path: Some(sandbox().kubeconfig.clone()),
+        impersonate: None,
+    };
+    vdi_core::link::establish(&source, Some("alice"), &Scope::Namespace(ns.into()))
+        .await
+        .unwrap()
 }
 
 /// Waits (at most `within`) until the link's broker badge reads `text`.
@@ -258,13 +263,7 @@ async fn without_a_leader_a_claim_says_so_and_waits_and_the_badge_follows() {
     let _mine = replicas_mine().await;
     let ns = namespace("client-noleader").await;
     desktop_member(&ns, "nl", "nl-1", false).await;
-    let source = vdi_core::cluster::KubeconfigSource {
-        path: Some(sandbox().kubeconfig.clone()),
-        impersonate: None,
-    };
-    let link = vdi_core::link::establish(&source, Some("alice"), &Scope::Namespace(ns.clone()))
-        .await
-        .unwrap();
+    let link = alices_link(&ns).await;
     let leader = link
         .broker
         .as_ref()
