@@ -11,28 +11,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use vdi_core::broker::{GRANT_API_GROUP, GRANTED_RIGHTS};
 use vdi_core::labels::{BROKER_NAME, MANAGED_BY_LABEL, MEMBER_LABEL, POOL_LABEL, grant_name};
-
-/// The API group of KubeVirt's subresources.
-const SUBRESOURCES_GROUP: &str = "subresources.kubevirt.io";
-
-/// The VMI subresources the holder may `get` (the streams: console framebuffer, screenshot,
-/// port forwards, USB redirection, serial console).
-pub const STREAM_SUBRESOURCES: [&str; 5] = [
-    "virtualmachineinstances/vnc",
-    "virtualmachineinstances/vnc/screenshot",
-    "virtualmachineinstances/portforward",
-    "virtualmachineinstances/usbredir",
-    "virtualmachineinstances/console",
-];
-
-/// The power subresources the holder may `update` (softreboot is a VMI subresource in KubeVirt).
-pub const POWER_SUBRESOURCES: [&str; 4] = [
-    "virtualmachines/start",
-    "virtualmachines/stop",
-    "virtualmachines/restart",
-    "virtualmachineinstances/softreboot",
-];
 
 /// The claim Lease a grant belongs to (its ownerReference; garbage collection removes the grant
 /// with the Lease on a real cluster).
@@ -76,22 +56,29 @@ fn meta(target: Target<'_>, owner: Owner<'_>) -> ObjectMeta {
     }
 }
 
-/// The Role `corral-vdi-claim-<member>`: [`STREAM_SUBRESOURCES`] (`get`) and
-/// [`POWER_SUBRESOURCES`] (`update`), all limited to the member by `resourceNames`.
+/// The Role `corral-vdi-claim-<member>`: the rights of [`GRANTED_RIGHTS`] (the stream
+/// subresources with `get`, the power ones with `update`), one rule per verb in the order the
+/// list first names it, all limited to the member by `resourceNames`.
 pub fn role(target: Target<'_>, owner: Owner<'_>) -> Role {
-    let rule = |resources: &[&str], verb: &str| PolicyRule {
-        api_groups: Some(vec![SUBRESOURCES_GROUP.to_owned()]),
-        resources: Some(resources.iter().map(|r| (*r).to_owned()).collect()),
-        resource_names: Some(vec![target.member.to_owned()]),
-        verbs: vec![verb.to_owned()],
-        non_resource_urls: None,
-    };
+    let mut rules: Vec<PolicyRule> = Vec::new();
+    for (resource, verb) in GRANTED_RIGHTS {
+        match rules.iter_mut().find(|r| r.verbs == [*verb]) {
+            Some(rule) => rule
+                .resources
+                .get_or_insert_default()
+                .push((*resource).to_owned()),
+            None => rules.push(PolicyRule {
+                api_groups: Some(vec![GRANT_API_GROUP.to_owned()]),
+                resources: Some(vec![(*resource).to_owned()]),
+                resource_names: Some(vec![target.member.to_owned()]),
+                verbs: vec![(*verb).to_owned()],
+                non_resource_urls: None,
+            }),
+        }
+    }
     Role {
         metadata: meta(target, owner),
-        rules: Some(vec![
-            rule(&STREAM_SUBRESOURCES, "get"),
-            rule(&POWER_SUBRESOURCES, "update"),
-        ]),
+        rules: Some(rules),
     }
 }
 
@@ -204,7 +191,7 @@ mod tests {
             );
             assert_eq!(
                 rule.api_groups.as_deref(),
-                Some(&[SUBRESOURCES_GROUP.to_owned()][..])
+                Some(&[GRANT_API_GROUP.to_owned()][..])
             );
         }
         assert_eq!(rules[0].verbs, ["get"]);
