@@ -8,10 +8,14 @@
 //! are cluster-scoped) and Kubernetes 1.34 or newer (the policies use CEL's `lists.range`).
 //!
 //! What the guard enforces, for Leases named `corral-vdi-*` or labelled
-//! `corral.dev/vdi-member`, and VMs labelled `corral.dev/vdi-pool` (pool members), on
-//! everyone but administrators ([`crate::labels::ADMIN_GROUP`]):
-//! - a Lease with a holder is updated or deleted only by its holder; so a stale Lease is
-//!   recovered by an administrator;
+//! `corral.dev/vdi-member` (but not the broker's leader-election Lease
+//! [`crate::labels::BROKER_NAME`] in [`crate::labels::BROKER_NAMESPACE`], and only there), and
+//! VMs labelled `corral.dev/vdi-pool` (pool members), on everyone but administrators
+//! ([`crate::labels::ADMIN_GROUP`]):
+//! - a Lease with a holder is updated or deleted only by its holder, or deleted by the broker
+//!   ([`crate::labels::BROKER_USER`], which reclaims expired claims but never creates or hands
+//!   one on); so a stale Lease is reclaimed by the broker where one runs, else recovered by an
+//!   administrator;
 //! - a Lease is created, or handed on, naming the caller;
 //! - a Lease's `leaseDurationSeconds` is 1..=[`crate::validate::MAX_LEASE_SECONDS`] (required
 //!   when it names a holder), and its `acquireTime`/`renewTime` are micro-times
@@ -20,6 +24,10 @@
 //! - the assigned-to label is set only to the caller's own encoded identity, and removed or
 //!   changed only by that identity; the claimed-at annotation is set only beside the caller's
 //!   own label, and removed only by whoever may remove the label;
+//! - the broker may write any member's assigned-to label and claimed-at annotation (with a
+//!   broker, it does the cluster's half of a claim); only the broker and administrators write
+//!   its own annotations [`crate::labels::GRANTED_TO_ANNOTATION`] and
+//!   [`crate::labels::BROKER_REASON_ANNOTATION`];
 //! - only an administrator adds a VM to a pool or moves it out of one;
 //! - nothing else of a member changes: its other labels and annotations, `spec` (run strategy,
 //!   template), finalizers and owner references, nor is it deleted; KubeVirt's virt-api and
@@ -245,6 +253,21 @@ mod tests {
     use crate::manifests::{resource_of, spec_differences};
     use kube::ResourceExt;
     use serde_json::Value;
+
+    #[test]
+    fn the_manifest_trusts_the_broker_by_the_names_the_product_uses() {
+        // The policies are CEL text: if the broker's ServiceAccount or namespace moved, the
+        // guard would refuse its reclaims and labels, or exempt the wrong Lease.
+        for name in [
+            crate::labels::BROKER_USER,
+            crate::labels::BROKER_NAMESPACE,
+            crate::labels::BROKER_NAME,
+            crate::labels::GRANTED_TO_ANNOTATION,
+            crate::labels::BROKER_REASON_ANNOTATION,
+        ] {
+            assert!(MANIFEST.contains(name), "guard/guard.yaml names {name}");
+        }
+    }
 
     #[test]
     fn the_manifest_parses_into_policies_bindings_and_a_reader_role() {

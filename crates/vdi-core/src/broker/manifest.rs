@@ -314,6 +314,20 @@ mod tests {
     }
 
     #[test]
+    fn the_members_policy_trusts_the_broker_by_the_names_the_product_uses() {
+        for name in [
+            crate::labels::BROKER_USER,
+            crate::labels::ASSIGNED_TO_LABEL,
+            crate::labels::CLAIMED_AT_ANNOTATION,
+        ] {
+            assert!(
+                MEMBERS_POLICY.contains(name),
+                "broker/members-policy.yaml names {name}"
+            );
+        }
+    }
+
+    #[test]
     fn the_deployment_runs_two_unprivileged_replicas_of_this_version() {
         let deployment = find("Deployment", BROKER_NAME);
         let spec = &deployment.data["spec"];
