@@ -146,3 +146,62 @@ async fn access_follows_the_claim_and_ends_with_it() {
         vm.annotations()
     );
 }
+
+/// Whether the API server's authorizer lets `user` open `vnc` on `member` in `ns` (a
+/// SubjectAccessReview, as virt-api asks it).
+async fn may_open_vnc(user: &str, ns: &str, member: &str) -> bool {
+    use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+    let review: SubjectAccessReview = serde_json::from_value(serde_json::json!({
+        "spec": { "user": user, "resourceAttributes": {
+            "namespace": ns, "verb": "get", "group": "subresources.kubevirt.io",
+            "resource": "virtualmachineinstances", "subresource": "vnc", "name": member } } }))
+    .unwrap();
+    kube::Api::<SubjectAccessReview>::all(client_as("admin").await)
+        .create(&kube::api::PostParams::default(), &review)
+        .await
+        .unwrap()
+        .status
+        .is_some_and(|s| s.allowed)
+}
+
+#[tokio::test]
+async fn a_service_account_holder_is_bound_as_a_service_account_to_its_member_only() {
+    let _steady = replicas_steady().await;
+    let ns = namespace("robot").await;
+    desktop_member(&ns, "sa", "sa-1", true).await;
+    desktop_member(&ns, "sa", "sa-2", true).await;
+    let robot = format!("system:serviceaccount:{ns}:robot");
+    // An administrator assigns a desktop to a ServiceAccount (a kiosk, a CI job).
+    let claimed = vdi_core::claim::assign(
+        &actor_as("admin").await,
+        &ns,
+        "sa",
+        &robot,
+        &vdi_core::claim::ClaimOptions::default(),
+    )
+    .await
+    .unwrap();
+    let other = if claimed.member == "sa-1" {
+        "sa-2"
+    } else {
+        "sa-1"
+    };
+    let (_, binding) = crate::grant(&ns, &claimed.member).await;
+    let subjects = binding.and_then(|b| b.subjects).unwrap_or_default();
+    assert!(
+        subjects.len() == 1
+            && subjects[0].kind == "ServiceAccount"
+            && subjects[0].name == "robot"
+            && subjects[0].namespace.as_deref() == Some(ns.as_str()),
+        "{}'s binding names ServiceAccount {ns}/robot alone: {subjects:?}",
+        claimed.member
+    );
+    // RBAC follows the binding a moment later (its authorizer reads through a cache).
+    corral_tests::eventually("the ServiceAccount's grant to hold", FOLLOW, || async {
+        may_open_vnc(&robot, &ns, &claimed.member)
+            .await
+            .then_some(())
+    })
+    .await;
+    assert!(!may_open_vnc(&robot, &ns, other).await);
+}
