@@ -301,7 +301,9 @@ pub fn actor(state: &State<'_, AppState>) -> Result<(Actor, bool), ErrorView> {
 }
 
 /// What the identity may do in `namespace` (SelfSubjectAccessReviews, and the guard's rules):
-/// the app shows what it may not do as disabled, with the reason.
+/// the app shows what it may not do as disabled, with the reason. Claims are judged as the
+/// link's broker badge says they are done: with a broker a claim is the Lease alone, so an
+/// ordinary user without VM patch or power rights may still get a desktop.
 #[tauri::command]
 #[specta::specta]
 pub async fn permissions(
@@ -310,7 +312,12 @@ pub async fn permissions(
 ) -> Result<Permissions, ErrorView> {
     vdi_core::validate::namespace(&namespace).map_err(|e| e.view())?;
     let (actor, guarded) = actor(&state)?;
-    Ok(identity::permissions(&actor, &namespace, guarded).await)
+    let side = {
+        let guard = state.cluster.lock().map_err(|_| poisoned())?;
+        let cluster = guard.as_ref().ok_or_else(not_connected)?;
+        claim::side::side(cluster.link.broker_live.borrow().status.as_ref())
+    };
+    Ok(identity::permissions_on(&actor, &namespace, guarded, side).await)
 }
 
 /// Hands a free member of `pool` to `user` (an administrator's assign). `user` is taken as

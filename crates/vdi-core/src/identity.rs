@@ -17,6 +17,7 @@ use serde::Serialize;
 use crate::clock::ServerClock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::labels::ADMIN_GROUP;
+use crate::state::ClaimSide;
 
 /// The authenticated user of a kubeconfig context, as the API server reports it
 /// (SelfSubjectReview, authentication.k8s.io/v1).
@@ -369,7 +370,23 @@ fn all_of(answers: &[&Allowed]) -> Allowed {
 /// the guard's rules on top when `guard_installed`: then only administrators assign desktops
 /// to others and force releases, and only they create and delete pools (the guard lets only
 /// them add a VM to a pool or delete a member; RBAC's refusal, when it refuses, is said first).
+/// For the client-side flow; [`permissions_on`] judges the claims as the cluster's side does them.
 pub async fn permissions(actor: &Actor, namespace: &str, guard_installed: bool) -> Permissions {
+    permissions_on(actor, namespace, guard_installed, ClaimSide::Client).await
+}
+
+/// [`permissions`], with claims judged as `side` does them. On [`ClaimSide::Client`] a claim
+/// needs Lease create, VM patch (the assigned-to label) and the VM `start` subresource, and a
+/// force release Lease delete and VM patch. With a broker (SPEC "Broker") a claim is the Lease
+/// alone and a release deletes it (the broker labels, grants, starts and stops): claiming and
+/// assigning need Lease create, a force release Lease delete; the claimant role shipped for
+/// ordinary users (`corral-vdi:desktop-user`) has no VM patch or power right.
+pub async fn permissions_on(
+    actor: &Actor,
+    namespace: &str,
+    guard_installed: bool,
+    side: ClaimSide,
+) -> Permissions {
     let answers = can_i(
         actor.client(),
         namespace,
@@ -387,7 +404,13 @@ pub async fn permissions(actor: &Actor, namespace: &str, guard_installed: bool) 
         unreachable!("one answer per permission asked")
     };
     let admin = actor.identity().is_admin();
-    let claim = all_of(&[leases, patch, start]);
+    let (claim, release_others) = match side {
+        ClaimSide::Client => (
+            all_of(&[leases, patch, start]),
+            all_of(&[delete_leases, patch]),
+        ),
+        ClaimSide::Broker => ((*leases).clone(), (*delete_leases).clone()),
+    };
     let admin_only = |what: &str| {
         Allowed::no(format!(
             "only members of {ADMIN_GROUP} may {what}; the cluster's Corral VDI guard enforces it"
@@ -399,7 +422,7 @@ pub async fn permissions(actor: &Actor, namespace: &str, guard_installed: bool) 
             admin_only("release someone else's desktop"),
         )
     } else {
-        (claim.clone(), all_of(&[delete_leases, patch]))
+        (claim.clone(), release_others)
     };
     let members = |rbac: Allowed, what: &str| {
         if guard_installed && !admin && rbac.allowed {
