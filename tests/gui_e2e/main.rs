@@ -6,6 +6,7 @@
 //!
 //! One test binary (one link, one sandbox), a module per feature; [`driver`] holds what they share.
 
+mod broker;
 mod capacity;
 mod claims;
 mod cluster;
