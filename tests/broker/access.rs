@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use corral_tests::{actor_as, client_as, desktop_member, leases, namespace, vms, wait_power};
+use corral_tests::{
+    actor_as, client_as, desktop_member, leases, namespace, streams_as, vms, wait_power,
+};
 use kube::ResourceExt;
 use tokio::time::Instant;
 use vdi_core::claim::{UnassignOptions, unassign};
@@ -94,6 +96,32 @@ async fn access_follows_the_claim_and_ends_with_it() {
         vm_before,
         "a dry run moved the VM"
     );
+
+    // What Connect shows (the app's dialog, the CLI's `connect`): the holder's paths are
+    // available through her grant, limited by resourceNames, which only a review naming the
+    // member sees; bob's are not, with the member named.
+    let paths = |user: &'static str| {
+        let ns = ns.clone();
+        async move {
+            vdi_core::connect::paths(&streams_as(user).await, &ns, "acc-1")
+                .await
+                .unwrap()
+        }
+    };
+    let hers = paths("alice").await;
+    assert!(
+        hers.paths.iter().all(|p| p.available),
+        "alice's Connect on her granted desktop: {:?}",
+        hers.paths
+    );
+    let his = paths("bob").await;
+    for path in &his.paths {
+        let reason = path.reason.as_deref().unwrap_or_default();
+        assert!(
+            !path.available && reason.contains("on \"acc-1\""),
+            "bob's Connect on alice's desktop: {path:?}"
+        );
+    }
 
     // Her release: within 5 s her next upgrade is refused and the open console ends.
     let released_at = Instant::now();

@@ -32,7 +32,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::error::{Error, ErrorKind, Result, is_status};
 use crate::helpers::{self, HelperSearch, Launch};
-use crate::identity::{Permission, can_i};
+use crate::identity::{Permission, can_i_on};
 use crate::session::{About, SessionKind, SessionView, Started, Supervisor, Target};
 use crate::stream::{self, Subresource};
 use crate::validate;
@@ -156,7 +156,10 @@ pub async fn paths(client: &Client, namespace: &str, member: &str) -> Result<Mem
     validate::member_name(member)?;
     let vmis = vmi_api(client, namespace);
     let wanted = [permission("vnc"), permission("portforward")];
-    let (vmi, allowed) = tokio::join!(vmis.get_opt(member), can_i(client, namespace, &wanted));
+    let (vmi, allowed) = tokio::join!(
+        vmis.get_opt(member),
+        can_i_on(client, namespace, Some(member), &wanted)
+    );
     let vmi = match vmi {
         Ok(vmi) => vmi,
         Err(e) if is_status(&e, 404) => None,

@@ -207,12 +207,14 @@ impl Permission {
 }
 
 /// Asks the API server (one SelfSubjectAccessReview, authorization.k8s.io/v1) whether the
-/// client may do `permission` in `namespace`.
+/// client may do `permission` in `namespace`, on the object `name` when given (RBAC rules
+/// limited by `resourceNames`, such as the broker's per-claim grants, answer only then).
 ///
 /// Errors: the review itself failed (unreachable server, a cluster that refuses reviews).
 async fn review(
     api: &Api<SelfSubjectAccessReview>,
     namespace: &str,
+    name: Option<&str>,
     permission: &Permission,
 ) -> kube::Result<bool> {
     let review = SelfSubjectAccessReview {
@@ -223,6 +225,7 @@ async fn review(
                 group: Some(permission.group.to_owned()),
                 resource: Some(permission.resource.to_owned()),
                 subresource: permission.subresource.map(str::to_owned),
+                name: name.map(str::to_owned),
                 ..Default::default()
             }),
             ..Default::default()
@@ -233,25 +236,38 @@ async fn review(
     Ok(answer.status.as_ref().is_some_and(|s| s.allowed))
 }
 
-/// Why RBAC refuses `permission` in `namespace`, as a sentence.
-fn not_allowed(permission: &Permission, namespace: &str) -> String {
+/// Why RBAC refuses `permission` in `namespace` (on `name`, when given), as a sentence.
+fn not_allowed(permission: &Permission, namespace: &str, name: Option<&str>) -> String {
+    let on = name.map(|n| format!(" on \"{n}\"")).unwrap_or_default();
     format!(
-        "RBAC does not let you {} in namespace \"{namespace}\"",
+        "RBAC does not let you {}{on} in namespace \"{namespace}\"",
         permission.describe()
     )
 }
 
 /// Asks the API server (SelfSubjectAccessReview, authorization.k8s.io/v1) whether the client
-/// may do each of `permissions` in `namespace`; all at once. A review that fails counts as
-/// "not allowed", with the failure as the reason.
+/// may do each of `permissions` in `namespace`, namespace-wide; all at once. A review that
+/// fails counts as "not allowed", with the failure as the reason.
 pub async fn can_i(client: &Client, namespace: &str, permissions: &[Permission]) -> Vec<Allowed> {
+    can_i_on(client, namespace, None, permissions).await
+}
+
+/// [`can_i`] on one object: `name` in `namespace` (`None`: namespace-wide). Ask this way for
+/// a member's subresources: with a broker, a holder's rights are a Role limited to their member
+/// by `resourceNames`, which a namespace-wide review does not see.
+pub async fn can_i_on(
+    client: &Client,
+    namespace: &str,
+    name: Option<&str>,
+    permissions: &[Permission],
+) -> Vec<Allowed> {
     let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     join_all(permissions.iter().map(|p| {
         let api = api.clone();
         async move {
-            match review(&api, namespace, p).await {
+            match review(&api, namespace, name, p).await {
                 Ok(true) => Allowed::yes(),
-                Ok(false) => Allowed::no(not_allowed(p, namespace)),
+                Ok(false) => Allowed::no(not_allowed(p, namespace, name)),
                 Err(e) => Allowed::no(format!(
                     "could not ask whether you may {} in namespace \"{namespace}\": {}",
                     p.describe(),
@@ -278,7 +294,7 @@ pub async fn require(
     act: &str,
 ) -> Result<()> {
     let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
-    let answers = join_all(permissions.iter().map(|p| review(&api, namespace, p))).await;
+    let answers = join_all(permissions.iter().map(|p| review(&api, namespace, None, p))).await;
     match permissions
         .iter()
         .zip(answers)
@@ -288,7 +304,7 @@ pub async fn require(
             ErrorKind::Forbidden,
             format!(
                 "cannot {act}: {}; nothing was changed",
-                not_allowed(p, namespace)
+                not_allowed(p, namespace, None)
             ),
             "ask a cluster administrator for that RBAC access, or pick a namespace you may use",
         )),
