@@ -39,7 +39,9 @@ export const commands = {
 	brokerStatus: () => __TAURI_INVOKE<BrokerBadge>("broker_status"),
 	/**
 	 *  What the identity may do in `namespace` (SelfSubjectAccessReviews, and the guard's rules):
-	 *  the app shows what it may not do as disabled, with the reason.
+	 *  the app shows what it may not do as disabled, with the reason. Claims are judged as the
+	 *  link's broker badge says they are done: with a broker a claim is the Lease alone, so an
+	 *  ordinary user without VM patch or power rights may still get a desktop.
 	 */
 	permissions: (namespace: string) => __TAURI_INVOKE<Permissions>("permissions", { namespace }),
 	/**
