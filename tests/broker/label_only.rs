@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use corral_tests::{client_as, desktop_member, leases, namespace, vms};
+use corral_tests::{client_as, desktop_member, leases, member_state, namespace, vms};
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
@@ -16,8 +16,8 @@ use vdi_core::state::MemberState;
 use vdi_core::stream::Subresource;
 
 use crate::{
-    FOLLOW, claim, grant, member_state, power_code, replicas_steady, stream_code, vm_version,
-    wait_event, wait_granted, wait_no_grant,
+    FOLLOW, claim, grant, power_code, replicas_steady, stream_code, vm_version, wait_event,
+    wait_granted, wait_no_grant,
 };
 
 /// The Go CLI's assign: a merge patch of the assigned-to label alone, as admin.
@@ -67,7 +67,10 @@ async fn a_label_on_a_free_member_is_legacy_and_gets_no_grant() {
         vm.labels().get(ASSIGNED_TO_LABEL).map(String::as_str),
         Some("carol")
     );
-    assert_eq!(member_state(&ns, "lo-1").await, MemberState::AssignedLegacy);
+    assert_eq!(
+        member_state(&client_as("admin").await, &ns, "lo-1").await,
+        MemberState::AssignedLegacy
+    );
     assert_eq!(stream_code("carol", &ns, "lo-1", VNC).await, 403);
 }
 
@@ -87,7 +90,10 @@ async fn a_label_naming_someone_else_than_the_holder_is_a_conflict_with_no_grant
 
     label_only(&ns, "cf-1", "bob").await;
     wait_no_grant(&ns, "cf-1", FOLLOW).await;
-    assert_eq!(member_state(&ns, "cf-1").await, MemberState::Conflict);
+    assert_eq!(
+        member_state(&client_as("admin").await, &ns, "cf-1").await,
+        MemberState::Conflict
+    );
     let vm = vms(&admin, &ns).get("cf-1").await.unwrap();
     assert!(
         vm.annotations()

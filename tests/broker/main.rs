@@ -44,8 +44,6 @@ use vdi_core::labels::{
     ASSIGNED_TO_LABEL, BROKER_NAME, BROKER_NAMESPACE, GRANTED_TO_ANNOTATION, MANAGED_BY_LABEL,
     MEMBER_LABEL, POOL_LABEL, encode_identity, grant_name, lease_name,
 };
-use vdi_core::scope::Scope;
-use vdi_core::state::MemberState;
 use vdi_core::stream::{self, Subresource, VmiStream};
 
 /// The broker's name in `app.kubernetes.io/managed-by` (common.md: the grants' labels).
@@ -331,21 +329,6 @@ async fn wait_event(ns: &str, member: &str, reason: &str, user: &str, within: Du
         },
     )
     .await
-}
-
-/// `member`'s claim state as the CLI and the app show it.
-async fn member_state(ns: &str, member: &str) -> MemberState {
-    let admin = client_as("admin").await;
-    let clock = vdi_core::clock::ServerClock::measure(&admin).await.unwrap();
-    let pools = vdi_core::watch::list_pools(&admin, &Scope::Namespace(ns.into()), &clock)
-        .await
-        .unwrap();
-    pools
-        .iter()
-        .flat_map(|p| &p.members)
-        .find(|m| m.name == member)
-        .map(|m| m.state)
-        .unwrap_or_else(|| panic!("{member} is not a member in {ns}"))
 }
 
 /// The leader-election Lease: its holder and `leaseDurationSeconds`.

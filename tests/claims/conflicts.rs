@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use corral_tests::{actor_as, client_as, namespace};
+use corral_tests::{actor_as, client_as, member_state, namespace};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
@@ -17,8 +17,7 @@ use vdi_core::state::MemberState;
 use vdi_core::watch::list_pools;
 
 use crate::{
-    claim, clock, go_cli_assign, holders, pool, refused, release, state_of, unassign_label_only,
-    wait_power,
+    claim, clock, go_cli_assign, holders, pool, refused, release, unassign_label_only, wait_power,
 };
 
 #[tokio::test]
@@ -67,7 +66,7 @@ async fn label_and_lease_that_disagree_are_a_conflict_only_an_administrator_reso
     assert_eq!(holders(&admin, &ns, "cf").await, before);
     let r = release(&admin_actor, &ns, "cf-1").await.unwrap();
     assert!(r.lease_released && r.label_removed && !r.forced);
-    assert_eq!(state_of(&admin, &ns, "cf-1").await, MemberState::Free);
+    assert_eq!(member_state(&admin, &ns, "cf-1").await, MemberState::Free);
     assert_eq!(claim(&bob, &ns, "cf", "bob").await.unwrap().member, "cf-1");
 }
 
@@ -102,7 +101,7 @@ async fn a_label_only_writer_racing_a_claim_always_leaves_the_conflict_visible()
             }
         };
         let (result, ()) = tokio::join!(claim(&alice, &ns, "lr", "alice"), writer);
-        let state = state_of(&admin, &ns, "lr-1").await;
+        let state = member_state(&admin, &ns, "lr-1").await;
         match result {
             Ok(c) => {
                 won += 1;
@@ -172,7 +171,7 @@ async fn an_administrator_force_releases_and_an_event_records_it() {
         .unwrap();
     assert!(r.forced && r.lease_released);
     assert_eq!(r.previous_holder.as_deref(), Some("bob"));
-    assert_eq!(state_of(&admin, &ns, "fr-1").await, MemberState::Free);
+    assert_eq!(member_state(&admin, &ns, "fr-1").await, MemberState::Free);
     let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(admin.clone(), &ns);
     let list = events
         .list(&ListParams::default().fields("involvedObject.name=fr-1"))

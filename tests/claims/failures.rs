@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use corral_tests::{actor_as, client_as, namespace};
+use corral_tests::{actor_as, client_as, member_state, namespace};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use vdi_core::claim::{PowerAction, assign};
@@ -12,7 +12,7 @@ use vdi_core::error::ErrorKind;
 use vdi_core::resources::VirtualMachine;
 use vdi_core::state::MemberState;
 
-use crate::{claim, holders, lasting, pool, refused, release, state_of, wait_power};
+use crate::{claim, holders, lasting, pool, refused, release, wait_power};
 
 #[tokio::test]
 async fn a_refused_label_patch_keeps_the_lease_until_expiry() {
@@ -34,7 +34,10 @@ async fn a_refused_label_patch_keeps_the_lease_until_expiry() {
         holders(&admin, &ns, "p").await["p-1"],
         (Some("carol".into()), None)
     );
-    assert_eq!(state_of(&admin, &ns, "p-1").await, MemberState::Claiming);
+    assert_eq!(
+        member_state(&admin, &ns, "p-1").await,
+        MemberState::Claiming
+    );
     // The holder's retry resumes the same member (and fails the same way); others cannot take it.
     let err = assign(&carol, &ns, "p", "carol", &lasting(2))
         .await
@@ -44,12 +47,12 @@ async fn a_refused_label_patch_keeps_the_lease_until_expiry() {
     // After expiry an administrator recovers it.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(
-        state_of(&admin, &ns, "p-1").await,
+        member_state(&admin, &ns, "p-1").await,
         MemberState::FreeStaleLease
     );
     let r = release(&admin_actor, &ns, "p-1").await.unwrap();
     assert!(r.lease_released);
-    assert_eq!(state_of(&admin, &ns, "p-1").await, MemberState::Free);
+    assert_eq!(member_state(&admin, &ns, "p-1").await, MemberState::Free);
 }
 
 #[tokio::test]
@@ -106,5 +109,8 @@ async fn an_unschedulable_desktop_keeps_its_claim_and_shows_why() {
         .unwrap();
     assert_eq!(c.power, PowerAction::Started);
     wait_power(&admin, &ns, "u-1", "ErrorUnschedulable").await;
-    assert_eq!(state_of(&admin, &ns, "u-1").await, MemberState::Assigned);
+    assert_eq!(
+        member_state(&admin, &ns, "u-1").await,
+        MemberState::Assigned
+    );
 }

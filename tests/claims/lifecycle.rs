@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use corral_tests::{actor_as, client_as, namespace};
+use corral_tests::{actor_as, client_as, member_state, namespace};
 use jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
@@ -15,8 +15,8 @@ use vdi_core::resources::VirtualMachine;
 use vdi_core::state::MemberState;
 
 use crate::{
-    claim, claim_lasting, go_cli_assign, holders, pool, refused, release, state_of,
-    unassign_label_only, wait_power,
+    claim, claim_lasting, go_cli_assign, holders, pool, refused, release, unassign_label_only,
+    wait_power,
 };
 
 #[tokio::test]
@@ -45,7 +45,10 @@ async fn a_claim_labels_starts_and_unassign_backs_it_all_out() {
         .parse()
         .unwrap();
     assert!((Timestamp::now().duration_since(claimed_at)).abs() < SignedDuration::from_secs(30));
-    assert_eq!(state_of(&admin, &ns, "dev-1").await, MemberState::Assigned);
+    assert_eq!(
+        member_state(&admin, &ns, "dev-1").await,
+        MemberState::Assigned
+    );
 
     // The holder may re-run assign: idempotent.
     let again = claim(&alice, &ns, "dev", "alice").await.unwrap();
@@ -114,7 +117,7 @@ async fn a_claim_labels_starts_and_unassign_backs_it_all_out() {
             .contains_key(CLAIMED_AT_ANNOTATION)
     );
     wait_power(&admin, &ns, "dev-1", "Stopped").await;
-    assert_eq!(state_of(&admin, &ns, "dev-1").await, MemberState::Free);
+    assert_eq!(member_state(&admin, &ns, "dev-1").await, MemberState::Free);
 }
 
 #[tokio::test]
@@ -129,14 +132,14 @@ async fn every_state_row_as_a_starting_point() {
     claim(&admin_actor, &ns, "claiming", "bob").await.unwrap();
     unassign_label_only(&admin, &ns, "claiming-1").await;
     assert_eq!(
-        state_of(&admin, &ns, "claiming-1").await,
+        member_state(&admin, &ns, "claiming-1").await,
         MemberState::Claiming
     );
     refused(claim(&admin_actor, &ns, "claiming", "alice").await);
     let resumed = claim(&bob, &ns, "claiming", "bob").await.unwrap();
     assert!(resumed.resumed);
     assert_eq!(
-        state_of(&admin, &ns, "claiming-1").await,
+        member_state(&admin, &ns, "claiming-1").await,
         MemberState::Assigned
     );
 
@@ -149,7 +152,7 @@ async fn every_state_row_as_a_starting_point() {
         .await
         .unwrap();
     assert_eq!(
-        state_of(&admin, &ns, "legacy-1").await,
+        member_state(&admin, &ns, "legacy-1").await,
         MemberState::AssignedLegacy
     );
     refused(claim(&admin_actor, &ns, "legacy", "alice").await);
@@ -172,7 +175,10 @@ async fn every_state_row_as_a_starting_point() {
         (r.previous_holder.as_deref(), r.lease_released),
         (Some("carol"), false)
     );
-    assert_eq!(state_of(&admin, &ns, "legacy-1").await, MemberState::Free);
+    assert_eq!(
+        member_state(&admin, &ns, "legacy-1").await,
+        MemberState::Free
+    );
 
     // free (stale lease) and assigned, lease expired.
     pool(&admin, &ns, "stale", 2).await;
@@ -192,11 +198,11 @@ async fn every_state_row_as_a_starting_point() {
         "stale-1"
     };
     assert_eq!(
-        state_of(&admin, &ns, &carols).await,
+        member_state(&admin, &ns, &carols).await,
         MemberState::FreeStaleLease
     );
     assert_eq!(
-        state_of(&admin, &ns, daves).await,
+        member_state(&admin, &ns, daves).await,
         MemberState::AssignedLeaseExpired
     );
     // With the guard, an ordinary user skips carol's expired claim and says so; nothing moves.
@@ -249,7 +255,7 @@ async fn every_state_row_as_a_starting_point() {
     assert_eq!(err.kind(), ErrorKind::Invalid);
     let err = claim(&admin_actor, &ns, "free", " ").await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Invalid);
-    assert_eq!(state_of(&admin, &ns, "free-1").await, MemberState::Free);
+    assert_eq!(member_state(&admin, &ns, "free-1").await, MemberState::Free);
     let err = release(&admin_actor, &ns, "nope").await.unwrap_err();
     assert!(err.to_string().contains("not found in namespace"), "{err}");
 }
@@ -265,7 +271,10 @@ async fn one_person_gets_their_desktop_back_unless_they_ask_for_another() {
     go_cli_assign(&admin, &ns, "op-2", "alice").await;
     let c = claim(&alice, &ns, "op", "alice").await.unwrap();
     assert_eq!((c.member.as_str(), c.resumed), ("op-2", true));
-    assert_eq!(state_of(&admin, &ns, "op-2").await, MemberState::Assigned);
+    assert_eq!(
+        member_state(&admin, &ns, "op-2").await,
+        MemberState::Assigned
+    );
     assert_eq!(
         holders(&admin, &ns, "op").await["op-2"],
         (Some("alice".into()), Some("alice".into()))

@@ -24,9 +24,6 @@ use vdi_core::clock::ServerClock;
 use vdi_core::identity::Actor;
 use vdi_core::labels::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, POOL_LABEL, lease_name};
 use vdi_core::resources::VirtualMachine;
-use vdi_core::scope::Scope;
-use vdi_core::state::MemberState;
-use vdi_core::watch::list_pools;
 use vdi_core::{Error, Result};
 
 /// Creates `<pool>-1..=<size>` as stopped (Halted) VMs labelled with the pool.
@@ -88,18 +85,6 @@ fn refused(result: Result<Claimed>) -> String {
         Err(e @ Error::Refused { .. }) => e.to_string(),
         other => panic!("expected a refusal, got {other:?}"),
     }
-}
-
-async fn state_of(admin: &Client, ns: &str, member: &str) -> MemberState {
-    let pools = list_pools(admin, &Scope::Namespace(ns.into()), &clock(admin).await)
-        .await
-        .unwrap();
-    pools
-        .iter()
-        .flat_map(|p| &p.members)
-        .find(|m| m.name == member)
-        .map(|m| m.state)
-        .unwrap()
 }
 
 /// Removes the presentation label (as a failed claim would leave it): the member then shows

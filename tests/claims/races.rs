@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use corral_tests::{actor_as, actor_impersonating, client_as, namespace, sandbox};
+use corral_tests::{actor_as, actor_impersonating, client_as, member_state, namespace, sandbox};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
@@ -16,9 +16,7 @@ use vdi_core::identity::Actor;
 use vdi_core::labels::{encode_identity, lease_name};
 use vdi_core::state::MemberState;
 
-use crate::{
-    claim, claim_lasting, holders, lasting, pool, refused, release, state_of, unassign_label_only,
-};
+use crate::{claim, claim_lasting, holders, lasting, pool, refused, release, unassign_label_only};
 
 /// K claimants on separate clients (own connections) and identities race for M members.
 async fn race(ns: &str, pool_name: &str, members: usize, claimants: usize, round: usize) {
@@ -115,7 +113,7 @@ async fn stale_lease_takeovers_race_too() {
     }
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(
-        state_of(&admin, &ns, "st-1").await,
+        member_state(&admin, &ns, "st-1").await,
         MemberState::FreeStaleLease
     );
     race(&ns, "st", 4, 12, 99).await;

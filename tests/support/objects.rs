@@ -305,3 +305,18 @@ pub async fn desktop_member(ns: &str, pool: &str, name: &str, passthrough: bool)
         .unwrap();
     wait_power(ns, name, "Stopped").await;
 }
+
+/// `member`'s claim state in `ns` as the CLI and the app show it (the pools list, judged with
+/// the API server's clock), read with `client`.
+pub async fn member_state(client: &Client, ns: &str, member: &str) -> vdi_core::state::MemberState {
+    let clock = vdi_core::clock::ServerClock::measure(client).await.unwrap();
+    let scope = vdi_core::scope::Scope::Namespace(ns.into());
+    vdi_core::watch::list_pools(client, &scope, &clock)
+        .await
+        .unwrap()
+        .iter()
+        .flat_map(|p| &p.members)
+        .find(|m| m.name == member)
+        .map(|m| m.state)
+        .unwrap_or_else(|| panic!("{member} is not a member in {ns}"))
+}
