@@ -208,6 +208,33 @@ pub async fn stop(client: &Client, namespace: &str, vm: &VirtualMachine) -> Resu
     .await
 }
 
+/// What KubeVirt's 409 answer `message` to a restart means: no VMI runs ("VM is not running")
+/// or the run strategy is `Halted` ("Halted does not support manual restart requests"), so
+/// there is nothing to restart; `None` for any other, which is an error.
+fn restart_conflict(message: &str) -> Option<PowerAction> {
+    (message.contains("not running") || message.contains("does not support manual restart"))
+        .then_some(PowerAction::AlreadyStopped)
+}
+
+/// Restarts a VM through KubeVirt's `restart` subresource, which deletes its VMI and makes a
+/// new one (KubeVirt `pkg/virt-api/rest/lifecycle.go`): every open stream of the old VMI
+/// (`vnc`, `portforward`, `usbredir`, `console`) ends with it. `true` when virt-api accepted
+/// it, `false` when nothing runs to restart ([`restart_conflict`]).
+///
+/// Errors: [`Error::Kube`] naming the VM and the subresource.
+pub async fn restart(client: &Client, namespace: &str, name: &str) -> Result<bool> {
+    let action = change_power(
+        client,
+        namespace,
+        name,
+        "restart",
+        PowerAction::Started,
+        restart_conflict,
+    )
+    .await?;
+    Ok(action == PowerAction::Started)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,6 +308,20 @@ mod tests {
             Some(PowerAction::AlreadyStopping)
         );
         assert_eq!(stop_conflict("Operation cannot be fulfilled"), None);
+    }
+
+    #[test]
+    fn kubevirts_restart_conflicts_that_mean_nothing_runs_are_fine_and_others_are_errors() {
+        for nothing_runs in [
+            "VM is not running",
+            "Halted does not support manual restart requests",
+        ] {
+            assert_eq!(
+                restart_conflict(nothing_runs),
+                Some(PowerAction::AlreadyStopped)
+            );
+        }
+        assert_eq!(restart_conflict("Operation cannot be fulfilled"), None);
     }
 
     #[test]
