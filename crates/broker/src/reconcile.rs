@@ -11,7 +11,6 @@
 
 use anyhow::Context as _;
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -28,7 +27,8 @@ use vdi_core::resources::VirtualMachine;
 use vdi_core::stream::Subresource;
 
 use crate::decide::{
-    ConflictPlan, GrantFacts, GrantPlan, MemberFacts, Plan, Reason, TeardownPlan, VmFacts, decide,
+    GrantFacts, GrantPlan, MemberFacts, Plan, Reason, RefusalPlan, TeardownPlan, VmFacts, decide,
+    shown,
 };
 use crate::grant::{self, Owner, Target};
 
@@ -76,6 +76,8 @@ const START_RETRY: SignedDuration = SignedDuration::from_secs(30);
 const CHANGED_RETRY: SignedDuration = SignedDuration::from_secs(1);
 /// The field manager of the broker's writes.
 const FIELD_MANAGER: &str = BROKER_NAME;
+/// What a teardown's Event says of a console it cut.
+const CONSOLE_CUT: &str = "console cut";
 /// The most characters an Event's note may have (events.k8s.io/v1: 1 kB).
 const NOTE_MAX: usize = 1000;
 
@@ -123,9 +125,16 @@ pub async fn reconcile(ctx: &Context, key: &Key) -> anyhow::Result<Option<Timest
             _ => false,
         },
     };
+    let deleting = lease.as_deref().and_then(|l| {
+        l.metadata
+            .deletion_timestamp
+            .as_ref()
+            .map(|_| l.metadata.finalizers.as_deref().unwrap_or_default())
+    });
     let facts = MemberFacts {
         vm: vm.as_deref().map(vm_facts),
         lease: view.as_ref(),
+        lease_deleting: deleting,
         grant: grant_facts,
         now,
         margin: ctx.margin,
@@ -148,12 +157,8 @@ pub async fn reconcile(ctx: &Context, key: &Key) -> anyhow::Result<Option<Timest
             (Some(owner), Some(vm)) => member.grant(&plan, owner, &vm).await?,
             _ => None,
         },
-        Plan::Conflict(plan) => match vm {
-            Some(vm) => {
-                member
-                    .conflict(&plan, &vm, holder.unwrap_or_default())
-                    .await?
-            }
+        Plan::Refuse(plan) => match vm {
+            Some(vm) => member.refuse(&plan, &vm).await?,
             None => None,
         },
         Plan::Teardown(plan) => match vm {
@@ -167,7 +172,7 @@ pub async fn reconcile(ctx: &Context, key: &Key) -> anyhow::Result<Option<Timest
                         json!({ "metadata": { "annotations": { BROKER_REASON_ANNOTATION: null } } }),
                     )
                 };
-                (!member.patch_vm(&vm, patch).await?).then_some(CHANGED_RETRY)
+                (member.patch_vm(&vm, patch).await? == VmWrite::Declined).then_some(CHANGED_RETRY)
             }
             None => None,
         },
@@ -208,7 +213,9 @@ struct Member<'a> {
 }
 
 impl Member<'_> {
-    /// An active claim: bind, cut the previous holder's console, start, label; then the Event.
+    /// An active claim: bind; on a hand-over restart the member (every stream of the previous
+    /// holder ends with its VMI); start; label; then the Event, if the VM write changed
+    /// something.
     async fn grant(
         &self,
         plan: &GrantPlan,
@@ -225,17 +232,42 @@ impl Member<'_> {
             self.apply(&grant::binding(self.target, owner, &plan.holder))
                 .await?;
         }
-        if plan.previous.is_some() {
+        // The binding names the new holder now: end the old holder's open streams.
+        let mut fresh = None;
+        let mut restarted = None;
+        if plan.restart {
+            // Read fresh, not from the store: a store lagging behind this broker's own hand-over
+            // must not restart the new holder's desktop a second time.
+            let api = Api::<VirtualMachine>::namespaced(self.ctx.client.clone(), namespace);
+            let Some(now) = api
+                .get_opt(member)
+                .await
+                .with_context(|| format!("read VirtualMachine {member}"))?
+            else {
+                return Ok(None);
+            };
+            if vm_facts(&now).granted_to != Some(plan.label.as_str()) {
+                match vdi_core::claim::restart(&self.ctx.client, namespace, member).await {
+                    Ok(done) => restarted = Some(done),
+                    Err(e) => {
+                        // At least the console ends; the restart is tried again.
+                        self.cut_console().await;
+                        return Err(e.into());
+                    }
+                }
+            }
+            fresh = Some(now);
+        } else if plan.previous.is_some() {
             self.cut_console().await;
         }
+        let vm = fresh.as_ref().unwrap_or(vm);
         let mut failure = None;
         if plan.start {
             failure = self.start().await?;
         }
         let reason = failure.as_deref();
         let reason_changed = vm_facts(vm).reason != reason;
-        let owed = reason.is_some() && reason_changed;
-        let mut written = true;
+        let mut written = VmWrite::AlreadySo;
         if plan.write_vm || reason_changed {
             let encoded = plan.label.as_str();
             written = self
@@ -259,39 +291,67 @@ impl Member<'_> {
                 })
                 .await?;
         }
-        if !written {
-            return Ok(Some(CHANGED_RETRY));
-        }
-        let user = &plan.holder;
-        if let Some(event) = plan.event {
-            let note = match (event, &plan.previous) {
-                (Reason::HolderChanged, Some(previous)) => format!(
-                    "{member} passed from {previous} to {user}: access moved to {user}, \
-                     {previous}'s console cut (user {user}, member {member}, pool {})",
-                    self.target.pool
-                ),
-                _ => format!(
-                    "access to {member} granted to {user} (user {user}, member {member}, pool {})",
-                    self.target.pool
-                ),
-            };
-            self.record(vm, event, user, note).await;
-        }
-        match failure {
-            Some(why) => {
-                if owed {
+        match written {
+            VmWrite::Declined => return Ok(Some(CHANGED_RETRY)),
+            // Done already (by this broker a moment ago, seen through a lagging store):
+            // nothing to report again.
+            VmWrite::AlreadySo => {}
+            VmWrite::Written => {
+                if let Some(event) = plan.event {
+                    self.record_grant(vm, plan, event, restarted).await;
+                }
+                if let (Some(why), true) = (&failure, reason_changed) {
+                    let user = shown(&plan.holder);
                     let note = format!(
                         "{member} claimed by {user} cannot start: {why} (user {user}, member \
                          {member}, pool {})",
                         self.target.pool
                     );
-                    self.record(vm, Reason::StartFailed, user, note).await;
+                    self.record(vm, Reason::StartFailed, &plan.holder, note)
+                        .await;
                 }
-                tracing::debug!(namespace, member, "start retried in {START_RETRY}");
-                Ok(Some(START_RETRY))
             }
-            None => Ok(None),
         }
+        if failure.is_some() {
+            tracing::debug!(namespace, member, "start retried in {START_RETRY}");
+            return Ok(Some(START_RETRY));
+        }
+        Ok(None)
+    }
+
+    /// The Event of a grant: `Claimed`, or `HolderChanged` saying how the previous holder's
+    /// streams ended (`restarted`: the restart's answer, if one was asked).
+    async fn record_grant(
+        &self,
+        vm: &VirtualMachine,
+        plan: &GrantPlan,
+        event: Reason,
+        restarted: Option<bool>,
+    ) {
+        let Target { member, pool, .. } = self.target;
+        let user = shown(&plan.holder);
+        let note = match (event, &plan.previous) {
+            (Reason::HolderChanged, Some(previous)) => {
+                let previous = shown(previous);
+                let ended = match restarted {
+                    Some(true) => {
+                        format!("restarted {member} so that {previous}'s open streams end")
+                    }
+                    Some(false) => {
+                        format!("{member} was not running, so {previous} had no open streams")
+                    }
+                    None => format!("{previous}'s console cut"),
+                };
+                format!(
+                    "{member} passed from {previous} to {user}: access moved to {user}; {ended} \
+                     (user {user}, member {member}, pool {pool})"
+                )
+            }
+            _ => format!(
+                "access to {member} granted to {user} (user {user}, member {member}, pool {pool})"
+            ),
+        };
+        self.record(vm, event, &plan.holder, note).await;
     }
 
     /// The capacity check, then the start; the sentence for the reason annotation when the VM
@@ -329,38 +389,46 @@ impl Member<'_> {
         }
     }
 
-    /// Label and Lease disagree: no grant, the reason, an Event.
-    async fn conflict(
+    /// No grant (label and Lease disagree, or the Lease cannot be read): revoke, write the
+    /// reason, one Event.
+    async fn refuse(
         &self,
-        plan: &ConflictPlan,
+        plan: &RefusalPlan,
         vm: &VirtualMachine,
-        holder: &str,
     ) -> anyhow::Result<Option<SignedDuration>> {
-        if plan.delete_grant {
-            self.delete_grant().await?;
+        if plan.delete_grant && self.delete_grant().await? {
             self.cut_console().await;
         }
         if plan.write_vm {
             let reason = plan.reason.as_str();
             let patch = |_: &VirtualMachine| {
-                Some(json!({ "metadata": { "annotations": {
+                let mut patch = json!({ "metadata": { "annotations": {
                     BROKER_REASON_ANNOTATION: reason,
-                    GRANTED_TO_ANNOTATION: null,
-                } } }))
+                } } });
+                if plan.clear_granted_to {
+                    patch["metadata"]["annotations"][GRANTED_TO_ANNOTATION] = Value::Null;
+                }
+                Some(patch)
             };
-            if !self.patch_vm(vm, patch).await? {
-                return Ok(Some(CHANGED_RETRY));
+            match self.patch_vm(vm, patch).await? {
+                VmWrite::Declined => return Ok(Some(CHANGED_RETRY)),
+                VmWrite::AlreadySo => {}
+                VmWrite::Written => {
+                    let note = format!(
+                        "{reason} (user {}, member {}, pool {})",
+                        shown(&plan.holder),
+                        self.target.member,
+                        self.target.pool
+                    );
+                    self.record(vm, plan.event, &plan.holder, note).await;
+                }
             }
-            let note = format!(
-                "{reason} (user {holder}, member {}, pool {})",
-                self.target.member, self.target.pool
-            );
-            self.record(vm, Reason::Conflict, holder, note).await;
         }
         Ok(None)
     }
 
-    /// The claim ended: reclaim its stale Lease, revoke, cut, stop, clear; an Event.
+    /// The claim ended: reclaim its Lease, revoke, cut, stop, clear; an Event naming what was
+    /// done, if anything was.
     async fn teardown(
         &self,
         plan: &TeardownPlan,
@@ -369,6 +437,7 @@ impl Member<'_> {
         let Target {
             namespace, member, ..
         } = self.target;
+        let mut done: Vec<String> = Vec::new();
         if let Some(rv) = &plan.reclaim {
             let params = DeleteParams {
                 preconditions: Some(Preconditions {
@@ -377,9 +446,23 @@ impl Member<'_> {
                 }),
                 ..DeleteParams::default()
             };
-            let leases: Api<Lease> = Api::namespaced(self.ctx.client.clone(), namespace);
+            // Read leniently: the answer may be the Lease with the times that made it reclaimed.
+            let leases: Api<ClaimLease> = Api::namespaced(self.ctx.client.clone(), namespace);
             match leases.delete(&lease_name(member), &params).await {
-                Ok(_) => {}
+                Ok(answer) => {
+                    let kept = answer
+                        .left()
+                        .and_then(|l| l.metadata.finalizers)
+                        .filter(|f| !f.is_empty());
+                    done.push(match kept {
+                        Some(finalizers) => format!(
+                            "Lease deleted (finalizers [{}] keep it until an administrator \
+                             removes them)",
+                            finalizers.join(", ")
+                        ),
+                        None => "Lease deleted".into(),
+                    });
+                }
                 // Renewed, taken over or deleted meanwhile: decide again on what is there now.
                 Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {
                     return Ok(Some(CHANGED_RETRY));
@@ -394,11 +477,11 @@ impl Member<'_> {
                 }
             }
         }
-        if plan.delete_grant {
-            self.delete_grant().await?;
+        if plan.delete_grant && self.delete_grant().await? {
+            done.push("access revoked".into());
         }
-        if plan.cut_console {
-            self.cut_console().await;
+        if plan.cut_console && self.cut_console().await {
+            done.push(CONSOLE_CUT.into());
         }
         if plan.stop {
             let api = Api::<VirtualMachine>::namespaced(self.ctx.client.clone(), namespace);
@@ -409,17 +492,22 @@ impl Member<'_> {
             {
                 let action = vdi_core::claim::stop(&self.ctx.client, namespace, &fresh).await?;
                 tracing::info!(namespace, member, ?action, "stop");
+                if action == vdi_core::claim::PowerAction::Stopped {
+                    done.push("VM stopped (every open stream ends with it)".into());
+                }
             }
         }
+        let mut written = VmWrite::AlreadySo;
         if plan.write_vm {
             let label = vm_facts(vm).label;
             let clear_label = plan.clear_label;
+            let reason = plan.reason.as_deref();
             let patch = |fresh: &VirtualMachine| {
                 // The label is removed only if it is still the one judged to be the claim's.
                 let clear = clear_label && vm_facts(fresh).label == label;
                 let mut patch = json!({ "metadata": { "annotations": {
                     GRANTED_TO_ANNOTATION: null,
-                    BROKER_REASON_ANNOTATION: null,
+                    BROKER_REASON_ANNOTATION: reason,
                 } } });
                 if clear {
                     patch["metadata"]["labels"] = json!({ ASSIGNED_TO_LABEL: null });
@@ -427,35 +515,35 @@ impl Member<'_> {
                 }
                 Some(patch)
             };
-            if !self.patch_vm(vm, patch).await? {
-                return Ok(Some(CHANGED_RETRY));
+            written = self.patch_vm(vm, patch).await?;
+            if written == VmWrite::Written {
+                done.push(if plan.clear_label {
+                    "label cleared".into()
+                } else {
+                    "claim marks removed".into()
+                });
             }
         }
-        if let Some(event) = plan.event {
+        // A console cut alone is no news: a reconcile on a store lagging behind this broker's
+        // own teardown cuts again (the VM still stopping) but changes nothing else.
+        let changed = done.iter().any(|d| d != CONSOLE_CUT);
+        if let (Some(event), true) = (plan.event, changed) {
             let user = plan.holder.as_deref().unwrap_or("(unknown)");
+            let shown_user = shown(user);
             let pool = self.target.pool;
-            let done: Vec<&str> = [
-                (plan.reclaim.is_some(), "Lease deleted"),
-                (plan.delete_grant, "access revoked"),
-                (plan.cut_console, "console cut"),
-                (plan.stop, "VM stopped"),
-                (plan.clear_label, "label cleared"),
-            ]
-            .into_iter()
-            .filter_map(|(done, what)| done.then_some(what))
-            .collect();
-            let what = if event == Reason::Reclaimed {
-                "expired and was reclaimed"
-            } else {
-                "ended"
+            let what = match (event, &plan.why) {
+                (Reason::Reclaimed, Some(why)) => format!("was reclaimed ({why})"),
+                (Reason::Reclaimed, None) => "expired and was reclaimed".into(),
+                _ => "ended".into(),
             };
             let note = format!(
-                "{user}'s claim on {member} {what}: {} (user {user}, member {member}, pool {pool})",
+                "{shown_user}'s claim on {member} {what}: {} (user {shown_user}, member \
+                 {member}, pool {pool})",
                 done.join(", ")
             );
             self.record(vm, event, user, note).await;
         }
-        Ok(None)
+        Ok((written == VmWrite::Declined).then_some(CHANGED_RETRY))
     }
 
     /// Server-side applies a grant object (field manager `corral-vdi-broker`, forced: the
@@ -487,11 +575,13 @@ impl Member<'_> {
     }
 
     /// Deletes the RoleBinding (which revokes at once), then the Role; absent ones are fine.
-    async fn delete_grant(&self) -> anyhow::Result<()> {
+    /// Whether either existed.
+    async fn delete_grant(&self) -> anyhow::Result<bool> {
         let name = grant_name(self.target.member);
         let namespace = self.target.namespace;
         let bindings: Api<RoleBinding> = Api::namespaced(self.ctx.client.clone(), namespace);
         let roles: Api<Role> = Api::namespaced(self.ctx.client.clone(), namespace);
+        let mut existed = false;
         for deleted in [
             bindings
                 .delete(&name, &DeleteParams::default())
@@ -503,7 +593,7 @@ impl Member<'_> {
                 .map(|_| ()),
         ] {
             match deleted {
-                Ok(()) => {}
+                Ok(()) => existed = true,
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
                 Err(e) => {
                     return Err(e).with_context(|| {
@@ -512,13 +602,14 @@ impl Member<'_> {
                 }
             }
         }
-        Ok(())
+        Ok(existed)
     }
 
     /// Ends whoever views the member's console: opens `vnc` without preserveSession (virt-api
     /// then disconnects the current viewer) and closes it. A member without a VMI has nobody to
-    /// cut; a failure is logged, never fatal (the grant is already gone).
-    async fn cut_console(&self) {
+    /// cut; a failure is logged, never fatal (the grant is already gone). Whether a console
+    /// was open to cut (virt-api answered the upgrade).
+    async fn cut_console(&self) -> bool {
         let Target {
             namespace, member, ..
         } = self.target;
@@ -531,24 +622,30 @@ impl Member<'_> {
                     tokio::time::timeout(std::time::Duration::from_secs(2), stream.close(None));
                 let _ = closed.await;
                 tracing::info!(namespace, member, "console cut");
+                true
             }
             Err(vdi_core::Error::Stream(refusal)) if refusal.status == 404 => {
                 tracing::debug!(namespace, member, "no console to cut: not running");
+                false
             }
-            Err(e) => tracing::warn!(namespace, member, error = %e, "cannot cut the console"),
+            Err(e) => {
+                tracing::warn!(namespace, member, error = %e, "cannot cut the console");
+                false
+            }
         }
     }
 
     /// Merge-patches the VM with what `build` makes of it, carrying its resourceVersion; on a
-    /// 409 reads it again and rebuilds (three tries). `false` when `build` declines or the VM
-    /// kept changing or is gone.
+    /// 409 reads it again and rebuilds (three tries). [`VmWrite::AlreadySo`] when the VM
+    /// already holds what the patch writes (no request), [`VmWrite::Declined`] when `build`
+    /// declines or the VM kept changing or is gone.
     ///
     /// Errors: the patch failed for another reason.
     async fn patch_vm(
         &self,
         vm: &VirtualMachine,
         build: impl Fn(&VirtualMachine) -> Option<Value>,
-    ) -> anyhow::Result<bool> {
+    ) -> anyhow::Result<VmWrite> {
         let Target {
             namespace, member, ..
         } = self.target;
@@ -561,20 +658,23 @@ impl Member<'_> {
         for _ in 0..3 {
             let current = fresh.as_ref().unwrap_or(vm);
             let Some(mut patch) = build(current) else {
-                return Ok(false);
+                return Ok(VmWrite::Declined);
             };
+            if !changes(current, &patch) {
+                return Ok(VmWrite::AlreadySo);
+            }
             patch["metadata"]["resourceVersion"] = json!(current.resource_version());
             match api.patch(member, &params, &Patch::Merge(&patch)).await {
-                Ok(_) => return Ok(true),
+                Ok(_) => return Ok(VmWrite::Written),
                 Err(kube::Error::Api(s)) if s.code == 409 => {
                     match api.get_opt(member).await.with_context(|| {
                         format!("read VirtualMachine {member} in namespace \"{namespace}\"")
                     })? {
                         Some(vm) => fresh = Some(vm),
-                        None => return Ok(false),
+                        None => return Ok(VmWrite::Declined),
                     }
                 }
-                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(false),
+                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(VmWrite::Declined),
                 Err(e) => {
                     return Err(e).with_context(|| {
                         format!("write VirtualMachine {member} in namespace \"{namespace}\"")
@@ -582,7 +682,7 @@ impl Member<'_> {
                 }
             }
         }
-        Ok(false)
+        Ok(VmWrite::Declined)
     }
 
     /// Records an Event on the member's VM (events.k8s.io/v1, reportingController
@@ -593,7 +693,12 @@ impl Member<'_> {
             member,
             pool,
         } = self.target;
-        let warning = matches!(reason, Reason::Conflict | Reason::StartFailed);
+        let warning = matches!(
+            reason,
+            Reason::Conflict | Reason::UnreadableClaim | Reason::StartFailed
+        );
+        let user = shown(user);
+        let user = user.as_ref();
         // One line per Event, at warning level for the ones that say something is wrong.
         macro_rules! log {
             ($level:ident) => {
@@ -632,7 +737,7 @@ impl Member<'_> {
             action: match reason {
                 Reason::Claimed | Reason::HolderChanged => "Grant",
                 Reason::Released | Reason::Reclaimed => "Revoke",
-                Reason::Conflict => "Refuse",
+                Reason::Conflict | Reason::UnreadableClaim => "Refuse",
                 Reason::StartFailed => "Start",
             }
             .into(),
@@ -642,6 +747,30 @@ impl Member<'_> {
             tracing::warn!(namespace, member, error = %e, "cannot record Event {}", reason.as_str());
         }
     }
+}
+
+/// What became of a VM write ([`Member::patch_vm`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum VmWrite {
+    /// Written.
+    Written,
+    /// The VM held it already: nothing written (nothing to report).
+    AlreadySo,
+    /// Not written: the builder declined, or the VM kept changing or is gone.
+    Declined,
+}
+
+/// Whether merge patch `patch` of labels and annotations changes anything on `vm` (a `null`
+/// removes a key).
+fn changes(vm: &VirtualMachine, patch: &Value) -> bool {
+    [("labels", vm.labels()), ("annotations", vm.annotations())]
+        .into_iter()
+        .any(|(section, current)| {
+            patch["metadata"][section].as_object().is_some_and(|keys| {
+                keys.iter()
+                    .any(|(key, value)| current.get(key).map(String::as_str) != value.as_str())
+            })
+        })
 }
 
 /// An error as one sentence for the reason annotation: its message and, when it has one, the

@@ -33,12 +33,23 @@ fn vm() -> VmFacts<'static> {
 }
 
 fn decide_with(vm: Option<VmFacts<'_>>, lease: Option<&LeaseView>, grant: GrantFacts) -> Decision {
+    decide_deleting(vm, lease, None, grant)
+}
+
+/// [`decide_with`] for a Lease being deleted, kept by `finalizers`.
+fn decide_deleting(
+    vm: Option<VmFacts<'_>>,
+    lease: Option<&LeaseView>,
+    finalizers: Option<&[String]>,
+    grant: GrantFacts,
+) -> Decision {
     decide(
         M,
         NS,
         &MemberFacts {
             vm,
             lease,
+            lease_deleting: finalizers,
             grant,
             now: now(),
             margin: SignedDuration::from_secs(30),
@@ -65,6 +76,24 @@ fn teardown_plan(d: &Decision) -> &TeardownPlan {
     match &d.plan {
         Plan::Teardown(t) => t,
         other => panic!("expected a teardown, got {other:?}"),
+    }
+}
+
+fn refusal_plan(d: &Decision) -> &RefusalPlan {
+    match &d.plan {
+        Plan::Refuse(r) => r,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// alice's running member as the broker left it after granting it.
+fn alices_running() -> VmFacts<'static> {
+    VmFacts {
+        label: Some("alice"),
+        granted_to: Some("alice"),
+        claimed_at: Some("2026-12-03T11:00:00Z"),
+        power: "Running",
+        ..vm()
     }
 }
 
@@ -133,23 +162,53 @@ fn a_claim_inside_the_reclaim_margin_is_kept() {
 }
 
 #[test]
-fn the_label_follows_a_hand_edited_holder_and_the_old_holder_is_revoked() {
+fn the_label_follows_a_hand_edited_holder_and_the_running_member_is_restarted() {
+    // The administrator changed only holderIdentity: acquireTime is still alice's.
     let l = lease("bob", "13:00:00");
-    let alices = VmFacts {
-        label: Some("alice"),
-        granted_to: Some("alice"),
-        claimed_at: Some("2026-12-03T10:00:00Z"),
-        power: "Running",
-        ..vm()
-    };
     let mut old = granted("alice");
     old.current = false;
-    let d = decide_with(Some(alices), Some(&l), old);
+    let d = decide_with(Some(alices_running()), Some(&l), old.clone());
     let g = grant_plan(&d);
     assert_eq!((g.holder.as_str(), g.label.as_str()), ("bob", "bob"));
     assert!(g.apply_grant && g.write_vm && !g.start);
+    assert!(
+        g.restart,
+        "alice's portforward and usbredir end only with the VMI"
+    );
     assert_eq!(g.previous.as_deref(), Some("alice"));
     assert_eq!(g.event, Some(Reason::HolderChanged));
+    assert_eq!(
+        g.claimed_at, "2026-12-03T12:00:00Z",
+        "when the broker saw bob, not alice's time"
+    );
+    // An editor who set acquireTime anew: that is bob's time.
+    let mut anew = l.clone();
+    anew.acquired_at = Some("2026-12-03T11:59:58.5Z".parse().unwrap());
+    let g = grant_plan(&decide_with(
+        Some(alices_running()),
+        Some(&anew),
+        old.clone(),
+    ))
+    .clone();
+    assert_eq!(g.claimed_at, "2026-12-03T11:59:58Z");
+    // A stopped member has no stream to end: no restart (it is started for bob).
+    let stopped = VmFacts {
+        power: "Stopped",
+        ..alices_running()
+    };
+    let g = grant_plan(&decide_with(Some(stopped), Some(&l), old)).clone();
+    assert!(!g.restart && g.start);
+    // Once handed over, bob's claimed-at stays (level-based: nothing more, no second restart).
+    let bobs = VmFacts {
+        label: Some("bob"),
+        granted_to: Some("bob"),
+        claimed_at: Some("2026-12-03T12:00:00Z"),
+        power: "Running",
+        ..vm()
+    };
+    let g = grant_plan(&decide_with(Some(bobs), Some(&l), granted("bob"))).clone();
+    assert!(!g.restart && !g.write_vm && !g.apply_grant, "{g:?}");
+    assert_eq!((g.previous, g.event), (None, None));
 }
 
 #[test]
@@ -181,19 +240,14 @@ fn a_label_naming_someone_else_is_a_conflict_with_no_grant_to_either() {
         ..vm()
     };
     let d = decide_with(Some(foreign), Some(&l), GrantFacts::default());
-    let Plan::Conflict(c) = &d.plan else {
-        panic!("{d:?}")
-    };
+    let c = refusal_plan(&d);
+    assert_eq!((c.event, c.holder.as_str()), (Reason::Conflict, "alice"));
     assert!(
         c.reason
             .starts_with("label and Lease disagree: dev-1 is labelled for bob")
     );
     assert!(c.reason.contains("held by alice"), "{}", c.reason);
-    assert!(
-        c.reason
-            .contains("`corral-vdi unassign dev-1 -n corral-vms --force`")
-    );
-    assert!(!c.delete_grant && c.write_vm);
+    assert!(!c.delete_grant && c.write_vm && c.clear_granted_to);
     assert_eq!(d.requeue_at, Some("2026-12-03T13:00:30Z".parse().unwrap()));
     // A grant the broker had made goes; once the reason is written, nothing more.
     let had = VmFacts {
@@ -201,18 +255,33 @@ fn a_label_naming_someone_else_is_a_conflict_with_no_grant_to_either() {
         granted_to: Some("alice"),
         ..foreign
     };
-    let Plan::Conflict(c) = decide_with(Some(had), Some(&l), granted("alice")).plan else {
-        panic!()
-    };
+    let c = refusal_plan(&decide_with(Some(had), Some(&l), granted("alice"))).clone();
     assert!(c.delete_grant && c.write_vm);
     let written = VmFacts {
         reason: Some(c.reason.as_str()),
         ..foreign
     };
-    let Plan::Conflict(c) = decide_with(Some(written), Some(&l), GrantFacts::default()).plan else {
-        panic!()
-    };
+    let c = refusal_plan(&decide_with(Some(written), Some(&l), GrantFacts::default())).clone();
     assert!(!c.delete_grant && !c.write_vm);
+}
+
+#[test]
+fn the_conflict_reason_names_both_sides_and_both_fixes_never_only_the_eviction() {
+    let reason = conflict_reason(M, NS, "alice", "bob");
+    for part in [
+        "dev-1 is labelled for alice",
+        "its Lease corral-vdi-dev-1 is held by bob",
+        "to keep it alice's, delete the Lease (`kubectl delete lease corral-vdi-dev-1 -n corral-vms`)",
+        "to free the member, `corral-vdi unassign dev-1 -n corral-vms --force`",
+    ] {
+        assert!(reason.contains(part), "{part:?} not in {reason:?}");
+    }
+    let keep = reason.find("to keep it").unwrap();
+    let free = reason.find("to free the member").unwrap();
+    assert!(
+        keep < free,
+        "the fix that keeps the label's user comes first"
+    );
 }
 
 #[test]
@@ -313,17 +382,140 @@ fn a_grant_whose_member_is_gone_is_deleted() {
 }
 
 #[test]
-fn an_unreadable_lease_grants_nothing() {
+fn an_unreadable_claim_is_refused_with_its_bad_field_and_never_reported_released() {
     let mut l = lease("alice", "13:00:00");
     l.problem = Some("renewTime 9999-12-31T23:59:59.000000Z is out of range".into());
-    l.expires_at = None;
-    let had = VmFacts {
-        label: Some("alice"),
-        granted_to: Some("alice"),
-        power: "Running",
+    (l.acquired_at, l.expires_at) = (None, None);
+    // A new claim: no grant, the reason, one Event.
+    let d = decide_with(Some(vm()), Some(&l), GrantFacts::default());
+    let r = refusal_plan(&d);
+    assert_eq!(r.event, Reason::UnreadableClaim);
+    assert_eq!(
+        r.reason,
+        "claim Lease corral-vdi-dev-1 is unreadable: renewTime 9999-12-31T23:59:59.000000Z is \
+         out of range; no access granted: an administrator corrects or deletes it (`kubectl \
+         delete lease corral-vdi-dev-1 -n corral-vms`)"
+    );
+    assert!(r.write_vm && !r.delete_grant);
+    // A granted claim edited unreadable: access revoked, never deleted, granted-to kept (the
+    // claim is torn down, Released, only once its Lease goes), the VM left running.
+    let r = refusal_plan(&decide_with(
+        Some(alices_running()),
+        Some(&l),
+        granted("alice"),
+    ))
+    .clone();
+    assert!(r.delete_grant && r.write_vm && !r.clear_granted_to);
+    // Its reason written: nothing more, no second Event.
+    let written = VmFacts {
+        reason: Some(r.reason.as_str()),
+        ..alices_running()
+    };
+    let r = refusal_plan(&decide_with(Some(written), Some(&l), GrantFacts::default())).clone();
+    assert!(!r.delete_grant && !r.write_vm);
+}
+
+#[test]
+fn a_claim_that_never_expires_or_lies_about_its_time_is_reclaimed_with_the_reason() {
+    let ahead: Timestamp = "8999-12-31T23:59:59.999999Z".parse().unwrap();
+    let mut missing = lease("bob", "13:00:00");
+    (missing.acquired_at, missing.renewed_at, missing.expires_at) = (None, None, None);
+    let mut no_duration = lease("bob", "13:00:00");
+    (no_duration.duration_seconds, no_duration.expires_at) = (None, None);
+    let mut future = lease("bob", "13:00:00");
+    (future.acquired_at, future.renewed_at) = (Some(ahead), Some(ahead));
+    future.expires_at = ahead.checked_add(SignedDuration::from_hours(168)).ok();
+    // Ahead by less than the margin is a clock's skew: kept.
+    let mut skewed = lease("bob", "13:00:00");
+    skewed.renewed_at = Some("2026-12-03T12:00:29Z".parse().unwrap());
+    for (l, why) in [
+        (missing, "renewTime missing"),
+        (no_duration, "leaseDurationSeconds missing"),
+        (
+            future,
+            "renewTime 8999-12-31T23:59:59.999999Z is ahead of the API server's clock",
+        ),
+    ] {
+        let d = decide_with(Some(vm()), Some(&l), GrantFacts::default());
+        let t = teardown_plan(&d);
+        assert_eq!(t.reclaim.as_deref(), Some("42"), "{why}");
+        assert_eq!(t.why.as_deref(), Some(why));
+        assert_eq!(
+            (t.holder.as_deref(), t.event),
+            (Some("bob"), Some(Reason::Reclaimed))
+        );
+        assert!(t.stop, "{why}: its VM stops");
+    }
+    grant_plan(&decide_with(
+        Some(vm()),
+        Some(&skewed),
+        GrantFacts::default(),
+    ));
+}
+
+#[test]
+fn a_lease_stuck_deleting_is_released_once_and_named_never_deleted_again() {
+    let l = lease("alice", "11:00:00");
+    let finalizers = ["hostile.example/keep".to_owned()];
+    let reason = deleting_reason(M, NS, &finalizers);
+    assert_eq!(
+        reason,
+        "claim Lease corral-vdi-dev-1 is stuck deleting with finalizers [hostile.example/keep]: \
+         an administrator removes them (`kubectl patch lease corral-vdi-dev-1 -n corral-vms \
+         --type merge -p '{\"metadata\":{\"finalizers\":null}}'`)"
+    );
+    // With the broker's traces (stale past the margin and held: never reclaimed again).
+    let d = decide_deleting(
+        Some(alices_running()),
+        Some(&l),
+        Some(&finalizers),
+        granted("alice"),
+    );
+    let t = teardown_plan(&d);
+    assert_eq!(
+        (t.reclaim.as_deref(), t.event),
+        (None, Some(Reason::Released))
+    );
+    assert!(t.delete_grant && t.stop && t.clear_label && t.cut_console && t.write_vm);
+    assert_eq!(t.reason.as_deref(), Some(reason.as_str()));
+    // Torn down: only the reason is written, without an Event; once written, nothing.
+    let free = VmFacts {
+        power: "Stopped",
         ..vm()
     };
-    let t = teardown_plan(&decide_with(Some(had), Some(&l), granted("alice"))).clone();
-    assert_eq!(t.reclaim, None, "an unreadable Lease is never deleted");
-    assert!(t.delete_grant && t.stop);
+    let d = decide_deleting(
+        Some(free),
+        Some(&l),
+        Some(&finalizers),
+        GrantFacts::default(),
+    );
+    let t = teardown_plan(&d);
+    assert!(t.write_vm && t.event.is_none() && t.reclaim.is_none() && !t.stop);
+    let named = VmFacts {
+        reason: Some(reason.as_str()),
+        ..free
+    };
+    let d = decide_deleting(
+        Some(named),
+        Some(&l),
+        Some(&finalizers),
+        GrantFacts::default(),
+    );
+    assert_eq!(d.plan, Plan::Nothing);
+    // The finalizers removed and the Lease gone: the reason goes.
+    assert_eq!(
+        decide_with(Some(named), None, GrantFacts::default()).plan,
+        Plan::ClearReason
+    );
+}
+
+#[test]
+fn an_identity_is_shown_capped() {
+    let long = "x".repeat(5000);
+    let capped = shown(&long);
+    assert_eq!(capped.chars().count(), IDENTITY_SHOWN + 1);
+    assert!(capped.ends_with('…'));
+    assert_eq!(shown("alice"), "alice");
+    let reason = conflict_reason(M, NS, "alice", &long);
+    assert!(reason.len() < 1000, "{} characters", reason.len());
 }
