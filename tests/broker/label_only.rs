@@ -95,12 +95,26 @@ async fn a_label_naming_someone_else_than_the_holder_is_a_conflict_with_no_grant
         MemberState::Conflict
     );
     let vm = vms(&admin, &ns).get("cf-1").await.unwrap();
+    // Both sides and both fixes, the one that keeps the label's user first (hostile M4: a
+    // hint naming only `unassign --force` had the administrator evict the label's user).
+    let reason = vm
+        .annotations()
+        .get(BROKER_REASON_ANNOTATION)
+        .cloned()
+        .unwrap_or_default();
+    let keep = format!(
+        "to keep it bob's, delete the Lease (`kubectl delete lease corral-vdi-cf-1 -n {ns}`)"
+    );
+    let free = format!("to free the member, `corral-vdi unassign cf-1 -n {ns} --force`");
     assert!(
-        vm.annotations()
-            .get(BROKER_REASON_ANNOTATION)
-            .is_some_and(|r| !r.is_empty()),
-        "no reason on the conflicting member: {:?}",
-        vm.annotations()
+        reason.contains("labelled for bob") && reason.contains("held by alice"),
+        "{reason}"
+    );
+    assert!(
+        reason
+            .find(&keep)
+            .is_some_and(|k| reason.find(&free).is_some_and(|f| k < f)),
+        "the conflicting member's reason lacks both fixes: {reason}"
     );
     assert_eq!(
         vm.labels().get(ASSIGNED_TO_LABEL).map(String::as_str),
