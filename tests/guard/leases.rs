@@ -1,4 +1,6 @@
-//! With the guard, a claim Lease has a bounded duration and times jiff can read.
+//! With the guard, a claim Lease has a bounded duration and times jiff can read; a held one
+//! carries both times, ordinary users add no finalizers or owner references to one, and a Lease
+//! labelled for a member or a pool is that member's claim by name.
 
 use corral_tests::{namespace, pool_vms};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -156,6 +158,201 @@ async fn with_the_guard_a_claim_lease_has_a_bounded_duration_and_times_jiff_can_
         .expect("an administrator is not bound");
     leases_as(&admin)
         .delete(&lease_name("l-1"), &DeleteParams::default())
+        .await
+        .unwrap();
+    uninstall(&admin).await;
+}
+
+#[tokio::test]
+async fn with_the_guard_a_held_claim_has_both_times_no_users_finalizer_and_its_members_name() {
+    let _serial = serial().await;
+    let admin = client("admin").await;
+    let bob = client("bob").await;
+    let ns = namespace("guard-keepers").await;
+    pool_vms(&admin, &ns, "k", 3).await.unwrap();
+    install_and_wait(&admin, &ns, "k-3").await;
+    let leases_as = |c: &Client| Api::<Lease>::namespaced(c.clone(), &ns);
+    let now = serde_json::to_value(MicroTime(jiff::Timestamp::now())).unwrap();
+    // A Lease `name` labelled `labels`, with `spec` and `finalizers`, as bob writes it.
+    let bobs = |name: &str, labels: Value, spec: Value, finalizers: Value| -> Lease {
+        serde_json::from_value(json!({
+            "metadata": { "name": name, "labels": labels, "finalizers": finalizers },
+            "spec": spec,
+        }))
+        .unwrap()
+    };
+    let claim_labels = |member: &str| json!({ POOL_LABEL: "k", "corral.dev/vdi-member": member });
+    let absent = async |name: &str| leases_as(&admin).get_opt(name).await.unwrap().is_none();
+
+    // H2 of the hostile pass: a 1-second claim with no renewTime read as never expiring.
+    for (what, spec, needle) in [
+        (
+            "without times",
+            json!({ "holderIdentity": "bob", "leaseDurationSeconds": 1 }),
+            "claim Lease corral-vdi-k-1 names holder bob but has no acquireTime and renewTime",
+        ),
+        (
+            "without renewTime",
+            json!({ "holderIdentity": "bob", "leaseDurationSeconds": 1, "acquireTime": now }),
+            "names holder bob but has no renewTime: a held claim carries acquireTime and renewTime",
+        ),
+        (
+            "without acquireTime",
+            json!({ "holderIdentity": "bob", "leaseDurationSeconds": 1, "renewTime": now }),
+            "names holder bob but has no acquireTime:",
+        ),
+        (
+            // The API server stores the zero time as no time at all.
+            "renewed at the zero time",
+            json!({ "holderIdentity": "bob", "leaseDurationSeconds": 1, "acquireTime": now,
+                    "renewTime": "0001-01-01T00:00:00.000000Z" }),
+            "names holder bob but has no renewTime",
+        ),
+    ] {
+        denied(
+            &format!("bob creates a held claim {what}"),
+            leases_as(&bob)
+                .create(
+                    &PostParams::default(),
+                    &bobs(&lease_name("k-1"), claim_labels("k-1"), spec, json!([])),
+                )
+                .await,
+            needle,
+        );
+    }
+    assert!(absent(&lease_name("k-1")).await, "no Lease was created");
+    let held = json!({ "holderIdentity": "bob", "leaseDurationSeconds": 3600,
+                       "acquireTime": now, "renewTime": now });
+    leases_as(&bob)
+        .create(
+            &PostParams::default(),
+            &bobs(
+                &lease_name("k-1"),
+                claim_labels("k-1"),
+                held.clone(),
+                json!([]),
+            ),
+        )
+        .await
+        .expect("bob claims k-1 with both times");
+    let current = async || leases_as(&admin).get(&lease_name("k-1")).await.unwrap();
+    let version = async || current().await.metadata.resource_version;
+    let before = version().await;
+    let mut dropped = current().await;
+    dropped.spec.as_mut().unwrap().renew_time = None;
+    denied(
+        "bob drops his claim's renewTime",
+        leases_as(&bob)
+            .replace(&lease_name("k-1"), &PostParams::default(), &dropped)
+            .await,
+        "names holder bob but has no renewTime",
+    );
+
+    // M3: a finalizer on his own claim kept it Terminating after the broker's reclaim.
+    denied(
+        "bob creates his claim with a finalizer",
+        leases_as(&bob)
+            .create(
+                &PostParams::default(),
+                &bobs(
+                    &lease_name("k-2"),
+                    claim_labels("k-2"),
+                    held.clone(),
+                    json!(["hostile.example/keep"]),
+                ),
+            )
+            .await,
+        "bob may not add finalizer hostile.example/keep to claim Lease corral-vdi-k-2: it would \
+         keep the claim, and its member, from being released or reclaimed",
+    );
+    assert!(absent(&lease_name("k-2")).await, "no Lease was created");
+    let mut kept = current().await;
+    kept.metadata.finalizers = Some(vec!["hostile.example/keep".into()]);
+    denied(
+        "bob adds a finalizer to his claim",
+        leases_as(&bob)
+            .replace(&lease_name("k-1"), &PostParams::default(), &kept)
+            .await,
+        "bob may not add finalizer hostile.example/keep to claim Lease corral-vdi-k-1",
+    );
+    let mut owned = current().await;
+    owned.metadata.owner_references = Some(vec![
+        serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap", "name": "anchor",
+        "uid": "00000000-0000-0000-0000-000000000001" }))
+        .unwrap(),
+    ]);
+    denied(
+        "bob adds an owner reference to his claim",
+        leases_as(&bob)
+            .replace(&lease_name("k-1"), &PostParams::default(), &owned)
+            .await,
+        "bob may not add owner reference to ConfigMap anchor to claim Lease corral-vdi-k-1",
+    );
+    assert_eq!(version().await, before, "bob's Lease did not move");
+
+    // An administrator may; the holder's renewal keeps it (adds nothing) and passes.
+    leases_as(&admin)
+        .patch(
+            &lease_name("k-1"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "finalizers": ["corral.dev/kept-by-admin"] } })),
+        )
+        .await
+        .expect("an administrator adds a finalizer");
+    let mut renewed = current().await;
+    renewed.spec.as_mut().unwrap().renew_time = Some(MicroTime(jiff::Timestamp::now()));
+    leases_as(&bob)
+        .replace(&lease_name("k-1"), &PostParams::default(), &renewed)
+        .await
+        .expect("bob renews his claim, the administrator's finalizer kept");
+
+    // L10: Leases labelled for a pool's members under other names were strays in pool list.
+    for (what, name, labels, needle) in [
+        (
+            "a stray labelled for k-1",
+            "spam-1",
+            claim_labels("k-1"),
+            "Lease spam-1 is labelled for member k-1: a Lease labelled corral.dev/vdi-pool or \
+             corral.dev/vdi-member is a claim, named corral-vdi-<member> after its \
+             corral.dev/vdi-member label; name it corral-vdi-k-1",
+        ),
+        (
+            "a stray labelled with the pool alone",
+            "spam-2",
+            json!({ POOL_LABEL: "k" }),
+            "Lease spam-2 is labelled with a pool but for no member",
+        ),
+        (
+            "k-3's claim labelled for k-2",
+            &lease_name("k-3"),
+            claim_labels("k-2"),
+            "is labelled for member k-2",
+        ),
+    ] {
+        denied(
+            &format!("bob creates {what}"),
+            leases_as(&bob)
+                .create(
+                    &PostParams::default(),
+                    &bobs(name, labels, json!({}), json!([])),
+                )
+                .await,
+            needle,
+        );
+        assert!(absent(name).await, "{what}: no Lease was created");
+    }
+
+    leases_as(&admin)
+        .patch(
+            &lease_name("k-1"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "finalizers": null } })),
+        )
+        .await
+        .unwrap();
+    leases_as(&admin)
+        .delete(&lease_name("k-1"), &DeleteParams::default())
         .await
         .unwrap();
     uninstall(&admin).await;

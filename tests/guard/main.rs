@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use corral_tests::{client_as, sandbox_with};
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -116,10 +117,14 @@ fn label_patch(value: Option<&str>) -> Patch<serde_json::Value> {
     Patch::Merge(json!({ "metadata": { "labels": { ASSIGNED_TO_LABEL: value } } }))
 }
 
+/// A claim Lease on `member` held by `holder` for an hour from now, as the claim flow writes one
+/// (both times: the guard refuses a held claim without them).
 fn lease_for(member: &str, holder: &str) -> Lease {
+    let now = MicroTime(jiff::Timestamp::now());
     serde_json::from_value(json!({
         "metadata": { "name": lease_name(member), "labels": { POOL_LABEL: "g", "corral.dev/vdi-member": member } },
-        "spec": { "holderIdentity": holder, "leaseDurationSeconds": 3600 }
+        "spec": { "holderIdentity": holder, "leaseDurationSeconds": 3600,
+                  "acquireTime": now, "renewTime": now }
     }))
     .unwrap()
 }

@@ -8,7 +8,7 @@
 //! are cluster-scoped) and Kubernetes 1.34 or newer (the policies use CEL's `lists.range`).
 //!
 //! What the guard enforces, for Leases named `corral-vdi-*` or labelled
-//! `corral.dev/vdi-member` (but not the broker's leader-election Lease
+//! `corral.dev/vdi-member` or `corral.dev/vdi-pool` (but not the broker's leader-election Lease
 //! [`crate::labels::BROKER_NAME`] in [`crate::labels::BROKER_NAMESPACE`], and only there), and
 //! VMs labelled `corral.dev/vdi-pool` (pool members), on everyone but administrators
 //! ([`crate::labels::ADMIN_GROUP`]):
@@ -20,7 +20,12 @@
 //! - a Lease's `leaseDurationSeconds` is 1..=[`crate::validate::MAX_LEASE_SECONDS`] (required
 //!   when it names a holder), and its `acquireTime`/`renewTime` are micro-times
 //!   (`YYYY-MM-DDTHH:MM:SS.ffffffZ`) before the year 9000, so that jiff (whose range ends at
-//!   9999-12-30T22:00Z) reads them and adds a claim's duration to them;
+//!   9999-12-30T22:00Z) reads them and adds a claim's duration to them; a Lease with a holder
+//!   carries both times (without `renewTime` it would never expire, and never be reclaimed);
+//! - no finalizer or owner reference is added to a Lease (a finalizer kept a reclaimed claim
+//!   Terminating, its member blocked), and a Lease labelled for a member or with a pool is
+//!   named `corral-vdi-<member>` after its `corral.dev/vdi-member` label
+//!   ([`crate::labels::lease_name`]);
 //! - the assigned-to label is set only to the caller's own encoded identity, and removed or
 //!   changed only by that identity; the claimed-at annotation is set only beside the caller's
 //!   own label, and removed only by whoever may remove the label;
