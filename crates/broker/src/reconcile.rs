@@ -6,8 +6,15 @@
 //! deleted with its resourceVersion as precondition; the VM is written with one merge patch
 //! that touches only the broker's keys and carries the resourceVersion read (on a 409 the VM is
 //! read again and the patch rebuilt, or given up when the member changed under it). An Event is
-//! recorded only after the write it reports succeeded, so a reconcile that finds the work done
-//! records nothing.
+//! recorded only after the write it reports succeeded and changed something (a patch that finds
+//! the VM as it should be sends nothing), so a reconcile that finds the work done, even through
+//! a store lagging behind the broker's own writes, records nothing.
+//!
+//! Streams: a release ends the holder's console at once (a `vnc` opened without
+//! preserveSession) and every other stream (`portforward`, `usbredir`) as the VM stops with its
+//! VMI. A hand-over to another holder keeps the member for the new holder, so it is restarted
+//! (KubeVirt's `restart` subresource: a new VMI) once the binding names the new holder; KubeVirt
+//! has no other way to end an established stream.
 
 use anyhow::Context as _;
 use jiff::{SignedDuration, Timestamp};
