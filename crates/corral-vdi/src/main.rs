@@ -199,6 +199,10 @@ async fn watch_pools(client: kube::Client, scope: Scope, clock: ServerClock, sid
     let feed = vdi_core::watch::PoolFeed::spawn_on(client, scope.clone(), clock, side);
     let mut rx = feed.subscribe();
     let mut last_error = None;
+    // One listener for the whole watch: a fresh `ctrl_c()` per turn would miss a SIGINT that
+    // arrives while a snapshot is printed (tokio has taken over the signal by then, so it would
+    // be swallowed, not fatal).
+    let mut interrupted = std::pin::pin!(tokio::signal::ctrl_c());
     loop {
         let snapshot = rx.borrow_and_update().clone();
         match &snapshot.status {
@@ -220,7 +224,7 @@ async fn watch_pools(client: kube::Client, scope: Scope, clock: ServerClock, sid
         }
         tokio::select! {
             changed = rx.changed() => if changed.is_err() { return },
-            _ = tokio::signal::ctrl_c() => return,
+            _ = &mut interrupted => return,
         }
     }
 }
