@@ -77,7 +77,7 @@ where
     let mut config = config.any_semantic();
     config.page_size = None;
     let stream = watcher(api, config)
-        .default_backoff()
+        .backoff(vdi_core::watch::default_backoff())
         .try_filter(move |event| {
             std::future::ready(match event {
                 Event::Apply(k) | Event::Delete(k) | Event::InitApply(k) => keep(k),

@@ -192,7 +192,7 @@ fn holders(client: &Client) -> impl Stream<Item = Option<String>> + use<> {
     let api: Api<Lease> = Api::namespaced(client.clone(), BROKER_NAMESPACE);
     let config = watcher::Config::default().fields(&format!("metadata.name={BROKER_NAME}"));
     watcher(api, config)
-        .default_backoff()
+        .backoff(vdi_core::watch::default_backoff())
         .applied_objects()
         .filter_map(|lease| {
             let holder = lease.ok().map(|l| {

@@ -62,8 +62,9 @@ fn retry_backoff() -> TimerResetOnly<ResetTimerBackoff<watcher::ExponentialBacko
 }
 
 /// kube-runtime's default watch retry policy (800 ms doubling to 30 s, with jitter), reset only
-/// by its own timer ([`TimerResetOnly`]): for the watches other than the pool feed's.
-pub(crate) fn default_backoff() -> TimerResetOnly<watcher::DefaultBackoff> {
+/// by its own timer ([`TimerResetOnly`]): for the watches other than the pool feed's, the
+/// broker's included.
+pub fn default_backoff() -> TimerResetOnly<watcher::DefaultBackoff> {
     TimerResetOnly(watcher::DefaultBackoff::default())
 }
 
@@ -78,7 +79,7 @@ pub(crate) fn default_backoff() -> TimerResetOnly<watcher::DefaultBackoff> {
 /// a second from one window. With this the delays grow to their maximum while the refusals
 /// last.
 #[derive(Debug)]
-pub(crate) struct TimerResetOnly<B>(pub(crate) B);
+pub struct TimerResetOnly<B>(B);
 
 impl<B: Iterator<Item = StdDuration>> Iterator for TimerResetOnly<B> {
     type Item = StdDuration;
