@@ -309,7 +309,7 @@ fn claim<'a>(facts: &MemberFacts<'a>) -> Claim<'a> {
     if let Some(finalizers) = facts.lease_deleting {
         return Claim::Deleting(finalizers);
     }
-    let Some(holder) = lease.holder.as_deref().filter(|h| !h.is_empty()) else {
+    let Some(holder) = lease.holder.as_deref() else {
         return Claim::Inactive;
     };
     if let Some(problem) = lease.problem.as_deref() {

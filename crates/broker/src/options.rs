@@ -69,11 +69,6 @@ impl Options {
             .map_err(|e| anyhow::anyhow!("the host name as identity: {e}; pass --identity"))
     }
 
-    /// Duration of the leader-election Lease.
-    pub fn lease(&self) -> Duration {
-        Duration::from_secs(self.lease_seconds)
-    }
-
     /// Grace of the leader-election Lease, in seconds: the leader renews this long before its
     /// hold expires (a third of the Lease, at least 1 s; always shorter than the Lease).
     pub fn grace_seconds(&self) -> u64 {

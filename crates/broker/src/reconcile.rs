@@ -376,16 +376,13 @@ impl Member<'_> {
             .with_context(|| {
                 format!("read VirtualMachine {member} in namespace \"{namespace}\"")
             })?;
-        let refusal = vdi_core::claim::StartCheck::new(&self.ctx.client)
+        match vdi_core::claim::StartCheck::new(&self.ctx.client)
             .refusal(&vm)
-            .await;
-        let refusal = match refusal {
-            Ok(Some(refusal)) => Some(refusal),
-            Ok(None) => None,
+            .await
+        {
+            Ok(None) => {}
+            Ok(Some(refusal)) => return Ok(Some(sentence(&refusal))),
             Err(e) => return Ok(Some(sentence(&e))),
-        };
-        if let Some(refusal) = refusal {
-            return Ok(Some(sentence(&refusal)));
         }
         match vdi_core::claim::start(&self.ctx.client, namespace, &vm).await {
             Ok(action) => {
