@@ -15,20 +15,26 @@ export function useBroker(cluster: ClusterInfo | null): BrokerBadge | null {
     if (cluster === null) return;
     let live = true;
     let unlisten: (() => void) | null = null;
-    void onBrokerStatus((badge) => {
-      if (live) setShown({ cluster, badge });
-    }).then((subscribed) => {
+    // Read through a function, so that the cleanup's change is not narrowed away.
+    const ended = () => !live;
+    void (async () => {
+      const subscribed = await onBrokerStatus((badge) => {
+        if (live) setShown({ cluster, badge });
+      });
       if (!subscribed.ok) return;
-      if (live) unlisten = subscribed.value;
-      else subscribed.value();
-    });
-    void brokerStatus().then((read) => {
-      if (!live || !read.ok) return;
-      // An event that arrived meanwhile is newer than this read.
+      if (ended()) {
+        subscribed.value();
+        return;
+      }
+      unlisten = subscribed.value;
+      // Read only once listening, so that no change falls between the read and the first
+      // event; an event that arrived meanwhile is newer than this read.
+      const read = await brokerStatus();
+      if (ended() || !read.ok) return;
       setShown((current) =>
         current !== null && current.cluster === cluster ? current : { cluster, badge: read.value },
       );
-    });
+    })();
     return () => {
       live = false;
       unlisten?.();
