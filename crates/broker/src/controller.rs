@@ -33,6 +33,7 @@ use vdi_core::labels::{
     MANAGED_BY_LABEL, MEMBER_LABEL, POOL_LABEL, member_of_lease,
 };
 use vdi_core::lease::ClaimLease;
+use vdi_core::policy::DesktopPool;
 use vdi_core::resources::VirtualMachine;
 
 use crate::reconcile::{Context, Key, Stores, reconcile};
@@ -233,11 +234,20 @@ pub async fn lead(
         grant_key,
         "grant RoleBindings",
     );
+    let (pools, pool_keys) = reflect(
+        Api::<DesktopPool>::all(client.clone()),
+        watcher::Config::default(),
+        |_| true,
+        |_| {},
+        |_| None,
+        "DesktopPools",
+    );
     let stores = Stores {
         vms,
         leases,
         roles,
         bindings,
+        pools,
     };
     let ctx = std::sync::Arc::new(Context {
         client: client.clone(),
@@ -248,8 +258,11 @@ pub async fn lead(
         stores: stores.clone(),
     });
     let mut triggers = pin!(futures::stream::select(
-        futures::stream::select(vm_keys, lease_keys),
-        futures::stream::select(role_keys, binding_keys),
+        futures::stream::select(
+            futures::stream::select(vm_keys, lease_keys),
+            futures::stream::select(role_keys, binding_keys),
+        ),
+        pool_keys,
     ));
     let ready = async {
         let _ = futures::join!(
@@ -257,6 +270,7 @@ pub async fn lead(
             stores.leases.wait_until_ready(),
             stores.roles.wait_until_ready(),
             stores.bindings.wait_until_ready(),
+            stores.pools.wait_until_ready(),
         );
     };
     let mut ready = pin!(ready);

@@ -30,6 +30,7 @@ use vdi_core::labels::{
     GRANTED_TO_ANNOTATION, POOL_LABEL, grant_name, lease_name,
 };
 use vdi_core::lease::{ClaimLease, lease_view};
+use vdi_core::policy::DesktopPool;
 use vdi_core::resources::VirtualMachine;
 use vdi_core::stream::Subresource;
 
@@ -59,6 +60,8 @@ pub struct Stores {
     pub roles: Store<Role>,
     /// The broker's grant RoleBindings.
     pub bindings: Store<RoleBinding>,
+    /// Managed pools' policies (`DesktopPool`, named like their pool, in its namespace).
+    pub pools: Store<DesktopPool>,
 }
 
 /// What every reconcile shares.

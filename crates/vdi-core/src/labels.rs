@@ -54,6 +54,17 @@ pub const BROKER_LAST_RECONCILE_ANNOTATION: &str = "corral.dev/broker-last-recon
 /// `replica.corral.dev/<identity>` = RFC 3339 UTC time of its last heartbeat.
 pub const BROKER_REPLICA_ANNOTATION_PREFIX: &str = "replica.corral.dev/";
 
+/// VM annotation the broker writes on a claimed member of a managed pool whose guest reports
+/// no logged-in user (KubeVirt's `userlist` subresource): RFC 3339 UTC time of the first such
+/// reading; removed once a user is logged in or the claim ends ([`crate::policy::reclaim`]).
+pub const IDLE_SINCE_ANNOTATION: &str = "corral.dev/vdi-idle-since";
+/// Claim Lease annotation the holder writes when they press Keep on a reclaim notice: RFC 3339
+/// UTC time; an idle reclaim counts from it ([`crate::policy::reclaim`]).
+pub const KEPT_AT_ANNOTATION: &str = "corral.dev/vdi-kept-at";
+/// VM annotation naming why the broker removes a member of a managed pool (`shrink`, `reset`),
+/// written on the member once the broker holds its Lease: clients show it as being removed.
+pub const REMOVING_ANNOTATION: &str = "corral.dev/vdi-removing";
+
 /// Name of the broker's Role and RoleBinding granting `member`'s holder access:
 /// `corral-vdi-claim-<member>`.
 pub fn grant_name(member: &str) -> String {

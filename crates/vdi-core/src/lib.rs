@@ -21,6 +21,7 @@ pub mod manifests;
 #[cfg(test)]
 mod module_cycles;
 pub mod peer;
+pub mod policy;
 pub mod pool;
 pub mod redact;
 pub mod resources;

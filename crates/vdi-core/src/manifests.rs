@@ -319,6 +319,7 @@ const KINDS: &[(&str, &str)] = &[
     ("Namespace", "namespaces"),
     ("ServiceAccount", "serviceaccounts"),
     ("Deployment", "deployments"),
+    ("CustomResourceDefinition", "customresourcedefinitions"),
 ];
 
 /// The API resource of a manifest's object.

@@ -51,6 +51,7 @@ pub const GRANTED_RIGHTS: &[(&str, &str)] = &[
 const BROKER: Manifest = Manifest {
     what: "the Corral VDI broker",
     files: &[
+        ("broker/desktoppool-crd.yaml", crate::policy::CRD),
         ("broker/broker.yaml", MANIFEST),
         ("broker/members-policy.yaml", MEMBERS_POLICY),
     ],
@@ -58,7 +59,7 @@ const BROKER: Manifest = Manifest {
     field_manager: FIELD_MANAGER,
     needs: "it creates a namespace, cluster-wide RBAC objects, a Deployment and an admission \
             policy",
-    keeps: &["Namespace"],
+    keeps: &["Namespace", "CustomResourceDefinition"],
 };
 
 /// First 16 hex digits of the SHA-256 of both manifests: which version an object came from.
