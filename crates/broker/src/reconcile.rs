@@ -20,7 +20,10 @@ use anyhow::Context as _;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Recorder, Reporter};
+use vdi_core::audit::Facts;
+
+use crate::events::{self, Act};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
@@ -88,8 +91,6 @@ const CHANGED_RETRY: SignedDuration = SignedDuration::from_secs(1);
 const FIELD_MANAGER: &str = BROKER_NAME;
 /// What a teardown's Event says of a console it cut.
 const CONSOLE_CUT: &str = "console cut";
-/// The most characters an Event's note may have (events.k8s.io/v1: 1 kB).
-const NOTE_MAX: usize = 1000;
 
 /// Reconciles the member `key`; returns when to look at it again without an event.
 ///
@@ -692,67 +693,31 @@ impl Member<'_> {
         Ok(VmWrite::Declined)
     }
 
-    /// Records an Event on the member's VM (events.k8s.io/v1, reportingController
-    /// `corral-vdi-broker`) and the same as a log line. A failed Event is logged, never fatal.
+    /// Records an Event on the member's VM and the same as a log line ([`crate::events`]).
     async fn record(&self, vm: &VirtualMachine, reason: Reason, user: &str, note: String) {
         let Target {
-            namespace,
-            member,
-            pool,
+            namespace, pool, ..
         } = self.target;
-        let warning = matches!(
-            reason,
-            Reason::Conflict | Reason::UnreadableClaim | Reason::StartFailed
-        );
-        let user = shown(user);
-        let user = user.as_ref();
-        // One line per Event, at warning level for the ones that say something is wrong.
-        macro_rules! log {
-            ($level:ident) => {
-                tracing::$level!(
-                    reason = reason.as_str(),
-                    user,
-                    member,
-                    pool,
-                    namespace,
-                    "{note}"
-                )
-            };
-        }
-        if warning {
-            log!(warn);
-        } else {
-            log!(info);
-        }
-        let note = if note.len() > NOTE_MAX {
-            let mut end = NOTE_MAX;
-            while !note.is_char_boundary(end) {
-                end -= 1;
-            }
-            format!("{}…", &note[..end])
-        } else {
-            note
-        };
-        let event = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: reason.as_str().into(),
-            note: Some(note),
+        let act = Act {
+            reason: reason.as_str(),
             action: match reason {
                 Reason::Claimed | Reason::HolderChanged => "Grant",
                 Reason::Released | Reason::Reclaimed => "Revoke",
                 Reason::Conflict | Reason::UnreadableClaim => "Refuse",
                 Reason::StartFailed => "Start",
-            }
-            .into(),
-            secondary: None,
+            },
+            warning: matches!(
+                reason,
+                Reason::Conflict | Reason::UnreadableClaim | Reason::StartFailed
+            ),
+            facts: Facts {
+                user: Some(user.to_owned()),
+                pool: pool.to_owned(),
+                ..Default::default()
+            },
+            text: note,
         };
-        if let Err(e) = self.recorder.publish(&event, &vm.object_ref(&())).await {
-            tracing::warn!(namespace, member, error = %e, "cannot record Event {}", reason.as_str());
-        }
+        events::record(&self.recorder, &vm.object_ref(&()), namespace, act).await;
     }
 }
 

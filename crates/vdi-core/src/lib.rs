@@ -3,6 +3,7 @@
 //! This crate is the only code that talks to the cluster; the CLI and the desktop app are thin
 //! adapters over it, so they can never disagree about what the cluster says.
 
+pub mod audit;
 pub mod broker;
 pub mod capacity;
 pub mod claim;
