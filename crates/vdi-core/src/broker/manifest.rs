@@ -89,7 +89,9 @@ pub async fn install(client: &Client) -> Result<Vec<String>> {
 
 /// Removes the broker: its policy, Deployment, RBAC objects and ServiceAccount (the Namespace
 /// `corral-vdi-system` stays: deleting one is asynchronous, and an install right after would
-/// find it terminating; `kubectl delete namespace corral-vdi-system` removes it), then every
+/// find it terminating; `kubectl delete namespace corral-vdi-system` removes it; the
+/// DesktopPool CustomResourceDefinition stays too, since deleting it deletes every
+/// DesktopPool, the administrators' policy), then every
 /// Role and RoleBinding the broker made (labelled `app.kubernetes.io/managed-by=corral-vdi-broker`)
 /// in every namespace, then its leader Lease, so that [`super::status`] says
 /// [`super::BrokerState::Absent`]. Returns what was deleted, one phrase per object. The
@@ -167,11 +169,13 @@ pub struct ManifestStatus {
     pub verdict: Option<Verdict>,
     /// One sentence saying what that means and what to do.
     pub summary: String,
-    /// Each object but the Namespace, as found (empty when they could not be read).
+    /// Each object but the Namespace and the DesktopPool CRD, as found (empty when they could
+    /// not be read).
     pub objects: Vec<Found>,
 }
 
-/// Reads each of the broker's objects (all but its Namespace, which uninstall leaves) and
+/// Reads each of the broker's objects (all but those uninstall leaves: its Namespace and the
+/// DesktopPool CustomResourceDefinition, whose deletion would delete every pool's policy) and
 /// compares it with this version's manifests field by field
 /// ([`crate::manifests::compared_part`]): a ClusterRole with a rule added by hand, a binding
 /// to someone else, a Deployment scaled to one replica or running another image, the policy
@@ -181,7 +185,11 @@ pub struct ManifestStatus {
 pub async fn manifest_status(client: &Client) -> Result<ManifestStatus> {
     let shipped: Vec<DynamicObject> = objects()?
         .into_iter()
-        .filter(|o| o.types.as_ref().is_none_or(|t| t.kind != "Namespace"))
+        .filter(|o| {
+            o.types
+                .as_ref()
+                .is_none_or(|t| !BROKER.keeps.contains(&t.kind.as_str()))
+        })
         .collect();
     let compared = match BROKER
         .compare(client, &shipped, |kind| kind.to_owned())
