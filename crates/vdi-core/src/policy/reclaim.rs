@@ -10,10 +10,13 @@
 //! - **idle**: the guest reported no logged-in user (KubeVirt's `userlist` subresource, read by
 //!   the broker, which records the first such reading as the VM annotation
 //!   [`crate::labels::IDLE_SINCE_ANNOTATION`]) for `idleTimeout`, counted from that reading or
-//!   from the holder's last **Keep** ([`crate::labels::KEPT_AT_ANNOTATION`] on the Lease),
-//!   whichever is later.
+//!   from the holder's last **Keep** ([`crate::labels::KEPT_AT_ANNOTATION`] on the Lease) or
+//!   from `acquireTime` (a reading before this claim began is another claim's), whichever is
+//!   latest.
 //!
-//! The holder is told [`NOTICE`] before (the app's notice with **Keep**): Keep renews the Lease
+//! The holder is told [`notice_lead`] before ([`NOTICE`], five minutes, or half the rule's own
+//! duration when that is shorter, so a 20 s `maxSession` is announced at 10 s rather than at its
+//! start; the app's notice with **Keep**): Keep renews the Lease
 //! and records the time it was pressed, which postpones a disconnect or idle reclaim but never
 //! a `maxSession` one.
 
@@ -73,45 +76,59 @@ pub struct ReclaimDue {
     pub why: ReclaimWhy,
     /// Whether Keep postpones it (not a `maxSession` end).
     pub keepable: bool,
+    /// When the holder is told: `at` less [`notice_lead`].
+    #[specta(type = String)]
+    pub notice_at: Timestamp,
 }
 
 impl ReclaimDue {
-    /// Whether the holder should be told now: the reclaim is at most [`NOTICE`] away.
+    /// Whether the holder should be told now: `now` is at or past [`ReclaimDue::notice_at`].
     pub fn notice_due(&self, now: Timestamp) -> bool {
-        self.at.duration_since(now) <= NOTICE
+        now >= self.notice_at
     }
+}
+
+/// How long before a reclaim for `why` its holder is told: [`NOTICE`], or half the rule's own
+/// duration in `policy` (`disconnectGrace` for a disconnect) when that is shorter.
+pub fn notice_lead(policy: &Policy, why: ReclaimWhy) -> SignedDuration {
+    let limit = match why {
+        ReclaimWhy::Disconnected => Some(policy.disconnect_grace),
+        ReclaimWhy::MaxSession => policy.max_session,
+        ReclaimWhy::Idle => policy.idle_timeout,
+    };
+    limit.map_or(NOTICE, |l| NOTICE.min(l / 2))
 }
 
 /// The next reclaim of a claim with `times` in a pool with `policy`: the earliest of the three
 /// rules above (a tie goes to `maxSession`, which Keep cannot move); `None` when no rule
 /// applies (no expiry known and no limits).
 pub fn due(policy: &Policy, times: &ClaimTimes) -> Option<ReclaimDue> {
+    let reclaim = |at: Timestamp, why: ReclaimWhy| ReclaimDue {
+        at,
+        why,
+        keepable: why != ReclaimWhy::MaxSession,
+        notice_at: at.checked_sub(notice_lead(policy, why)).unwrap_or(at),
+    };
     let max_session = policy
         .max_session
         .zip(times.acquired_at)
         .and_then(|(limit, at)| at.checked_add(limit).ok())
-        .map(|at| ReclaimDue {
-            at,
-            why: ReclaimWhy::MaxSession,
-            keepable: false,
-        });
+        .map(|at| reclaim(at, ReclaimWhy::MaxSession));
     let idle = policy
         .idle_timeout
         .zip(times.idle_since)
         .and_then(|(limit, since)| {
-            let from = times.kept_at.map_or(since, |kept| kept.max(since));
+            let from = [Some(since), times.kept_at, times.acquired_at]
+                .into_iter()
+                .flatten()
+                .max()
+                .unwrap_or(since);
             from.checked_add(limit).ok()
         })
-        .map(|at| ReclaimDue {
-            at,
-            why: ReclaimWhy::Idle,
-            keepable: true,
-        });
-    let disconnected = times.expires_at.map(|at| ReclaimDue {
-        at,
-        why: ReclaimWhy::Disconnected,
-        keepable: true,
-    });
+        .map(|at| reclaim(at, ReclaimWhy::Idle));
+    let disconnected = times
+        .expires_at
+        .map(|at| reclaim(at, ReclaimWhy::Disconnected));
     [max_session, idle, disconnected]
         .into_iter()
         .flatten()
@@ -184,8 +201,32 @@ mod tests {
         assert_eq!(due(&p, &times).unwrap().at, t("2026-12-04T11:06:00Z"));
         times.kept_at = Some(t("2026-12-04T09:00:00Z"));
         assert_eq!(due(&p, &times).unwrap().at, t("2026-12-04T10:40:00Z"));
+        times.idle_since = Some(t("2026-12-04T09:30:00Z"));
+        assert_eq!(
+            due(&p, &times).unwrap().at,
+            t("2026-12-04T10:30:00Z"),
+            "an idle reading from before acquireTime counts from acquireTime"
+        );
         times.idle_since = None;
         assert_eq!(due(&p, &times).unwrap().why, ReclaimWhy::Disconnected);
+    }
+
+    #[test]
+    fn the_notice_comes_five_minutes_or_half_a_shorter_rule_before() {
+        let times = ClaimTimes {
+            acquired_at: Some(t("2026-12-04T10:00:00Z")),
+            expires_at: Some(t("2026-12-04T12:00:00Z")),
+            ..Default::default()
+        };
+        let d = due(&policy(Some("20s"), None), &times).unwrap();
+        assert_eq!(d.notice_at, t("2026-12-04T10:00:10Z"));
+        assert!(!d.notice_due(t("2026-12-04T10:00:09Z")));
+        assert!(d.notice_due(t("2026-12-04T10:00:10Z")));
+        let d = due(&policy(Some("1h"), None), &times).unwrap();
+        assert_eq!(d.notice_at, t("2026-12-04T10:55:00Z"));
+        let p = policy(None, Some("1h"));
+        assert_eq!(notice_lead(&p, ReclaimWhy::Idle), NOTICE);
+        assert_eq!(notice_lead(&p, ReclaimWhy::MaxSession), NOTICE, "no limit");
     }
 
     #[test]
