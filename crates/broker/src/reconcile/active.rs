@@ -1,0 +1,241 @@
+//! An active claim: grant it (bind, restart on a hand-over, start, label), or refuse it.
+
+use anyhow::Context as _;
+use jiff::SignedDuration;
+use kube::api::Api;
+use serde_json::{Value, json};
+use vdi_core::labels::{
+    ASSIGNED_TO_LABEL, BROKER_REASON_ANNOTATION, CLAIMED_AT_ANNOTATION, GRANTED_TO_ANNOTATION,
+};
+use vdi_core::resources::VirtualMachine;
+
+use super::{CHANGED_RETRY, Member, START_RETRY, VmWrite, vm_facts};
+use crate::decide::{GrantPlan, Reason, RefusalPlan, shown};
+use crate::grant::{self, Owner, Target};
+
+impl Member<'_> {
+    /// An active claim: bind; on a hand-over restart the member (every stream of the previous
+    /// holder ends with its VMI); start; label; then the Event, if the VM write changed
+    /// something.
+    pub(super) async fn grant(
+        &self,
+        plan: &GrantPlan,
+        owner: Owner<'_>,
+        vm: &VirtualMachine,
+    ) -> anyhow::Result<Option<SignedDuration>> {
+        let Target {
+            namespace, member, ..
+        } = self.target;
+        if plan.apply_grant {
+            // The Role first: the API server lets the broker bind only a Role that exists and
+            // grants no more than the broker holds (RBAC's escalation check).
+            self.apply(&grant::role(self.target, owner)).await?;
+            self.apply(&grant::binding(self.target, owner, &plan.holder))
+                .await?;
+        }
+        // The binding names the new holder now: end the old holder's open streams.
+        let mut fresh = None;
+        let mut restarted = None;
+        if plan.restart {
+            // Read fresh, not from the store: a store lagging behind this broker's own hand-over
+            // must not restart the new holder's desktop a second time.
+            let api = Api::<VirtualMachine>::namespaced(self.ctx.client.clone(), namespace);
+            let Some(now) = api
+                .get_opt(member)
+                .await
+                .with_context(|| format!("read VirtualMachine {member}"))?
+            else {
+                return Ok(None);
+            };
+            if vm_facts(&now).granted_to != Some(plan.label.as_str()) {
+                match vdi_core::claim::restart(&self.ctx.client, namespace, member).await {
+                    Ok(done) => restarted = Some(done),
+                    Err(e) => {
+                        // At least the console ends; the restart is tried again.
+                        self.cut_console().await;
+                        return Err(e.into());
+                    }
+                }
+            }
+            fresh = Some(now);
+        } else if plan.previous.is_some() {
+            self.cut_console().await;
+        }
+        let vm = fresh.as_ref().unwrap_or(vm);
+        let mut failure = None;
+        if plan.start {
+            failure = self.start().await?;
+        }
+        let reason = failure.as_deref();
+        let reason_changed = vm_facts(vm).reason != reason;
+        let mut written = VmWrite::AlreadySo;
+        if plan.write_vm || reason_changed {
+            let encoded = plan.label.as_str();
+            written = self
+                .patch_vm(vm, |vm| {
+                    let facts = vm_facts(vm);
+                    // A label someone else wrote meanwhile is not overwritten: the next
+                    // reconcile sees the conflict.
+                    let free = facts
+                        .label
+                        .is_none_or(|l| l == encoded || facts.granted_to == Some(l));
+                    free.then(|| {
+                        json!({ "metadata": {
+                            "labels": { ASSIGNED_TO_LABEL: encoded },
+                            "annotations": {
+                                CLAIMED_AT_ANNOTATION: plan.claimed_at,
+                                GRANTED_TO_ANNOTATION: encoded,
+                                BROKER_REASON_ANNOTATION: reason,
+                            },
+                        } })
+                    })
+                })
+                .await?;
+        }
+        match written {
+            VmWrite::Declined => return Ok(Some(CHANGED_RETRY)),
+            // Done already (by this broker a moment ago, seen through a lagging store):
+            // nothing to report again.
+            VmWrite::AlreadySo => {}
+            VmWrite::Written => {
+                if let Some(event) = plan.event {
+                    self.record_grant(vm, plan, event, restarted).await;
+                }
+                if let (Some(why), true) = (&failure, reason_changed) {
+                    let user = shown(&plan.holder);
+                    let note = format!(
+                        "{member} claimed by {user} cannot start: {why} (user {user}, member \
+                         {member}, pool {})",
+                        self.target.pool
+                    );
+                    self.record(vm, Reason::StartFailed, &plan.holder, note)
+                        .await;
+                }
+            }
+        }
+        if failure.is_some() {
+            tracing::debug!(namespace, member, "start retried in {START_RETRY}");
+            return Ok(Some(START_RETRY));
+        }
+        Ok(None)
+    }
+
+    /// The Event of a grant: `Claimed`, or `HolderChanged` saying how the previous holder's
+    /// streams ended (`restarted`: the restart's answer, if one was asked).
+    async fn record_grant(
+        &self,
+        vm: &VirtualMachine,
+        plan: &GrantPlan,
+        event: Reason,
+        restarted: Option<bool>,
+    ) {
+        let Target { member, pool, .. } = self.target;
+        let user = shown(&plan.holder);
+        let note = match (event, &plan.previous) {
+            (Reason::HolderChanged, Some(previous)) => {
+                let previous = shown(previous);
+                let ended = match restarted {
+                    Some(true) => {
+                        format!("restarted {member} so that {previous}'s open streams end")
+                    }
+                    Some(false) => {
+                        format!("{member} was not running, so {previous} had no open streams")
+                    }
+                    None => format!("{previous}'s console cut"),
+                };
+                format!(
+                    "{member} passed from {previous} to {user}: access moved to {user}; {ended} \
+                     (user {user}, member {member}, pool {pool})"
+                )
+            }
+            _ => format!(
+                "access to {member} granted to {user} (user {user}, member {member}, pool {pool})"
+            ),
+        };
+        self.record(vm, event, &plan.holder, note).await;
+    }
+
+    /// The capacity check, then the start; the sentence for the reason annotation when the VM
+    /// cannot start.
+    ///
+    /// Errors: the VM cannot be read.
+    async fn start(&self) -> anyhow::Result<Option<String>> {
+        let Target {
+            namespace, member, ..
+        } = self.target;
+        // The store keeps VMs trimmed (no template): the check and the start read it whole.
+        let vm = Api::<VirtualMachine>::namespaced(self.ctx.client.clone(), namespace)
+            .get(member)
+            .await
+            .with_context(|| {
+                format!("read VirtualMachine {member} in namespace \"{namespace}\"")
+            })?;
+        match vdi_core::claim::StartCheck::new(&self.ctx.client)
+            .refusal(&vm)
+            .await
+        {
+            Ok(None) => {}
+            Ok(Some(refusal)) => return Ok(Some(sentence(&refusal))),
+            Err(e) => return Ok(Some(sentence(&e))),
+        }
+        match vdi_core::claim::start(&self.ctx.client, namespace, &vm).await {
+            Ok(action) => {
+                tracing::info!(namespace, member, ?action, "start");
+                Ok(None)
+            }
+            Err(e) => Ok(Some(sentence(&e))),
+        }
+    }
+
+    /// No grant (label and Lease disagree, or the Lease cannot be read): revoke, write the
+    /// reason, one Event.
+    pub(super) async fn refuse(
+        &self,
+        plan: &RefusalPlan,
+        vm: &VirtualMachine,
+    ) -> anyhow::Result<Option<SignedDuration>> {
+        if plan.delete_grant && self.delete_grant().await? {
+            self.cut_console().await;
+        }
+        if plan.write_vm {
+            let reason = plan.reason.as_str();
+            let patch = |_: &VirtualMachine| {
+                let mut patch = json!({ "metadata": { "annotations": {
+                    BROKER_REASON_ANNOTATION: reason,
+                } } });
+                if plan.clear_granted_to {
+                    patch["metadata"]["annotations"][GRANTED_TO_ANNOTATION] = Value::Null;
+                }
+                Some(patch)
+            };
+            match self.patch_vm(vm, patch).await? {
+                VmWrite::Declined => return Ok(Some(CHANGED_RETRY)),
+                VmWrite::AlreadySo => {}
+                VmWrite::Written => {
+                    let note = format!(
+                        "{reason} (user {}, member {}, pool {})",
+                        shown(&plan.holder),
+                        self.target.member,
+                        self.target.pool
+                    );
+                    self.record(vm, plan.event, &plan.holder, note).await;
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// An error as one sentence for the reason annotation: its message and, when it has one, the
+/// fix. The capacity refusal's "nothing was claimed" is the client's word (the Lease is held
+/// here), so it is left out.
+fn sentence(e: &vdi_core::Error) -> String {
+    let message = e.to_string();
+    let message = message
+        .strip_suffix("; nothing was claimed")
+        .unwrap_or(&message);
+    match e.suggestion() {
+        Some(fix) => format!("{message}: {fix}"),
+        None => message.to_owned(),
+    }
+}
