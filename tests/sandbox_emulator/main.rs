@@ -3,11 +3,12 @@
 //! VirtualMachineClone phases ending in a halted target VM, and the streaming subresources
 //! (vnc, vnc/screenshot, portforward, usbredir) with the real guest-side servers behind them,
 //! opened as a client does: a websocket upgrade through the API server's aggregator; and the VMI
-//! subresource softreboot.
+//! subresources softreboot and userlist (the guest agent), and the disk-marker stand-in.
 //!
 //! One test binary (one sandbox), a module per part; the VM and stream clients they share are
 //! here.
 
+mod agent;
 mod guests;
 mod lifecycle;
 mod softreboot;

@@ -40,6 +40,9 @@ pub const PROGRAM: &str = "corral-vdi-broker";
 /// Environment variable naming the broker's program, which wins over the search of
 /// [`program`].
 pub const PROGRAM_ENV: &str = "CORRAL_BROKER_BIN";
+/// The replicas' `--reclaim-margin-seconds` unless
+/// [`crate::Options::broker_reclaim_margin_seconds`] says otherwise: the broker's own default.
+pub const DEFAULT_RECLAIM_MARGIN_SECONDS: u32 = 30;
 /// How long [`Brokers::wait_ready`] waits at most for a leader and every replica's heartbeat.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -125,6 +128,7 @@ struct Replica {
 pub struct Brokers {
     program: PathBuf,
     lease_seconds: u32,
+    reclaim_margin_seconds: u32,
     /// The sandbox's runtime: replicas are spawned on it, so that they die with its threads and
     /// not with a test's (see [`crate::process::die_with_parent`]).
     runtime: tokio::runtime::Handle,
@@ -136,6 +140,7 @@ impl std::fmt::Debug for Brokers {
         f.debug_struct("Brokers")
             .field("program", &self.program)
             .field("lease_seconds", &self.lease_seconds)
+            .field("reclaim_margin_seconds", &self.reclaim_margin_seconds)
             .field("replicas", &self.replicas())
             .finish()
     }
@@ -155,6 +160,8 @@ pub(crate) struct Launch<'a> {
     pub(crate) ca_pem: &'a str,
     /// `--lease-seconds` of every replica.
     pub(crate) lease_seconds: u32,
+    /// `--reclaim-margin-seconds` of every replica.
+    pub(crate) reclaim_margin_seconds: u32,
 }
 
 impl Brokers {
@@ -194,6 +201,7 @@ impl Brokers {
         let brokers = Arc::new(Brokers {
             program,
             lease_seconds: launch.lease_seconds,
+            reclaim_margin_seconds: launch.reclaim_margin_seconds,
             runtime: tokio::runtime::Handle::current(),
             replicas: Mutex::new(replicas),
         });
@@ -267,7 +275,11 @@ impl Brokers {
                 replica.log.clone(),
             )
         };
-        let (program, lease_seconds) = (self.program.clone(), self.lease_seconds);
+        let (program, lease_seconds, margin) = (
+            self.program.clone(),
+            self.lease_seconds,
+            self.reclaim_margin_seconds,
+        );
         // Spawned on the sandbox's runtime: the replica dies with the thread that spawned it.
         let child = self
             .runtime
@@ -275,6 +287,7 @@ impl Brokers {
                 let mut cmd = command(&program, &log)?;
                 cmd.args(["--identity", &identity])
                     .args(["--lease-seconds", &lease_seconds.to_string()])
+                    .args(["--reclaim-margin-seconds", &margin.to_string()])
                     .env("KUBECONFIG", &kubeconfig);
                 cmd.spawn()
                     .with_context(|| format!("start {} as {identity}", program.display()))

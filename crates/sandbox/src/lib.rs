@@ -78,6 +78,10 @@ pub struct Options {
     /// The broker replicas' `--lease-seconds` (leader election; [`broker::DEFAULT_LEASE_SECONDS`]
     /// unless a failover test wants it shorter).
     pub broker_lease_seconds: u32,
+    /// The broker replicas' `--reclaim-margin-seconds`: how long past a claim Lease's end they
+    /// wait before reclaiming it ([`broker::DEFAULT_RECLAIM_MARGIN_SECONDS`] unless a test of
+    /// reclaim wants it shorter).
+    pub broker_reclaim_margin_seconds: u32,
 }
 
 impl Options {
@@ -91,6 +95,7 @@ impl Options {
             guard: true,
             broker: true,
             broker_lease_seconds: broker::DEFAULT_LEASE_SECONDS,
+            broker_reclaim_margin_seconds: broker::DEFAULT_RECLAIM_MARGIN_SECONDS,
         }
     }
 
@@ -111,6 +116,7 @@ impl Options {
             guard: true,
             broker: false,
             broker_lease_seconds: broker::DEFAULT_LEASE_SECONDS,
+            broker_reclaim_margin_seconds: broker::DEFAULT_RECLAIM_MARGIN_SECONDS,
         })
     }
 }
@@ -314,6 +320,7 @@ impl Sandbox {
                     server: &server,
                     ca_pem: &pki.ca_pem,
                     lease_seconds: options.broker_lease_seconds,
+                    reclaim_margin_seconds: options.broker_reclaim_margin_seconds,
                 })
                 .await?,
             )

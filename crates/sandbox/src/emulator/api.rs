@@ -26,6 +26,9 @@
 //! A VM annotated `sandbox.corral.dev/refuse-start: <reason>` gets a 409 with that reason on
 //! start, as KubeVirt answers for states it cannot start from (e.g. manual recovery required).
 //!
+//! `userlist` (the guest agent's logged-in users, `GET`, RBAC verb `get`) is served by
+//! [`super::agent`].
+//!
 //! The streaming subresources of VMIs (`vnc`, `vnc/screenshot`, `portforward/{port}[/tcp|udp]`,
 //! `usbredir`) are served by [`super::streams`] with virt-api's refusals and websocket
 //! behaviour, in front of real guest-side servers ([`super::guests`]: Xvnc, sshd, an RDP
@@ -126,6 +129,7 @@ fn router(state: AppState) -> Router {
             get(streams::portforward_protocol),
         )
         .route(&vmi_path("usbredir"), get(streams::usbredir))
+        .route(&vmi_path("userlist"), get(super::agent::userlist))
         .with_state(state)
 }
 
@@ -156,6 +160,7 @@ async fn resources() -> axum::Json<Value> {
         "groupVersion": format!("{GROUP}/v1"),
         "resources": [vm("start"), vm("stop"), vm("restart"),
                       vmi("vnc"), vmi("vnc/screenshot"), vmi("console"), vmi("portforward"),
+                      vmi("userlist"),
                       { "name": "virtualmachineinstances/softreboot", "namespaced": true,
                         "kind": "VirtualMachineInstance", "verbs": ["update"] }] }))
 }

@@ -19,6 +19,8 @@
 //! | `sandbox.corral.dev/paused: "true"` | the running VMI reports the condition `Paused` (phase stays `Running`), the VM `printableStatus: Paused`; portforward answers 409 `VMI is paused`, vnc and usbredir still connect |
 //! | `sandbox.corral.dev/guest-ports: "22,3389"` | the guest TCP ports that answer (default 22 and 3389); any other is closed (portforward 500 `dialing VM: …`); 5900 is always closed |
 //! | `sandbox.corral.dev/force-status: "<subresource>=<code>[,…]"` | the stream subresource (`vnc`, `screenshot`, `portforward`, `usbredir`) answers that code (404, 409, 500, 503 or 504) with a message like virt-api's, before anything else but authorization |
+//! | `sandbox.corral.dev/guest-users: "alice,bob"` | the guest agent: absent, not connected (`userlist` answers virt-api's 500 `VMI does not have guest agent connected`); present, connected (the running VMI reports `AgentConnected`) and `userlist` lists these users, none for `""` (see [`super::agent`]) |
+//! | `sandbox.corral.dev/disk-marker: <anything>` | a stand-in for "this VM's disk was written" (there are no disks): nothing reads it and nothing but a writer removes it, so it stays through stop, start and restart; a member re-cloned from the golden VM does not have it, since a clone copies its source (the golden VM, through the clone's annotation filters), never the member it replaces |
 //!
 //! The emulator writes VMI annotations for tests and debugging: [`USBREDIR_ATTACHED_ANNOTATION`],
 //! [`SOFT_REBOOTS_ANNOTATION`] and, once a VMI's display runs, [`XVNC_DISPLAY_ANNOTATION`],
@@ -44,6 +46,12 @@ pub const PAUSED_ANNOTATION: &str = "sandbox.corral.dev/paused";
 pub const GUEST_PORTS_ANNOTATION: &str = "sandbox.corral.dev/guest-ports";
 /// VM annotation forcing answers of the stream subresources: `"vnc=503,portforward=500"`.
 pub const FORCE_STATUS_ANNOTATION: &str = "sandbox.corral.dev/force-status";
+/// VM annotation standing for the guest agent: absent, not connected; else the comma-separated
+/// users logged in to the guest (`""`: none), as the `userlist` subresource reports them.
+pub const GUEST_USERS_ANNOTATION: &str = "sandbox.corral.dev/guest-users";
+/// VM annotation standing for "this VM's disk was written": kept through stop, start and
+/// restart, absent on a fresh clone of the golden VM (see the table above).
+pub const DISK_MARKER_ANNOTATION: &str = "sandbox.corral.dev/disk-marker";
 /// VMI annotation: how many usbredir streams are attached now (`"0"` to `"4"`).
 pub const USBREDIR_ATTACHED_ANNOTATION: &str = "sandbox.corral.dev/usbredir-attached";
 /// VMI annotation: how many soft reboots (the `softreboot` subresource) the VMI took (`"1"`, …),
@@ -74,6 +82,18 @@ pub fn guest_ports(annotations: &BTreeMap<String, String>) -> Vec<u16> {
             .collect(),
         None => DEFAULT_GUEST_PORTS.to_vec(),
     }
+}
+
+/// The users [`GUEST_USERS_ANNOTATION`] reports logged in, trimmed, empty entries skipped;
+/// `None` when the annotation is absent (the guest agent is not connected).
+pub fn guest_users(annotations: &BTreeMap<String, String>) -> Option<Vec<String>> {
+    annotations.get(GUEST_USERS_ANNOTATION).map(|list| {
+        list.split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(str::to_owned)
+            .collect()
+    })
 }
 
 /// The code [`FORCE_STATUS_ANNOTATION`] forces for `subresource` (`vnc`, `screenshot`,

@@ -8,6 +8,7 @@
 //! | clone controller | VirtualMachineClone phases → target VM | [`clone`] |
 //! | virt-api | `subresources.kubevirt.io/v1` start/stop/restart and VMI `softreboot` behind the aggregator, with RBAC | [`api`], [`rest`] (what its handlers and the streams' share) |
 //! | virt-api streams | VMI `vnc`, `vnc/screenshot`, `portforward/{port}[/tcp\|udp]`, `usbredir`: virt-api's refusals (Status bodies before the upgrade), websockets with `plain.kubevirt.io`, VNC session take-over, four usbredir slots | [`streams`] |
+//! | guest agent | VMI `userlist` (virt-api's refusals, the users from a VM annotation) and the VMI condition `AgentConnected` | [`agent`], [`vm`] |
 //! | guests | real servers behind the streams: an `Xvnc` per running VMI (lazily), an RDP server shadowing it, the sandbox's `sshd` on guest port 22, an emulated usbredir server | [`guests`], [`crate::ssh`] |
 //!
 //! There is no guest OS, disk, console, live migration or GPU: the "guest" of a running VMI is
@@ -17,6 +18,7 @@
 //! Timings, injected failures and per-VM behaviour (paused, open guest ports, forced answers)
 //! are set through [`knobs`].
 
+pub mod agent;
 pub mod api;
 pub mod clone;
 pub mod guests;

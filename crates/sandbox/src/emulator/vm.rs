@@ -6,7 +6,8 @@
 //!
 //! A running VMI reports `status.interfaces` (address 127.0.0.1, where the guest-side servers
 //! of [`super::guests`] listen) and, for a VM annotated `sandbox.corral.dev/paused: "true"`,
-//! the condition `Paused` with phase `Running` (the VM then shows `Paused`).
+//! the condition `Paused` with phase `Running` (the VM then shows `Paused`); for a VM annotated
+//! `sandbox.corral.dev/guest-users`, the condition `AgentConnected` (see [`super::agent`]).
 //!
 //! A VMI that asks for GPUs or host devices (`gpus[]`, `hostDevices[]`) is placed by
 //! [`super::scheduler`] on a node with the free devices, through a virt-launcher pod, and
@@ -29,7 +30,8 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::knobs::{
-    Knobs, PAUSED_ANNOTATION, SNAPSHOT_DISABLED_ANNOTATION, STORAGE_CLASS, UNSCHEDULABLE_ANNOTATION,
+    Knobs, PAUSED_ANNOTATION, SNAPSHOT_DISABLED_ANNOTATION, STORAGE_CLASS,
+    UNSCHEDULABLE_ANNOTATION, guest_users,
 };
 use super::scheduler::{Placement, Scheduler, device_requests};
 use super::types::{VirtualMachine, VirtualMachineInstance, VmiSpec, run_strategy};
@@ -391,6 +393,7 @@ fn printable_running(vm: &VirtualMachine) -> &'static str {
 }
 
 /// The status of a running VMI: phase `Running` on `node`, the `Ready` condition,
+/// `AgentConnected` when the VM stands for a guest agent (`sandbox.corral.dev/guest-users`),
 /// the `Paused` condition (reason `PausedByUser`, as `virtctl pause` leaves it) when the VM is
 /// annotated paused, and `status.interfaces` with the guest's address. There is no guest
 /// network: every interface reports 127.0.0.1, where the guest-side servers listen.
@@ -438,6 +441,9 @@ fn running_vmi_status(vm: &VirtualMachine, vmi: &VirtualMachineInstance, node: &
         })
         .collect();
     let mut conditions = vec![json!({ "type": "Ready", "status": "True" })];
+    if guest_users(vm.annotations()).is_some() {
+        conditions.push(json!({ "type": "AgentConnected", "status": "True" }));
+    }
     if paused(vm) {
         conditions.push(
             json!({ "type": "Paused", "status": "True", "reason": "PausedByUser",
