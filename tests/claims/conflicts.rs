@@ -182,9 +182,20 @@ async fn an_administrator_force_releases_and_an_event_records_it() {
         .iter()
         .find(|e| e.reason.as_deref() == Some(vdi_core::claim::FORCE_RELEASE_REASON))
         .expect("a ForceReleased event on the VM");
+    // The audit note (vdi_core::audit): the facts, then the sentence.
     let message = event.message.clone().unwrap_or_default();
+    let (facts, text) = vdi_core::audit::parse_note(&message);
+    let facts = facts.expect("the note starts with the facts");
+    assert_eq!(
+        (
+            facts.user.as_deref(),
+            facts.by.as_deref(),
+            facts.why.as_deref()
+        ),
+        (Some("bob"), Some("admin"), Some("force"))
+    );
     assert!(
-        message.starts_with("admin force-released fr-1 from bob at "),
+        text.starts_with("admin force-released fr-1 from bob at "),
         "{message}"
     );
 }

@@ -22,10 +22,12 @@ macro_rules! err {
     };
 }
 
+mod audit_cmd;
 mod broker_cmd;
 mod capacity_cmd;
 mod connect_cmd;
 mod guard_cmd;
+mod policy_cmd;
 mod pool_cmd;
 mod terminal;
 mod usb_cmd;
@@ -168,6 +170,10 @@ enum Command {
     /// GPUs and host devices: every node's devices and who holds them, or with --from whether
     /// a pool of --size clones of a golden VM fits now. Creates nothing.
     Capacity(capacity_cmd::CapacityArgs),
+    /// The audit trail: claims, releases, reclaims, force releases, resizes and resets, from
+    /// the namespace's Events.
+    #[command(after_help = vdi_core::audit::TTL_NOTICE)]
+    Audit(audit_cmd::AuditArgs),
 }
 
 #[derive(Subcommand)]
@@ -187,8 +193,14 @@ enum PoolCommand {
     },
     /// Create a pool: clone N members of a golden VM, label them, leave them stopped.
     Create(pool_cmd::CreateArgs),
-    /// Delete a pool: its members, their Leases and leftover clone objects.
+    /// Delete a pool: its DesktopPool, members, their Leases and leftover clone objects.
     Delete(pool_cmd::DeleteArgs),
+    /// Make an existing pool managed: a DesktopPool with its golden VM and current size.
+    Adopt(policy_cmd::AdoptArgs),
+    /// Change a managed pool's policy: warm buffer, timeouts, what a release does.
+    Set(policy_cmd::SetArgs),
+    /// Change a managed pool's size; the broker clones or removes members.
+    Resize(policy_cmd::ResizeArgs),
 }
 
 /// `pool list --watch`: the live view of the app (watches, not polling), printed whole on
@@ -196,9 +208,10 @@ enum PoolCommand {
 /// the watches retry. Returns on Ctrl-C.
 async fn watch_pools(client: kube::Client, scope: Scope, clock: ServerClock, side: ClaimSide) {
     let (_side, side) = tokio::sync::watch::channel(side);
-    let feed = vdi_core::watch::PoolFeed::spawn_on(client, scope.clone(), clock, side);
+    let feed = vdi_core::watch::PoolFeed::spawn_on(client.clone(), scope.clone(), clock, side);
     let mut rx = feed.subscribe();
     let mut last_error = None;
+    let mut policy_warned = false;
     // One listener for the whole watch: a fresh `ctrl_c()` per turn would miss a SIGINT that
     // arrives while a snapshot is printed (tokio has taken over the signal by then, so it would
     // be swallowed, not fatal).
@@ -210,7 +223,8 @@ async fn watch_pools(client: kube::Client, scope: Scope, clock: ServerClock, sid
             vdi_core::watch::FeedStatus::Live => {
                 last_error = None;
                 out!("--- {} (live)", exact_instant(snapshot.judged_at));
-                print_pools(&snapshot.pools, &scope, snapshot.judged_at);
+                let policies = policy_cmd::policies(&client, &scope, &mut policy_warned).await;
+                print_pools(&snapshot.pools, &policies, &scope, snapshot.judged_at);
             }
             vdi_core::watch::FeedStatus::Failing { error } => {
                 if last_error.as_ref() != Some(error) {
@@ -294,7 +308,12 @@ fn member_row(m: &MemberView, now: jiff::Timestamp) -> [String; 6] {
 
 /// Prints pools the way the seed's walkthrough shows them: a heading per pool, then one
 /// aligned row per member, times relative to `now` (the API server's time).
-fn print_pools(pools: &[PoolView], scope: &Scope, now: jiff::Timestamp) {
+fn print_pools(
+    pools: &[PoolView],
+    policies: &[vdi_core::policy::DesktopPool],
+    scope: &Scope,
+    now: jiff::Timestamp,
+) {
     if pools.is_empty() {
         match scope {
             Scope::Namespace(ns) => out!("no pools in namespace {ns}"),
@@ -328,6 +347,7 @@ fn print_pools(pools: &[PoolView], scope: &Scope, now: jiff::Timestamp) {
             pool.counts.free,
             pool.counts.taken
         );
+        policy_cmd::print_policy_of(pool, policies);
         let rows: Vec<[String; 6]> = std::iter::once(header.clone())
             .chain(pool.members.iter().map(|m| member_row(m, now)))
             .collect();
@@ -452,6 +472,16 @@ async fn run(cli: Cli) -> vdi_core::Result<ExitCode> {
         Command::Pool(PoolCommand::Delete(args)) => {
             pool_cmd::delete(&source, context, args).await?;
         }
+        Command::Pool(PoolCommand::Adopt(args)) => {
+            policy_cmd::run_adopt(&source, context, args).await?;
+        }
+        Command::Pool(PoolCommand::Set(args)) => {
+            policy_cmd::run_set(&source, context, args).await?;
+        }
+        Command::Pool(PoolCommand::Resize(args)) => {
+            policy_cmd::run_resize(&source, context, args).await?;
+        }
+        Command::Audit(args) => audit_cmd::run(&source, context, args).await?,
         Command::Pool(PoolCommand::List {
             namespace,
             all_namespaces,
@@ -470,7 +500,8 @@ async fn run(cli: Cli) -> vdi_core::Result<ExitCode> {
                 watch_pools(conn.client.clone(), scope, clock, side).await;
             } else {
                 let pools = list_pools_on(&conn.client, &scope, &clock, side).await?;
-                print_pools(&pools, &scope, clock.now());
+                let policies = policy_cmd::policies(&conn.client, &scope, &mut false).await;
+                print_pools(&pools, &policies, &scope, clock.now());
             }
         }
         Command::Assign {

@@ -1,4 +1,6 @@
-//! `pool create` and `pool delete`: thin adapters over `vdi_core::pool`.
+//! `pool create` and `pool delete`: thin adapters over `vdi_core::pool` (and, with a broker on
+//! the cluster, `vdi_core::policy`: create makes the pool's DesktopPool once its members exist;
+//! delete removes it before them).
 //!
 //! Results go to stdout, shaped like the seed's walkthrough (`pool "devpool" created: 3
 //! members`, then one member per line); progress goes to stderr, one line per member step.
@@ -16,11 +18,14 @@ use clap::Args;
 use vdi_core::clock::ServerClock;
 use vdi_core::cluster::KubeconfigSource;
 use vdi_core::error::ErrorKind;
+use vdi_core::policy::ops::{create_for, spec_for};
 use vdi_core::pool::{
     CancelHandle, CreateOptions, CreatePool, CreateProgress, CreateStep, DeletePool,
     MemberProgress, create_pool, delete_pool,
 };
 use vdi_core::validate::parse_duration;
+
+use crate::policy_cmd::{PolicyArgs, policy_text};
 
 /// `pool create <name> --from <vm> --size N [-n ns] [--timeout 120s] [--allow-running]`.
 #[derive(Args)]
@@ -46,6 +51,9 @@ pub struct CreateArgs {
     /// Clone a golden VM that is itself an unassigned pool member (never an assigned one).
     #[arg(long)]
     pub from_member: bool,
+    /// The pool's policy (with a broker on the cluster, the pool gets a DesktopPool).
+    #[command(flatten)]
+    pub policy: PolicyArgs,
 }
 
 /// `pool delete <name> [-n ns] [--force]`.
@@ -152,10 +160,38 @@ pub async fn create(
             ..CreateOptions::default()
         },
     };
+    // The policy is checked with the rest of the input, before anything is created; flags
+    // that only a broker acts on need one.
+    vdi_core::pool::validate_create(&request)?;
+    let changes = args.policy.changes();
+    let spec = spec_for(&request.golden, request.size, &changes)?;
+    if !changes.is_empty() && !vdi_core::broker::status(&conn.client).await?.installed() {
+        return Err(vdi_core::Error::rejected(
+            ErrorKind::Invalid,
+            "--warm, --disconnect-grace, --max-session, --idle-timeout and --on-release are the \
+             pool's policy, which the broker runs, and this cluster has no broker; nothing was \
+             created",
+            "install the broker (corral-vdi broker install), or create the pool without them",
+        ));
+    }
     let created = create_pool(&conn.client, &request, print_progress).await?;
     for warning in &created.warnings {
         err!("warning: {warning}");
     }
+    let (ns, name) = (&created.namespace, &created.name);
+    let policy = create_for(&conn.client, ns, name, spec)
+        .await
+        .map_err(|e| vdi_core::Error::Partial {
+            message: format!(
+                "pool \"{name}\" was created ({} members), but its DesktopPool was not",
+                created.members.len()
+            ),
+            suggestion: format!(
+                "adopt it: corral-vdi pool adopt {name} -n {ns} --from {}, then pool set",
+                created.golden
+            ),
+            source: Box::new(e),
+        })?;
     out!(
         "pool \"{}\" created: {} member{}",
         created.name,
@@ -164,6 +200,9 @@ pub async fn create(
     );
     for member in &created.members {
         out!("{member}");
+    }
+    if let Some(policy) = policy {
+        out!("policy (DesktopPool {name}): {}", policy_text(&policy));
     }
     Ok(())
 }

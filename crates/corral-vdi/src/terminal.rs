@@ -14,7 +14,7 @@ pub(crate) const CELL_MAX: usize = 200;
 /// Whether `c` changes how a terminal shows text instead of being shown: C0 and C1 control
 /// characters and DEL, and the Unicode bidirectional controls (marks, embeddings, overrides,
 /// isolates).
-fn is_control(c: char) -> bool {
+pub(crate) fn is_control(c: char) -> bool {
     c.is_control()
         || matches!(
             c,

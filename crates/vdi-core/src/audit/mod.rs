@@ -10,8 +10,17 @@
 //!
 //! Events live only as long as the API server's event TTL (`--event-ttl`, one hour by
 //! default): [`TTL_NOTICE`] says so wherever history is shown.
+//!
+//! [`record()`] writes one act as the broker does (the client's own: a force release);
+//! [`list()`] reads the trail of a namespace, filtered by pool, member and time.
+
+mod list;
+mod record;
 
 use serde::{Deserialize, Serialize};
+
+pub use list::{AuditEntry, AuditFilter, entry_of, list, matches};
+pub use record::{Act, CLIENT_REPORTER, pool_ref, record};
 
 /// What every view of the history says about its length.
 pub const TTL_NOTICE: &str = "Events are kept only as long as the API server's event TTL \

@@ -6,15 +6,15 @@
 //! console and stops the VM.
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event as KubeEvent, EventSource, ObjectReference};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams, Preconditions};
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use super::power::stop;
 use super::rules::{check_unassign, force_refusal, may_release};
 use super::{Released, UnassignOptions};
+use crate::audit::{Act, Facts, record};
 use crate::error::{Error, Result, is_status};
 use crate::identity::Actor;
 use crate::labels::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, POOL_LABEL, lease_name};
@@ -229,46 +229,38 @@ async fn delete_lease(
 /// Reason of the Event a forced release leaves on the VM.
 pub const FORCE_RELEASE_REASON: &str = "ForceReleased";
 
-/// Records a forced release as a Kubernetes Event on the VM (who, when, from whom); a refusal
-/// to write it is logged, not fatal: the release itself has happened.
+/// Records a forced release in the audit trail ([`crate::audit::record`]): an
+/// events.k8s.io/v1 Event on the VM, related to the pool's DesktopPool, whose note names the
+/// former holder (`user`), the administrator (`by`), the pool and `why: force`. A refusal to
+/// write it is logged, not fatal: the release itself has happened.
 async fn record_force_release(actor: &Actor, namespace: &str, vm: &VirtualMachine, from: &str) {
     let now = actor.clock().now();
     let member = vm.name_any();
-    let event = KubeEvent {
-        metadata: ObjectMeta {
-            generate_name: Some(format!("{member}.force-release.")),
-            namespace: Some(namespace.to_owned()),
-            ..Default::default()
+    let regarding = ObjectReference {
+        api_version: Some("kubevirt.io/v1".into()),
+        kind: Some("VirtualMachine".into()),
+        name: Some(member.clone()),
+        namespace: Some(namespace.to_owned()),
+        uid: vm.uid(),
+        ..Default::default()
+    };
+    let act = Act {
+        reason: FORCE_RELEASE_REASON,
+        action: "ForceRelease",
+        warning: true,
+        facts: Facts {
+            user: Some(from.to_owned()).filter(|f| !f.is_empty()),
+            by: Some(actor.username().to_owned()),
+            pool: vm.labels().get(POOL_LABEL).cloned().unwrap_or_default(),
+            why: Some("force".into()),
         },
-        involved_object: ObjectReference {
-            api_version: Some("kubevirt.io/v1".into()),
-            kind: Some("VirtualMachine".into()),
-            name: Some(member.clone()),
-            namespace: Some(namespace.to_owned()),
-            uid: vm.uid(),
-            ..Default::default()
-        },
-        reason: Some(FORCE_RELEASE_REASON.into()),
-        message: Some(format!(
+        text: format!(
             "{} force-released {member} from {from} at {}",
             actor.username(),
             now.round(jiff::Unit::Second).unwrap_or(now)
-        )),
-        type_: Some("Warning".into()),
-        action: Some("ForceRelease".into()),
-        source: Some(EventSource {
-            component: Some("corral-vdi".into()),
-            ..Default::default()
-        }),
-        reporting_component: Some("corral-vdi".into()),
-        reporting_instance: Some(actor.username().to_owned()),
-        first_timestamp: Some(Time(now)),
-        last_timestamp: Some(Time(now)),
-        count: Some(1),
-        ..Default::default()
+        ),
     };
-    let events: Api<KubeEvent> = Api::namespaced(actor.client().clone(), namespace);
-    if let Err(e) = events.create(&PostParams::default(), &event).await {
+    if let Err(e) = record(actor.client(), actor.username(), &regarding, act).await {
         tracing::warn!(%member, error = %e, "could not record the forced release as an Event");
     }
 }

@@ -152,8 +152,9 @@ fn unproven(vm: &VirtualMachine, clone: &DynamicObject) -> Option<String> {
 /// was created after it), and the claim Leases `corral-vdi-<vm>` of the VMs deleted. A VM a
 /// clone object names without that proof, and a Lease labelled with the pool under another
 /// name, are left alone and listed in [`PoolDeleted::left_alone`].
-/// Clone objects go first, so none can make a new member meanwhile; Leases last, so no one
-/// claims a member that is being deleted. Judged at the API server's time (`clock`).
+/// The pool's DesktopPool goes first (after the refusals), so the broker does not clone its
+/// members again; clone objects next, so none can make a new member meanwhile; Leases last, so
+/// no one claims a member that is being deleted. Judged at the API server's time (`clock`).
 ///
 /// Idempotent: with nothing left, it succeeds with an empty [`PoolDeleted`]. VMs already being
 /// deleted are listed as deleted. It does not wait for VMs to be gone (KubeVirt first stops a
@@ -164,7 +165,8 @@ fn unproven(vm: &VirtualMachine, clone: &DynamicObject) -> Option<String> {
 /// VirtualMachines and Leases in the namespace ([`crate::identity::require`]);
 /// [`Error::Rejected`] (`Conflict`, nothing deleted) while a member is assigned (label) or
 /// has an active Lease, naming each with its holder, unless `force`; [`Error::Kube`] when a
-/// request fails (a later run finishes the job).
+/// request fails (a later run finishes the job; a refused DesktopPool delete comes before any
+/// other).
 pub async fn delete_pool(
     client: &Client,
     request: &DeletePool,
@@ -236,6 +238,10 @@ pub async fn delete_pool(
             ),
         ));
     }
+
+    // The pool's DesktopPool first, so the broker does not grow the pool again while its
+    // members go (none, or no CRD, is fine).
+    crate::policy::ops::delete_for(client, ns, pool).await?;
 
     // Leftover clone objects, so that none produces a member while the pool goes; what our own
     // clone objects provably produced without the pool label (an interrupted create) goes too.

@@ -24,7 +24,8 @@
 //! 5. then one `VirtualMachineClone` per member, all in flight at once (API requests bounded by
 //!    [`CreateOptions::api_concurrency`]), each waited for with its own timeout while its
 //!    phase and condition message are reported ([`CreateProgress`]; `clone.rs`);
-//! 6. each new VM gets the pool label (a merge patch of that label alone); KubeVirt creates
+//! 6. each new VM gets the pool label and [`GOLDEN_ANNOTATION`] (one merge patch of those
+//!    alone, with the creation mark where the clone could not write it); KubeVirt creates
 //!    clone targets with `runStrategy: Halted`, and the clone's label filters keep the golden
 //!    VM's `corral.dev/vdi-*` labels and annotations off the members, so they start stopped
 //!    and unassigned;
@@ -121,6 +122,11 @@ pub const CLONE_PREFIX: &str = "corral-vdi-clone-";
 /// after that object (`delete.rs`). One of the `corral.dev/vdi-*` keys that [`CLONE_FILTERS`]
 /// keep from being copied, so a golden VM's own mark never reaches its clones.
 pub const CREATION_MARK_ANNOTATION: &str = "corral.dev/vdi-cloned-by";
+/// Annotation the label step writes on every member it makes: the golden VM it was cloned
+/// from, so that `pool adopt` can name it in the pool's DesktopPool
+/// ([`crate::policy::ops::adopt`]). A `corral.dev/vdi-*` key, so [`CLONE_FILTERS`] keep it off
+/// clones of a member.
+pub const GOLDEN_ANNOTATION: &str = "corral.dev/vdi-golden";
 /// Label and annotation filters of every clone: copy everything from the golden VM except
 /// Corral's own keys (pool, assignment, claimed-at), so members start unassigned. KubeVirt's
 /// filter rules: `*` only at the end, `!` only at the start.
@@ -322,6 +328,42 @@ where
 
     // 5–7. The clones, the labels, the cleanup.
     clone::clone_members(client, request, scope, clone_api, started, progress).await
+}
+
+/// The golden VM `golden` in `namespace`, as pool create reads it (its own namespace only).
+///
+/// Errors: [`Error::Rejected`] `NotFound` naming it and the namespace; [`Error::Kube`].
+pub(crate) async fn golden_vm_in(
+    client: &Client,
+    namespace: &str,
+    golden: &str,
+) -> Result<VirtualMachine> {
+    let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), namespace);
+    golden_vm::golden_vm(&vms, namespace, golden).await
+}
+
+/// Pool create's capacity admission (step 4) for `extra` more members of `pool`, cloned from
+/// `golden` in `namespace` (a managed pool's growth, which the broker then clones). A check,
+/// not a reservation.
+///
+/// Errors: those of [`golden_vm_in`]; the refusal pool create gives ([`Error::Rejected`]
+/// `Refused`, with the per-node table) or its reads' errors.
+pub(crate) async fn admit_growth(
+    client: &Client,
+    namespace: &str,
+    pool: &str,
+    golden: &str,
+    extra: u32,
+) -> Result<()> {
+    let vm = golden_vm_in(client, namespace, golden).await?;
+    let request = CreatePool {
+        namespace: namespace.to_owned(),
+        name: pool.to_owned(),
+        golden: golden.to_owned(),
+        size: extra,
+        options: CreateOptions::default(),
+    };
+    capacity::admit(client, &vm, &request).await.map(|_| ())
 }
 
 #[cfg(test)]

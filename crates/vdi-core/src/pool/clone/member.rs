@@ -22,8 +22,8 @@ use tokio::time::Instant;
 use super::super::clone_object::{clone_name, condition_text, in_phase, phase_of, status_of};
 use super::super::free::Namespaced;
 use super::super::{
-    CLONE_FILTERS, CLONE_KIND, CREATION_MARK_ANNOTATION, CancelHandle, FIELD_MANAGER, RUN_LABEL,
-    cancelled, creation_mark, creation_mark_patch,
+    CLONE_FILTERS, CLONE_KIND, CREATION_MARK_ANNOTATION, CancelHandle, FIELD_MANAGER,
+    GOLDEN_ANNOTATION, RUN_LABEL, cancelled, creation_mark, creation_mark_patch,
 };
 use crate::error::{MemberFailure, describe, is_status};
 use crate::labels::{MEMBER_LABEL, POOL_LABEL};
@@ -421,13 +421,16 @@ impl<P: Fn(CreateProgress) + Send + Sync> Run<'_, P> {
             }
         };
 
-        // The creation mark goes on with the label where the clone could not write it
-        // (v1alpha1); a mark already there, from the clone, is left as it is.
-        let mut label = json!({ "metadata": { "labels": { POOL_LABEL: self.scope.pool } } });
+        // The golden VM goes on with the label (`pool adopt` reads it), and the creation mark
+        // where the clone could not write it (v1alpha1); a mark already there, from the clone,
+        // is left as it is.
+        let mut label = json!({ "metadata": {
+            "labels": { POOL_LABEL: self.scope.pool },
+            "annotations": { GOLDEN_ANNOTATION: self.golden },
+        } });
         if !vm.annotations().contains_key(CREATION_MARK_ANNOTATION) {
-            label["metadata"]["annotations"] = json!({
-                CREATION_MARK_ANNOTATION: creation_mark(&created.name, &self.run_id)
-            });
+            label["metadata"]["annotations"][CREATION_MARK_ANNOTATION] =
+                json!(creation_mark(&created.name, &self.run_id));
         }
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.into()),

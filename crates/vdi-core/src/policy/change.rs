@@ -1,0 +1,344 @@
+//! Changing a managed pool's policy from the client: [`set`] (warm, timeouts, onRelease) and
+//! [`resize`] (size, and warm with it). Every refusal comes before the write, and the write
+//! carries the resourceVersion that was read (optimistic concurrency): a DesktopPool changed
+//! by someone else in between is refused, not overwritten. The broker does the rest (it clones
+//! the missing members as pool create does, and removes free members highest index first).
+
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+use super::ops::{FIELD_MANAGER, managed, object_words};
+use super::{DesktopPool, DesktopPoolSpec, MAX_SIZE, OnRelease};
+use crate::error::{Error, ErrorKind, Result};
+use crate::labels::POOL_LABEL;
+use crate::resources::VirtualMachine;
+use crate::validate;
+
+/// What `pool set` (and `pool create`'s policy flags) change; `None` leaves a field as it is.
+/// Durations are [`super::duration`] texts (`"30m"`); `"none"` removes `maxSession` or
+/// `idleTimeout` (no limit).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PolicyChanges {
+    /// Free members kept running.
+    pub warm: Option<u32>,
+    /// The claim Lease's duration.
+    pub disconnect_grace: Option<String>,
+    /// The longest claim, or `"none"`.
+    pub max_session: Option<String>,
+    /// The longest time without a logged-in user, or `"none"`.
+    pub idle_timeout: Option<String>,
+    /// What a release does.
+    pub on_release: Option<OnRelease>,
+}
+
+/// The text that removes a limit.
+pub const NO_LIMIT: &str = "none";
+
+impl PolicyChanges {
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == PolicyChanges::default()
+    }
+
+    /// `spec` with these changes.
+    pub fn apply(&self, spec: &DesktopPoolSpec) -> DesktopPoolSpec {
+        let limit = |change: &Option<String>, old: &Option<String>| match change.as_deref() {
+            Some(NO_LIMIT) => None,
+            Some(text) => Some(text.to_owned()),
+            None => old.clone(),
+        };
+        DesktopPoolSpec {
+            golden: spec.golden.clone(),
+            size: spec.size,
+            warm: self
+                .warm
+                .map(|w| i32::try_from(w).unwrap_or(i32::MAX))
+                .or(spec.warm),
+            disconnect_grace: self
+                .disconnect_grace
+                .clone()
+                .or_else(|| spec.disconnect_grace.clone()),
+            max_session: limit(&self.max_session, &spec.max_session),
+            idle_timeout: limit(&self.idle_timeout, &spec.idle_timeout),
+            on_release: self.on_release.or(spec.on_release),
+        }
+    }
+
+    /// The fix for a spec error `error` ([`DesktopPoolSpec::policy`]'s sentence, which starts
+    /// with the field): the flag that sets it.
+    pub(crate) fn fix_for(&self, error: &str) -> String {
+        let flag = [
+            ("spec.warm", "--warm (0 to the size)"),
+            ("spec.disconnectGrace", "--disconnect-grace (10s to 168h)"),
+            ("spec.maxSession", "--max-session (10s to 8784h, or none)"),
+            ("spec.idleTimeout", "--idle-timeout (10s to 8784h, or none)"),
+            ("spec.size", "--size (1 to 500)"),
+        ]
+        .into_iter()
+        .find(|(field, _)| error.starts_with(field))
+        .map_or("the flags", |(_, flag)| flag);
+        format!("fix {flag}; durations are written like 90s, 30m or 1h30m; nothing was written")
+    }
+}
+
+/// Changes `pool`'s policy in `ns` by `changes`, checked through [`super::Policy`] (every
+/// bound of the CRD) before anything is written; returns the DesktopPool as written.
+///
+/// Errors: [`Error::Invalid`] for a bad name, no change asked for, or a value out of range
+/// (naming the field and its flag; nothing written); those of [`resize`]'s unmanaged-pool and
+/// missing-CRD refusals; [`Error::Rejected`] `Conflict` when the DesktopPool changed since it
+/// was read; [`Error::Kube`] naming the object for a failed request.
+pub async fn set(
+    client: &Client,
+    ns: &str,
+    pool: &str,
+    changes: &PolicyChanges,
+) -> Result<DesktopPool> {
+    if changes.is_empty() {
+        return Err(Error::invalid(
+            format!("pool set {pool}: nothing to change"),
+            "pass one or more of --warm, --disconnect-grace, --max-session, --idle-timeout, \
+             --on-release",
+        ));
+    }
+    let current = managed(client, ns, pool).await?;
+    let spec = changes.apply(&current.spec);
+    spec.policy().map_err(|e| {
+        Error::invalid(
+            format!("{}: {e}", object_words(ns, pool)),
+            changes.fix_for(&e),
+        )
+    })?;
+    write(client, ns, pool, &current, &spec).await
+}
+
+/// Sets `pool`'s size (and with `warm`, its warm buffer in the same write): the broker clones
+/// the missing members or removes free ones, highest index first.
+///
+/// Refused before anything is written: a size outside 1 ..= [`MAX_SIZE`] (no request); an
+/// unmanaged pool (fix: `pool adopt` first) or a cluster without the CRD; a warm buffer larger
+/// than the new size (fix: lower warm first, or set both); and, for growth, what pool create
+/// refuses: the golden VM must exist and the cluster must be able to place the new members
+/// with their GPUs and host devices (the same admission, [`crate::capacity`]; a check, not a
+/// reservation).
+///
+/// Errors: [`Error::Invalid`] for bad input; [`Error::Rejected`] (`NotFound`, `Invalid`,
+/// `Refused` with the per-node table, `Conflict` when the DesktopPool changed since it was
+/// read); [`Error::Kube`] naming the object for a failed request.
+pub async fn resize(
+    client: &Client,
+    ns: &str,
+    pool: &str,
+    size: u32,
+    warm: Option<u32>,
+) -> Result<DesktopPool> {
+    validate::namespace(ns)?;
+    validate::pool_name(pool)?;
+    let max = MAX_SIZE as u32;
+    if !(1..=max).contains(&size) {
+        return Err(Error::invalid(
+            format!("pool size {size} is out of range (1 to {max})"),
+            format!("pass --size between 1 and {max}"),
+        ));
+    }
+    let current = managed(client, ns, pool).await?;
+    let changes = PolicyChanges {
+        warm,
+        ..Default::default()
+    };
+    let spec = DesktopPoolSpec {
+        size: size as i32,
+        ..changes.apply(&current.spec)
+    };
+    let new_warm = spec.warm.unwrap_or(0);
+    if new_warm > spec.size {
+        return Err(Error::rejected(
+            ErrorKind::Invalid,
+            format!(
+                "{} keeps {new_warm} warm members, more than the size {size} asked for; nothing \
+                 was written",
+                object_words(ns, pool)
+            ),
+            format!(
+                "lower warm first (corral-vdi pool set {pool} -n {ns} --warm {size}), or set both \
+                 (corral-vdi pool resize {pool} -n {ns} --size {size} --warm {size})"
+            ),
+        ));
+    }
+    spec.policy().map_err(|e| {
+        Error::invalid(
+            format!("{}: {e}", object_words(ns, pool)),
+            changes.fix_for(&e),
+        )
+    })?;
+    let members = member_count(client, ns, pool).await?;
+    if size > members {
+        crate::pool::admit_growth(client, ns, pool, &spec.golden, size - members).await?;
+    }
+    write(client, ns, pool, &current, &spec).await
+}
+
+/// The members a resize of `pool` to `size` removes, as the broker chooses them (SPEC "Pool
+/// policy and lifecycle"): free members only (claimable: free, or with a stale Lease), highest
+/// index first, as many as the pool has above `size`. Fewer when too few are free: claimed
+/// members are never removed (they go once released, if the pool is still too big).
+pub fn shrink_victims(pool: &crate::state::PoolView, size: u32) -> Vec<String> {
+    let above = pool.members.len().saturating_sub(size as usize);
+    pool.members
+        .iter()
+        .rev()
+        .filter(|m| m.claimable)
+        .take(above)
+        .map(|m| m.name.clone())
+        .collect()
+}
+
+/// How many VMs carry `pool`'s label in `ns` (those being deleted excluded).
+async fn member_count(client: &Client, ns: &str, pool: &str) -> Result<u32> {
+    let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), ns);
+    let list = vms
+        .list_metadata(&ListParams::default().labels(&format!("{POOL_LABEL}={pool}")))
+        .await
+        .map_err(|e| {
+            Error::kube(
+                format!("list VirtualMachines of pool \"{pool}\" in namespace \"{ns}\""),
+                e,
+            )
+        })?;
+    let live = list
+        .items
+        .iter()
+        .filter(|vm| vm.metadata.deletion_timestamp.is_none())
+        .count();
+    Ok(u32::try_from(live).unwrap_or(u32::MAX))
+}
+
+/// The merge patch that makes `current`'s spec `spec`, carrying `current`'s resourceVersion
+/// (a changed object answers 409): every spec field written, absent ones as `null`.
+fn patch_of(current: &DesktopPool, spec: &DesktopPoolSpec) -> Value {
+    let mut fields = serde_json::to_value(spec).unwrap_or_else(|_| json!({}));
+    if let Some(map) = fields.as_object_mut() {
+        for key in [
+            "warm",
+            "disconnectGrace",
+            "maxSession",
+            "idleTimeout",
+            "onRelease",
+        ] {
+            map.entry(key).or_insert(Value::Null);
+        }
+    }
+    json!({
+        "metadata": { "resourceVersion": current.resource_version() },
+        "spec": fields,
+    })
+}
+
+/// Writes `spec` over `current` (read before), or refuses when it changed meanwhile.
+async fn write(
+    client: &Client,
+    ns: &str,
+    pool: &str,
+    current: &DesktopPool,
+    spec: &DesktopPoolSpec,
+) -> Result<DesktopPool> {
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    let api: Api<DesktopPool> = Api::namespaced(client.clone(), ns);
+    match api
+        .patch(pool, &params, &Patch::Merge(&patch_of(current, spec)))
+        .await
+    {
+        Ok(written) => {
+            tracing::info!(namespace = %ns, pool, size = written.spec.size, warm = ?written.spec.warm, "DesktopPool policy written");
+            Ok(written)
+        }
+        Err(e) if crate::error::is_status(&e, 409) => Err(Error::rejected(
+            ErrorKind::Conflict,
+            format!(
+                "{} changed while it was being updated (resourceVersion {} is no longer the \
+                 current one); nothing was written",
+                object_words(ns, pool),
+                current.resource_version().unwrap_or_default()
+            ),
+            "someone else changed the policy: look at it again (corral-vdi pool list) and retry",
+        )),
+        Err(e) => Err(Error::kube(format!("update {}", object_words(ns, pool)), e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> DesktopPoolSpec {
+        DesktopPoolSpec {
+            golden: "g".into(),
+            size: 4,
+            max_session: Some("8h".into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn changes_apply_and_none_removes_a_limit() {
+        let changes = PolicyChanges {
+            warm: Some(2),
+            max_session: Some(NO_LIMIT.into()),
+            idle_timeout: Some("30m".into()),
+            ..Default::default()
+        };
+        let new = changes.apply(&spec());
+        assert_eq!(new.warm, Some(2));
+        assert_eq!(new.max_session, None);
+        assert_eq!(new.idle_timeout.as_deref(), Some("30m"));
+        assert_eq!(PolicyChanges::default().apply(&spec()), spec());
+    }
+
+    #[test]
+    fn the_patch_nulls_what_is_gone_and_carries_the_resource_version() {
+        let mut current = DesktopPool::new("p", spec());
+        current.metadata.resource_version = Some("42".into());
+        let new = DesktopPoolSpec {
+            max_session: None,
+            ..spec()
+        };
+        let patch = patch_of(&current, &new);
+        assert_eq!(patch["metadata"]["resourceVersion"], "42");
+        assert_eq!(patch["spec"]["maxSession"], Value::Null);
+        assert_eq!(patch["spec"]["size"], 4);
+    }
+
+    #[test]
+    fn a_shrink_takes_free_members_highest_index_first() {
+        let vm = |i: u32, assigned: bool| -> VirtualMachine {
+            let mut labels = serde_json::json!({ POOL_LABEL: "p" });
+            if assigned {
+                labels[crate::labels::ASSIGNED_TO_LABEL] = "alice".into();
+            }
+            serde_json::from_value(json!({
+                "metadata": { "name": format!("p-{i}"), "namespace": "ns", "labels": labels },
+                "spec": {},
+            }))
+            .unwrap()
+        };
+        let vms = [vm(1, false), vm(3, true), vm(4, false), vm(2, false)];
+        let pools = crate::state::group_pools(&vms, [], jiff::Timestamp::now());
+        assert_eq!(shrink_victims(&pools[0], 2), ["p-4", "p-2"]);
+        assert_eq!(shrink_victims(&pools[0], 0), ["p-4", "p-2", "p-1"]);
+        assert!(shrink_victims(&pools[0], 4).is_empty());
+    }
+
+    #[test]
+    fn a_bad_value_points_at_its_flag() {
+        let too_warm = PolicyChanges {
+            warm: Some(9),
+            ..Default::default()
+        };
+        let err = too_warm.apply(&spec()).policy().unwrap_err();
+        assert!(too_warm.fix_for(&err).contains("--warm"), "{err}");
+    }
+}
