@@ -1,13 +1,17 @@
-//! The leader's reconciler: reflectors over the pool member VMs, the claim Leases and the
-//! broker's grants (Roles and RoleBindings) in every namespace, and a work queue of members
-//! keyed by (namespace, member) that [`crate::reconcile::reconcile`] works off.
+//! The leader's reconciler: reflectors over the pool member VMs, the claim Leases, the
+//! broker's grants (Roles and RoleBindings) and the DesktopPools in every namespace, and one
+//! work queue of members keyed by (namespace, member), which [`crate::reconcile::reconcile`]
+//! works off, and of managed pools keyed by (namespace, pool), which
+//! [`crate::pool::reconcile`] works off.
 //!
-//! Level-based: any change to one of a member's objects queues the member; a reconcile may ask
+//! Level-based: any change to one of a member's objects queues the member and its pool (the
+//! VM's pool label, else the DesktopPool whose `<pool>-<index>` names the member); a change to
+//! a DesktopPool queues the pool; a reconcile may ask
 //! to be run again at a time (an active Lease's expiry plus the reclaim margin, a start to
-//! retry); and every [`PASS_INTERVAL`] every known member is queued again (a full pass), after
+//! retry); and every [`PASS_INTERVAL`] every known member and pool is queued again (a full pass), after
 //! which the leader writes `corral.dev/broker-last-reconcile` on its Lease. Nothing runs before
-//! all four watches have listed, so no member is judged on half the cluster. One member is
-//! never reconciled twice at once; up to [`CONCURRENCY`] members are.
+//! all five watches have listed, so no member is judged on half the cluster. One member or
+//! pool is never reconciled twice at once; up to [`CONCURRENCY`] are.
 //!
 //! Cheap at scale: the stores keep only what the rules read. VMs lose their template, the
 //! rest of their spec and status, `managedFields` and kubectl's last-applied annotation (a
@@ -36,6 +40,7 @@ use vdi_core::lease::ClaimLease;
 use vdi_core::policy::DesktopPool;
 use vdi_core::resources::VirtualMachine;
 
+use crate::pool::{PoolKey, apply::index_of};
 use crate::reconcile::{Context, Key, Stores, reconcile};
 use vdi_core::clock::ServerClock;
 
@@ -51,17 +56,26 @@ const LONGEST_WAIT: Duration = Duration::from_secs(24 * 3600);
 /// kubectl's copy of the last applied object: never read, often large.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
+/// What the work queue holds: a member, or a managed pool.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Work {
+    /// A member's reconcile ([`reconcile`]).
+    Member(Key),
+    /// A managed pool's reconcile ([`crate::pool::reconcile`]).
+    Pool(PoolKey),
+}
+
 /// Watches `api` (with `config`, from the API server's watch cache) into a store, keeping only
 /// the objects `keep` accepts (decided by name, which never changes) and trimming each with
-/// `trim`; yields the member key of every object that changed.
+/// `trim`; yields the work key of every object that changed.
 fn reflect<K>(
     api: Api<K>,
     config: watcher::Config,
     keep: fn(&K) -> bool,
     trim: fn(&mut K),
-    key: fn(&K) -> Option<Key>,
+    key: fn(&K) -> Option<Work>,
     what: &'static str,
-) -> (Store<K>, impl Stream<Item = Key> + Send)
+) -> (Store<K>, impl Stream<Item = Work> + Send)
 where
     K: Resource<DynamicType = ()>
         + Clone
@@ -155,16 +169,55 @@ fn vm_key(vm: &VirtualMachine) -> Option<Key> {
     })
 }
 
+fn pool_key(pool: &DesktopPool) -> Option<PoolKey> {
+    Some(PoolKey {
+        namespace: pool.namespace()?,
+        pool: pool.name_any(),
+    })
+}
+
+/// The managed pool `key`'s member belongs to: its VM's pool label, else (a member without a
+/// VM) the DesktopPool in its namespace whose `<pool>-<index>` is its name.
+fn pool_of(stores: &Stores, key: &Key) -> Option<PoolKey> {
+    let vm = stores
+        .vms
+        .get(&reflector::ObjectRef::new(&key.member).within(&key.namespace));
+    let pool = match vm {
+        Some(vm) => vm.labels().get(POOL_LABEL)?.clone(),
+        None => stores
+            .pools
+            .state()
+            .iter()
+            .filter(|p| p.namespace().as_deref() == Some(key.namespace.as_str()))
+            .map(|p| p.name_any())
+            .find(|p| index_of(p, &key.member).is_some())?,
+    };
+    Some(PoolKey {
+        namespace: key.namespace.clone(),
+        pool,
+    })
+}
+
+/// Queues `work` now; a member's pool with it.
+fn schedule(queue: &mut Queue, stores: &Stores, work: Work, when: Instant) {
+    if let Work::Member(key) = &work
+        && let Some(pool) = pool_of(stores, key)
+    {
+        queue.schedule(Work::Pool(pool), when);
+    }
+    queue.schedule(work, when);
+}
+
 /// The work queue: each member at most once, at its earliest asked time.
 #[derive(Default)]
 struct Queue {
-    due: BTreeSet<(Instant, Key)>,
-    at: HashMap<Key, Instant>,
+    due: BTreeSet<(Instant, Work)>,
+    at: HashMap<Work, Instant>,
 }
 
 impl Queue {
     /// Queues `key` for `when`, unless it is queued for earlier already.
-    fn schedule(&mut self, key: Key, when: Instant) {
+    fn schedule(&mut self, key: Work, when: Instant) {
         if let Some(&queued) = self.at.get(&key) {
             if queued <= when {
                 return;
@@ -176,7 +229,7 @@ impl Queue {
     }
 
     /// The first member due by `now`.
-    fn pop_due(&mut self, now: Instant) -> Option<Key> {
+    fn pop_due(&mut self, now: Instant) -> Option<Work> {
         let (when, _) = self.due.first()?;
         if *when > now {
             return None;
@@ -205,7 +258,7 @@ pub async fn lead(
         watcher::Config::default().labels(POOL_LABEL),
         |_| true,
         trim_vm,
-        vm_key,
+        |vm| vm_key(vm).map(Work::Member),
         "pool member VirtualMachines",
     );
     let (leases, lease_keys) = reflect(
@@ -214,7 +267,7 @@ pub async fn lead(
         watcher::Config::default().fields("metadata.namespace!=kube-node-lease"),
         is_claim_lease,
         |_| {},
-        lease_key,
+        |l| lease_key(l).map(Work::Member),
         "claim Leases",
     );
     let managed = format!("{MANAGED_BY_LABEL}={BROKER_NAME}");
@@ -223,7 +276,7 @@ pub async fn lead(
         watcher::Config::default().labels(&managed),
         is_grant,
         |_| {},
-        grant_key,
+        |r| grant_key(r).map(Work::Member),
         "grant Roles",
     );
     let (bindings, binding_keys) = reflect(
@@ -231,7 +284,7 @@ pub async fn lead(
         watcher::Config::default().labels(&managed),
         is_grant,
         |_| {},
-        grant_key,
+        |b| grant_key(b).map(Work::Member),
         "grant RoleBindings",
     );
     let (pools, pool_keys) = reflect(
@@ -239,7 +292,7 @@ pub async fn lead(
         watcher::Config::default(),
         |_| true,
         |_| {},
-        |_| None,
+        |p| pool_key(p).map(Work::Pool),
         "DesktopPools",
     );
     let stores = Stores {
@@ -249,14 +302,15 @@ pub async fn lead(
         bindings,
         pools,
     };
-    let ctx = std::sync::Arc::new(Context {
-        client: client.clone(),
+    crate::pool::set_identity(&identity);
+    let ctx = std::sync::Arc::new(Context::new(
+        client.clone(),
         streams,
         clock,
         margin,
         identity,
-        stores: stores.clone(),
-    });
+        stores.clone(),
+    ));
     let mut triggers = pin!(futures::stream::select(
         futures::stream::select(
             futures::stream::select(vm_keys, lease_keys),
@@ -276,10 +330,10 @@ pub async fn lead(
     let mut ready = pin!(ready);
     let mut listed = false;
     let mut queue = Queue::default();
-    let mut running: HashSet<Key> = HashSet::new();
-    let mut again: HashSet<Key> = HashSet::new();
-    let mut tasks: JoinSet<(Key, anyhow::Result<Option<jiff::Timestamp>>)> = JoinSet::new();
-    let mut pass: Option<HashSet<Key>> = None;
+    let mut running: HashSet<Work> = HashSet::new();
+    let mut again: HashSet<Work> = HashSet::new();
+    let mut tasks: JoinSet<(Work, anyhow::Result<Option<jiff::Timestamp>>)> = JoinSet::new();
+    let mut pass: Option<HashSet<Work>> = None;
     let mut passes = tokio::time::interval(PASS_INTERVAL);
     passes.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -294,7 +348,10 @@ pub async fn lead(
                 running.insert(key.clone());
                 let ctx = ctx.clone();
                 tasks.spawn(async move {
-                    let result = reconcile(&ctx, &key).await;
+                    let result = match &key {
+                        Work::Member(member) => reconcile(&ctx, member).await,
+                        Work::Pool(pool) => crate::pool::reconcile(&ctx, pool).await,
+                    };
                     (key, result)
                 });
             }
@@ -304,7 +361,7 @@ pub async fn lead(
             .filter(|_| listed && running.len() < CONCURRENCY);
         tokio::select! {
             key = triggers.next() => match key {
-                Some(key) => queue.schedule(key, Instant::now()),
+                Some(key) => schedule(&mut queue, &stores, key, Instant::now()),
                 None => {
                     tracing::error!("the watches ended");
                     return;
@@ -331,7 +388,11 @@ pub async fn lead(
                     }
                     Ok(None) => {}
                     Err(e) => {
-                        tracing::warn!(namespace = %key.namespace, member = %key.member, "{e:#}; retrying in {}s", ERROR_RETRY.as_secs());
+                        let (namespace, name) = match &key {
+                            Work::Member(k) => (&k.namespace, &k.member),
+                            Work::Pool(k) => (&k.namespace, &k.pool),
+                        };
+                        tracing::warn!(%namespace, %name, "{e:#}; retrying in {}s", ERROR_RETRY.as_secs());
                         queue.schedule(key.clone(), Instant::now() + ERROR_RETRY);
                     }
                 }
@@ -356,16 +417,17 @@ pub async fn lead(
     }
 }
 
-/// Queues every known member now; returns them (the pass is complete when each has run), or
+/// Queues every known member and managed pool now; returns the members (the pass is complete
+/// when each has run), or
 /// `None` when there is none (the pass is complete at once: its annotation is written).
 async fn start_pass(
     stores: &Stores,
     queue: &mut Queue,
     client: &Client,
     clock: &ServerClock,
-) -> Option<HashSet<Key>> {
+) -> Option<HashSet<Work>> {
     let now = Instant::now();
-    let keys: HashSet<Key> = stores
+    let keys: HashSet<Work> = stores
         .vms
         .state()
         .iter()
@@ -385,7 +447,12 @@ async fn start_pass(
                 .iter()
                 .filter_map(|b| grant_key(b.as_ref())),
         )
+        .map(Work::Member)
         .collect();
+    // Pools too, but the pass does not wait for them: a pool's grow may take minutes.
+    for pool in stores.pools.state().iter().filter_map(|p| pool_key(p)) {
+        queue.schedule(Work::Pool(pool), now);
+    }
     if keys.is_empty() {
         last_reconcile(client, clock).await;
         return None;
@@ -423,19 +490,23 @@ mod tests {
         }
     }
 
+    fn work(member: &str) -> Work {
+        Work::Member(key(member))
+    }
+
     #[test]
     fn the_queue_holds_each_member_once_at_its_earliest_time() {
         let now = Instant::now();
         let later = now + Duration::from_secs(60);
         let mut queue = Queue::default();
-        queue.schedule(key("a"), later);
-        queue.schedule(key("b"), now);
-        queue.schedule(key("a"), now + Duration::from_secs(1));
-        queue.schedule(key("a"), later);
+        queue.schedule(work("a"), later);
+        queue.schedule(work("b"), now);
+        queue.schedule(work("a"), now + Duration::from_secs(1));
+        queue.schedule(work("a"), later);
         assert_eq!(queue.next(), Some(now));
-        assert_eq!(queue.pop_due(now), Some(key("b")));
+        assert_eq!(queue.pop_due(now), Some(work("b")));
         assert_eq!(queue.pop_due(now), None, "a is due in 1 s, not now");
-        assert_eq!(queue.pop_due(later), Some(key("a")));
+        assert_eq!(queue.pop_due(later), Some(work("a")));
         assert_eq!((queue.pop_due(later), queue.next()), (None, None));
     }
 

@@ -12,6 +12,7 @@ pub mod election;
 pub mod events;
 pub mod grant;
 pub mod options;
+pub mod pool;
 pub mod reconcile;
 
 use jiff::Timestamp;

@@ -105,7 +105,7 @@ fn assignment(state: MemberState, holder: Option<&str>) -> Option<String> {
 /// and was created no earlier than the clone object (KubeVirt creates the target only after its
 /// clone object exists, and never over an existing VM). Anyone who may create clone objects can
 /// label one with the pool and name any VM as its target; neither proves the VM was made by it.
-fn unproven(vm: &VirtualMachine, clone: &DynamicObject) -> Option<String> {
+pub(super) fn unproven(vm: &VirtualMachine, clone: &DynamicObject) -> Option<String> {
     let clone_name = clone.name_any();
     let created = |meta: &kube::api::ObjectMeta| meta.creation_timestamp.as_ref().map(|t| t.0);
     match (created(&vm.metadata), created(&clone.metadata)) {

@@ -28,16 +28,30 @@ pub(super) struct Namespaced {
     pub(super) clones: Api<DynamicObject>,
     /// Leases in the namespace.
     pub(super) leases: Api<Lease>,
+    /// The pool exists and `members` are added to it ([`super::add_members`]): its labelled
+    /// VMs are no conflict.
+    pub(super) existing: bool,
 }
 
 impl Namespaced {
-    /// Refuses (naming the object) if the pool exists, a member name is taken, a clone object
+    /// Refuses (naming the object) if the pool exists (unless [`Namespaced::existing`]), a
+    /// member name is taken, a clone object
     /// other than those of run `own_run` targets a member, or a member's claim Lease exists.
     pub(super) async fn check_free(&self, own_run: Option<&str>) -> Result<()> {
         let ns = &self.namespace;
         let pool = &self.pool;
         let delete_hint = format!("corral-vdi pool delete {pool} -n {ns}");
 
+        if !self.existing {
+            self.check_no_pool(&delete_hint).await?;
+        }
+        self.check_names_free(own_run, &delete_hint).await
+    }
+
+    /// Refuses if a VM carries the pool's label.
+    async fn check_no_pool(&self, delete_hint: &str) -> Result<()> {
+        let ns = &self.namespace;
+        let pool = &self.pool;
         let labelled = self
             .vms
             .list_metadata(&ListParams::default().labels(&format!("{POOL_LABEL}={pool}")))
@@ -63,6 +77,13 @@ impl Namespaced {
             ));
         }
 
+        Ok(())
+    }
+
+    /// Refuses if a member name is taken by a VM, a clone object or a claim Lease.
+    async fn check_names_free(&self, own_run: Option<&str>, delete_hint: &str) -> Result<()> {
+        let ns = &self.namespace;
+        let pool = &self.pool;
         let members: BTreeSet<&str> = self.members.iter().map(String::as_str).collect();
         let all = self
             .vms

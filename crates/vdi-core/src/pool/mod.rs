@@ -62,6 +62,7 @@
 //! another name) is listed as left alone. It refuses while any member is assigned (label or
 //! active Lease) unless forced. Run twice, the second run finds nothing to delete and succeeds.
 
+mod add;
 mod candidates;
 mod capacity;
 mod clone;
@@ -81,6 +82,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+pub use add::add_members;
 pub use candidates::{GoldenCandidate, NewPool, golden_candidates};
 pub use capacity::capacity_preview;
 pub use clone::format_duration;
@@ -320,6 +322,7 @@ where
         vms,
         clones: Api::namespaced_with(client.clone(), ns, &clone_api.resource),
         leases: Api::namespaced(client.clone(), ns),
+        existing: false,
     };
     scope.check_free(None).await?;
 

@@ -1,0 +1,415 @@
+//! One managed pool's reconcile: read its DesktopPool, members and claim Leases from the
+//! stores, [`plan`] what they ask for, do it, and write the status.
+//!
+//! Order: removals are finished and taken first, then the warm buffer, then the status is
+//! written, and last the missing members are cloned ([`vdi_core::pool::add_members`], which
+//! blocks this pool's reconcile, and only this pool's, for as long as the clones take). A grow
+//! that is refused (golden VM missing or not clonable, capacity, a name taken) becomes the
+//! `Ready=False GrowFailed` condition and one `GrowFailed` Event per new message, and is tried
+//! again after [`GROW_RETRY`], not in a loop.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::Recorder;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use tokio::time::Instant;
+use vdi_core::audit::Facts;
+use vdi_core::labels::{
+    ASSIGNED_TO_LABEL, BROKER_USER, POOL_LABEL, REMOVING_ANNOTATION, lease_name, member_of_lease,
+};
+use vdi_core::lease::{ClaimLease, lease_view};
+use vdi_core::policy::DesktopPool;
+use vdi_core::pool::member_name;
+use vdi_core::resources::VirtualMachine;
+
+use super::plan::{LeaseSeen, Plan, Seen, VmSeen, plan};
+use super::status::{self, Judged};
+use super::take::{self, Removal};
+use crate::events::{self, Act};
+use crate::reconcile::Context;
+
+/// How soon a refused or failed grow is tried again.
+pub const GROW_RETRY: Duration = Duration::from_secs(60);
+
+/// A managed pool: its namespace and name (the DesktopPool's).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PoolKey {
+    /// The pool's namespace.
+    pub namespace: String,
+    /// The pool (and DesktopPool) name.
+    pub pool: String,
+}
+
+/// The last failed grow of each pool: when, and the sentence.
+static GROW_FAILURES: Mutex<Option<HashMap<PoolKey, (Instant, String)>>> = Mutex::new(None);
+
+fn failure(key: &PoolKey) -> Option<(Instant, String)> {
+    GROW_FAILURES.lock().ok()?.as_ref()?.get(key).cloned()
+}
+
+fn set_failure(key: &PoolKey, failed: Option<String>) {
+    if let Ok(mut map) = GROW_FAILURES.lock() {
+        let map = map.get_or_insert_with(HashMap::new);
+        match failed {
+            Some(why) => map.insert(key.clone(), (Instant::now(), why)),
+            None => map.remove(key),
+        };
+    }
+}
+
+/// The index of `name` in `pool` (`<pool>-<index>`, written as [`member_name`] writes it).
+pub fn index_of(pool: &str, name: &str) -> Option<u32> {
+    let index: u32 = name.strip_prefix(pool)?.strip_prefix('-')?.parse().ok()?;
+    (index >= 1 && member_name(pool, index) == name).then_some(index)
+}
+
+/// What the loop reads of a claim Lease at `now` (see [`LeaseSeen`]).
+pub fn lease_seen(lease: &ClaimLease, now: Timestamp, margin: SignedDuration) -> LeaseSeen {
+    if lease.metadata.deletion_timestamp.is_some() {
+        return LeaseSeen::Claimed;
+    }
+    let view = lease_view(lease, now);
+    match view.holder.as_deref() {
+        None => LeaseSeen::Idle,
+        Some(BROKER_USER) => LeaseSeen::Broker,
+        Some(_) if view.problem.is_some() => LeaseSeen::Claimed,
+        Some(_) => match view.expires_at.and_then(|e| e.checked_add(margin).ok()) {
+            Some(end) if end <= now => LeaseSeen::Idle,
+            _ => LeaseSeen::Claimed,
+        },
+    }
+}
+
+fn vm_seen(vm: &VirtualMachine) -> VmSeen {
+    let power = vm.printable_status();
+    VmSeen {
+        running: vdi_core::claim::runs(power),
+        stopped: power == "Stopped",
+        labelled: vm
+            .labels()
+            .get(ASSIGNED_TO_LABEL)
+            .is_some_and(|l| !l.is_empty()),
+        removing: vm
+            .annotations()
+            .get(REMOVING_ANNOTATION)
+            .and_then(|w| Removal::parse(w)),
+        deleting: vm.metadata.deletion_timestamp.is_some(),
+    }
+}
+
+/// A pool's members and Leases as the stores hold them, by index.
+pub(super) struct Members {
+    pub(super) vms: HashMap<u32, Arc<VirtualMachine>>,
+    pub(super) leases: HashMap<u32, Arc<ClaimLease>>,
+}
+
+fn gather(ctx: &Context, key: &PoolKey) -> Members {
+    let PoolKey { namespace, pool } = key;
+    let ns = Some(namespace.as_str());
+    let mut vms = HashMap::new();
+    for vm in ctx.stores.vms.state() {
+        if vm.metadata.namespace.as_deref() == ns
+            && vm.labels().get(POOL_LABEL) == Some(pool)
+            && let Some(i) = index_of(pool, &vm.name_any())
+        {
+            vms.insert(i, vm);
+        }
+    }
+    let mut leases = HashMap::new();
+    for lease in ctx.stores.leases.state() {
+        let name = lease.name_any();
+        let Some(member) = member_of_lease(&name) else {
+            continue;
+        };
+        let Some(i) = index_of(pool, member) else {
+            continue;
+        };
+        // The Lease of a VM of another pool that happens to bear this pool's member name.
+        let other = ctx
+            .stores
+            .vms
+            .get(&ObjectRef::new(member).within(namespace));
+        if lease.metadata.namespace.as_deref() == ns
+            && other.is_none_or(|vm| vm.labels().get(POOL_LABEL) == Some(pool))
+        {
+            leases.insert(i, lease);
+        }
+    }
+    Members { vms, leases }
+}
+
+fn seen(members: &Members, now: Timestamp, margin: SignedDuration) -> Vec<Seen> {
+    let mut indices: Vec<u32> = members
+        .vms
+        .keys()
+        .chain(members.leases.keys())
+        .copied()
+        .collect();
+    indices.sort_unstable();
+    indices.dedup();
+    indices
+        .into_iter()
+        .map(|index| Seen {
+            index,
+            vm: members.vms.get(&index).map(|vm| vm_seen(vm)),
+            lease: members
+                .leases
+                .get(&index)
+                .map_or(LeaseSeen::None, |l| lease_seen(l, now, margin)),
+        })
+        .collect()
+}
+
+/// A VM's reference for an Event (one that may not be in the store yet).
+pub(super) fn vm_ref(namespace: &str, name: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("kubevirt.io/v1".into()),
+        kind: Some("VirtualMachine".into()),
+        name: Some(name.into()),
+        namespace: Some(namespace.into()),
+        ..Default::default()
+    }
+}
+
+/// One pool being reconciled.
+pub(super) struct Work<'a> {
+    pub(super) ctx: &'a Context,
+    pub(super) key: &'a PoolKey,
+    recorder: Recorder,
+}
+
+impl Work<'_> {
+    pub(super) async fn record(
+        &self,
+        regarding: &ObjectReference,
+        reason: &str,
+        action: &str,
+        warning: bool,
+        why: Option<&str>,
+        text: String,
+    ) {
+        let act = Act {
+            reason,
+            action,
+            warning,
+            facts: Facts {
+                by: Some(BROKER_USER.to_owned()),
+                pool: self.key.pool.clone(),
+                why: why.map(str::to_owned),
+                ..Default::default()
+            },
+            text,
+        };
+        events::record(&self.recorder, regarding, &self.key.namespace, act).await;
+    }
+
+    pub(super) fn member(&self, index: u32) -> String {
+        member_name(&self.key.pool, index)
+    }
+}
+
+/// Reconciles the managed pool `key` (nothing for a pool without a DesktopPool); returns when
+/// to look at it again without an event.
+///
+/// Errors: a request failed (the caller retries); the status is written before.
+pub async fn reconcile(ctx: &Context, key: &PoolKey) -> anyhow::Result<Option<Timestamp>> {
+    let Some(desktop_pool) = ctx
+        .stores
+        .pools
+        .get(&ObjectRef::new(&key.pool).within(&key.namespace))
+    else {
+        return Ok(None);
+    };
+    let now = ctx.clock.now();
+    let members = gather(ctx, key);
+    let seen = seen(&members, now, ctx.margin);
+    let work = Work {
+        ctx,
+        key,
+        recorder: take::recorder(&ctx.client),
+    };
+    let PoolKey { namespace, pool } = key;
+    let policy = match desktop_pool.policy() {
+        Ok(policy) => policy,
+        Err(problem) => {
+            let message = format!(
+                "DesktopPool {pool} in namespace \"{namespace}\" is not applied: {problem}; fix it \
+                 with `kubectl edit desktoppool {pool} -n {namespace}` (nothing is resized, warmed \
+                 or reclaimed by its policy meanwhile)"
+            );
+            let largest = seen.iter().map(|s| s.index).max().unwrap_or(0);
+            let mut counts = plan(largest, 0, &seen).counts;
+            counts.creating = 0;
+            let judged = [
+                judged("Ready", false, "PolicyInvalid", message.clone()),
+                judged("Resizing", false, "PolicyInvalid", message.clone()),
+                judged("PolicyInvalid", true, "PolicyInvalid", message.clone()),
+            ];
+            if status::message(&desktop_pool, "PolicyInvalid") != Some(message.as_str()) {
+                let regarding = desktop_pool.object_ref(&());
+                work.record(&regarding, "PolicyInvalid", "Refuse", true, None, message)
+                    .await;
+            }
+            status::write(
+                &ctx.client,
+                &desktop_pool,
+                &status::status(&desktop_pool, counts, &judged, now),
+            )
+            .await?;
+            return Ok(None);
+        }
+    };
+    let planned = plan(policy.size, policy.warm, &seen);
+    let resized = desktop_pool.status.as_ref().is_some_and(|s| {
+        s.observed_generation.is_some()
+            && s.observed_generation != desktop_pool.metadata.generation
+            && i64::from(s.members) != i64::from(policy.size)
+    });
+    if resized {
+        let had = desktop_pool.status.as_ref().map_or(0, |s| s.members);
+        let text = format!(
+            "pool {pool} resized: {had} → {} members (free members above the size are removed, \
+             claimed ones once released; missing ones cloned from {})",
+            policy.size, policy.golden
+        );
+        work.record(
+            &desktop_pool.object_ref(&()),
+            "Resized",
+            "Resize",
+            false,
+            None,
+            text,
+        )
+        .await;
+    }
+    let errors = work.act(&planned, &members).await;
+    // Grow last: it blocks this pool's reconcile while the clones run.
+    let retry_at = failure(key).filter(|(at, _)| at.elapsed() < GROW_RETRY);
+    let grow = !planned.clone.is_empty() && retry_at.is_none();
+    let failed = retry_at.map(|(_, why)| why);
+    let judged = judge(key, &planned, policy.size, grow, failed.as_deref());
+    let before = status::status(&desktop_pool, planned.counts, &judged, now);
+    status::write(&ctx.client, &desktop_pool, &before).await?;
+    if grow {
+        let failed = work.grow(&policy.golden, &planned.clone).await;
+        if let Some(why) = &failed
+            && status::message(&desktop_pool, "Ready") != Some(why.as_str())
+        {
+            let regarding = desktop_pool.object_ref(&());
+            work.record(&regarding, "GrowFailed", "Resize", true, None, why.clone())
+                .await;
+        }
+        let mut counts = planned.counts;
+        counts.creating = 0;
+        let judged = judge(key, &planned, policy.size, false, failed.as_deref());
+        // As written just now, so that the second write compares with it.
+        let written = DesktopPool {
+            status: Some(before),
+            ..(*desktop_pool).clone()
+        };
+        status::write(
+            &ctx.client,
+            &written,
+            &status::status(&desktop_pool, counts, &judged, now),
+        )
+        .await?;
+        set_failure(key, failed);
+    }
+    if let Some(e) = errors.into_iter().next() {
+        return Err(e);
+    }
+    Ok(failure(key).and_then(|(at, _)| {
+        let wait = GROW_RETRY.saturating_sub(at.elapsed());
+        now.checked_add(SignedDuration::try_from(wait).ok()?).ok()
+    }))
+}
+
+fn judged(kind: &'static str, holds: bool, reason: &'static str, message: String) -> Judged {
+    Judged {
+        kind,
+        holds,
+        reason,
+        message,
+    }
+}
+
+/// The conditions for `planned` (see [`super::status`]); `growing`: the clones run now;
+/// `failed`: the last grow's failure, while it is not tried again.
+fn judge(
+    key: &PoolKey,
+    planned: &Plan,
+    size: u32,
+    growing: bool,
+    failed: Option<&str>,
+) -> Vec<Judged> {
+    let PoolKey { namespace, pool } = key;
+    let names = |indices: &[u32]| {
+        indices
+            .iter()
+            .map(|i| member_name(pool, *i))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut busy = Vec::new();
+    if growing {
+        busy.push(format!("cloning {}", names(&planned.clone)));
+    }
+    if planned.counts.removing > 0 {
+        busy.push(format!("removing {} member(s)", planned.counts.removing));
+    }
+    if !planned.waiting.is_empty() {
+        busy.push(format!(
+            "{} above size {size} stay(s) until released",
+            names(&planned.waiting)
+        ));
+    }
+    if !planned.blocked.is_empty() {
+        busy.push(format!(
+            "{} cannot be cloned: a claim Lease of that name exists without its VM (delete it: \
+             `kubectl delete lease -n {namespace} {}`)",
+            names(&planned.blocked),
+            planned
+                .blocked
+                .iter()
+                .map(|i| lease_name(&member_name(pool, *i)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ));
+    }
+    let c = planned.counts;
+    let summary = format!(
+        "{} member(s) of {size}: {} free ({} running), {} claimed",
+        c.members, c.free, c.warm, c.claimed
+    );
+    let resizing = !busy.is_empty();
+    let mut out = vec![judged(
+        "Resizing",
+        resizing,
+        if resizing { "Resizing" } else { "SizeReached" },
+        if resizing {
+            busy.join("; ")
+        } else {
+            summary.clone()
+        },
+    )];
+    out.insert(
+        0,
+        match failed {
+            Some(why) => judged("Ready", false, "GrowFailed", why.to_owned()),
+            None if resizing => judged("Ready", false, "Resizing", busy.join("; ")),
+            None => judged("Ready", true, "Ready", summary),
+        },
+    );
+    out.push(judged(
+        "PolicyInvalid",
+        false,
+        "PolicyValid",
+        format!("DesktopPool {pool} is applied"),
+    ));
+    out
+}

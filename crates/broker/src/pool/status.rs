@@ -1,0 +1,148 @@
+//! A managed pool's `.status` (the `status` subresource of its DesktopPool): the counts of
+//! [`super::plan::Counts`], `observedGeneration`, and three conditions (Kubernetes' `Condition`
+//! convention, `metav1.Condition`):
+//! - `Ready`: size and warm reached, nothing being cloned or removed, no problem; `False` with
+//!   a reason (`Resizing`, `GrowFailed`, `PolicyInvalid`) and a message naming the object and
+//!   the fix otherwise;
+//! - `Resizing`: members are being cloned or removed, or claimed members above the size wait
+//!   for their release;
+//! - `PolicyInvalid`: the spec cannot be read ([`vdi_core::policy::DesktopPool::policy`]); the
+//!   broker then does nothing to the pool.
+//!
+//! Written only when it changed (a condition keeps its `lastTransitionTime` while its status
+//! stays), with a merge patch of `status` (field manager `corral-vdi-broker`).
+
+use anyhow::Context as _;
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use vdi_core::labels::BROKER_NAME;
+use vdi_core::policy::{DesktopPool, DesktopPoolStatus};
+
+use super::plan::Counts;
+
+/// One condition as the loop judges it (`type`, `True`/`False`, reason, message).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Judged {
+    /// `type`.
+    pub kind: &'static str,
+    /// `status` is `True`.
+    pub holds: bool,
+    /// `reason` (CamelCase).
+    pub reason: &'static str,
+    /// `message`.
+    pub message: String,
+}
+
+/// The status to write for `pool` with these counts and conditions; conditions that did not
+/// change status keep their `lastTransitionTime`.
+pub fn status(
+    pool: &DesktopPool,
+    counts: Counts,
+    judged: &[Judged],
+    now: Timestamp,
+) -> DesktopPoolStatus {
+    let old = pool
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    let generation = pool.metadata.generation;
+    let conditions = judged
+        .iter()
+        .map(|j| {
+            let status = if j.holds { "True" } else { "False" };
+            let since = old
+                .iter()
+                .find(|c| c.type_ == j.kind && c.status == status)
+                .map_or(Time(now), |c| c.last_transition_time.clone());
+            Condition {
+                type_: j.kind.to_owned(),
+                status: status.to_owned(),
+                reason: j.reason.to_owned(),
+                message: j.message.clone(),
+                last_transition_time: since,
+                observed_generation: generation,
+            }
+        })
+        .collect();
+    DesktopPoolStatus {
+        observed_generation: generation,
+        members: counts.members,
+        free: counts.free,
+        claimed: counts.claimed,
+        warm: counts.warm,
+        creating: counts.creating,
+        conditions,
+    }
+}
+
+/// The message of condition `kind` in the status as it is, if any.
+pub fn message<'a>(pool: &'a DesktopPool, kind: &str) -> Option<&'a str> {
+    pool.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == kind)
+        .map(|c| c.message.as_str())
+}
+
+/// Writes `status` on `pool` unless it holds it already. Whether it wrote.
+///
+/// Errors: the patch failed (a DesktopPool deleted meanwhile is no error).
+pub async fn write(
+    client: &Client,
+    pool: &DesktopPool,
+    status: &DesktopPoolStatus,
+) -> anyhow::Result<bool> {
+    if pool.status.as_ref() == Some(status) {
+        return Ok(false);
+    }
+    let namespace = pool.namespace().unwrap_or_default();
+    let name = pool.name_any();
+    let api: Api<DesktopPool> = Api::namespaced(client.clone(), &namespace);
+    let params = PatchParams {
+        field_manager: Some(BROKER_NAME.into()),
+        ..PatchParams::default()
+    };
+    match api
+        .patch_status(&name, &params, &Patch::Merge(&json!({ "status": status })))
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(e) => Err(e).with_context(|| {
+            format!("write the status of DesktopPool {name} in namespace \"{namespace}\"")
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vdi_core::policy::DesktopPoolSpec;
+
+    #[test]
+    fn a_condition_keeps_its_transition_time_while_its_status_stays() {
+        let mut pool = DesktopPool::new("dev", DesktopPoolSpec::default());
+        pool.metadata.generation = Some(3);
+        let ready = |holds| Judged {
+            kind: "Ready",
+            holds,
+            reason: "Ready",
+            message: "m".into(),
+        };
+        let t0: Timestamp = "2026-12-04T10:00:00Z".parse().unwrap();
+        let t1: Timestamp = "2026-12-04T11:00:00Z".parse().unwrap();
+        let first = status(&pool, Counts::default(), &[ready(true)], t0);
+        assert_eq!(first.observed_generation, Some(3));
+        pool.status = Some(first.clone());
+        let again = status(&pool, Counts::default(), &[ready(true)], t1);
+        assert_eq!(again, first, "nothing changed: nothing to write");
+        let flipped = status(&pool, Counts::default(), &[ready(false)], t1);
+        assert_eq!(flipped.conditions[0].last_transition_time, Time(t1));
+        assert_eq!(message(&pool, "Ready"), Some("m"));
+    }
+}
