@@ -10,13 +10,19 @@
 //!
 //! Each command is an adapter over one vdi-core call (`connect::Connector`), the one the app
 //! makes too: the same steps in the same order, so the same refusals.
+//!
+//! While `vnc`, `port-forward` (`ssh`'s ProxyCommand among them) and `rdp` run, the caller's
+//! claim on the member is renewed, as the app renews it while a session is open (vdi-core
+//! `Supervisor::renew_claims`: managed pools only); `keep` renews it once on a reclaim notice.
 
 use std::time::Duration;
 
 use clap::Args;
+use vdi_core::clock::describe_instant;
 use vdi_core::cluster::KubeconfigSource;
 use vdi_core::connect::{self, Connector, PathKind, PortSpec, SSH_PORT};
-use vdi_core::session::{SessionKind, SessionView, Supervisor, Target};
+use vdi_core::identity::Actor;
+use vdi_core::session::{ClaimRenewal, SessionKind, SessionView, Supervisor, Target};
 
 /// The member and its namespace, shared by the connect commands.
 #[derive(Args)]
@@ -89,6 +95,23 @@ pub struct SshArgs {
 struct Reach {
     connector: Connector,
     ns: String,
+    /// The ordinary client (retries), for the claim's renewal.
+    client: kube::Client,
+}
+
+impl Reach {
+    /// Starts renewing the caller's claims while this command's sessions are open. When the
+    /// cluster does not say who the caller is, nothing is renewed, with a warning: reaching
+    /// the desktop does not depend on it.
+    async fn renewal(&self) -> Option<ClaimRenewal> {
+        match Actor::connect(self.client.clone()).await {
+            Ok(actor) => Some(self.connector.supervisor.renew_claims(actor)),
+            Err(e) => {
+                err!("warning: your claim is not renewed while connected: {e}");
+                None
+            }
+        }
+    }
 }
 
 /// Reads the kubeconfig and picks the namespace (the core checks the names, before any
@@ -106,6 +129,7 @@ async fn open(
     Ok(Reach {
         connector: Connector::new(conn.streams, Supervisor::new()),
         ns: namespace,
+        client: conn.client,
     })
 }
 
@@ -121,7 +145,7 @@ pub async fn connect(
     context: Option<&str>,
     args: MemberArgs,
 ) -> vdi_core::Result<()> {
-    let Reach { connector, ns } = open(source, context, &args).await?;
+    let Reach { connector, ns, .. } = open(source, context, &args).await?;
     crate::claim_side(&connector.client).await;
     let paths = connect::paths(&connector.client, &ns, &args.member).await?;
     let member = &args.member;
@@ -204,7 +228,9 @@ pub async fn vnc(
     context: Option<&str>,
     args: VncArgs,
 ) -> vdi_core::Result<()> {
-    let Reach { connector, ns } = open(source, context, &args.target).await?;
+    let reach = open(source, context, &args.target).await?;
+    let _renewal = reach.renewal().await;
+    let Reach { connector, ns, .. } = reach;
     let member = &args.target.member;
     let id = if args.proxy_only {
         let target = Target::Vnc {
@@ -243,7 +269,9 @@ pub async fn port_forward(
             "pass one REMOTE port with --stdio",
         ));
     }
-    let Reach { connector, ns } = open(source, context, &args.target).await?;
+    let reach = open(source, context, &args.target).await?;
+    let _renewal = reach.renewal().await;
+    let Reach { connector, ns, .. } = reach;
     let member = &args.target.member;
     let supervisor = &connector.supervisor;
     if args.stdio {
@@ -283,7 +311,9 @@ pub async fn rdp(
     context: Option<&str>,
     args: RdpArgs,
 ) -> vdi_core::Result<()> {
-    let Reach { connector, ns } = open(source, context, &args.target).await?;
+    let reach = open(source, context, &args.target).await?;
+    let _renewal = reach.renewal().await;
+    let Reach { connector, ns, .. } = reach;
     let member = &args.target.member;
     let id = match &args.rdp_file {
         Some(path) => {
@@ -314,7 +344,7 @@ pub async fn ssh(
     args: SshArgs,
     relaunch: Relaunch,
 ) -> vdi_core::Result<std::process::ExitCode> {
-    let Reach { connector, ns } = open(source, context, &args.target).await?;
+    let Reach { connector, ns, .. } = open(source, context, &args.target).await?;
     let member = &args.target.member;
     let me = std::env::current_exe()
         .map_err(|e| vdi_core::Error::Config(format!("where is this program: {e}")))?;
@@ -349,4 +379,41 @@ pub async fn ssh(
             .and_then(|c| u8::try_from(c).ok())
             .unwrap_or(1),
     ))
+}
+
+/// `keep <member>`: Keep on a reclaim notice — renews the caller's claim and records the time
+/// (vdi-core `claim::renew::keep`); refused past the pool's `maxSession`, and for a member the
+/// caller does not hold.
+pub async fn keep(
+    source: &KubeconfigSource,
+    context: Option<&str>,
+    args: MemberArgs,
+) -> vdi_core::Result<()> {
+    let conn = source.connect(context).await?;
+    let ns = args
+        .namespace
+        .clone()
+        .unwrap_or_else(|| conn.default_namespace.clone());
+    vdi_core::claim::check_unassign(&ns, &args.member)?;
+    let actor = Actor::connect(conn.client).await?;
+    let kept = vdi_core::claim::renew::keep(&actor, &ns, &args.member).await?;
+    let now = actor.clock().now();
+    out!(
+        "kept {}: the claim now lasts until {} unless renewed",
+        args.member,
+        describe_instant(kept.renewed.expires_at, now)
+    );
+    if let Some(next) = kept.next_reclaim {
+        let how = if next.keepable {
+            "Keep or a session postpones it"
+        } else {
+            "nothing extends it"
+        };
+        out!(
+            "next reclaim: {} ({}; {how})",
+            describe_instant(next.at, now),
+            next.why.as_str()
+        );
+    }
+    Ok(())
 }

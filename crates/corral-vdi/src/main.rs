@@ -164,6 +164,9 @@ enum Command {
     Rdp(connect_cmd::RdpArgs),
     /// SSH to a member (guest port 22) through a forward.
     Ssh(connect_cmd::SshArgs),
+    /// Keep your claim on a member of a managed pool (on a reclaim notice): renews it and
+    /// records the time; refused past the pool's maxSession.
+    Keep(connect_cmd::MemberArgs),
     /// Local USB devices, and redirecting one into your desktop.
     #[command(subcommand)]
     Usb(usb_cmd::UsbCommand),
@@ -268,10 +271,22 @@ fn member_row(m: &MemberView, now: jiff::Timestamp) -> [String; 6] {
     let expires = m.lease.as_ref().and_then(|l| {
         let at = describe_instant(l.expires_at?, now);
         // SPEC: a renewTime ahead of the API server's clock is flagged, never trusted quietly.
-        Some(if l.renew_time_in_future {
+        let at = if l.renew_time_in_future {
             format!("{at} [renewTime ahead of the server's clock]")
         } else {
             at
+        };
+        // A managed pool's claim: when and why it is reclaimed, if not at the Lease's end.
+        Some(match (m.reclaim_why, m.reclaim_at.as_deref()) {
+            (Some(why), Some(reclaim))
+                if why != vdi_core::policy::reclaim::ReclaimWhy::Disconnected =>
+            {
+                let reclaim = reclaim
+                    .parse()
+                    .map_or_else(|_| reclaim.to_owned(), |t| describe_instant(t, now));
+                format!("{at} [reclaim {reclaim}: {}]", why.as_str())
+            }
+            _ => at,
         })
     });
     let claimed = m.claimed_at.as_deref().filter(|c| !c.is_empty()).map(|c| {
@@ -577,6 +592,7 @@ async fn run(cli: Cli) -> vdi_core::Result<ExitCode> {
         Command::PortForward(args) => connect_cmd::port_forward(&source, context, args).await?,
         Command::Rdp(args) => connect_cmd::rdp(&source, context, args).await?,
         Command::Ssh(args) => return connect_cmd::ssh(&source, context, args, relaunch).await,
+        Command::Keep(args) => connect_cmd::keep(&source, context, args).await?,
         Command::Usb(command) => usb_cmd::run(&source, context, command).await?,
         Command::Capacity(args) => return capacity_cmd::run(&source, context, args).await,
     }

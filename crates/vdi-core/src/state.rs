@@ -13,11 +13,17 @@ use kube::ResourceExt;
 use serde::Serialize;
 
 use crate::labels::{
-    self, ASSIGNED_TO_LABEL, BROKER_REASON_ANNOTATION, CLAIMED_AT_ANNOTATION, DecodedLabel,
-    GRANTED_TO_ANNOTATION, POOL_LABEL, lease_name,
+    self, ASSIGNED_TO_LABEL, BROKER_REASON_ANNOTATION, BROKER_USER, CLAIMED_AT_ANNOTATION,
+    DecodedLabel, GRANTED_TO_ANNOTATION, POOL_LABEL, REMOVING_ANNOTATION, lease_name,
 };
 use crate::lease::{ClaimLease, LeaseView, lease_view};
+use crate::policy::DesktopPool;
+use crate::policy::reclaim::ReclaimWhy;
 use crate::resources::VirtualMachine;
+
+mod managed;
+
+pub use managed::{PolicySummary, StateCounts};
 
 /// Who does the cluster's half of a claim (labelling the VM and starting it), which decides
 /// how an active claim reads.
@@ -144,17 +150,27 @@ pub fn member_view_on(
     let lease = lease.map(|l| lease_view(l, now));
     let assigned = vm.labels().get(ASSIGNED_TO_LABEL).filter(|v| !v.is_empty());
     let grant = (side == ClaimSide::Broker).then(|| Grant::of(vm));
-    let state = member_state(assigned.map(String::as_str), lease.as_ref(), grant);
+    let removing = removing(vm, lease.as_ref());
+    let state = match removing {
+        Some(_) => MemberState::Removing,
+        None => member_state(assigned.map(String::as_str), lease.as_ref(), grant),
+    };
+    let state_label = match removing.filter(|why| !why.is_empty()) {
+        Some(why) => format!("{} ({why})", state.label()),
+        None => state.label().to_owned(),
+    };
     let label_holder = assigned.map(|label| label_holder(label));
+    // A member being removed is nobody's claim, the broker's Lease on it included.
     let holder = lease
         .as_ref()
         .and_then(|l| l.holder.clone())
-        .or_else(|| label_holder.clone());
+        .or_else(|| label_holder.clone())
+        .filter(|_| state != MemberState::Removing);
     MemberView {
         name: vm.name_any(),
         namespace: vm.namespace().unwrap_or_default(),
         state,
-        state_label: state.label().to_owned(),
+        state_label,
         claimable: state.claimable(),
         holder,
         label_holder,
@@ -166,7 +182,24 @@ pub fn member_view_on(
             .cloned(),
         lease,
         power: vm.printable_status().to_owned(),
+        reclaim_at: None,
+        reclaim_why: None,
+        notice: false,
+        keepable: false,
     }
+}
+
+/// Whether the broker is removing `vm` from its pool (shrink, reset): why (the VM's
+/// [`REMOVING_ANNOTATION`], `""` when only its Lease says so), or `None`. The broker writes the
+/// annotation once it holds the member's Lease, which it takes as [`BROKER_USER`] first.
+fn removing<'a>(vm: &'a VirtualMachine, lease: Option<&LeaseView>) -> Option<&'a str> {
+    let annotated = vm
+        .annotations()
+        .get(REMOVING_ANNOTATION)
+        .map(String::as_str)
+        .filter(|why| !why.is_empty());
+    let broker_holds = lease.is_some_and(|l| l.active && l.holder.as_deref() == Some(BROKER_USER));
+    annotated.or(broker_holds.then_some(""))
 }
 
 /// Sort key that puts `pool-2` before `pool-10`: (numeric suffix, name).
@@ -198,6 +231,28 @@ pub fn group_pools_on<'a>(
     now: Timestamp,
     side: ClaimSide,
 ) -> Vec<PoolView> {
+    group_pools_with(vms, leases, [], now, side)
+}
+
+/// [`group_pools_on`], with the namespaces' `DesktopPool`s (`policies`): a pool with one of its
+/// name is managed ([`PoolView::managed`]) and shows its policy or the policy's problem, and
+/// each of its held members when and why it will be reclaimed ([`MemberView::reclaim_at`]).
+pub fn group_pools_with<'a>(
+    vms: impl IntoIterator<Item = &'a VirtualMachine>,
+    leases: impl IntoIterator<Item = &'a ClaimLease>,
+    policies: impl IntoIterator<Item = &'a DesktopPool>,
+    now: Timestamp,
+    side: ClaimSide,
+) -> Vec<PoolView> {
+    let managed_pools: HashMap<(String, String), managed::Managed> = policies
+        .into_iter()
+        .map(|p| {
+            (
+                (p.namespace().unwrap_or_default(), p.name_any()),
+                managed::Managed::of(p),
+            )
+        })
+        .collect();
     let leases: HashMap<(String, String), &ClaimLease> = leases
         .into_iter()
         .map(|l| ((l.namespace().unwrap_or_default(), l.name_any()), l))
@@ -211,10 +266,12 @@ pub fn group_pools_on<'a>(
         let lease = leases
             .get(&(ns.clone(), lease_name(&vm.name_any())))
             .copied();
-        pools
-            .entry((ns, pool.clone()))
-            .or_default()
-            .push(member_view_on(vm, lease, now, side));
+        let key = (ns, pool.clone());
+        let mut view = member_view_on(vm, lease, now, side);
+        if let Some(Ok(policy)) = managed_pools.get(&key).map(|m| &m.policy) {
+            managed::fill_reclaim(&mut view, vm, lease, policy, now);
+        }
+        pools.entry(key).or_default().push(view);
     }
     // Leases labelled with a pool that joined none of its members.
     let mut strays: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
@@ -239,6 +296,7 @@ pub fn group_pools_on<'a>(
         .map(|(key, mut members)| {
             let mut stray_leases = strays.remove(&key).unwrap_or_default();
             stray_leases.sort();
+            let policy = managed_pools.get(&key);
             let (namespace, name) = key;
             members.sort_by_cached_key(|m| member_order(&m.name));
             let mut counts = PoolCounts {
@@ -255,25 +313,38 @@ pub fn group_pools_on<'a>(
             PoolView {
                 namespace,
                 name,
+                state_counts: StateCounts::of(&members, policy.map_or(0, |m| m.creating)),
                 members,
                 counts,
                 stray_leases,
+                managed: policy.is_some(),
+                policy: policy.and_then(|m| m.policy.as_ref().ok().map(PolicySummary::from)),
+                policy_problem: policy.and_then(|m| m.policy.as_ref().err().cloned()),
             }
         })
         .collect()
 }
 
-/// The earliest moment after `now` at which an active Lease among `pools` expires: the only
-/// instant when the derived states can change without a watch event.
+/// The earliest moment after `now` at which the views of `pools` change without a watch
+/// event: an active Lease expires, a reclaim comes due, or its notice begins
+/// ([`crate::policy::reclaim::NOTICE`] before it).
 pub fn next_expiry(pools: &[PoolView], now: Timestamp) -> Option<Timestamp> {
-    pools
-        .iter()
-        .flat_map(|p| &p.members)
+    let members = pools.iter().flat_map(|p| &p.members);
+    let expiries = members
+        .clone()
         .filter_map(|m| m.lease.as_ref())
         .filter(|l| l.active)
-        .filter_map(|l| l.expires_at)
-        .filter(|exp| *exp > now)
-        .min()
+        .filter_map(|l| l.expires_at);
+    let reclaims = members
+        .filter_map(|m| m.reclaim_at.as_deref()?.parse::<Timestamp>().ok())
+        .flat_map(|at| {
+            [
+                Some(at),
+                at.checked_sub(crate::policy::reclaim::NOTICE).ok(),
+            ]
+        })
+        .flatten();
+    expiries.chain(reclaims).filter(|at| *at > now).min()
 }
 
 /// A member's claim state, derived from its VM's assigned-to label and its Lease
@@ -308,6 +379,10 @@ pub enum MemberState {
     /// the broker's reason ([`MemberView::broker_reason`]) says why it cannot finish, if it
     /// cannot.
     Granting,
+    /// A managed pool's member the broker is removing (shrink, or a reset to the golden VM):
+    /// its VM carries [`REMOVING_ANNOTATION`], or the broker ([`BROKER_USER`]) holds its
+    /// Lease. Not claimable, and not anyone's claim.
+    Removing,
 }
 
 impl MemberState {
@@ -323,6 +398,7 @@ impl MemberState {
             MemberState::Conflict => "conflict (label and Lease disagree)",
             MemberState::Unreadable => "unreadable claim",
             MemberState::Granting => "granting",
+            MemberState::Removing => "removing",
         }
     }
 
@@ -361,6 +437,17 @@ pub struct MemberView {
     /// The VM's `status.printableStatus` as the cluster says it (`Stopped`, `Running`, …);
     /// `Unknown` when the VM has no status yet.
     pub power: String,
+    /// A held member of a managed pool: when its claim will be reclaimed (RFC 3339, the API
+    /// server's time; [`crate::policy::reclaim::due`]), else `None`. For a disconnect it is
+    /// the Lease's end (the broker acts its skew margin later).
+    pub reclaim_at: Option<String>,
+    /// Why it will be reclaimed then (`disconnected`, `maxSession`, `idle`).
+    pub reclaim_why: Option<ReclaimWhy>,
+    /// Whether the holder should be told now: the reclaim is at most
+    /// [`crate::policy::reclaim::NOTICE`] (five minutes) away.
+    pub notice: bool,
+    /// Whether Keep postpones that reclaim (not a `maxSession` end).
+    pub keepable: bool,
 }
 
 /// Member counts of a pool, by claimability.
@@ -391,6 +478,16 @@ pub struct PoolView {
     /// never joined to a member, never deleted with the pool; shown so that an administrator
     /// can look at them.
     pub stray_leases: Vec<String>,
+    /// Whether the pool is managed: a `DesktopPool` of its name in its namespace
+    /// ([`crate::policy`]).
+    pub managed: bool,
+    /// A managed pool's policy, when it can be read.
+    pub policy: Option<PolicySummary>,
+    /// Why a managed pool's policy cannot be read ("spec.size: 0 is out of range (1 to
+    /// 500)"): the broker leaves such a pool as it is.
+    pub policy_problem: Option<String>,
+    /// Members per state, the warm buffer among them.
+    pub state_counts: StateCounts,
 }
 
 #[cfg(test)]

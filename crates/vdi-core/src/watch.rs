@@ -1,8 +1,9 @@
-//! The live view of pools: kube-rs reflectors over labelled VirtualMachines and claim Leases,
-//! regrouped on every change and published as a whole [`PoolsSnapshot`].
+//! The live view of pools: kube-rs reflectors over labelled VirtualMachines, claim Leases and
+//! DesktopPools (managed pools' policies; optional, [`policies`]), regrouped on every change and
+//! published as a whole [`PoolsSnapshot`].
 //!
-//! Changes arrive through watches. Two timers: the next Lease expiry (the one moment a derived
-//! state changes without an event), and a heartbeat (`GET /version` every [`HEARTBEAT`]) that
+//! Changes arrive through watches. Two timers: the next Lease expiry or reclaim notice (the
+//! moments a derived state changes without an event), and a heartbeat (`GET /version` every [`HEARTBEAT`]) that
 //! notices an API server gone silent while its watch connections stay open, so that the view
 //! never says "live" over data nobody is refreshing.
 
@@ -28,9 +29,12 @@ use crate::clock::ServerClock;
 use crate::error::{Error, ErrorView, Result};
 use crate::labels::POOL_LABEL;
 use crate::lease::{ClaimLease, concerns_claims};
+use crate::policy::DesktopPool;
 use crate::resources::VirtualMachine;
 use crate::scope::Scope;
-use crate::state::{ClaimSide, PoolView, group_pools_on, next_expiry};
+use crate::state::{ClaimSide, PoolView, group_pools_with, next_expiry};
+
+mod policies;
 
 /// How long a burst of watch events is gathered before the pools are regrouped.
 pub const COALESCE: StdDuration = StdDuration::from_millis(25);
@@ -129,6 +133,8 @@ pub async fn list_pools(
 ///
 /// Leases are listed whole (not by label) and joined to members by name
 /// ([`crate::lease`]): an unlabelled claim Lease still keeps its member from being shown free.
+/// DesktopPools are listed too, and make their pools managed; when they cannot be read (no
+/// CRD, RBAC) the pools show unmanaged ([`policies`]).
 ///
 /// Errors: [`Error::Invalid`] for a bad namespace name (no request sent); the list of
 /// VirtualMachines or Leases failed (403 names the namespace; 404 means KubeVirt's CRDs are
@@ -145,7 +151,14 @@ pub async fn list_pools_on(
         .await
         .map_err(|e| Error::kube(format!("list VirtualMachines {}", where_(scope)), e))?;
     let leases = crate::lease::list(client, scope).await?;
-    Ok(group_pools_on(&vms.items, &leases, clock.now(), side))
+    let policies = policies::list(client, scope).await;
+    Ok(group_pools_with(
+        &vms.items,
+        &leases,
+        &policies,
+        clock.now(),
+        side,
+    ))
 }
 
 /// A running live view. Dropping it stops the watches.
@@ -203,6 +216,7 @@ impl Drop for PoolFeed {
 enum Source {
     Vms,
     Leases,
+    Policies,
     Heartbeat,
     Side,
 }
@@ -229,7 +243,7 @@ fn reflect<K>(
     mut config: watcher::Config,
     (store, writer): (Store<K>, reflector::store::Writer<K>),
     keep: fn(&K) -> bool,
-    source: Source,
+    (source, backoff): (Source, impl Backoff + 'static),
     what: String,
 ) -> impl Stream<Item = Update>
 where
@@ -249,7 +263,7 @@ where
     config = config.any_semantic();
     config.page_size = None;
     watcher(api, config)
-        .backoff(retry_backoff())
+        .backoff(backoff)
         .try_filter_map(move |event| {
             // The store holds what the events before this one made of it: the stream is
             // sequential.
@@ -337,19 +351,28 @@ fn watch_error(what: &str, err: watcher::Error) -> Error {
     Error::kube(format!("watch {what}"), source)
 }
 
+/// The stores the feed regroups.
+struct Stores {
+    vms: Store<VirtualMachine>,
+    leases: Store<ClaimLease>,
+    policies: Store<DesktopPool>,
+}
+
 fn snapshot(
     scope: &Scope,
     status: FeedStatus,
-    (vms, leases): (&Store<VirtualMachine>, &Store<ClaimLease>),
+    stores: &Stores,
     side: ClaimSide,
     clock: &ServerClock,
 ) -> PoolsSnapshot {
     let now = clock.now();
-    let vms = vms.state();
-    let leases = leases.state();
-    let pools = group_pools_on(
+    let vms = stores.vms.state();
+    let leases = stores.leases.state();
+    let policies = stores.policies.state();
+    let pools = group_pools_with(
         vms.iter().map(Arc::as_ref),
         leases.iter().map(Arc::as_ref),
+        policies.iter().map(Arc::as_ref),
         now,
         side,
     );
@@ -397,7 +420,7 @@ async fn run(
         watcher::Config::default().labels(POOL_LABEL),
         (vm_store.clone(), vm_writer),
         |_| true,
-        Source::Vms,
+        (Source::Vms, retry_backoff()),
         format!("VirtualMachines {}", where_(&scope)),
     );
     // Every Lease, not only labelled ones: a claim is joined by name (crate::lease).
@@ -410,14 +433,37 @@ async fn run(
         lease_config,
         (lease_store.clone(), lease_writer),
         concerns_claims,
-        Source::Leases,
+        (Source::Leases, retry_backoff()),
         format!("Leases {}", where_(&scope)),
     );
+    // Optional: a missing CRD or a refusal leaves the pools unmanaged, never fails the feed
+    // (policies.rs); retried on kube's slower schedule, as the CRD comes with a broker install.
+    let (policy_store, policy_writer) = reflector::store::<DesktopPool>();
+    let policy_updates = reflect(
+        api::<DesktopPool>(&client, &scope),
+        watcher::Config::default(),
+        (policy_store.clone(), policy_writer),
+        |_| true,
+        (Source::Policies, default_backoff()),
+        format!("DesktopPools {}", where_(&scope)),
+    )
+    .map(|update| match update {
+        Update::Failed(Source::Policies, error) => {
+            policies::log_failure(&error);
+            Update::Synced(Source::Policies)
+        }
+        other => other,
+    });
+    let stores = Stores {
+        vms: vm_store,
+        leases: lease_store,
+        policies: policy_store,
+    };
     let mut updates = pin!(futures::stream::select(
-        futures::stream::select(vms, leases),
+        futures::stream::select(vms, futures::stream::select(leases, policy_updates)),
         futures::stream::select(heartbeat(client.clone()), side_changes(side.clone()))
     ));
-    let (mut vms_synced, mut leases_synced) = (false, false);
+    let (mut vms_synced, mut leases_synced, mut policies_synced) = (false, false, false);
     // Until the first live snapshot: when the feed started, for the log.
     let mut started = Some(std::time::Instant::now());
     let mut failure: Option<(Source, Error)> = None;
@@ -443,6 +489,7 @@ async fn run(
                     match source {
                         Source::Vms => vms_synced = true,
                         Source::Leases => leases_synced = true,
+                        Source::Policies => policies_synced = true,
                         Source::Heartbeat | Source::Side => {}
                     }
                     Some(source)
@@ -468,7 +515,7 @@ async fn run(
         }
         let status = match &failure {
             Some((_, err)) => FeedStatus::Failing { error: err.view() },
-            None if vms_synced && leases_synced => FeedStatus::Live,
+            None if vms_synced && leases_synced && policies_synced => FeedStatus::Live,
             None => FeedStatus::Syncing,
         };
         if !dirty || matches!(status, FeedStatus::Syncing) {
@@ -476,13 +523,13 @@ async fn run(
         }
         let live = matches!(status, FeedStatus::Live);
         let on = *side.borrow();
-        let snap = snapshot(&scope, status, (&vm_store, &lease_store), on, &clock);
+        let snap = snapshot(&scope, status, &stores, on, &clock);
         if let Some(since) = started.take_if(|_| live) {
             tracing::info!(
                 seconds = since.elapsed().as_secs_f64(),
                 scope = %where_(&scope),
-                vms = vm_store.state().len(),
-                leases = lease_store.state().len(),
+                vms = stores.vms.state().len(),
+                leases = stores.leases.state().len(),
                 pools = snap.pools.len(),
                 "pools feed live"
             );
@@ -664,6 +711,10 @@ mod tests {
                 total: free,
             },
             stray_leases: Vec::new(),
+            managed: false,
+            policy: None,
+            policy_problem: None,
+            state_counts: Default::default(),
         }
     }
 

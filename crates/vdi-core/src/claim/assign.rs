@@ -64,6 +64,10 @@ use crate::state::{MemberView, group_pools_on, label_holder};
 /// or the start failed after the Lease was won — the Lease is kept so nobody else gets a
 /// half-configured desktop, and the holder can retry (a start failure leaves the label on).
 ///
+/// In a managed pool (a `DesktopPool` whose policy can be read, [`crate::policy`]; asked only
+/// with a broker installed, one more read) the Lease lasts the pool's `disconnectGrace`
+/// ([`crate::policy::Policy::lease_seconds`]) instead of [`ClaimOptions::lease_seconds`].
+///
 /// With a broker installed on the cluster ([`crate::broker::status`], read once per claim;
 /// [`BrokerStatus::installed`]), step 3 is the broker's: the claim waits, at most
 /// [`ClaimOptions::timeout`], watching the member's VM, until the broker has labelled it, bound
@@ -107,6 +111,14 @@ where
         .await
         .ok()
         .filter(BrokerStatus::installed);
+    // A managed pool's claims last its disconnectGrace (SPEC "Pool policy and lifecycle");
+    // only a broker applies a policy, so without one the pool is not asked about.
+    let lease_seconds = match &broker {
+        Some(_) => super::renew::pool_policy(actor, namespace, pool)
+            .await?
+            .map_or(lease_seconds, |p| p.lease_seconds()),
+        None => lease_seconds,
+    };
     let finish = Finish {
         broker,
         timeout: options.timeout,

@@ -35,6 +35,7 @@
 mod assign;
 mod granting;
 mod power;
+pub mod renew;
 mod rules;
 pub mod side;
 mod unassign;

@@ -20,21 +20,25 @@
 //! - `forward.rs`: local forwards ([`Supervisor::start_forward`]);
 //! - `helper.rs`: helper processes ([`Supervisor::attach_helper`]);
 //! - `console.rs`: the app's console websocket ([`Supervisor::start_console`]);
-//! - `usb_redirect.rs`: USB redirection through usbredirect ([`Supervisor::start_usb`]).
+//! - `usb_redirect.rs`: USB redirection through usbredirect ([`Supervisor::start_usb`]);
+//! - `renewal.rs`: the renewal of the actor's claims while their sessions are open
+//!   ([`Supervisor::renew_claims`]).
 //!
 //! The layering: this module uses [`crate::stream`] (the streams), [`crate::peer`] (who
-//! connects), [`crate::helpers`] (what to install when a helper is missing) and
-//! [`crate::usb`]'s device types. The connect flows use this module, never the reverse, and
-//! the USB module does not use it either.
+//! connects), [`crate::helpers`] (what to install when a helper is missing),
+//! [`crate::usb`]'s device types and [`crate::claim`]'s renewal (`renewal.rs`). The connect
+//! flows use this module, never the reverse, and the USB module does not use it either.
 
 mod bridge;
 mod console;
 mod forward;
 mod helper;
 mod registry;
+mod renewal;
 mod usb_redirect;
 
 pub use bridge::{About, bridge};
 pub use console::{CONSOLE_ORIGINS, ConsoleEndpoint, HANDSHAKE_TIMEOUT};
 pub use forward::{Started, Target};
 pub use registry::{Counters, SessionKind, SessionState, SessionView, Supervisor};
+pub use renewal::{ClaimRenewal, RETRY};

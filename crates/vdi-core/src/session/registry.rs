@@ -85,6 +85,10 @@ pub struct SessionView {
     pub last_error: Option<String>,
     /// Where it stands.
     pub state: SessionState,
+    /// Set when the claim this session's member was renewed for was found lost (someone else
+    /// holds it, or its Lease is gone or expired): why, in a sentence
+    /// ([`crate::session::ClaimRenewal`]).
+    pub claim_lost: Option<String>,
 }
 
 /// Byte and connection counters of one session, shared with its tasks.
@@ -145,9 +149,17 @@ impl WeakSupervisor {
     }
 
     pub(super) fn finish(&self, id: u32, reason: &str, failed: bool) {
-        if let Some(inner) = self.0.upgrade() {
-            Supervisor { inner }.finish(id, reason, failed);
-        }
+        self.with(|s| s.finish(id, reason, failed));
+    }
+
+    /// `f` of the supervisor, if it is still there.
+    pub(super) fn with<T>(&self, f: impl FnOnce(&Supervisor) -> T) -> Option<T> {
+        self.0.upgrade().map(|inner| f(&Supervisor { inner }))
+    }
+
+    /// Tells every open session on `member` in `namespace` that its claim was lost (`why`).
+    pub(super) fn claim_lost(&self, namespace: &str, member: &str, why: &str) {
+        self.with(|s| s.claim_lost(namespace, member, why));
     }
 }
 
@@ -226,6 +238,21 @@ impl Supervisor {
         self.finish(id, reason, false)
     }
 
+    /// Records on every open session on `member` in `namespace` that its claim was lost
+    /// (`why`).
+    fn claim_lost(&self, namespace: &str, member: &str, why: &str) {
+        if let Ok(mut sessions) = self.inner.sessions.lock() {
+            for entry in sessions.values_mut().filter(|e| {
+                e.view.state == SessionState::Active
+                    && e.view.namespace == namespace
+                    && e.view.member == member
+            }) {
+                entry.view.claim_lost = Some(why.to_owned());
+            }
+        }
+        self.touch();
+    }
+
     /// Ends session `id` for `reason` (`failed`: its helper failed); returns whether it was
     /// running.
     fn finish(&self, id: u32, reason: &str, failed: bool) -> bool {
@@ -281,6 +308,7 @@ impl Supervisor {
             connections_total: 0,
             last_error: None,
             state: SessionState::Active,
+            claim_lost: None,
         };
         if let Ok(mut sessions) = self.inner.sessions.lock() {
             sessions.insert(

@@ -61,6 +61,10 @@ fn member(
         broker_reason: None,
         lease,
         power: "Stopped".into(),
+        reclaim_at: None,
+        reclaim_why: None,
+        notice: false,
+        keepable: false,
     }
 }
 
