@@ -88,6 +88,7 @@ bench: deps ui
 	cargo bench -p corral-tests --bench claims
 	cargo build --release --locked -p corral-vdi-broker
 	cargo bench -p corral-tests --bench broker
+	cargo bench -p corral-tests --bench warm
 	cargo bench -p corral-tests --bench pool_create
 	cargo bench -p corral-tests --bench capacity
 	cargo bench -p corral-tests --bench connect

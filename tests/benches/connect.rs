@@ -14,7 +14,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use corral_tests::{namespace, rfb_handshake, rfb_update, running_vm, streams_as};
+use corral_tests::{first_frame, namespace, running_vm, streams_as};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -99,33 +99,6 @@ async fn latency(to: SocketAddr, rounds: usize) -> anyhow::Result<(Duration, Dur
     Ok((samples[rounds / 2], samples[rounds * 95 / 100]))
 }
 
-/// From starting the VNC forward of `member` to the first framebuffer update a viewer gets.
-async fn first_frame(supervisor: &Supervisor, ns: &str, member: &str) -> anyhow::Result<Duration> {
-    let began = Instant::now();
-    let started = supervisor
-        .start_forward(
-            streams_as("alice").await,
-            ns,
-            member,
-            SessionKind::Viewer,
-            Target::Vnc {
-                preserve_session: false,
-            },
-            None,
-        )
-        .await?;
-    let mut viewer = TcpStream::connect(started.local).await?;
-    let (w, h) = rfb_handshake(&mut viewer).await;
-    anyhow::ensure!(
-        rfb_update(&mut viewer, w, h).await >= 1,
-        "no framebuffer update"
-    );
-    let elapsed = began.elapsed();
-    drop(viewer);
-    supervisor.stop(started.id);
-    Ok(elapsed)
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let ns = namespace("bench-connect").await;
@@ -184,10 +157,10 @@ async fn main() -> anyhow::Result<()> {
     supervisor.stop(forward.id);
 
     running_vm(&ns, "desk-1", |_| {}).await;
-    let cold = first_frame(&supervisor, &ns, "desk-1").await?;
+    let cold = first_frame(&supervisor, "alice", &ns, "desk-1").await?;
     let mut warm = Vec::new();
     for _ in 0..5 {
-        warm.push(first_frame(&supervisor, &ns, "desk-1").await?);
+        warm.push(first_frame(&supervisor, "alice", &ns, "desk-1").await?);
     }
     warm.sort();
     println!(

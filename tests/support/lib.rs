@@ -6,6 +6,7 @@
 //! (`corral_tests::client_as`):
 //! [`cluster`] (the sandbox, users, namespaces), [`objects`] (VMs, pools, Leases), [`streams`]
 //! (connect), [`programs`] (the built binaries, a named sandbox), [`devices`] (capacity),
+//! [`policy`] (managed pools: DesktopPools and their members),
 //! [`unix_user`] (who a listener serves), [`hostile`] (Leases written by someone else); [`gui`]
 //! and [`measure`] are used by path.
 
@@ -16,6 +17,7 @@ mod cluster;
 mod devices;
 mod hostile;
 mod objects;
+mod policy;
 mod programs;
 mod streams;
 mod unix_user;
@@ -24,6 +26,7 @@ pub use cluster::*;
 pub use devices::*;
 pub use hostile::*;
 pub use objects::*;
+pub use policy::*;
 pub use programs::*;
 pub use streams::*;
 pub use unix_user::*;

@@ -84,6 +84,42 @@ pub async fn rfb_update(tcp: &mut TcpStream, width: u16, height: u16) -> u16 {
     tcp.read_u16().await.unwrap()
 }
 
+/// From starting `user`'s VNC forward of `member` (a viewer session of `supervisor`, as Connect
+/// starts one) to the first framebuffer update a viewer gets through it; stops the forward.
+///
+/// Errors: the forward did not start, the viewer could not connect, no update came.
+pub async fn first_frame(
+    supervisor: &vdi_core::session::Supervisor,
+    user: &str,
+    ns: &str,
+    member: &str,
+) -> anyhow::Result<Duration> {
+    use vdi_core::session::{SessionKind, Target};
+    let began = std::time::Instant::now();
+    let started = supervisor
+        .start_forward(
+            streams_as(user).await,
+            ns,
+            member,
+            SessionKind::Viewer,
+            Target::Vnc {
+                preserve_session: false,
+            },
+            None,
+        )
+        .await?;
+    let mut viewer = TcpStream::connect(started.local).await?;
+    let (w, h) = rfb_handshake(&mut viewer).await;
+    anyhow::ensure!(
+        rfb_update(&mut viewer, w, h).await >= 1,
+        "no framebuffer update"
+    );
+    let elapsed = began.elapsed();
+    drop(viewer);
+    supervisor.stop(started.id);
+    Ok(elapsed)
+}
+
 /// An RDP X.224 Connection Request in its TPKT (no cookie; RDP negotiation asking for TLS or
 /// CredSSP), as FreeRDP sends first.
 pub const RDP_CONNECTION_REQUEST: [u8; 19] = [
