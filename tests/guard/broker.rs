@@ -513,3 +513,109 @@ async fn with_a_broker_a_claims_label_and_annotation_are_the_brokers_and_adminis
     vdi_core::broker::uninstall(&admin).await.unwrap();
     wait_enforced(&alice, &ns, "p-2", false).await;
 }
+
+#[tokio::test]
+async fn with_the_guard_the_broker_takes_a_claim_for_itself_marks_then_deletes_and_adds_clones() {
+    let _serial = serial().await;
+    let admin = client("admin").await;
+    let alice = client("alice").await;
+    let broker = as_broker().await;
+    let ns = namespace("guard-broker-pool").await;
+    pool_vms(&admin, &ns, "p", 2).await.unwrap();
+    install_and_wait(&admin, &ns, "p-2").await;
+    let vms_as = |c: &Client| Api::<VirtualMachine>::namespaced(c.clone(), &ns);
+    let leases_as = |c: &Client| Api::<Lease>::namespaced(c.clone(), &ns);
+
+    // The broker takes alice's (stale) claim on p-1 for itself, as a shrink or a reset does;
+    // alice may not take it back, nor may the broker hand it on.
+    let mut stale = lease_for("p-1", "alice");
+    let spec = stale.spec.as_mut().unwrap();
+    spec.lease_duration_seconds = Some(60);
+    spec.acquire_time = Some(micro_ago(7200));
+    spec.renew_time = Some(micro_ago(3600));
+    let stale = leases_as(&alice)
+        .create(&PostParams::default(), &stale)
+        .await
+        .expect("alice claims p-1");
+    let mut taken = stale.clone();
+    let spec = taken.spec.as_mut().unwrap();
+    spec.holder_identity = Some(BROKER_USER.into());
+    spec.renew_time = Some(micro_ago(0));
+    let taken = leases_as(&broker)
+        .replace(&lease_name("p-1"), &PostParams::default(), &taken)
+        .await
+        .expect("the broker takes p-1's claim for itself");
+    let mut back = taken.clone();
+    back.spec.as_mut().unwrap().holder_identity = Some("alice".into());
+    denied(
+        "alice takes p-1 back from the broker",
+        leases_as(&alice)
+            .replace(&lease_name("p-1"), &PostParams::default(), &back)
+            .await,
+        &format!("claim Lease corral-vdi-p-1 is held by {BROKER_USER}"),
+    );
+
+    // It deletes only a member it marked for removal.
+    denied(
+        "the broker deletes p-1 unmarked",
+        vms_as(&broker)
+            .delete("p-1", &DeleteParams::default())
+            .await,
+        "may not delete pool member p-1",
+    );
+    patch_vm(
+        &broker,
+        &ns,
+        "p-1",
+        annotations_patch(json!({ vdi_core::labels::REMOVING_ANNOTATION: "shrink" })),
+    )
+    .await
+    .expect("the broker marks p-1 for removal");
+    denied(
+        "alice marks p-2 for removal",
+        patch_vm(
+            &alice,
+            &ns,
+            "p-2",
+            annotations_patch(json!({ vdi_core::labels::REMOVING_ANNOTATION: "shrink" })),
+        )
+        .await,
+        "may not change the labels or annotations of pool member p-2",
+    );
+    vms_as(&broker)
+        .delete("p-1", &DeleteParams::default())
+        .await
+        .expect("the broker deletes the member it marked");
+
+    // A new clone (made by KubeVirt, here by an administrator) joins its pool through the
+    // broker only under the pool's member name.
+    for name in ["p-3", "q-1"] {
+        vms_as(&admin)
+            .create(
+                &PostParams::default(),
+                &VirtualMachine::new(name, Default::default()),
+            )
+            .await
+            .unwrap();
+    }
+    let join = |pool: &str| {
+        json!({ "metadata": {
+            "labels": { POOL_LABEL: pool },
+            "annotations": { vdi_core::pool::GOLDEN_ANNOTATION: "golden" } } })
+    };
+    patch_vm(&broker, &ns, "p-3", Patch::Merge(join("p")))
+        .await
+        .expect("the broker adds clone p-3 to pool p");
+    let before = vm_version(&ns, "q-1").await;
+    denied(
+        "the broker adds q-1 to pool p",
+        patch_vm(&broker, &ns, "q-1", Patch::Merge(join("p"))).await,
+        "only a member of corral-vdi:admins may add q-1 to pool p",
+    );
+    denied(
+        "alice adds q-1 to pool q",
+        patch_vm(&alice, &ns, "q-1", Patch::Merge(join("q"))).await,
+        "only a member of corral-vdi:admins may add q-1 to pool q",
+    );
+    assert_eq!(vm_version(&ns, "q-1").await, before, "q-1 did not move");
+}
