@@ -30,268 +30,57 @@
 //!   annotation names its finalizers until they go. A label-only member (label, no Lease, no
 //!   trace) is left alone.
 //! - A grant whose member is gone: [`Plan::DeleteOrphanGrant`].
+//! - **The broker's own Lease** (held by `vdi_core::labels::BROKER_USER`: the pool loop took
+//!   the member to remove it) or a VM annotated `corral.dev/vdi-removing`: no claim. No grant,
+//!   no reclaim, no start or stop; a grant left on it is revoked ([`Plan::Teardown`] of the
+//!   grant alone); the member is the pool loop's.
+//!
+//! **Managed pools** (a DesktopPool whose policy reads, [`MemberFacts::policy`]; the `managed`
+//! module): an active claim is also reclaimed when `maxSession` since its acquireTime or
+//! `idleTimeout` without a logged-in user passed ([`vdi_core::policy::reclaim::due`]; a
+//! disconnect is the expiry plus the margin, as above), with the rule's word in the Event
+//! ([`TeardownPlan::reclaim_why`]). From its next reclaim's notice time
+//! ([`vdi_core::policy::reclaim::notice_lead`] before it) the member carries
+//! [`NOTICE_ANNOTATION`] and one Event `ReclaimSoon` is recorded as it is written
+//! ([`GrantPlan::announce`]); the member is looked at again at the notice time and at the
+//! reclaim. Every end of a claim (release, reclaim, force release) applies the pool's
+//! `onRelease` ([`TeardownPlan::on_release`]) where an unmanaged pool stops the member. Its
+//! guest is asked who is logged in while the claim is granted and the member runs
+//! ([`Decision::idle_poll`]).
 //!
 //! Events are planned only for a change the plan makes (a grant, a teardown of traces, a
 //! reason written anew), so deciding again on the same state plans none.
 
-use std::borrow::Cow;
+mod managed;
+mod plans;
+mod sentences;
 
-use jiff::{SignedDuration, Timestamp};
-use vdi_core::labels::{encode_identity, label_matches_identity, lease_name};
-use vdi_core::lease::LeaseView;
+use jiff::Timestamp;
+use vdi_core::labels::{BROKER_USER, encode_identity, label_matches_identity};
+use vdi_core::policy::OnRelease;
+use vdi_core::policy::reclaim::{ReclaimDue, ReclaimWhy};
 use vdi_core::state::label_holder;
 
-/// The most characters of an identity shown in an Event's note, a log line or a reason (a
-/// holder is any string the Lease's writer chose; a 5,000-character one made every log line
-/// 15 kB).
-pub const IDENTITY_SHOWN: usize = 253;
+pub use managed::NOTICE_ANNOTATION;
 
-/// `identity` as shown in notes, logs and reasons: its first [`IDENTITY_SHOWN`] characters,
-/// then "…" when there are more.
-pub fn shown(identity: &str) -> Cow<'_, str> {
-    match identity.char_indices().nth(IDENTITY_SHOWN) {
-        Some((end, _)) => Cow::Owned(format!("{}…", &identity[..end])),
-        None => Cow::Borrowed(identity),
-    }
-}
+pub use plans::{
+    Decision, GrantFacts, GrantPlan, MemberFacts, Plan, Reason, RefusalPlan, TeardownPlan, VmFacts,
+};
+pub use sentences::{IDENTITY_SHOWN, conflict_reason, deleting_reason, shown, unreadable_reason};
 
-/// What the broker reads on a member's VM (labels and annotations as written).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct VmFacts<'a> {
-    /// `corral.dev/vdi-assigned-to`, if set and not empty.
-    pub label: Option<&'a str>,
-    /// `corral.dev/vdi-granted-to`: whom the broker bound access for (encoded as the label).
-    pub granted_to: Option<&'a str>,
-    /// `corral.dev/vdi-claimed-at`, as written.
-    pub claimed_at: Option<&'a str>,
-    /// `corral.dev/vdi-broker-reason`, as written.
-    pub reason: Option<&'a str>,
-    /// `status.printableStatus` (`Unknown` without a status).
-    pub power: &'a str,
-}
-
-/// What the broker reads of a member's grant (Role and RoleBinding `corral-vdi-claim-<M>`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct GrantFacts {
-    /// The Role or the RoleBinding exists.
-    pub exists: bool,
-    /// The identity the RoleBinding binds now, if it exists and binds one subject.
-    pub bound: Option<String>,
-    /// Both exist exactly as the broker would write them for the Lease's current holder (rules,
-    /// subject, labels, owner reference to the Lease as it is).
-    pub current: bool,
-}
-
-/// Everything [`decide`] looks at for one member.
-#[derive(Debug, Clone)]
-pub struct MemberFacts<'a> {
-    /// The member's VM (labelled with a pool), if it exists.
-    pub vm: Option<VmFacts<'a>>,
-    /// The claim Lease, read with [`vdi_core::lease::lease_view`] at `now`, if it exists.
-    pub lease: Option<&'a LeaseView>,
-    /// The claim Lease's `metadata.finalizers` when it has a `deletionTimestamp` (it is being
-    /// deleted and the finalizers keep it); `None` when it is not being deleted.
-    pub lease_deleting: Option<&'a [String]>,
-    /// The grant.
-    pub grant: GrantFacts,
-    /// The API server's time.
-    pub now: Timestamp,
-    /// How long past a Lease's expiry it is reclaimed; also how far its time may lie ahead of
-    /// the API server's clock (the SPEC's skew margin).
-    pub margin: SignedDuration,
-}
-
-/// Why an Event is recorded (its `reason`, SPEC "Audit").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reason {
-    /// Access granted to the holder.
-    Claimed,
-    /// The claim ended (its Lease released or deleted).
-    Released,
-    /// A claim was reclaimed (its Lease deleted: stale past the margin, or never expiring).
-    Reclaimed,
-    /// The Lease's holder changed: access moved to the new holder.
-    HolderChanged,
-    /// The label and the Lease name different people.
-    Conflict,
-    /// The claim Lease names a holder but its times or duration cannot be read.
-    UnreadableClaim,
-    /// The VM could not be started.
-    StartFailed,
-}
-
-impl Reason {
-    /// The Event's `reason`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::Claimed => "Claimed",
-            Reason::Released => "Released",
-            Reason::Reclaimed => "Reclaimed",
-            Reason::HolderChanged => "HolderChanged",
-            Reason::Conflict => "Conflict",
-            Reason::UnreadableClaim => "UnreadableClaim",
-            Reason::StartFailed => "StartFailed",
-        }
-    }
-}
-
-/// An active claim: bind `holder`, label the member for them, start it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GrantPlan {
-    /// The Lease's holder (the full identity).
-    pub holder: String,
-    /// `encode_identity(holder)`: the label and granted-to value.
-    pub label: String,
-    /// The claimed-at value to write (RFC 3339 UTC, to the second). A claim new to the broker:
-    /// the Lease's acquireTime, else what is written, else now. A hand-over (granted-to names
-    /// someone else): the Lease's acquireTime if it is later than the old holder's claimed-at
-    /// (the editor set it anew), else now, the time the broker saw the new holder. A claim
-    /// granted already: what is written, unless acquireTime is later.
-    pub claimed_at: String,
-    /// Apply the Role and RoleBinding (missing, or not as they should be).
-    pub apply_grant: bool,
-    /// The identity access was granted to before, when it was someone else: their access ends
-    /// once the binding names the new holder.
-    pub previous: Option<String>,
-    /// A hand-over of a member that may run (granted-to names someone else, the VM is not
-    /// Stopped): once the binding names the new holder, restart it through KubeVirt's
-    /// `restart` subresource, which ends the VMI and with it every open stream of the old
-    /// holder (`vnc`, `portforward`, `usbredir`, `console`: KubeVirt has no other way to end
-    /// an established stream). Without it (the binding alone drifted) their console is cut.
-    pub restart: bool,
-    /// Start the VM (capacity check first): it does not run, and the claim is new to the
-    /// broker or a start is still owed (a reason annotation). A VM its holder stopped stays
-    /// stopped.
-    pub start: bool,
-    /// The label, claimed-at or granted-to are not yet as they should be. The VM is written
-    /// (one merge patch of those and the reason) when they differ or when the reason to write
-    /// (none, or why the start failed) differs from the one written.
-    pub write_vm: bool,
-    /// The Event to record once the VM is written.
-    pub event: Option<Reason>,
-}
-
-/// No grant to anyone, and a sentence saying why: label and Lease disagree
-/// ([`Reason::Conflict`]), or the Lease cannot be read ([`Reason::UnreadableClaim`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RefusalPlan {
-    /// The Event's reason: `Conflict` or `UnreadableClaim`.
-    pub event: Reason,
-    /// The Lease's holder (the full identity), for the Event's note.
-    pub holder: String,
-    /// The sentence for the reason annotation.
-    pub reason: String,
-    /// Delete the grant (and cut the console it gave).
-    pub delete_grant: bool,
-    /// Remove the granted-to annotation (a conflict: the label is not the broker's to follow).
-    /// An unreadable claim keeps it, so that the claim is torn down if its Lease goes.
-    pub clear_granted_to: bool,
-    /// Write the reason (and remove granted-to when asked) because either differs: then one
-    /// Event.
-    pub write_vm: bool,
-}
-
-/// The claim ended: undo what the broker made.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TeardownPlan {
-    /// Delete the Lease first, with this resourceVersion as precondition (a reclaim).
-    pub reclaim: Option<String>,
-    /// Why a Lease that has not expired is reclaimed ("renewTime missing", "renewTime … is
-    /// ahead of the API server's clock"); `None` for one stale past the margin.
-    pub why: Option<String>,
-    /// The identity the claim was for, as far as it is known (for the Event's note).
-    pub holder: Option<String>,
-    /// Delete the Role and RoleBinding.
-    pub delete_grant: bool,
-    /// Open `vnc` without preserveSession and close it: the holder's open console ends (their
-    /// other streams end as the VM stops).
-    pub cut_console: bool,
-    /// Stop the VM.
-    pub stop: bool,
-    /// Remove the label and claimed-at (they are the claim's).
-    pub clear_label: bool,
-    /// The reason annotation to leave on the VM (a Lease stuck deleting); `None` removes it.
-    pub reason: Option<String>,
-    /// Write the VM (remove granted-to, set or remove the reason, remove the label if
-    /// `clear_label`).
-    pub write_vm: bool,
-    /// The Event to record once done (only if something was done).
-    pub event: Option<Reason>,
-}
-
-/// What to do with one member.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Plan {
-    /// Nothing.
-    Nothing,
-    /// See [`GrantPlan`].
-    Grant(GrantPlan),
-    /// See [`RefusalPlan`].
-    Refuse(RefusalPlan),
-    /// See [`TeardownPlan`].
-    Teardown(TeardownPlan),
-    /// Only the reason annotation is left of a claim that is gone: remove it.
-    ClearReason,
-    /// The member is gone: delete its grant.
-    DeleteOrphanGrant,
-}
-
-/// A plan and when to look at the member again without an event.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decision {
-    /// What to do now.
-    pub plan: Plan,
-    /// When the state changes by the clock alone: an active Lease's expiry plus the margin.
-    pub requeue_at: Option<Timestamp>,
-}
-
-/// The sentence written when label and Lease disagree (SPEC "Member state": conflict), naming
-/// both sides and both ways out: keeping the label's user means deleting the Lease; freeing the
-/// member is an administrator's force release, which also removes the label and stops the VM.
-pub fn conflict_reason(member: &str, namespace: &str, label: &str, holder: &str) -> String {
-    let labelled = label_holder(label);
-    let labelled = shown(&labelled);
-    let lease = lease_name(member);
-    format!(
-        "label and Lease disagree: {member} is labelled for {labelled}, but its Lease {lease} \
-         is held by {}; neither gets access. An administrator resolves it: to keep it \
-         {labelled}'s, delete the Lease (`kubectl delete lease {lease} -n {namespace}`); to \
-         free the member, `corral-vdi unassign {member} -n {namespace} --force` (removes the \
-         label too and stops the VM)",
-        shown(holder)
-    )
-}
-
-/// The sentence written while the claim Lease is being deleted and finalizers keep it.
-pub fn deleting_reason(member: &str, namespace: &str, finalizers: &[String]) -> String {
-    let lease = lease_name(member);
-    format!(
-        "claim Lease {lease} is stuck deleting with finalizers [{}]: an administrator removes \
-         them (`kubectl patch lease {lease} -n {namespace} --type merge -p \
-         '{{\"metadata\":{{\"finalizers\":null}}}}'`)",
-        finalizers.join(", ")
-    )
-}
-
-/// The sentence written while the claim Lease names a holder but cannot be read.
-pub fn unreadable_reason(member: &str, namespace: &str, problem: &str) -> String {
-    let lease = lease_name(member);
-    format!(
-        "claim Lease {lease} is unreadable: {problem}; no access granted: an administrator \
-         corrects or deletes it (`kubectl delete lease {lease} -n {namespace}`)"
-    )
-}
-
-/// What the Lease says now, with the reclaim margin applied.
+/// What the Lease says now, with the reclaim margin (and a managed pool's rules) applied.
 enum Claim<'a> {
-    /// A holder, readable, not yet past expiry + margin.
-    Active(&'a str),
+    /// A holder, readable, not yet past expiry + margin nor, in a managed pool, past another
+    /// reclaim rule; in a managed pool, its next reclaim.
+    Active(&'a str, Option<ReclaimDue>),
     /// A holder and a Lease to delete (with its resourceVersion): stale past expiry + margin
-    /// (`why` none), or one that never expires or lies about its time (`why` says which).
+    /// (`why` none in an unmanaged pool), one that never expires or lies about its time, or
+    /// one a managed pool's rule ends (`rule`).
     Reclaim {
         holder: &'a str,
         resource_version: Option<&'a str>,
         why: Option<String>,
+        rule: Option<ReclaimWhy>,
     },
     /// A holder and times or a duration that cannot be read.
     Unreadable(&'a str, &'a str),
@@ -315,26 +104,42 @@ fn claim<'a>(facts: &MemberFacts<'a>) -> Claim<'a> {
     if let Some(problem) = lease.problem.as_deref() {
         return Claim::Unreadable(holder, problem);
     }
-    let reclaim = |why| Claim::Reclaim {
+    let reclaim = |why, rule| Claim::Reclaim {
         holder,
         resource_version: lease.resource_version.as_deref(),
         why,
+        rule,
     };
     // The time the expiry counts from, as lease_view counts it: renewTime, else acquireTime.
     let last = (lease.renewed_at.map(|r| ("renewTime", r)))
         .or_else(|| lease.acquired_at.map(|a| ("acquireTime", a)));
     let Some((field, last)) = last else {
-        return reclaim(Some("renewTime missing".into()));
+        return reclaim(Some("renewTime missing".into()), None);
     };
     if now.checked_add(margin).is_ok_and(|limit| last > limit) {
-        return reclaim(Some(format!(
-            "{field} {last} is ahead of the API server's clock"
-        )));
+        return reclaim(
+            Some(format!("{field} {last} is ahead of the API server's clock")),
+            None,
+        );
     }
-    match lease.expires_at {
-        None => reclaim(Some("leaseDurationSeconds missing".into())),
-        Some(end) if end.checked_add(margin).unwrap_or(end) <= now => reclaim(None),
-        Some(_) => Claim::Active(holder),
+    let Some(end) = lease.expires_at else {
+        return reclaim(Some("leaseDurationSeconds missing".into()), None);
+    };
+    match facts.policy {
+        Some(policy) => {
+            let idle_since = facts
+                .vm
+                .and_then(|vm| vm.idle_since)
+                .and_then(|i| i.parse::<Timestamp>().ok());
+            match managed::next_reclaim(policy, lease, facts.kept_at, idle_since, margin) {
+                Some(next) if next.at <= now => {
+                    reclaim(Some(managed::explain(policy, lease, &next)), Some(next.why))
+                }
+                next => Claim::Active(holder, next),
+            }
+        }
+        None if end.checked_add(margin).unwrap_or(end) <= now => reclaim(None, None),
+        None => Claim::Active(holder, None),
     }
 }
 
@@ -343,6 +148,7 @@ pub fn decide(member: &str, namespace: &str, facts: &MemberFacts<'_>) -> Decisio
     let nothing = |plan| Decision {
         plan,
         requeue_at: None,
+        idle_poll: false,
     };
     let Some(vm) = facts.vm else {
         return nothing(if facts.grant.exists {
@@ -351,13 +157,19 @@ pub fn decide(member: &str, namespace: &str, facts: &MemberFacts<'_>) -> Decisio
             Plan::Nothing
         });
     };
-    let requeue_at = facts
-        .lease
-        .and_then(|l| l.expires_at)
-        .and_then(|e| e.checked_add(facts.margin).ok());
+    // The broker's own hold (a member taken for removal) and a member being removed are no
+    // claims: the pool loop's. A grant left on them is only revoked.
+    let broker_holds = facts.lease.and_then(|l| l.holder.as_deref()) == Some(BROKER_USER);
+    if broker_holds || vm.removing.is_some() {
+        return nothing(if facts.grant.exists {
+            Plan::Teardown(revoke(vm))
+        } else {
+            Plan::Nothing
+        });
+    }
     let traces = vm.granted_to.is_some() || facts.grant.exists;
     match claim(facts) {
-        Claim::Active(holder) => {
+        Claim::Active(holder, next) => {
             let encoded = encode_identity(holder);
             let ours = |l: &str| vm.granted_to == Some(l);
             let plan = match vm.label {
@@ -365,9 +177,24 @@ pub fn decide(member: &str, namespace: &str, facts: &MemberFacts<'_>) -> Decisio
                     let reason = conflict_reason(member, namespace, label, holder);
                     refuse(vm, &facts.grant, Reason::Conflict, holder, reason)
                 }
-                _ => Plan::Grant(grant(vm, facts, holder, encoded)),
+                _ => Plan::Grant(grant(vm, facts, holder, encoded, next)),
             };
-            Decision { plan, requeue_at }
+            let requeue_at = match next {
+                Some(next) if facts.now < next.notice_at => Some(next.notice_at),
+                Some(next) => Some(next.at),
+                None => facts
+                    .lease
+                    .and_then(|l| l.expires_at)
+                    .and_then(|e| e.checked_add(facts.margin).ok()),
+            };
+            let idle_poll = matches!(plan, Plan::Grant(_))
+                && vm.power == "Running"
+                && facts.policy.is_some_and(|p| p.idle_timeout.is_some());
+            Decision {
+                plan,
+                requeue_at,
+                idle_poll,
+            }
         }
         Claim::Unreadable(holder, problem) => {
             let reason = unreadable_reason(member, namespace, problem);
@@ -383,19 +210,26 @@ pub fn decide(member: &str, namespace: &str, facts: &MemberFacts<'_>) -> Decisio
             holder,
             resource_version,
             why,
+            rule,
         } => {
-            let mut plan = teardown(vm, &facts.grant, Some(holder), None);
+            let mut plan = teardown(vm, facts, Some(holder), None);
             plan.reclaim = Some(resource_version.unwrap_or_default().to_owned());
             plan.why = why;
+            plan.reclaim_why = rule;
             plan.cut_console = vm.power != "Stopped";
-            plan.stop = vm.label.is_none() || plan.clear_label;
+            plan.on_release = (vm.label.is_none() || plan.clear_label).then(|| on_release(facts));
             plan.event = Some(Reason::Reclaimed);
             nothing(Plan::Teardown(plan))
         }
         Claim::Deleting(finalizers) => {
             let reason =
                 (!finalizers.is_empty()).then(|| deleting_reason(member, namespace, finalizers));
-            let plan = teardown(vm, &facts.grant, None, reason);
+            let mut plan = teardown(vm, facts, None, reason);
+            // A reset takes the Lease, which cannot be taken while it is being deleted: the
+            // member is stopped instead.
+            if plan.on_release == Some(OnRelease::Reset) {
+                plan.on_release = Some(OnRelease::Keep);
+            }
             nothing(if traces || plan.write_vm {
                 Plan::Teardown(plan)
             } else {
@@ -403,8 +237,8 @@ pub fn decide(member: &str, namespace: &str, facts: &MemberFacts<'_>) -> Decisio
             })
         }
         Claim::Inactive => nothing(if traces {
-            Plan::Teardown(teardown(vm, &facts.grant, None, None))
-        } else if vm.reason.is_some() {
+            Plan::Teardown(teardown(vm, facts, None, None))
+        } else if vm.reason.is_some() || vm.idle_since.is_some() || vm.notice.is_some() {
             Plan::ClearReason
         } else {
             Plan::Nothing
@@ -412,7 +246,18 @@ pub fn decide(member: &str, namespace: &str, facts: &MemberFacts<'_>) -> Decisio
     }
 }
 
-fn grant(vm: VmFacts<'_>, facts: &MemberFacts<'_>, holder: &str, encoded: String) -> GrantPlan {
+/// What a claim's end does to the member: the managed pool's `onRelease`, else `Keep`.
+fn on_release(facts: &MemberFacts<'_>) -> OnRelease {
+    facts.policy.map_or(OnRelease::Keep, |p| p.on_release)
+}
+
+fn grant(
+    vm: VmFacts<'_>,
+    facts: &MemberFacts<'_>,
+    holder: &str,
+    encoded: String,
+    next: Option<ReclaimDue>,
+) -> GrantPlan {
     let granted = vm.granted_to == Some(encoded.as_str());
     let handover = vm.granted_to.is_some() && !granted;
     // Whom access was for before, if not the holder: the binding's subject (the full
@@ -446,9 +291,14 @@ fn grant(vm: VmFacts<'_>, facts: &MemberFacts<'_>, holder: &str, encoded: String
     let start = !vdi_core::claim::runs(vm.power)
         && vm.power != "Paused"
         && (!granted || vm.reason.is_some());
+    // A managed pool's next reclaim, once its notice time passed.
+    let soon = next.filter(|next| next.notice_due(facts.now));
+    let notice = soon.as_ref().map(managed::notice_value);
+    let announce = soon.filter(|_| vm.notice != notice.as_deref());
     let write_vm = vm.label != Some(encoded.as_str())
         || !granted
-        || vm.claimed_at != Some(claimed_at.as_str());
+        || vm.claimed_at != Some(claimed_at.as_str())
+        || vm.notice != notice.as_deref();
     // A grant made again for a holder granted before (after an unreadable Lease was fixed, or
     // a grant deleted by hand) is a claim granted too; its Event is recorded only if the VM
     // write changes something.
@@ -469,6 +319,8 @@ fn grant(vm: VmFacts<'_>, facts: &MemberFacts<'_>, holder: &str, encoded: String
         start,
         write_vm,
         event,
+        notice,
+        announce,
     }
 }
 
@@ -495,10 +347,11 @@ fn refuse(
 /// Undoing the broker's traces of a claim that ended. `reason`: the reason annotation to leave.
 fn teardown(
     vm: VmFacts<'_>,
-    grant: &GrantFacts,
+    facts: &MemberFacts<'_>,
     stale_holder: Option<&str>,
     reason: Option<String>,
 ) -> TeardownPlan {
+    let grant = &facts.grant;
     // The label is the claim's when the broker wrote it (granted-to), it names whom the grant
     // binds, or it names the stale Lease's holder (a claim made without the broker's help).
     let claim_label = vm.label.is_some_and(|l| {
@@ -518,14 +371,36 @@ fn teardown(
     TeardownPlan {
         reclaim: None,
         why: None,
+        reclaim_why: None,
         holder,
         delete_grant: grant.exists,
         cut_console: traces && vm.power != "Stopped",
-        stop: traces && ours,
+        on_release: (traces && ours).then(|| on_release(facts)),
         clear_label: claim_label,
-        write_vm: vm.granted_to.is_some() || vm.reason != reason.as_deref() || claim_label,
+        write_vm: vm.granted_to.is_some()
+            || vm.reason != reason.as_deref()
+            || claim_label
+            || vm.idle_since.is_some()
+            || vm.notice.is_some(),
         reason,
         event: traces.then_some(Reason::Released),
+    }
+}
+
+/// Only the grant revoked (and the console it gave cut): a member that is no claim's.
+fn revoke(vm: VmFacts<'_>) -> TeardownPlan {
+    TeardownPlan {
+        reclaim: None,
+        why: None,
+        reclaim_why: None,
+        holder: None,
+        delete_grant: true,
+        cut_console: vm.power != "Stopped",
+        on_release: None,
+        clear_label: false,
+        reason: None,
+        write_vm: false,
+        event: None,
     }
 }
 

@@ -11,6 +11,7 @@ pub mod decide;
 pub mod election;
 pub mod events;
 pub mod grant;
+pub mod idle;
 pub mod options;
 pub mod pool;
 pub mod reconcile;

@@ -17,6 +17,8 @@
 //! has no other way to end an established stream.
 
 mod active;
+mod guest;
+mod power;
 mod teardown;
 mod writes;
 
@@ -30,14 +32,16 @@ use serde_json::json;
 use vdi_core::clock::ServerClock;
 use vdi_core::labels::{
     ASSIGNED_TO_LABEL, BROKER_NAME, BROKER_REASON_ANNOTATION, CLAIMED_AT_ANNOTATION,
-    GRANTED_TO_ANNOTATION, POOL_LABEL, grant_name, lease_name,
+    GRANTED_TO_ANNOTATION, IDLE_SINCE_ANNOTATION, KEPT_AT_ANNOTATION, POOL_LABEL,
+    REMOVING_ANNOTATION, grant_name, lease_name,
 };
 use vdi_core::lease::{ClaimLease, lease_view};
 use vdi_core::policy::DesktopPool;
 use vdi_core::resources::VirtualMachine;
 
-use crate::decide::{GrantFacts, MemberFacts, Plan, VmFacts, decide};
+use crate::decide::{GrantFacts, MemberFacts, NOTICE_ANNOTATION, Plan, VmFacts, decide};
 use crate::grant::{self, Owner, Target};
+use crate::idle::Polls;
 
 /// A member: its namespace and name (the work queue's key).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -77,6 +81,8 @@ pub struct Context {
     pub identity: String,
     /// The watched state.
     pub stores: Stores,
+    /// When each member's guest was last asked who is logged in ([`crate::idle`]).
+    pub idle: Polls,
 }
 
 impl Context {
@@ -96,6 +102,7 @@ impl Context {
             margin,
             identity,
             stores,
+            idle: Polls::default(),
         }
     }
 }
@@ -159,6 +166,15 @@ pub async fn reconcile(ctx: &Context, key: &Key) -> anyhow::Result<Option<Timest
             .as_ref()
             .map(|_| l.metadata.finalizers.as_deref().unwrap_or_default())
     });
+    // A managed pool: its DesktopPool, named like the pool in its namespace, whose policy reads.
+    let policy = stores
+        .pools
+        .get(&ObjectRef::new(&pool).within(namespace))
+        .and_then(|p| p.policy().ok());
+    let kept_at = lease
+        .as_deref()
+        .and_then(|l| l.annotations().get(KEPT_AT_ANNOTATION))
+        .and_then(|k| k.parse().ok());
     let facts = MemberFacts {
         vm: vm.as_deref().map(vm_facts),
         lease: view.as_ref(),
@@ -166,6 +182,8 @@ pub async fn reconcile(ctx: &Context, key: &Key) -> anyhow::Result<Option<Timest
         grant: grant_facts,
         now,
         margin: ctx.margin,
+        policy: policy.as_ref(),
+        kept_at,
     };
     let decision = decide(member, namespace, &facts);
     let member = Member {
@@ -179,28 +197,31 @@ pub async fn reconcile(ctx: &Context, key: &Key) -> anyhow::Result<Option<Timest
             },
         ),
     };
-    let retry = match decision.plan {
+    let vm = vm.as_deref();
+    let mut retry = match decision.plan {
         Plan::Nothing => None,
         Plan::Grant(plan) => match (owner, vm) {
-            (Some(owner), Some(vm)) => member.grant(&plan, owner, &vm).await?,
+            (Some(owner), Some(vm)) => member.grant(&plan, owner, vm).await?,
             _ => None,
         },
         Plan::Refuse(plan) => match vm {
-            Some(vm) => member.refuse(&plan, &vm).await?,
+            Some(vm) => member.refuse(&plan, vm).await?,
             None => None,
         },
         Plan::Teardown(plan) => match vm {
-            Some(vm) => member.teardown(&plan, &vm).await?,
+            Some(vm) => member.teardown(&plan, vm, lease.as_deref()).await?,
             None => None,
         },
         Plan::ClearReason => match vm {
             Some(vm) => {
                 let patch = |_: &VirtualMachine| {
-                    Some(
-                        json!({ "metadata": { "annotations": { BROKER_REASON_ANNOTATION: null } } }),
-                    )
+                    Some(json!({ "metadata": { "annotations": {
+                        BROKER_REASON_ANNOTATION: null,
+                        IDLE_SINCE_ANNOTATION: null,
+                        NOTICE_ANNOTATION: null,
+                    } } }))
                 };
-                (member.patch_vm(&vm, patch).await? == VmWrite::Declined).then_some(CHANGED_RETRY)
+                (member.patch_vm(vm, patch).await? == VmWrite::Declined).then_some(CHANGED_RETRY)
             }
             None => None,
         },
@@ -210,6 +231,14 @@ pub async fn reconcile(ctx: &Context, key: &Key) -> anyhow::Result<Option<Timest
             None
         }
     };
+    if decision.idle_poll
+        && let Some(vm) = vm
+    {
+        let next = member.poll_idle(key, vm).await?;
+        retry = Some(retry.map_or(next, |r| r.min(next)));
+    } else {
+        ctx.idle.forget(key);
+    }
     let retry_at = retry.and_then(|r| ctx.clock.now().checked_add(r).ok());
     Ok(match (decision.requeue_at, retry_at) {
         (Some(a), Some(b)) => Some(a.min(b)),
@@ -230,6 +259,9 @@ fn vm_facts(vm: &VirtualMachine) -> VmFacts<'_> {
         claimed_at: annotation(CLAIMED_AT_ANNOTATION),
         reason: annotation(BROKER_REASON_ANNOTATION),
         power: vm.printable_status(),
+        idle_since: annotation(IDLE_SINCE_ANNOTATION),
+        notice: annotation(NOTICE_ANNOTATION),
+        removing: annotation(REMOVING_ANNOTATION),
     }
 }
 

@@ -1,6 +1,11 @@
 //! One test per rule of [`super::decide`]: state in, plan out.
 
+use jiff::SignedDuration;
+use vdi_core::lease::LeaseView;
+
 use super::*;
+
+mod managed;
 
 const NS: &str = "corral-vms";
 const M: &str = "dev-1";
@@ -53,6 +58,8 @@ fn decide_deleting(
             grant,
             now: now(),
             margin: SignedDuration::from_secs(30),
+            policy: None,
+            kept_at: None,
         },
     )
 }
@@ -297,7 +304,13 @@ fn a_released_claim_is_torn_down() {
         let d = decide_with(Some(gone), lease.as_ref(), granted("alice"));
         let t = teardown_plan(&d);
         assert_eq!(t.reclaim, None);
-        assert!(t.delete_grant && t.cut_console && t.stop && t.clear_label && t.write_vm);
+        assert!(
+            t.delete_grant
+                && t.cut_console
+                && t.on_release == Some(OnRelease::Keep)
+                && t.clear_label
+                && t.write_vm
+        );
         assert_eq!(
             (t.holder.as_deref(), t.event),
             (Some("alice"), Some(Reason::Released))
@@ -318,7 +331,13 @@ fn a_claim_stale_past_the_margin_is_reclaimed_with_its_resource_version() {
     let d = decide_with(Some(labelled), Some(&l), GrantFacts::default());
     let t = teardown_plan(&d);
     assert_eq!(t.reclaim.as_deref(), Some("42"));
-    assert!(t.stop && t.clear_label && t.write_vm && t.cut_console && !t.delete_grant);
+    assert!(
+        t.on_release == Some(OnRelease::Keep)
+            && t.clear_label
+            && t.write_vm
+            && t.cut_console
+            && !t.delete_grant
+    );
     assert_eq!(
         (t.holder.as_deref(), t.event),
         (Some("alice"), Some(Reason::Reclaimed))
@@ -365,7 +384,9 @@ fn a_grant_without_granted_to_is_still_torn_down_and_a_foreign_label_is_kept() {
     };
     let d = decide_with(Some(foreign), None, granted("alice"));
     let t = teardown_plan(&d);
-    assert!(t.delete_grant && !t.stop && !t.clear_label && !t.write_vm && !t.cut_console);
+    assert!(
+        t.delete_grant && t.on_release.is_none() && !t.clear_label && !t.write_vm && !t.cut_console
+    );
 }
 
 #[test]
@@ -444,7 +465,7 @@ fn a_claim_that_never_expires_or_lies_about_its_time_is_reclaimed_with_the_reaso
             (t.holder.as_deref(), t.event),
             (Some("bob"), Some(Reason::Reclaimed))
         );
-        assert!(t.stop, "{why}: its VM stops");
+        assert!(t.on_release == Some(OnRelease::Keep), "{why}: its VM stops");
     }
     grant_plan(&decide_with(
         Some(vm()),
@@ -476,7 +497,13 @@ fn a_lease_stuck_deleting_is_released_once_and_named_never_deleted_again() {
         (t.reclaim.as_deref(), t.event),
         (None, Some(Reason::Released))
     );
-    assert!(t.delete_grant && t.stop && t.clear_label && t.cut_console && t.write_vm);
+    assert!(
+        t.delete_grant
+            && t.on_release == Some(OnRelease::Keep)
+            && t.clear_label
+            && t.cut_console
+            && t.write_vm
+    );
     assert_eq!(t.reason.as_deref(), Some(reason.as_str()));
     // Torn down: only the reason is written, without an Event; once written, nothing.
     let free = VmFacts {
@@ -490,7 +517,7 @@ fn a_lease_stuck_deleting_is_released_once_and_named_never_deleted_again() {
         GrantFacts::default(),
     );
     let t = teardown_plan(&d);
-    assert!(t.write_vm && t.event.is_none() && t.reclaim.is_none() && !t.stop);
+    assert!(t.write_vm && t.event.is_none() && t.reclaim.is_none() && t.on_release.is_none());
     let named = VmFacts {
         reason: Some(reason.as_str()),
         ..free

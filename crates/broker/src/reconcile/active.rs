@@ -7,10 +7,11 @@ use serde_json::{Value, json};
 use vdi_core::labels::{
     ASSIGNED_TO_LABEL, BROKER_REASON_ANNOTATION, CLAIMED_AT_ANNOTATION, GRANTED_TO_ANNOTATION,
 };
+use vdi_core::policy::reclaim::ReclaimDue;
 use vdi_core::resources::VirtualMachine;
 
 use super::{CHANGED_RETRY, Member, START_RETRY, VmWrite, vm_facts};
-use crate::decide::{GrantPlan, Reason, RefusalPlan, shown};
+use crate::decide::{GrantPlan, NOTICE_ANNOTATION, Reason, RefusalPlan, shown};
 use crate::grant::{self, Owner, Target};
 
 impl Member<'_> {
@@ -39,12 +40,7 @@ impl Member<'_> {
         if plan.restart {
             // Read fresh, not from the store: a store lagging behind this broker's own hand-over
             // must not restart the new holder's desktop a second time.
-            let api = Api::<VirtualMachine>::namespaced(self.ctx.client.clone(), namespace);
-            let Some(now) = api
-                .get_opt(member)
-                .await
-                .with_context(|| format!("read VirtualMachine {member}"))?
-            else {
+            let Some(now) = self.read_vm().await? else {
                 return Ok(None);
             };
             if vm_facts(&now).granted_to != Some(plan.label.as_str()) {
@@ -86,6 +82,7 @@ impl Member<'_> {
                                 CLAIMED_AT_ANNOTATION: plan.claimed_at,
                                 GRANTED_TO_ANNOTATION: encoded,
                                 BROKER_REASON_ANNOTATION: reason,
+                                NOTICE_ANNOTATION: plan.notice,
                             },
                         } })
                     })
@@ -101,6 +98,9 @@ impl Member<'_> {
                 if let Some(event) = plan.event {
                     self.record_grant(vm, plan, event, restarted).await;
                 }
+                if let Some(soon) = &plan.announce {
+                    self.record_notice(vm, plan, soon).await;
+                }
                 if let (Some(why), true) = (&failure, reason_changed) {
                     let user = shown(&plan.holder);
                     let note = format!(
@@ -108,7 +108,7 @@ impl Member<'_> {
                          {member}, pool {})",
                         self.target.pool
                     );
-                    self.record(vm, Reason::StartFailed, &plan.holder, note)
+                    self.record(vm, Reason::StartFailed, &plan.holder, None, note)
                         .await;
                 }
             }
@@ -152,7 +152,26 @@ impl Member<'_> {
                 "access to {member} granted to {user} (user {user}, member {member}, pool {pool})"
             ),
         };
-        self.record(vm, event, &plan.holder, note).await;
+        self.record(vm, event, &plan.holder, None, note).await;
+    }
+
+    /// The Event `ReclaimSoon` of a managed pool's claim whose reclaim `soon` is near.
+    async fn record_notice(&self, vm: &VirtualMachine, plan: &GrantPlan, soon: &ReclaimDue) {
+        let Target { member, pool, .. } = self.target;
+        let user = shown(&plan.holder);
+        let why = soon.why.as_str();
+        let keep = if soon.keepable {
+            "Keep postpones it"
+        } else {
+            "Keep cannot postpone it"
+        };
+        let note = format!(
+            "{user}'s claim on {member} will be reclaimed ({why}) at {}: {keep} (user {user}, \
+             member {member}, pool {pool})",
+            crate::rfc3339(soon.at)
+        );
+        self.record(vm, Reason::ReclaimSoon, &plan.holder, Some(why), note)
+            .await;
     }
 
     /// The capacity check, then the start; the sentence for the reason annotation when the VM
@@ -218,7 +237,7 @@ impl Member<'_> {
                         self.target.member,
                         self.target.pool
                     );
-                    self.record(vm, plan.event, &plan.holder, note).await;
+                    self.record(vm, plan.event, &plan.holder, None, note).await;
                 }
             }
         }

@@ -1,4 +1,4 @@
-//! A claim that ended: reclaim its Lease, revoke, cut, stop, clear.
+//! A claim that ended: reclaim its Lease, revoke, cut, apply `onRelease`, clear.
 
 use anyhow::Context as _;
 use jiff::SignedDuration;
@@ -6,85 +6,64 @@ use kube::api::{Api, DeleteParams, Preconditions};
 use serde_json::{Value, json};
 use vdi_core::labels::{
     ASSIGNED_TO_LABEL, BROKER_REASON_ANNOTATION, CLAIMED_AT_ANNOTATION, GRANTED_TO_ANNOTATION,
-    lease_name,
+    IDLE_SINCE_ANNOTATION, lease_name,
 };
 use vdi_core::lease::ClaimLease;
+use vdi_core::policy::OnRelease;
+use vdi_core::policy::reclaim::ReclaimWhy;
 use vdi_core::resources::VirtualMachine;
 
 use super::{CHANGED_RETRY, CONSOLE_CUT, Member, VmWrite, vm_facts};
-use crate::decide::{Reason, TeardownPlan, shown};
+use crate::decide::{NOTICE_ANNOTATION, Reason, TeardownPlan, shown};
 use crate::grant::Target;
+use crate::pool::take::{Removal, take_for_removal};
 
 impl Member<'_> {
-    /// The claim ended: reclaim its Lease, revoke, cut, stop, clear; an Event naming what was
-    /// done, if anything was.
+    /// The claim ended: reclaim its Lease (a reset takes it instead), revoke, cut, apply
+    /// `onRelease` (stop, restart; a reset was the take), clear; an Event naming what was done,
+    /// if anything was. `lease`: the member's claim Lease as the store holds it.
     pub(super) async fn teardown(
         &self,
         plan: &TeardownPlan,
         vm: &VirtualMachine,
+        lease: Option<&ClaimLease>,
     ) -> anyhow::Result<Option<SignedDuration>> {
         let Target {
             namespace, member, ..
         } = self.target;
         let mut done: Vec<String> = Vec::new();
         if let Some(rv) = &plan.reclaim {
-            let params = DeleteParams {
-                preconditions: Some(Preconditions {
-                    resource_version: Some(rv.clone()),
-                    uid: None,
-                }),
-                ..DeleteParams::default()
-            };
-            // Read leniently: the answer may be the Lease with the times that made it reclaimed.
-            let leases: Api<ClaimLease> = Api::namespaced(self.ctx.client.clone(), namespace);
-            match leases.delete(&lease_name(member), &params).await {
-                Ok(answer) => {
-                    let kept = answer
-                        .left()
-                        .and_then(|l| l.metadata.finalizers)
-                        .filter(|f| !f.is_empty());
-                    done.push(match kept {
-                        Some(finalizers) => format!(
-                            "Lease deleted (finalizers [{}] keep it until an administrator \
-                             removes them)",
-                            finalizers.join(", ")
-                        ),
-                        None => "Lease deleted".into(),
-                    });
-                }
+            match self.delete_lease(rv).await? {
+                Some(deleted) => done.push(deleted),
                 // Renewed, taken over or deleted meanwhile: decide again on what is there now.
-                Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {
-                    return Ok(Some(CHANGED_RETRY));
-                }
-                Err(e) => {
-                    return Err(e).with_context(|| {
-                        format!(
-                            "reclaim Lease {} in namespace \"{namespace}\"",
-                            lease_name(member)
-                        )
-                    });
-                }
+                None => return Ok(Some(CHANGED_RETRY)),
             }
         }
-        if plan.delete_grant && self.delete_grant().await? {
+        if plan.on_release == Some(OnRelease::Reset) {
+            // A Lease of the broker's own before anything else: the member is then no one's
+            // claim, and the pool loop deletes it and clones it again. A reclaimed Lease was
+            // deleted above (the guard lets the broker delete a claim, not take it over), so
+            // one is created; a Lease without a holder is replaced. The label still on the
+            // member keeps clients from claiming it in between.
+            let lease =
+                lease.filter(|l| plan.reclaim.is_none() && l.metadata.deletion_timestamp.is_none());
+            let client = &self.ctx.client;
+            if !take_for_removal(client, namespace, member, Removal::Reset, lease).await? {
+                return Ok(Some(CHANGED_RETRY));
+            }
+            done.push("taken for a reset (deleted and cloned again from the golden VM)".into());
+        }
+        let revoked = plan.delete_grant && self.delete_grant().await?;
+        if revoked {
             done.push("access revoked".into());
         }
         if plan.cut_console && self.cut_console().await {
             done.push(CONSOLE_CUT.into());
         }
-        if plan.stop {
-            let api = Api::<VirtualMachine>::namespaced(self.ctx.client.clone(), namespace);
-            if let Some(fresh) = api
-                .get_opt(member)
-                .await
-                .with_context(|| format!("read VirtualMachine {member}"))?
-            {
-                let action = vdi_core::claim::stop(&self.ctx.client, namespace, &fresh).await?;
-                tracing::info!(namespace, member, ?action, "stop");
-                if action == vdi_core::claim::PowerAction::Stopped {
-                    done.push("VM stopped (every open stream ends with it)".into());
-                }
-            }
+        match plan.on_release {
+            Some(OnRelease::Keep) => done.extend(self.stop().await?),
+            Some(OnRelease::Restart) => done.extend(self.restart_released(revoked).await?),
+            Some(OnRelease::Reset) | None => {}
         }
         let mut written = VmWrite::AlreadySo;
         if plan.write_vm {
@@ -97,6 +76,8 @@ impl Member<'_> {
                 let mut patch = json!({ "metadata": { "annotations": {
                     GRANTED_TO_ANNOTATION: null,
                     BROKER_REASON_ANNOTATION: reason,
+                    IDLE_SINCE_ANNOTATION: null,
+                    NOTICE_ANNOTATION: null,
                 } } });
                 if clear {
                     patch["metadata"]["labels"] = json!({ ASSIGNED_TO_LABEL: null });
@@ -130,8 +111,51 @@ impl Member<'_> {
                  {member}, pool {pool})",
                 done.join(", ")
             );
-            self.record(vm, event, user, note).await;
+            let why = plan.reclaim_why.map(ReclaimWhy::as_str);
+            self.record(vm, event, user, why, note).await;
         }
         Ok((written == VmWrite::Declined).then_some(CHANGED_RETRY))
+    }
+
+    /// Deletes the claim Lease with resourceVersion `rv` as precondition: what was done, or
+    /// `None` when it changed or went meanwhile (409, 404).
+    ///
+    /// Errors: the delete failed otherwise.
+    async fn delete_lease(&self, rv: &str) -> anyhow::Result<Option<String>> {
+        let Target {
+            namespace, member, ..
+        } = self.target;
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: Some(rv.to_owned()),
+                uid: None,
+            }),
+            ..DeleteParams::default()
+        };
+        // Read leniently: the answer may be the Lease with the times that made it reclaimed.
+        let leases: Api<ClaimLease> = Api::namespaced(self.ctx.client.clone(), namespace);
+        match leases.delete(&lease_name(member), &params).await {
+            Ok(answer) => {
+                let kept = answer
+                    .left()
+                    .and_then(|l| l.metadata.finalizers)
+                    .filter(|f| !f.is_empty());
+                Ok(Some(match kept {
+                    Some(finalizers) => format!(
+                        "Lease deleted (finalizers [{}] keep it until an administrator removes \
+                         them)",
+                        finalizers.join(", ")
+                    ),
+                    None => "Lease deleted".into(),
+                }))
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(None),
+            Err(e) => Err(e).with_context(|| {
+                format!(
+                    "reclaim Lease {} in namespace \"{namespace}\"",
+                    lease_name(member)
+                )
+            }),
+        }
     }
 }

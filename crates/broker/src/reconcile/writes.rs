@@ -157,11 +157,13 @@ impl Member<'_> {
     }
 
     /// Records an Event on the member's VM and the same as a log line ([`crate::events`]).
+    /// `why`: the reclaim rule's word (`maxSession`, …), if one is the reason.
     pub(super) async fn record(
         &self,
         vm: &VirtualMachine,
         reason: Reason,
         user: &str,
+        why: Option<&str>,
         note: String,
     ) {
         let Target {
@@ -174,6 +176,7 @@ impl Member<'_> {
                 Reason::Released | Reason::Reclaimed => "Revoke",
                 Reason::Conflict | Reason::UnreadableClaim => "Refuse",
                 Reason::StartFailed => "Start",
+                Reason::ReclaimSoon => "Notify",
             },
             warning: matches!(
                 reason,
@@ -182,6 +185,7 @@ impl Member<'_> {
             facts: Facts {
                 user: Some(user.to_owned()),
                 pool: pool.to_owned(),
+                why: why.map(str::to_owned),
                 ..Default::default()
             },
             text: note,

@@ -1,0 +1,58 @@
+//! The sentences the broker writes: identities as shown, and the reasons it leaves on a
+//! member.
+
+use std::borrow::Cow;
+
+use vdi_core::labels::lease_name;
+use vdi_core::state::label_holder;
+
+/// The most characters of an identity shown in an Event's note, a log line or a reason (a
+/// holder is any string the Lease's writer chose; a 5,000-character one made every log line
+/// 15 kB).
+pub const IDENTITY_SHOWN: usize = 253;
+
+/// `identity` as shown in notes, logs and reasons: its first [`IDENTITY_SHOWN`] characters,
+/// then "…" when there are more.
+pub fn shown(identity: &str) -> Cow<'_, str> {
+    match identity.char_indices().nth(IDENTITY_SHOWN) {
+        Some((end, _)) => Cow::Owned(format!("{}…", &identity[..end])),
+        None => Cow::Borrowed(identity),
+    }
+}
+
+/// The sentence written when label and Lease disagree (SPEC "Member state": conflict), naming
+/// both sides and both ways out: keeping the label's user means deleting the Lease; freeing the
+/// member is an administrator's force release, which also removes the label and stops the VM.
+pub fn conflict_reason(member: &str, namespace: &str, label: &str, holder: &str) -> String {
+    let labelled = label_holder(label);
+    let labelled = shown(&labelled);
+    let lease = lease_name(member);
+    format!(
+        "label and Lease disagree: {member} is labelled for {labelled}, but its Lease {lease} \
+         is held by {}; neither gets access. An administrator resolves it: to keep it \
+         {labelled}'s, delete the Lease (`kubectl delete lease {lease} -n {namespace}`); to \
+         free the member, `corral-vdi unassign {member} -n {namespace} --force` (removes the \
+         label too and stops the VM)",
+        shown(holder)
+    )
+}
+
+/// The sentence written while the claim Lease is being deleted and finalizers keep it.
+pub fn deleting_reason(member: &str, namespace: &str, finalizers: &[String]) -> String {
+    let lease = lease_name(member);
+    format!(
+        "claim Lease {lease} is stuck deleting with finalizers [{}]: an administrator removes \
+         them (`kubectl patch lease {lease} -n {namespace} --type merge -p \
+         '{{\"metadata\":{{\"finalizers\":null}}}}'`)",
+        finalizers.join(", ")
+    )
+}
+
+/// The sentence written while the claim Lease names a holder but cannot be read.
+pub fn unreadable_reason(member: &str, namespace: &str, problem: &str) -> String {
+    let lease = lease_name(member);
+    format!(
+        "claim Lease {lease} is unreadable: {problem}; no access granted: an administrator \
+         corrects or deletes it (`kubectl delete lease {lease} -n {namespace}`)"
+    )
+}
