@@ -21,6 +21,7 @@ mod client;
 mod failover;
 mod hand_edit;
 mod label_only;
+mod policy;
 mod reclaim;
 mod replicas;
 mod restart;
