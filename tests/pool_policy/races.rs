@@ -48,8 +48,14 @@ async fn thirty_two_claims_racing_a_shrink_each_member_deleted_or_claimed_never_
             Err(e) => eprintln!("{user}'s claim lost: {e}"),
         }
     }
+    // Left: the members within the size, and every claim won (above the size they stay until
+    // released).
+    let want: BTreeSet<String> = (1..=SHRUNK)
+        .map(|i| format!("rc-{i}"))
+        .chain(won.keys().cloned())
+        .collect();
     let now = wait_members(&ns, "rc", "the shrink done", |m| {
-        m.values().all(Member::settled) && m.len() == SHRUNK.max(won.len())
+        m.values().all(Member::settled) && m.keys().cloned().collect::<BTreeSet<_>>() == want
     })
     .await;
 

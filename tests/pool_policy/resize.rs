@@ -1,25 +1,29 @@
 //! Live resize (issue 26, "Resize 4 → 8 → 2 with 2 members claimed"): growing clones the
-//! missing members, shrinking removes free members only, highest index first, and a claimed
-//! member is never deleted, whatever the sizes and the claims (a property over random cases).
+//! missing members, shrinking removes free members above the size only, highest index first
+//! (a claimed member above it stays until released), and a claimed member is never deleted,
+//! whatever the sizes and the claims (a property over random cases).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::json;
 
 use crate::{Member, Seen, claim_member, managed_pool, set_spec, spec, wait_members};
 
-/// Whether `now` is what a pool of `size` with the members `claimed` (held as they were)
-/// settles on: every claimed member there, nothing under way, and free members only to make up
-/// `size` (none when the claims alone reach it). Which free members stay is checked where the
-/// test knows (highest index first).
+/// Whether `now` is what `pool` of `size` with the members `claimed` (held as they were)
+/// settles on (SPEC: members are `<pool>-1` … `<pool>-<size>`; a shrink removes free members
+/// only, so a claimed member above `size` stays until released): exactly those members,
+/// nothing under way.
 fn settled_at(
     now: &BTreeMap<String, Member>,
+    pool: &str,
     size: usize,
     claimed: &BTreeMap<String, Member>,
 ) -> bool {
-    claimed.keys().all(|name| now.contains_key(name))
-        && now.values().all(Member::settled)
-        && now.len() == size.max(claimed.len())
+    let want: BTreeSet<String> = (1..=size)
+        .map(|i| format!("{pool}-{i}"))
+        .chain(claimed.keys().cloned())
+        .collect();
+    now.keys().cloned().collect::<BTreeSet<String>>() == want && now.values().all(Member::settled)
 }
 
 /// Asserts the claimed members are as they were: the same VM (uid), holder, label, running.
@@ -59,7 +63,7 @@ async fn resize_4_to_8_to_2_leaves_the_two_claimed_members_alone() {
 
     // Grow: rs-5 … rs-8 cloned, stopped and free.
     set_spec(&ns, "rs", json!({ "size": 8 })).await;
-    let now = wait_members(&ns, "rs", "8 members", |m| settled_at(m, 8, &claimed)).await;
+    let now = wait_members(&ns, "rs", "8 members", |m| settled_at(m, "rs", 8, &claimed)).await;
     let names: Vec<&str> = now.keys().map(String::as_str).collect();
     assert_eq!(
         names,
@@ -75,16 +79,16 @@ async fn resize_4_to_8_to_2_leaves_the_two_claimed_members_alone() {
 
     // Shrink to 5: the three free members of the highest indices go (rs-6, rs-7, rs-8).
     set_spec(&ns, "rs", json!({ "size": 5 })).await;
-    let now = wait_members(&ns, "rs", "5 members", |m| settled_at(m, 5, &claimed)).await;
+    let now = wait_members(&ns, "rs", "5 members", |m| settled_at(m, "rs", 5, &claimed)).await;
     let names: Vec<&str> = now.keys().map(String::as_str).collect();
     assert_eq!(names, ["rs-1", "rs-2", "rs-3", "rs-4", "rs-5"]);
     untouched(&now, &claimed, "after shrinking to 5");
 
-    // Shrink to 2: every free member goes; the two claimed stay.
+    // Shrink to 2: every free member above 2 goes (rs-3, rs-5); the claimed rs-4 stays.
     set_spec(&ns, "rs", json!({ "size": 2 })).await;
-    let now = wait_members(&ns, "rs", "2 members", |m| settled_at(m, 2, &claimed)).await;
+    let now = wait_members(&ns, "rs", "2 members", |m| settled_at(m, "rs", 2, &claimed)).await;
     let names: Vec<&str> = now.keys().map(String::as_str).collect();
-    assert_eq!(names, ["rs-2", "rs-4"]);
+    assert_eq!(names, ["rs-1", "rs-2", "rs-4"]);
     untouched(&now, &claimed, "after shrinking to 2");
     let deleted = seen.deleted(&now);
     for (name, member) in &claimed {
@@ -154,7 +158,7 @@ async fn no_claimed_member_is_ever_deleted_whatever_the_sizes_and_claims() {
         for size in &sizes {
             set_spec(&ns, &pool, json!({ "size": size })).await;
             let now = wait_members(&ns, &pool, &format!("size {size} ({what})"), |m| {
-                settled_at(m, *size, &claimed)
+                settled_at(m, &pool, *size, &claimed)
             })
             .await;
             untouched(&now, &claimed, &format!("{what}, at size {size}"));
