@@ -4,8 +4,8 @@
 
 use clap::Args;
 use vdi_core::cluster::KubeconfigSource;
-use vdi_core::policy::change::{PolicyChanges, resize, set};
-use vdi_core::policy::ops::{adopt, parse_on_release};
+use vdi_core::managed::change::{PolicyChanges, resize, set};
+use vdi_core::managed::ops::{adopt, parse_on_release};
 use vdi_core::policy::{DesktopPool, OnRelease, duration};
 
 /// The policy flags of `pool set` and `pool create`.
@@ -38,7 +38,7 @@ fn policy_duration(text: &str) -> Result<String, String> {
 
 /// A duration, or `none`.
 fn limit(text: &str) -> Result<String, String> {
-    if text == vdi_core::policy::change::NO_LIMIT {
+    if text == vdi_core::managed::change::NO_LIMIT {
         return Ok(text.to_owned());
     }
     policy_duration(text).map_err(|e| format!("{e}, or none"))
@@ -202,7 +202,7 @@ pub async fn policies(
     scope: &vdi_core::scope::Scope,
     warned: &mut bool,
 ) -> Vec<DesktopPool> {
-    match vdi_core::policy::ops::list(client, scope.namespace()).await {
+    match vdi_core::managed::ops::list(client, scope.namespace()).await {
         Ok(pools) => pools,
         Err(e) => {
             if !*warned {

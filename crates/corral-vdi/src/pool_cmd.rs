@@ -18,7 +18,8 @@ use clap::Args;
 use vdi_core::clock::ServerClock;
 use vdi_core::cluster::KubeconfigSource;
 use vdi_core::error::ErrorKind;
-use vdi_core::policy::ops::{create_for, spec_for};
+use vdi_core::managed::change::spec_for;
+use vdi_core::managed::ops::create_for;
 use vdi_core::pool::{
     CancelHandle, CreateOptions, CreatePool, CreateProgress, CreateStep, DeletePool,
     MemberProgress, create_pool, delete_pool,

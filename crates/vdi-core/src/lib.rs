@@ -18,6 +18,7 @@ pub mod identity;
 pub mod labels;
 pub mod lease;
 pub mod link;
+pub mod managed;
 pub mod manifests;
 #[cfg(test)]
 mod module_cycles;

@@ -8,7 +8,9 @@ use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
 use super::{Facts, note};
-use crate::policy::ops::GROUP_VERSION;
+use kube::Resource;
+
+use crate::policy::DesktopPool;
 
 /// The `reportingController` of the Events the client writes.
 pub const CLIENT_REPORTER: &str = "corral-vdi";
@@ -18,8 +20,8 @@ pub const CLIENT_REPORTER: &str = "corral-vdi";
 /// way).
 pub fn pool_ref(namespace: &str, pool: &str) -> ObjectReference {
     ObjectReference {
-        api_version: Some(GROUP_VERSION.into()),
-        kind: Some("DesktopPool".into()),
+        api_version: Some(DesktopPool::api_version(&()).into_owned()),
+        kind: Some(DesktopPool::kind(&()).into_owned()),
         name: Some(pool.into()),
         namespace: Some(namespace.into()),
         ..Default::default()

@@ -12,9 +12,7 @@
 //! older version, may hold anything) and says which field is wrong; a pool whose policy cannot
 //! be read is left as it is by the broker and shown with its problem.
 
-pub mod change;
 pub mod duration;
-pub mod ops;
 pub mod reclaim;
 
 use jiff::SignedDuration;

@@ -18,6 +18,7 @@ use super::{CLONE_KIND, CREATION_MARK_ANNOTATION, RUN_LABEL, creation_mark};
 use crate::clock::{ServerClock, exact_instant};
 use crate::error::{Error, ErrorKind, Result, is_status};
 use crate::labels::{POOL_LABEL, lease_name};
+use crate::policy::DesktopPool;
 use crate::resources::VirtualMachine;
 use crate::state::{MemberState, member_view};
 use crate::validate;
@@ -97,6 +98,28 @@ fn assignment(state: MemberState, holder: Option<&str>) -> Option<String> {
             "its Lease, held by {holder}, cannot be read, so it may be live"
         )),
         MemberState::Removing => Some("being removed by the broker".to_owned()),
+    }
+}
+
+/// Deletes `pool`'s DesktopPool ([`crate::policy`]), if it has one: a pool without one, or a
+/// cluster without the CRD, is fine.
+///
+/// Errors: [`Error::Kube`] naming the object (a 403: RBAC does not let the caller delete
+/// DesktopPools; nothing was deleted yet).
+async fn delete_desktop_pool(client: &Client, ns: &str, pool: &str) -> Result<()> {
+    match Api::<DesktopPool>::namespaced(client.clone(), ns)
+        .delete(pool, &DeleteParams::default())
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if is_status(&e, 404) => Ok(()),
+        Err(e) => Err(Error::kube(
+            format!(
+                "delete DesktopPool \"{pool}\" in namespace \"{ns}\" (before its members, so the \
+                 broker does not grow the pool again; nothing was deleted)"
+            ),
+            e,
+        )),
     }
 }
 
@@ -242,7 +265,7 @@ pub async fn delete_pool(
 
     // The pool's DesktopPool first, so the broker does not grow the pool again while its
     // members go (none, or no CRD, is fine).
-    crate::policy::ops::delete_for(client, ns, pool).await?;
+    delete_desktop_pool(client, ns, pool).await?;
 
     // Leftover clone objects, so that none produces a member while the pool goes; what our own
     // clone objects provably produced without the pool label (an interrupted create) goes too.

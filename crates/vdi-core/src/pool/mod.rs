@@ -126,7 +126,7 @@ pub const CLONE_PREFIX: &str = "corral-vdi-clone-";
 pub const CREATION_MARK_ANNOTATION: &str = "corral.dev/vdi-cloned-by";
 /// Annotation the label step writes on every member it makes: the golden VM it was cloned
 /// from, so that `pool adopt` can name it in the pool's DesktopPool
-/// ([`crate::policy::ops::adopt`]). A `corral.dev/vdi-*` key, so [`CLONE_FILTERS`] keep it off
+/// ([`crate::managed::ops::adopt`]). A `corral.dev/vdi-*` key, so [`CLONE_FILTERS`] keep it off
 /// clones of a member.
 pub const GOLDEN_ANNOTATION: &str = "corral.dev/vdi-golden";
 /// Label and annotation filters of every clone: copy everything from the golden VM except

@@ -9,14 +9,14 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::ops::{FIELD_MANAGER, managed, object_words};
-use super::{DesktopPool, DesktopPoolSpec, MAX_SIZE, OnRelease};
 use crate::error::{Error, ErrorKind, Result};
 use crate::labels::POOL_LABEL;
+use crate::policy::{DesktopPool, DesktopPoolSpec, MAX_SIZE, OnRelease};
 use crate::resources::VirtualMachine;
 use crate::validate;
 
 /// What `pool set` (and `pool create`'s policy flags) change; `None` leaves a field as it is.
-/// Durations are [`super::duration`] texts (`"30m"`); `"none"` removes `maxSession` or
+/// Durations are [`crate::policy::duration`] texts (`"30m"`); `"none"` removes `maxSession` or
 /// `idleTimeout` (no limit).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PolicyChanges {
@@ -82,7 +82,24 @@ impl PolicyChanges {
     }
 }
 
-/// Changes `pool`'s policy in `ns` by `changes`, checked through [`super::Policy`] (every
+/// The policy a new pool gets from `pool create`'s flags: `golden` and `size` with `changes`
+/// applied, checked by [`DesktopPoolSpec::policy`] without a request, so that a bad flag is
+/// refused before anything is created.
+///
+/// Errors: [`Error::Invalid`] naming the field and the flag.
+pub fn spec_for(golden: &str, size: u32, changes: &PolicyChanges) -> Result<DesktopPoolSpec> {
+    let base = DesktopPoolSpec {
+        golden: golden.to_owned(),
+        size: i32::try_from(size).unwrap_or(i32::MAX),
+        ..Default::default()
+    };
+    let spec = changes.apply(&base);
+    spec.policy()
+        .map_err(|e| Error::invalid(format!("pool policy: {e}"), changes.fix_for(&e)))?;
+    Ok(spec)
+}
+
+/// Changes `pool`'s policy in `ns` by `changes`, checked through [`crate::policy::Policy`] (every
 /// bound of the CRD) before anything is written; returns the DesktopPool as written.
 ///
 /// Errors: [`Error::Invalid`] for a bad name, no change asked for, or a value out of range

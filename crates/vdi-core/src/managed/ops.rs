@@ -1,7 +1,7 @@
 //! A pool's `DesktopPool` from the client's side (CLI, app): read it ([`get`], [`list`]), make
-//! one for a label-only pool ([`adopt`]) or for a pool just created ([`create_for`]), and
-//! delete it before a pool's members ([`delete_for`], called by pool delete). Changing it
-//! ([`super::change`]: `set`, `resize`) lives beside this file.
+//! one for a label-only pool ([`adopt`]) or for a pool just created ([`create_for`]). Changing
+//! it ([`super::change`]: `set`, `resize`) lives beside this file; pool delete removes it
+//! ([`crate::pool::delete_pool`]).
 //!
 //! A cluster without the CRD (no broker was ever installed) is an ordinary cluster for an
 //! unmanaged pool: reads answer "none" there, never an error; only a write that needs the CRD
@@ -9,12 +9,12 @@
 
 use std::collections::BTreeSet;
 
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
 
-use super::{DesktopPool, DesktopPoolSpec, OnRelease};
 use crate::error::{Error, ErrorKind, Result, is_status};
 use crate::labels::POOL_LABEL;
+use crate::policy::{DesktopPool, DesktopPoolSpec, OnRelease};
 use crate::pool::GOLDEN_ANNOTATION;
 use crate::resources::VirtualMachine;
 use crate::validate;
@@ -268,30 +268,9 @@ async fn create(
     Ok(made)
 }
 
-/// The policy a new pool gets from `pool create`'s flags: `golden` and `size` with `changes`
-/// applied, checked by [`DesktopPoolSpec::policy`] without a request, so that a bad flag is
-/// refused before anything is created.
-///
-/// Errors: [`Error::Invalid`] naming the field and the flag.
-pub fn spec_for(
-    golden: &str,
-    size: u32,
-    changes: &super::change::PolicyChanges,
-) -> Result<DesktopPoolSpec> {
-    let base = DesktopPoolSpec {
-        golden: golden.to_owned(),
-        size: i32::try_from(size).unwrap_or(i32::MAX),
-        ..Default::default()
-    };
-    let spec = changes.apply(&base);
-    spec.policy()
-        .map_err(|e| Error::invalid(format!("pool policy: {e}"), changes.fix_for(&e)))?;
-    Ok(spec)
-}
-
-/// After `pool create` made its members: the pool's DesktopPool with `spec` ([`spec_for`]),
-/// when a broker is installed ([`crate::broker::status`]: running or without a leader), so the
-/// broker keeps the pool as created. Without a broker, `None` and nothing written (the pool is
+/// After `pool create` made its members: the pool's DesktopPool with `spec`
+/// ([`super::change::spec_for`]), when a broker is installed ([`crate::broker::status`]:
+/// running or without a leader), so the broker keeps the pool as created. Without a broker, `None` and nothing written (the pool is
 /// unmanaged, as the seed's pools are).
 ///
 /// Errors: [`Error::Kube`] naming the object (a 409: a DesktopPool of that name exists).
@@ -306,30 +285,6 @@ pub async fn create_for(
         return Ok(None);
     }
     create(client, ns, pool, spec).await.map(Some)
-}
-
-/// Deletes `pool`'s DesktopPool, if it has one (pool delete does it first, so the broker does
-/// not grow the pool again while its members go). A cluster without the CRD, or a pool
-/// without one, is fine.
-///
-/// Returns whether one was deleted. Errors: [`Error::Kube`] naming the object (a 403: RBAC
-/// does not let the caller delete DesktopPools; no member was deleted).
-pub(crate) async fn delete_for(client: &Client, ns: &str, pool: &str) -> Result<bool> {
-    match Api::<DesktopPool>::namespaced(client.clone(), ns)
-        .delete(pool, &DeleteParams::default())
-        .await
-    {
-        Ok(_) => Ok(true),
-        Err(e) if is_status(&e, 404) => Ok(false),
-        Err(e) => Err(Error::kube(
-            format!(
-                "delete {} (before its members, so the broker does not grow the pool again; \
-                 nothing was deleted)",
-                object_words(ns, pool)
-            ),
-            e,
-        )),
-    }
 }
 
 /// `keep`, `restart` or `reset` as an [`OnRelease`].
