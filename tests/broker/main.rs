@@ -22,6 +22,7 @@ mod failover;
 mod hand_edit;
 mod label_only;
 mod policy;
+mod pools;
 mod reclaim;
 mod replicas;
 mod restart;

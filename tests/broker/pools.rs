@@ -1,0 +1,285 @@
+//! Managed pools, the broker's pool loop (issue 26: live resize, the warm buffer, removal that
+//! survives a restart): a pool resized 4 → 8 → 2 with two members claimed keeps both claimed
+//! members (uid, holder and grant unchanged) until they are released; a warm buffer of 2 keeps
+//! the two lowest free members running, refills after a claim and stops them at warm 0; and a
+//! broker stopped halfway through a shrink (a member's Lease taken and its VM marked, another's
+//! Lease taken before its mark) finishes it when it starts again.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use corral_tests::{
+    annotate, client_as, desktop_pools, eventually, golden_vm, leases, managed_pool_in, namespace,
+    now_micro, plant_lease, wait_pool_members,
+};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use sandbox::broker::Signal;
+use serde_json::json;
+use vdi_core::labels::{BROKER_USER, MEMBER_LABEL, POOL_LABEL, REMOVING_ANNOTATION, lease_name};
+use vdi_core::policy::{DesktopPool, DesktopPoolSpec};
+
+use crate::{FOLLOW, claim, replicas_mine, replicas_steady, wait_granted};
+
+/// How long the broker may take to clone a pool's members in the sandbox.
+const CLONING: Duration = Duration::from_secs(120);
+
+/// A namespace with the golden VM `golden` (stopped) and a DesktopPool `pool` of `size`
+/// (`warm`) made by the broker.
+async fn managed(prefix: &str, pool: &str, size: i32, warm: i32) -> String {
+    let ns = namespace(prefix).await;
+    golden_vm(&ns, "golden", "Halted", |_| {}).await;
+    let spec = DesktopPoolSpec {
+        golden: "golden".into(),
+        size,
+        warm: Some(warm),
+        ..Default::default()
+    };
+    managed_pool_in(&ns, pool, spec, CLONING).await;
+    ns
+}
+
+/// Sets the DesktopPool's `spec` fields `fields` (a merge patch, as admin).
+async fn set_spec(ns: &str, pool: &str, fields: serde_json::Value) {
+    desktop_pools(&client_as("admin").await, ns)
+        .patch(
+            pool,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": fields })),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("patch DesktopPool {pool}: {e}"));
+}
+
+/// The pool's DesktopPool as it is.
+async fn desktop_pool(ns: &str, pool: &str) -> DesktopPool {
+    desktop_pools(&client_as("admin").await, ns)
+        .get(pool)
+        .await
+        .unwrap()
+}
+
+/// The reasons of the broker's Events about `pool` in `ns` (on its members or the DesktopPool).
+async fn reasons(ns: &str) -> Vec<String> {
+    let api: Api<Event> = Api::namespaced(client_as("admin").await, ns);
+    let mut reasons: Vec<String> = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.reporting_controller.as_deref() == Some(vdi_core::labels::BROKER_NAME))
+        .filter_map(|e| e.reason)
+        .collect();
+    reasons.sort();
+    reasons
+}
+
+/// A member's claim Lease held by `holder` for an hour from now (as admin).
+async fn hold(ns: &str, pool: &str, member: &str, holder: &str) {
+    let now = now_micro();
+    plant_lease(
+        &client_as("admin").await,
+        ns,
+        &lease_name(member),
+        json!({ POOL_LABEL: pool, MEMBER_LABEL: member }),
+        json!({ "holderIdentity": holder, "acquireTime": now, "renewTime": now,
+                "leaseDurationSeconds": 3600 }),
+    )
+    .await;
+}
+
+fn names(members: &BTreeMap<String, corral_tests::PoolMember>) -> Vec<&str> {
+    members.keys().map(String::as_str).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resize_clones_and_removes_free_members_and_never_touches_claimed_ones() {
+    let _steady = replicas_steady().await;
+    let ns = managed("pools-resize", "rs", 4, 0).await;
+    set_spec(&ns, "rs", json!({ "size": 8 })).await;
+    let grown = wait_pool_members(&ns, "rs", "8 settled members", CLONING, |m| {
+        m.len() == 8 && m.values().all(|m| m.settled() && m.free())
+    })
+    .await;
+    let want: Vec<String> = (1..=8).map(|i| format!("rs-{i}")).collect();
+    assert_eq!(
+        names(&grown),
+        want.iter().map(String::as_str).collect::<Vec<_>>()
+    );
+    // alice claims as the CLI does (any member); bob holds another one above the size to come.
+    let alice = claim("alice", &ns, "rs").await.member;
+    let bob = if alice == "rs-7" { "rs-8" } else { "rs-7" };
+    hold(&ns, "rs", bob, "bob").await;
+    wait_granted(&ns, bob, "bob", FOLLOW).await;
+    let before = corral_tests::pool_members(&ns, "rs").await;
+
+    set_spec(&ns, "rs", json!({ "size": 2 })).await;
+    let mut keep: Vec<String> = vec!["rs-1".into(), "rs-2".into(), alice.clone(), bob.into()];
+    keep.sort();
+    keep.dedup();
+    let shrunk = wait_pool_members(&ns, "rs", "free members above 2 removed", CLONING, |m| {
+        m.keys().cloned().collect::<Vec<_>>() == keep && m.values().all(|m| !m.deleting)
+    })
+    .await;
+    for claimed in [alice.as_str(), bob] {
+        assert_eq!(
+            shrunk[claimed].uid, before[claimed].uid,
+            "{claimed} is the same VM"
+        );
+        assert_eq!(
+            shrunk[claimed].holder, before[claimed].holder,
+            "{claimed} keeps its holder"
+        );
+        assert!(
+            !shrunk[claimed]
+                .annotations
+                .contains_key(REMOVING_ANNOTATION)
+        );
+    }
+    wait_granted(&ns, bob, "bob", FOLLOW).await;
+    let status = eventually("the status counts the claimed members", FOLLOW, || async {
+        let status = desktop_pool(&ns, "rs").await.status?;
+        (status.members == keep.len() as i32 && status.claimed == 2).then_some(status)
+    })
+    .await;
+    let resizing = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Resizing")
+        .unwrap();
+    assert_eq!(
+        resizing.status, "True",
+        "{bob} waits for its release: {resizing:?}"
+    );
+    assert!(resizing.message.contains(bob), "{}", resizing.message);
+
+    // bob's claim ends: his member goes; alice's stays even if it is above the size.
+    Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client_as("admin").await, &ns)
+        .delete(&lease_name(bob), &DeleteParams::default())
+        .await
+        .unwrap();
+    let mut after: Vec<String> = vec!["rs-1".into(), "rs-2".into(), alice.clone()];
+    after.sort();
+    after.dedup();
+    wait_pool_members(
+        &ns,
+        "rs",
+        "bob's member removed once released",
+        CLONING,
+        |m| m.keys().cloned().collect::<Vec<_>>() == after,
+    )
+    .await;
+    eventually("bob's member's Lease is gone", FOLLOW, || async {
+        let lease = leases(&client_as("admin").await, &ns)
+            .get_opt(&lease_name(bob))
+            .await
+            .ok()?;
+        lease.is_none().then_some(())
+    })
+    .await;
+    let reasons = reasons(&ns).await;
+    for reason in ["Resized", "MemberAdded", "MemberRemoving", "MemberRemoved"] {
+        assert!(
+            reasons.iter().any(|r| r == reason),
+            "no {reason} Event: {reasons:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_warm_buffer_keeps_the_lowest_free_members_running() {
+    let _steady = replicas_steady().await;
+    let ns = managed("pools-warm", "wm", 4, 2).await;
+    let running = |m: &BTreeMap<String, corral_tests::PoolMember>| {
+        m.iter()
+            .filter(|(_, m)| m.power == "Running")
+            .map(|(n, _)| n.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        running(&corral_tests::pool_members(&ns, "wm").await),
+        ["wm-1", "wm-2"]
+    );
+    let taken = claim("alice", &ns, "wm").await.member;
+    wait_pool_members(
+        &ns,
+        "wm",
+        "2 free members running beside alice's",
+        CLONING,
+        |m| {
+            m[&taken].power == "Running"
+                && m.iter()
+                    .filter(|(n, m)| **n != taken && m.power == "Running" && m.free())
+                    .count()
+                    == 2
+        },
+    )
+    .await;
+    set_spec(&ns, "wm", json!({ "warm": 0 })).await;
+    let cold = wait_pool_members(&ns, "wm", "free members stopped at warm 0", CLONING, |m| {
+        m.iter()
+            .all(|(n, m)| (*n == taken) == (m.power == "Running") && m.settled())
+    })
+    .await;
+    assert_eq!(
+        cold[&taken].holder.as_deref(),
+        Some("alice"),
+        "the claimed member is alice's"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_broker_restarted_halfway_through_a_shrink_finishes_it() {
+    let ns = {
+        let _steady = replicas_steady().await;
+        managed("pools-restart", "hs", 4, 0).await
+    };
+    let _mine = replicas_mine().await;
+    let brokers = corral_tests::brokers();
+    let count = brokers.replicas().len();
+    for i in 0..count {
+        brokers.kill(i, Signal::Kill).unwrap();
+    }
+    let before = corral_tests::pool_members(&ns, "hs").await;
+    // What a broker killed between its writes leaves: hs-4's Lease taken and its VM marked,
+    // hs-3's Lease taken but not yet marked; and the size already 2.
+    hold(&ns, "hs", "hs-4", BROKER_USER).await;
+    annotate(&ns, "hs-4", REMOVING_ANNOTATION, Some("shrink")).await;
+    hold(&ns, "hs", "hs-3", BROKER_USER).await;
+    set_spec(&ns, "hs", json!({ "size": 2 })).await;
+    // A Lease the broker took on a member within the size (a reset cut short before its mark)
+    // is given back.
+    hold(&ns, "hs", "hs-2", BROKER_USER).await;
+    for i in 0..count {
+        brokers.start(i).await.unwrap();
+    }
+    let after = wait_pool_members(&ns, "hs", "hs-3 and hs-4 removed", CLONING, |m| {
+        names(m) == ["hs-1", "hs-2"]
+    })
+    .await;
+    assert_eq!(after["hs-2"].uid, before["hs-2"].uid, "hs-2 is kept");
+    let admin = client_as("admin").await;
+    eventually("the broker's Leases are gone", CLONING, || async {
+        let api = leases(&admin, &ns);
+        for member in ["hs-2", "hs-3", "hs-4"] {
+            if api.get_opt(&lease_name(member)).await.ok()?.is_some() {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+    let status = eventually("Ready at size 2", FOLLOW, || async {
+        let status = desktop_pool(&ns, "hs").await.status?;
+        let ready = status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        (ready && status.members == 2 && status.free == 2).then_some(status)
+    })
+    .await;
+    assert_eq!(
+        status.observed_generation,
+        desktop_pool(&ns, "hs").await.metadata.generation
+    );
+}
