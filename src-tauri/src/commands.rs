@@ -37,6 +37,10 @@ pub struct ClusterLink {
     credentials: tauri::async_runtime::JoinHandle<()>,
     /// Sends the broker's badge to the window (a `broker-status` event) when it changes.
     broker: tauri::async_runtime::JoinHandle<()>,
+    /// Renews the identity's claims while the app has a session open on them (managed pools;
+    /// [`vdi_core::session::ClaimRenewal`]): dropped with the link, so a new context's identity
+    /// never renews the old one's claims. `None` while the cluster does not say who you are.
+    _renewal: Option<vdi_core::session::ClaimRenewal>,
 }
 
 impl Drop for ClusterLink {
@@ -233,11 +237,13 @@ pub async fn connect_cluster(
         scope,
         guard: link.guard.clone(),
     };
+    let renewal = actor.map(|a| state.supervisor.renew_claims(a.clone()));
     *state.cluster.lock().map_err(|_| poisoned())? = Some(ClusterLink {
         link,
         forward,
         credentials,
         broker,
+        _renewal: renewal,
     });
     Ok(info)
 }
@@ -265,6 +271,13 @@ pub fn stream_client(state: &State<'_, AppState>) -> Result<kube::Client, ErrorV
     let guard = state.cluster.lock().map_err(|_| poisoned())?;
     let cluster = guard.as_ref().ok_or_else(not_connected)?;
     Ok(cluster.link.conn.streams.clone())
+}
+
+/// The open cluster link's pools view as it is now (the snapshot the window was last sent).
+pub fn pools_now(state: &State<'_, AppState>) -> Result<vdi_core::watch::PoolsSnapshot, ErrorView> {
+    let guard = state.cluster.lock().map_err(|_| poisoned())?;
+    let cluster = guard.as_ref().ok_or_else(not_connected)?;
+    Ok(cluster.link.feed.subscribe().borrow().clone())
 }
 
 fn not_connected() -> ErrorView {

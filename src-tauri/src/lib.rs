@@ -8,6 +8,7 @@ mod commands;
 mod connect;
 mod kubeconfig;
 mod logging;
+mod policy;
 mod usb;
 
 use std::sync::Mutex;

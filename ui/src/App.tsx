@@ -311,6 +311,10 @@ export function App() {
         onClaim={actions.claim}
         onRelease={actions.openRelease}
         onConnect={openConnect}
+        onKeep={(member) => {
+          actions.keep(member.namespace, member.name);
+        }}
+        onHistory={actions.openHistory}
         claimDenied={claimDenied}
         loading={snapshot.status.kind === "syncing"}
         unreadable={snapshot.status.kind === "failing" && snapshot.pools.length === 0}
@@ -390,6 +394,7 @@ export function App() {
         onCloseCapacity={() => {
           setCapacityOpen(false);
         }}
+        permissionsFor={(ns) => permissions.get(ns) ?? null}
       />
     );
 
@@ -608,6 +613,8 @@ export function App() {
           running={actions.running}
           onAssign={actions.openAssign}
           onDelete={actions.openDeletePool}
+          onSettings={actions.openPoolSettings}
+          onHistory={actions.openHistory}
           onUnassign={actions.openRelease}
           onConnect={openConnect}
           username={username}

@@ -1,14 +1,17 @@
-import type { ClusterInfo, Identity, MemberView, PoolsSnapshot } from "./bindings";
+import type { ClusterInfo, Identity, MemberView, Permissions, PoolsSnapshot } from "./bindings";
 import { AssignDialog } from "./components/AssignDialog";
 import { CapacityView } from "./components/CapacityView";
 import { ConnectDialog } from "./components/ConnectDialog";
 import { DeletePoolDialog } from "./components/DeletePoolDialog";
+import { MemberHistoryDialog } from "./components/MemberHistoryDialog";
 import { NewPoolDialog } from "./components/NewPoolDialog";
+import { PoolSettingsDialog } from "./components/PoolSettingsDialog";
 import { ReleaseDialog } from "./components/ReleaseDialog";
 import { SessionsView } from "./components/SessionsView";
 import { UsbView } from "./components/UsbView";
 import { claimStepFor } from "./lib/claims";
 import type { DialogKind } from "./lib/dialogs";
+import { manageAllowed } from "./lib/policy";
 import { dialogActionKey, type useClaimActions } from "./useClaimActions";
 import type { ConsoleTarget } from "./useConsole";
 import type { useSessions } from "./useSessions";
@@ -35,6 +38,8 @@ export type DialogsProps = {
   onCloseSessions: () => void;
   onCloseUsb: () => void;
   onCloseCapacity: () => void;
+  /** What you may do in a namespace; null until known. */
+  permissionsFor: (namespace: string) => Permissions | null;
 };
 
 /** The dialog `which` names, with what it needs from the window's state. */
@@ -106,6 +111,34 @@ export function Dialogs(props: DialogsProps) {
               onClose={actions.closeDialog}
             />
           );
+        case "poolSettings":
+          return (
+            <PoolSettingsDialog
+              key={dialogActionKey(spec)}
+              namespace={spec.namespace}
+              pool={spec.pool}
+              view={
+                snapshot?.pools.find(
+                  (p) => p.namespace === spec.namespace && p.name === spec.pool,
+                ) ?? null
+              }
+              manage={manageAllowed(props.permissionsFor(spec.namespace))}
+              onClose={(done) => {
+                actions.closeDialog();
+                if (done !== undefined) actions.announce(done);
+              }}
+            />
+          );
+        case "history":
+          return (
+            <MemberHistoryDialog
+              key={dialogActionKey(spec)}
+              namespace={spec.namespace}
+              member={spec.member}
+              revision={memberRevision(snapshot, spec.namespace, spec.member)}
+              onClose={actions.closeDialog}
+            />
+          );
       }
       break;
     }
@@ -154,4 +187,14 @@ export function Dialogs(props: DialogsProps) {
       return <CapacityView cluster={props.cluster} onClose={props.onCloseCapacity} />;
   }
   return null;
+}
+
+/** What of `member` the live view shows that a new act changes (its state and holder). */
+function memberRevision(snapshot: PoolsSnapshot | null, namespace: string, member: string): string {
+  for (const pool of snapshot?.pools ?? []) {
+    if (pool.namespace !== namespace) continue;
+    const found = pool.members.find((m) => m.name === member);
+    if (found !== undefined) return `${found.state}:${found.holder ?? ""}`;
+  }
+  return "";
 }

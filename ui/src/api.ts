@@ -22,12 +22,17 @@ import {
   type CredentialState,
   type ErrorView,
   type GoldenCandidate,
+  type Kept,
   type KubeconfigChanged,
+  type MemberHistory,
   type MemberPaths,
   type NewPool,
   type Permissions,
   type PoolCreated,
   type PoolDeleted,
+  type PolicyCheck,
+  type PoolPolicy,
+  type PoolSettings,
   type PoolsUpdate,
   type RdpFileSaved,
   type Released,
@@ -165,6 +170,51 @@ export function deletePool(
   force: boolean,
 ): Promise<Result<PoolDeleted>> {
   return call(() => commands.deletePool(namespace, name, force));
+}
+
+/** `pool`'s policy: its settings, or none when it is unmanaged (no DesktopPool). */
+export function poolPolicy(namespace: string, pool: string): Promise<Result<PoolPolicy>> {
+  return call(() => commands.poolPolicy(namespace, pool));
+}
+
+/**
+ * Judges the settings dialog's values without writing: the first value the rules refuse (the
+ * broker's, read in the backend), and the members a smaller size would remove.
+ */
+export function checkPoolSettings(
+  namespace: string,
+  pool: string,
+  golden: string,
+  settings: PoolSettings,
+): Promise<Result<PolicyCheck>> {
+  return call(() => commands.checkPoolSettings(namespace, pool, golden, settings));
+}
+
+/** Writes the settings dialog's values to `pool`'s DesktopPool (resize, then the rest). */
+export function savePoolSettings(
+  namespace: string,
+  pool: string,
+  settings: PoolSettings,
+): Promise<Result<PoolPolicy>> {
+  return call(() => commands.savePoolSettings(namespace, pool, settings));
+}
+
+/** Makes the unmanaged `pool` managed: a DesktopPool of its current size and defaults. */
+export function adoptPool(namespace: string, pool: string): Promise<Result<PoolPolicy>> {
+  return call(() => commands.adoptPool(namespace, pool));
+}
+
+/**
+ * Keep on a reclaim notice: renews your claim of `member` and records the time, postponing a
+ * disconnect or idle reclaim (never past the pool's maxSession).
+ */
+export function keepDesktop(namespace: string, member: string): Promise<Result<Kept>> {
+  return call(() => commands.keepDesktop(namespace, member));
+}
+
+/** `member`'s history (its audit Events, oldest first) and the sentence on how long it lasts. */
+export function memberHistory(namespace: string, member: string): Promise<Result<MemberHistory>> {
+  return call(() => commands.memberHistory(namespace, member));
 }
 
 /**

@@ -3,6 +3,7 @@ import {
   assignMember,
   claimDesktop,
   deletePool,
+  keepDesktop,
   onClaimProgress,
   unassignMember,
   type Result,
@@ -17,13 +18,16 @@ import {
   type PoolChoice,
 } from "./lib/claims";
 import { formatPoolDeleted } from "./lib/pools";
+import { formatKept } from "./lib/reclaim";
 
 /** The dialog on screen, if any. */
 export type DialogSpec =
   | { kind: "assign"; namespace: string; pool: string }
   | { kind: "release"; namespace: string; member: string; holder: string | null; force: boolean }
   | { kind: "newPool"; namespace: string }
-  | { kind: "deletePool"; namespace: string; pool: string };
+  | { kind: "deletePool"; namespace: string; pool: string }
+  | { kind: "poolSettings"; namespace: string; pool: string }
+  | { kind: "history"; namespace: string; member: string };
 
 export type OpenDialog = {
   spec: DialogSpec;
@@ -42,6 +46,10 @@ export function dialogActionKey(spec: DialogSpec): string {
       return actionKeys.createPool(spec.namespace);
     case "deletePool":
       return actionKeys.deletePool(spec.namespace, spec.pool);
+    case "poolSettings":
+      return actionKeys.poolSettings(spec.namespace, spec.pool);
+    case "history":
+      return actionKeys.history(spec.namespace, spec.member);
   }
 }
 
@@ -166,9 +174,37 @@ export function useClaimActions() {
     [setDialog],
   );
 
+  /** A pool's settings (the dialog reads and writes them itself). */
+  const openPoolSettings = useCallback(
+    (pool: PoolView) => {
+      setDialog({
+        spec: { kind: "poolSettings", namespace: pool.namespace, pool: pool.name },
+        error: null,
+      });
+    },
+    [setDialog],
+  );
+
+  /** A member's history (its audit Events). */
+  const openHistory = useCallback(
+    (member: MemberView) => {
+      setDialog({
+        spec: { kind: "history", namespace: member.namespace, member: member.name },
+        error: null,
+      });
+    },
+    [setDialog],
+  );
+
   const closeDialog = useCallback(() => {
     setDialog(null);
   }, [setDialog]);
+
+  /** Shows `text` as the outcome of something a dialog did itself. */
+  const announce = useCallback((text: string) => {
+    noticeIdRef.current += 1;
+    setNotice({ id: noticeIdRef.current, kind: "success", text });
+  }, []);
 
   const dismissNotice = useCallback(() => {
     setNotice(null);
@@ -222,6 +258,19 @@ export function useClaimActions() {
     [run],
   );
 
+  /** Keep on a reclaim notice: renews your claim of `member`. */
+  const keep = useCallback(
+    (namespace: string, member: string) => {
+      void run(
+        actionKeys.keep(namespace, member),
+        `Keep ${member}`,
+        () => keepDesktop(namespace, member),
+        formatKept,
+      );
+    },
+    [run],
+  );
+
   return {
     running,
     claimProgress,
@@ -231,11 +280,15 @@ export function useClaimActions() {
     openRelease,
     openNewPool,
     openDeletePool,
+    openPoolSettings,
+    openHistory,
     closeDialog,
+    announce,
     dismissNotice,
     assign,
     claim,
     release,
+    keep,
     deletePool: removePool,
   };
 }

@@ -77,6 +77,51 @@ export const commands = {
 	 *  unless `force`.
 	 */
 	deletePool: (namespace: string, name: string, force: boolean) => __TAURI_INVOKE<PoolDeleted>("delete_pool", { namespace, name, force }),
+	/**
+	 *  Reads `pool`'s policy in `namespace`: its settings, or none when the pool is unmanaged.
+	 * 
+	 *  Errors: a bad name; the DesktopPool cannot be read (403: RBAC does not let you read
+	 *  DesktopPools).
+	 */
+	poolPolicy: (namespace: string, pool: string) => __TAURI_INVOKE<PoolPolicy>("pool_policy", { namespace, pool }),
+	/**
+	 *  Judges the dialog's `settings` for `pool` (golden VM `golden`) without writing anything:
+	 *  the spec they make read by [`DesktopPoolSpec::policy`] (the broker's rules and the CRD's
+	 *  bounds), and the members a smaller size would remove, from the live view.
+	 */
+	checkPoolSettings: (namespace: string, pool: string, golden: string, settings: PoolSettings) => __TAURI_INVOKE<PolicyCheck>("check_pool_settings", { namespace, pool, golden, settings }),
+	/**
+	 *  Writes the dialog's `settings` to `pool`'s DesktopPool: a new size through `pool resize`
+	 *  (with warm in the same write; growth admitted as pool create is), the rest through `pool
+	 *  set`. Each write carries the resourceVersion it read; returns the policy as written.
+	 * 
+	 *  Errors, each before its write: a value out of range (naming the field); an unmanaged pool
+	 *  (adopt it first); growth the cluster cannot place; a DesktopPool changed meanwhile (409);
+	 *  RBAC refusals. Nothing at all changed is not an error.
+	 */
+	savePoolSettings: (namespace: string, pool: string, settings: PoolSettings) => __TAURI_INVOKE<PoolPolicy>("save_pool_settings", { namespace, pool, settings }),
+	/**
+	 *  Makes `pool` managed: a DesktopPool with its member count as size, the golden VM its
+	 *  members were cloned from, and the unmanaged behaviour's defaults.
+	 * 
+	 *  Errors: no DesktopPool CRD (install the broker); no members; an unknown golden VM; managed
+	 *  already; RBAC refusals. Nothing is written on any of them.
+	 */
+	adoptPool: (namespace: string, pool: string) => __TAURI_INVOKE<PoolPolicy>("adopt_pool", { namespace, pool }),
+	/**
+	 *  **Keep** on a reclaim notice: renews `member`'s claim, which you must hold, and records the
+	 *  time, so that a disconnect or idle reclaim is postponed (never a `maxSession` end).
+	 * 
+	 *  Errors: not your active claim, or past the pool's `maxSession` (nothing written); a failed
+	 *  request.
+	 */
+	keepDesktop: (namespace: string, member: string) => __TAURI_INVOKE<Kept>("keep_desktop", { namespace, member }),
+	/**
+	 *  The audit trail of `member` in `namespace` (its Events related to its pool's DesktopPool).
+	 * 
+	 *  Errors: a bad name; RBAC does not let you list Events there (403).
+	 */
+	memberHistory: (namespace: string, member: string) => __TAURI_INVOKE<MemberHistory>("member_history", { namespace, member }),
 	/**  Which paths reach `member` (VNC, RDP, SSH), each available or with the reason. */
 	memberPaths: (namespace: string, member: string) => __TAURI_INVOKE<MemberPaths>("member_paths", { namespace, member }),
 	/**
@@ -171,6 +216,36 @@ export type AppInfo = {
 	logPath: string,
 	/**  The kubeconfig files in use. */
 	kubeconfigPaths: string[],
+};
+
+/**  One act of the trail. */
+export type AuditEntry = {
+	/**  When it happened (last time, for an Event repeated as a series). */
+	time: string,
+	/**  Namespace of the pool. */
+	namespace: string,
+	/**  The Event's reason (`Claimed`, `Released`, `Reclaimed`, `ForceReleased`, `Resized`, …). */
+	reason: string,
+	/**  The Event's action, if any. */
+	action: string | null,
+	/**  A Warning Event (something was wrong or forced). */
+	warning: boolean,
+	/**  The identity the act concerned (the holder). */
+	user: string | null,
+	/**  Who did it when it was not the broker (a force release: the administrator). */
+	by: string | null,
+	/**  The member VM, when the act was on one (a resize is on the DesktopPool). */
+	member: string | null,
+	/**  The pool. */
+	pool: string,
+	/**  Why, in a word (`disconnected`, `maxSession`, `idle`, `shrink`, `force`, …). */
+	why: string | null,
+	/**  The sentence for people. */
+	message: string,
+	/**  How many times it happened (an Event series), at least 1. */
+	count: number,
+	/**  Who wrote it (`reportingController`/`reportingInstance`). */
+	reporter: string,
 };
 
 /**  The broker as the app's header shows it (a badge beside the guard's) and the CLI's notice. */
@@ -702,6 +777,19 @@ export type Identity = {
 	groups: string[],
 };
 
+/**  A claim kept on a reclaim notice. */
+export type Kept = {
+	/**  The renewal Keep made. */
+	renewed: Renewed,
+	/**  The time recorded on the Lease ([`KEPT_AT_ANNOTATION`]). */
+	keptAt: string,
+	/**
+	 *  The next reclaim after this Keep, in a managed pool whose policy can be read (it may be
+	 *  the `maxSession` end, which Keep does not move).
+	 */
+	nextReclaim: ReclaimDue | null,
+};
+
 /**  The kubeconfig files were written: what the desktop app tells its window. */
 export type KubeconfigChanged = {
 	/**
@@ -744,6 +832,14 @@ export type LeaseView = {
 	 *  ([`crate::lease::lease_view`]).
 	 */
 	problem: string | null,
+};
+
+/**  A member's history, newest last, with what the window says about its length. */
+export type MemberHistory = {
+	/**  Its acts (claims, releases, reclaims, force releases, resets), oldest first. */
+	entries: AuditEntry[],
+	/**  That Events live only as long as the API server's event TTL ([`TTL_NOTICE`]). */
+	ttlNotice: string,
 };
 
 /**  Every path to a member. */
@@ -821,7 +917,13 @@ export type MemberState =
  *  the broker's reason ([`MemberView::broker_reason`]) says why it cannot finish, if it
  *  cannot.
  */
-"granting";
+"granting" | 
+/**
+ *  A managed pool's member the broker is removing (shrink, or a reset to the golden VM):
+ *  its VM carries [`REMOVING_ANNOTATION`], or the broker ([`BROKER_USER`]) holds its
+ *  Lease. Not claimable, and not anyone's claim.
+ */
+"removing";
 
 /**  One pool member, ready to show. */
 export type MemberView = {
@@ -856,6 +958,21 @@ export type MemberView = {
 	 *  `Unknown` when the VM has no status yet.
 	 */
 	power: string,
+	/**
+	 *  A held member of a managed pool: when its claim will be reclaimed (RFC 3339, the API
+	 *  server's time; [`crate::policy::reclaim::due`]), else `None`. For a disconnect it is
+	 *  the Lease's end (the broker acts its skew margin later).
+	 */
+	reclaimAt: string | null,
+	/**  Why it will be reclaimed then (`disconnected`, `maxSession`, `idle`). */
+	reclaimWhy: ReclaimWhy | null,
+	/**
+	 *  Whether the holder should be told now: the reclaim is at most
+	 *  [`crate::policy::reclaim::NOTICE`] (five minutes) away.
+	 */
+	notice: boolean,
+	/**  Whether Keep postpones that reclaim (not a `maxSession` end). */
+	keepable: boolean,
 };
 
 /**  What the app's "New pool" dialog asks for. */
@@ -969,6 +1086,15 @@ export type NodeResource = {
 	holdersText: string,
 };
 
+/**  What a release (by the holder, a reclaim or a force release) does to the member. */
+export type OnRelease = 
+/**  Stop it; its disk is kept for the next holder (the seed's behaviour). */
+"keep" | 
+/**  Restart it (a new VMI: every stream of the last holder ends), disk kept. */
+"restart" | 
+/**  Delete it and clone it again from the golden VM: the next holder gets a fresh disk. */
+"reset";
+
 /**  A way to reach a desktop. */
 export type PathKind = 
 /**  The VM's console (VNC), in the app or a native viewer. */
@@ -1041,6 +1167,55 @@ export type PlanWords = {
 	caveat: string,
 };
 
+/**
+ *  The dialog's values, judged before anything is sent: the first problem (by the rules the
+ *  broker reads a DesktopPool with) and, for a smaller size, the members it would remove.
+ */
+export type PolicyCheck = {
+	/**  The first value out of range or unreadable; `null` when all read. */
+	problem: PolicyProblem | null,
+	/**
+	 *  The members a resize to this size removes, highest index first, as the live view shows
+	 *  the pool now (free members only: a claimed one is never removed;
+	 *  [`vdi_core::managed::change::shrink_victims`], the broker's choice).
+	 */
+	removed: string[],
+	/**  How many of the members over the new size are claimed (they stay). */
+	keptClaimed: number,
+};
+
+/**  One value the rules refuse. */
+export type PolicyProblem = {
+	/**
+	 *  The field, as the spec names it (`size`, `warm`, `disconnectGrace`, `maxSession`,
+	 *  `idleTimeout`); `null` when the sentence names none.
+	 */
+	field: string | null,
+	/**  The rule's sentence (`spec.warm: 5 is out of range (0 to the size, 4)`). */
+	message: string,
+};
+
+/**
+ *  A managed pool's policy as the views show it: durations in the spec's own text (`"15m"`,
+ *  [`duration::format`]).
+ */
+export type PolicySummary = {
+	/**  The golden VM members are cloned from. */
+	golden: string,
+	/**  Members wanted. */
+	size: number,
+	/**  Free members kept running. */
+	warm: number,
+	/**  The claim Lease's duration: how long a claim outlives its last session. */
+	disconnectGrace: string,
+	/**  The longest claim, from its Lease's `acquireTime`; `None`: no limit. */
+	maxSession: string | null,
+	/**  How long the guest may have no logged-in user; `None`: never reclaimed for it. */
+	idleTimeout: string | null,
+	/**  What a release does to the member. */
+	onRelease: OnRelease,
+};
+
 /**  Member counts of a pool, by claimability. */
 export type PoolCounts = {
 	/**  Members a new claimant may take. */
@@ -1111,6 +1286,43 @@ export type PoolKey = {
 	name: string,
 };
 
+/**  A pool's policy as the settings dialog shows it. */
+export type PoolPolicy = {
+	/**  The pool's namespace. */
+	namespace: string,
+	/**  The pool. */
+	pool: string,
+	/**  Its DesktopPool's settings; `null`: the pool is unmanaged (no DesktopPool). */
+	settings: PoolSettings | null,
+	/**  The golden VM its members are cloned from (grow, reset), when managed. */
+	golden: string | null,
+	/**
+	 *  Why its DesktopPool's spec cannot be read (the broker leaves the pool alone until it is
+	 *  corrected), naming the field.
+	 */
+	problem: string | null,
+};
+
+/**
+ *  A managed pool's settings as the dialog edits them. Durations are texts like `"90s"`,
+ *  `"15m"` or `"1h30m"` ([`vdi_core::policy::duration`]); `null` is the default (one hour for
+ *  `disconnectGrace`, no limit for `maxSession` and `idleTimeout`).
+ */
+export type PoolSettings = {
+	/**  Members wanted (1 to 500). */
+	size: number,
+	/**  Free members kept running (0 to the size). */
+	warm: number,
+	/**  The claim Lease's duration: how long a claim outlives its holder's last session. */
+	disconnectGrace: string | null,
+	/**  The longest claim, from the moment it was taken. */
+	maxSession: string | null,
+	/**  How long the guest may have no logged-in user before the claim is reclaimed. */
+	idleTimeout: string | null,
+	/**  What a release does to the member. */
+	onRelease: OnRelease,
+};
+
 /**  A pool: the VMs labelled `corral.dev/vdi-pool=<name>` in one namespace. */
 export type PoolView = {
 	/**  Namespace the pool lives in. */
@@ -1127,6 +1339,20 @@ export type PoolView = {
 	 *  can look at them.
 	 */
 	strayLeases: string[],
+	/**
+	 *  Whether the pool is managed: a `DesktopPool` of its name in its namespace
+	 *  ([`crate::policy`]).
+	 */
+	managed: boolean,
+	/**  A managed pool's policy, when it can be read. */
+	policy: PolicySummary | null,
+	/**
+	 *  Why a managed pool's policy cannot be read ("spec.size: 0 is out of range (1 to
+	 *  500)"): the broker leaves such a pool as it is.
+	 */
+	policyProblem: string | null,
+	/**  Members per state, the warm buffer among them. */
+	stateCounts: StateCounts,
 };
 
 /**
@@ -1203,6 +1429,27 @@ export type RdpFileSaved = {
 	path: string,
 };
 
+/**  The next reclaim of a claim. */
+export type ReclaimDue = {
+	/**  When (the API server's clock; the broker adds its margin to a disconnect). */
+	at: string,
+	/**  Why. */
+	why: ReclaimWhy,
+	/**  Whether Keep postpones it (not a `maxSession` end). */
+	keepable: boolean,
+	/**  When the holder is told: `at` less [`notice_lead`]. */
+	noticeAt: string,
+};
+
+/**  Why a claim is (to be) reclaimed. */
+export type ReclaimWhy = 
+/**  The Lease expired: no session renewed it for `disconnectGrace`. */
+"disconnected" | 
+/**  `maxSession` since `acquireTime` passed. */
+"maxSession" | 
+/**  No user was logged in to the guest for `idleTimeout`. */
+"idle";
+
 /**  A successful release. */
 export type Released = {
 	/**  Namespace of the member. */
@@ -1225,6 +1472,22 @@ export type Released = {
 	 *  records it.
 	 */
 	forced: boolean,
+};
+
+/**  A renewed claim. */
+export type Renewed = {
+	/**  Namespace of the member. */
+	namespace: string,
+	/**  The member whose claim was renewed. */
+	member: string,
+	/**  The holder (`spec.holderIdentity`): the actor. */
+	holder: string,
+	/**  The new `renewTime` (API server time). */
+	renewedAt: string,
+	/**  `renewTime + leaseDurationSeconds`: when the claim expires unless renewed again. */
+	expiresAt: string,
+	/**  `spec.leaseDurationSeconds`, in seconds. */
+	durationSeconds: number,
 };
 
 /**  One device resource summed over the nodes that report it (the Capacity view's totals). */
@@ -1317,6 +1580,12 @@ export type SessionView = {
 	lastError: string | null,
 	/**  Where it stands. */
 	state: SessionState,
+	/**
+	 *  Set when the claim this session's member was renewed for was found lost (someone else
+	 *  holds it, or its Lease is gone or expired): why, in a sentence
+	 *  ([`crate::session::ClaimRenewal`]).
+	 */
+	claimLost: string | null,
 };
 
 /**  The whole session list, on every change. */
@@ -1333,6 +1602,27 @@ export type SshOpened = {
 	commandLine: string,
 	/**  Whether a terminal was found and started with it. */
 	terminal: boolean,
+};
+
+/**  Members of a pool per state, as the pool's head shows them. */
+export type StateCounts = {
+	/**  Claimable members (free, or with a stale Lease). */
+	free: number,
+	/**  Claimable members that run now: the warm buffer (a claim gets one at once). */
+	warm: number,
+	/**
+	 *  Members someone holds or is claiming (assigned, label-only, expired but labelled,
+	 *  claiming).
+	 */
+	claimed: number,
+	/**  Claims the broker is still granting. */
+	granting: number,
+	/**  Members the broker is removing (shrink, reset). */
+	removing: number,
+	/**  Members in conflict or with an unreadable claim: an administrator's to look at. */
+	problems: number,
+	/**  Members being cloned, as the DesktopPool's status says (0 for an unmanaged pool). */
+	creating: number,
 };
 
 /**  Whether this user may open the device node, and if not how to fix it. */

@@ -19,6 +19,8 @@ type MemberRowProps = {
   onUnassign: (member: MemberView, force: boolean) => void;
   /** Opens the Connect dialog for this member. */
   onConnect: (member: MemberView) => void;
+  /** Opens this member's history. */
+  onHistory: (member: MemberView) => void;
   /** A release of this member is running. */
   releasing: boolean;
   /** Who you are (from the cluster); null when unknown. */
@@ -36,6 +38,7 @@ export const MemberRow = memo(function MemberRow({
   clockOffsetMs,
   onUnassign,
   onConnect,
+  onHistory,
   releasing,
   username,
   permissions,
@@ -51,9 +54,7 @@ export const MemberRow = memo(function MemberRow({
       data-testid={`member-${member.name}`}
     >
       <div role="rowheader" className="cell-member">
-        <span className="mono" title={`${member.namespace}/${member.name}`}>
-          {member.name}
-        </span>
+        <MemberName member={member} onHistory={onHistory} />
       </div>
       <div role="cell">
         <StateBadge member={member} />
@@ -125,6 +126,30 @@ export function ConnectButton({
       }}
     >
       Connect…
+    </button>
+  );
+}
+
+/** A member's name, which opens its history (claims, releases, reclaims: its audit Events). */
+export function MemberName({
+  member,
+  onHistory,
+}: {
+  member: MemberView;
+  onHistory: (member: MemberView) => void;
+}) {
+  return (
+    <button
+      type="button"
+      className="link-button mono member-name"
+      data-testid={`history-${member.name}`}
+      aria-label={`History of ${member.name}`}
+      title={`${member.namespace}/${member.name}: show its history`}
+      onClick={() => {
+        onHistory(member);
+      }}
+    >
+      {member.name}
     </button>
   );
 }

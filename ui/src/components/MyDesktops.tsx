@@ -12,7 +12,8 @@ import {
 import { offersConnect } from "../lib/connect";
 import { describeScope } from "../lib/presentation";
 import { LeaseCell, PowerBadge, StateBadge } from "./MemberCells";
-import { ConnectButton } from "./MemberRow";
+import { ConnectButton, MemberName } from "./MemberRow";
+import { ReclaimCountdown, ReclaimNotice } from "./ReclaimNotice";
 import { PoolPicker } from "./PoolPicker";
 import { Working } from "./Working";
 
@@ -30,6 +31,10 @@ type MyDesktopsProps = {
   onRelease: (member: MemberView, force: boolean) => void;
   /** Opens the Connect dialog for a member. */
   onConnect: (member: MemberView) => void;
+  /** Keep on a reclaim notice: renews your claim of a member. */
+  onKeep: (member: MemberView) => void;
+  /** Opens a member's history. */
+  onHistory: (member: MemberView) => void;
   /** Why you may not claim here (RBAC), or null. */
   claimDenied: string | null;
   /** The first full list has not arrived: say so instead of "no desktop". */
@@ -82,6 +87,8 @@ export function MyDesktops({
   onClaim,
   onRelease,
   onConnect,
+  onKeep,
+  onHistory,
   claimDenied,
   loading,
   unreadable,
@@ -227,6 +234,15 @@ export function MyDesktops({
         </p>
       ) : (
         <div className="table-wrap">
+          {mine.map(({ member }) => (
+            <ReclaimNotice
+              key={`${member.namespace}/${member.name}`}
+              member={member}
+              clockOffsetMs={clockOffsetMs}
+              keeping={running.has(actionKeys.keep(member.namespace, member.name))}
+              onKeep={onKeep}
+            />
+          ))}
           <table className="members my-table">
             <caption className="sr-only">Desktops held by {username}</caption>
             <colgroup>
@@ -243,7 +259,7 @@ export function MyDesktops({
                 <th scope="col">Pool</th>
                 <th scope="col">State</th>
                 <th scope="col">Power</th>
-                <th scope="col">Lease ends</th>
+                <th scope="col">Ends</th>
                 <th scope="col">
                   <span className="sr-only">Actions</span>
                 </th>
@@ -258,9 +274,7 @@ export function MyDesktops({
                     data-testid={`my-desktop-${member.name}`}
                   >
                     <th scope="row" className="cell-member">
-                      <span className="mono" title={`${member.namespace}/${member.name}`}>
-                        {member.name}
-                      </span>
+                      <MemberName member={member} onHistory={onHistory} />
                     </th>
                     <td>
                       <span className="truncate" title={`${namespace}/${pool}`}>
@@ -274,7 +288,11 @@ export function MyDesktops({
                       <PowerBadge power={member.power} />
                     </td>
                     <td>
-                      <LeaseCell lease={member.lease} clockOffsetMs={clockOffsetMs} />
+                      {member.reclaimAt !== null ? (
+                        <ReclaimCountdown member={member} clockOffsetMs={clockOffsetMs} />
+                      ) : (
+                        <LeaseCell lease={member.lease} clockOffsetMs={clockOffsetMs} />
+                      )}
                     </td>
                     <td className="cell-actions">
                       {offersConnect(member) ? (

@@ -2,7 +2,8 @@ import { memo, useId, useMemo } from "react";
 import type { MemberView, Permissions, PoolView } from "../bindings";
 import { actionKeys, assignAvailability, poolKey } from "../lib/claims";
 import { memberOffsets } from "../lib/poolRows";
-import { formatCounts, poolTestId } from "../lib/presentation";
+import { describePolicy, formatStateCounts } from "../lib/policy";
+import { poolTestId } from "../lib/presentation";
 import { MemberRow } from "./MemberRow";
 import { Working } from "./Working";
 
@@ -13,6 +14,10 @@ export type PoolSectionProps = {
   running: ReadonlySet<string>;
   onAssign: (pool: PoolView) => void;
   onDelete: (pool: PoolView) => void;
+  /** Opens the pool's settings (its DesktopPool; Adopt for an unmanaged pool). */
+  onSettings: (pool: PoolView) => void;
+  /** Opens a member's history (its audit Events). */
+  onHistory: (member: MemberView) => void;
   onUnassign: (member: MemberView, force: boolean) => void;
   onConnect: (member: MemberView) => void;
   /** Who you are (from the cluster); null when unknown. */
@@ -40,6 +45,8 @@ export const PoolSection = memo(function PoolSection({
   running,
   onAssign,
   onDelete,
+  onSettings,
+  onHistory,
   onUnassign,
   onConnect,
   username,
@@ -89,10 +96,33 @@ export const PoolSection = memo(function PoolSection({
         </h2>
         <span className="pool-ns mono">ns/{pool.namespace}</span>
         <span
+          className={`badge pool-managed tone-${pool.managed ? "blue" : "grey"}`}
+          data-testid={`managed-${pool.namespace}-${pool.name}`}
+          title={
+            pool.policy !== null
+              ? `Managed by the broker: ${describePolicy(pool.policy)}`
+              : pool.managed
+                ? "Managed by the broker (DesktopPool)"
+                : "Unmanaged: no DesktopPool, so the broker keeps no size, warm members or reclaim rules here"
+          }
+        >
+          {pool.managed ? "managed" : "unmanaged"}
+        </span>
+        {pool.policyProblem !== null ? (
+          <span
+            className="badge tone-red pool-problem truncate"
+            data-testid={`policy-problem-${pool.namespace}-${pool.name}`}
+            title={`Its DesktopPool cannot be read, so the broker leaves the pool as it is: ${pool.policyProblem}`}
+          >
+            policy: {pool.policyProblem}
+          </span>
+        ) : null}
+        <span
           className={exhausted ? "pool-counts pool-exhausted" : "pool-counts"}
+          data-testid={`counts-${pool.namespace}-${pool.name}`}
           title={exhausted ? "No member is free to claim" : undefined}
         >
-          {formatCounts(counts)}
+          {formatStateCounts(pool.stateCounts, counts.total)}
         </span>
         {pool.strayLeases.length > 0 ? (
           <span
@@ -119,6 +149,18 @@ export const PoolSection = memo(function PoolSection({
           }}
         >
           {assigning ? <Working /> : "Assign…"}
+        </button>
+        <button
+          type="button"
+          className="btn btn-small"
+          data-testid={`settings-${pool.namespace}-${pool.name}`}
+          aria-label={`Settings of pool ${pool.name}…`}
+          title={`Size, warm members, timeouts and what a release does in ${pool.name}`}
+          onClick={() => {
+            onSettings(pool);
+          }}
+        >
+          Settings…
         </button>
         <button
           type="button"
@@ -180,6 +222,7 @@ export const PoolSection = memo(function PoolSection({
                       clockOffsetMs={clockOffsetMs}
                       onUnassign={onUnassign}
                       onConnect={onConnect}
+                      onHistory={onHistory}
                       releasing={running.has(actionKeys.release(m.namespace, m.name))}
                       username={username}
                       permissions={permissions}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { adminPermissions, member, userPermissions } from "./fixtures";
+import { adminPermissions, member, pool as fixturePool, userPermissions } from "./fixtures";
 import type { ClaimProgress, Claimed, MemberView, PoolView, Released } from "../bindings";
 import {
   actionKeys,
@@ -21,14 +21,11 @@ import {
 } from "./claims";
 
 function pool(namespace: string, name: string, members: MemberView[]): PoolView {
-  const free = members.filter((m) => m.claimable).length;
-  return {
-    namespace,
+  return fixturePool(
     name,
-    members: members.map((m) => ({ ...m, namespace })),
-    counts: { free, taken: members.length - free, total: members.length },
-    strayLeases: [],
-  };
+    members.map((m) => ({ ...m, namespace })),
+    namespace,
+  );
 }
 
 const held = (holder: string): Partial<MemberView> => ({

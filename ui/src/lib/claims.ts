@@ -234,6 +234,9 @@ export const actionKeys = {
   release: (namespace: string, member: string) => `release:${namespace}/${member}`,
   createPool: (namespace: string) => `create-pool:${namespace}`,
   deletePool: (namespace: string, pool: string) => `delete-pool:${poolKey(namespace, pool)}`,
+  poolSettings: (namespace: string, pool: string) => `pool-settings:${poolKey(namespace, pool)}`,
+  history: (namespace: string, member: string) => `history:${namespace}/${member}`,
+  keep: (namespace: string, member: string) => `keep:${namespace}/${member}`,
 } as const;
 
 /** Whether `key` (see actionKeys) is a claim's — Get a desktop, or an administrator's

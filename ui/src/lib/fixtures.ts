@@ -23,6 +23,10 @@ export function member(name: string, overrides: Partial<MemberView> = {}): Membe
     brokerReason: null,
     lease: null,
     power: "Stopped",
+    reclaimAt: null,
+    reclaimWhy: null,
+    notice: false,
+    keepable: false,
     ...overrides,
   };
 }
@@ -69,6 +73,7 @@ export function session(id: number, overrides: Partial<SessionView> = {}): Sessi
     localAddress: "127.0.0.1:40123",
     helper: null,
     helperPid: null,
+    claimLost: null,
     startedAt: "2026-12-01T09:30:00Z",
     bytesIn: 0,
     bytesOut: 0,
@@ -104,6 +109,18 @@ export function pool(name: string, members: MemberView[], namespace = "corral-vm
     members,
     counts: { free, taken: members.length - free, total: members.length },
     strayLeases: [],
+    managed: false,
+    policy: null,
+    policyProblem: null,
+    stateCounts: {
+      free,
+      warm: 0,
+      claimed: members.length - free,
+      granting: 0,
+      removing: 0,
+      problems: 0,
+      creating: 0,
+    },
   };
 }
 

@@ -5,7 +5,6 @@ import {
   brokerTone,
   startNamespace,
   describeScope,
-  formatCounts,
   poolCreateCommand,
   poolTestId,
   powerTone,
@@ -26,6 +25,7 @@ describe("stateTone", () => {
       conflict: "red",
       unreadable: "red",
       granting: "amber",
+      removing: "grey",
     };
     for (const [state, tone] of Object.entries(expected)) {
       expect(stateTone(state as MemberState)).toBe(tone);
@@ -68,16 +68,6 @@ describe("powerTone", () => {
     expect(powerTone("Migrating")).toBe("amber");
     expect(powerTone("Unknown")).toBe("amber");
     expect(powerTone("SomethingNew")).toBe("amber");
-  });
-});
-
-describe("formatCounts", () => {
-  it("writes free, taken and total", () => {
-    expect(formatCounts({ free: 2, taken: 1, total: 3 })).toBe("2 free · 1 taken · 3 members");
-  });
-
-  it("uses the singular for one member", () => {
-    expect(formatCounts({ free: 0, taken: 1, total: 1 })).toBe("0 free · 1 taken · 1 member");
   });
 });
 

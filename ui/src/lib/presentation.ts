@@ -1,11 +1,12 @@
-import type { BrokerBadge, ContextInfo, MemberState, PoolCounts, Scope } from "../bindings";
+import type { BrokerBadge, ContextInfo, MemberState, Scope } from "../bindings";
 
 /** Colour families used by badges; each maps to a CSS class `tone-<tone>`. */
 export type Tone = "green" | "blue" | "amber" | "grey" | "red";
 
 /**
  * Badge colour of a claim state: green free, blue assigned, amber stuck/expired/stale or being
- * granted by the broker, grey legacy, red conflict or an unreadable claim.
+ * granted by the broker, grey legacy or being removed by the broker (shrink, reset), red
+ * conflict or an unreadable claim.
  */
 export function stateTone(state: MemberState): Tone {
   switch (state) {
@@ -19,6 +20,7 @@ export function stateTone(state: MemberState): Tone {
     case "granting":
       return "amber";
     case "assignedLegacy":
+    case "removing":
       return "grey";
     case "conflict":
     case "unreadable":
@@ -53,12 +55,6 @@ export function powerTone(power: string): Tone {
     return "red";
   }
   return "amber";
-}
-
-/** "2 free · 1 taken · 3 members". */
-export function formatCounts(counts: PoolCounts): string {
-  const noun = counts.total === 1 ? "member" : "members";
-  return `${counts.free} free · ${counts.taken} taken · ${counts.total} ${noun}`;
 }
 
 /** The namespace a scope covers, or null for all namespaces. */

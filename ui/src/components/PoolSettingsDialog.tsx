@@ -1,0 +1,575 @@
+import { useId, useState, type ReactNode, type SubmitEvent } from "react";
+import { checkPoolSettings } from "../api";
+import type {
+  Allowed,
+  ErrorView,
+  PolicyCheck,
+  PoolPolicy,
+  PoolSettings,
+  PoolView,
+} from "../bindings";
+import {
+  ON_RELEASE_CHOICES,
+  describeShrink,
+  formOf,
+  sameSettings,
+  settingsOf,
+  type SettingsForm,
+} from "../lib/policy";
+import { usePolicyCheck, usePoolPolicy } from "../usePoolSettings";
+import { ActionError } from "./ActionNotice";
+import { Modal } from "./Modal";
+import { Working } from "./Working";
+
+type PoolSettingsDialogProps = {
+  namespace: string;
+  pool: string;
+  /** The pool as the live view shows it now (null: no longer there). */
+  view: PoolView | null;
+  /** Whether you may change the settings and adopt (administrators); the reason when not. */
+  manage: Allowed;
+  /** Closes the dialog; `done` says what was written (for the window's notice). */
+  onClose: (done?: string) => void;
+};
+
+/** The fields that can carry a problem, as the backend names them. */
+type Field = "size" | "warm" | "disconnectGrace" | "maxSession" | "idleTimeout";
+
+function ignore() {
+  // Not while a write runs: its outcome is shown here.
+}
+
+/**
+ * A pool's settings (its DesktopPool): size, warm members, the three timeouts and what a
+ * release does. The backend judges every value as it is typed (the broker's rules); a smaller
+ * size asks first, naming the members it removes. An unmanaged pool offers Adopt instead.
+ */
+export function PoolSettingsDialog({
+  namespace,
+  pool,
+  view,
+  manage,
+  onClose,
+}: PoolSettingsDialogProps) {
+  const { state, write, retry, save, adopt } = usePoolPolicy(namespace, pool);
+  const introId = useId();
+  const busy = write.kind === "running";
+  const close = busy
+    ? ignore
+    : () => {
+        onClose();
+      };
+
+  let body: ReactNode;
+  if (state.kind === "loading") {
+    body = (
+      <p className="muted" aria-busy="true">
+        <Working label={`Reading the settings of ${pool}…`} />
+      </p>
+    );
+  } else if (state.kind === "failed") {
+    body = (
+      <>
+        <ActionError source={`Reading the settings of ${pool}`} error={state.error} />
+        <div className="modal-actions">
+          <button type="button" className="btn" onClick={close}>
+            Close
+          </button>
+          <button type="button" className="btn btn-primary" onClick={retry}>
+            Try again
+          </button>
+        </div>
+      </>
+    );
+  } else if (state.policy.settings === null) {
+    body = (
+      <Unmanaged
+        pool={pool}
+        manage={manage}
+        busy={busy}
+        error={write.kind === "failed" ? write.error : null}
+        onAdopt={() => {
+          void adopt();
+        }}
+        onClose={close}
+      />
+    );
+  } else {
+    body = (
+      <SettingsForm
+        // A new policy (adopted, or written) starts the fields again from it.
+        key={JSON.stringify(state.policy.settings)}
+        policy={state.policy}
+        settings={state.policy.settings}
+        view={view}
+        manage={manage}
+        busy={busy}
+        error={write.kind === "failed" ? write.error : null}
+        onSave={async (settings) => {
+          if (await save(settings)) onClose(`Settings of ${pool} saved.`);
+        }}
+        onClose={close}
+      />
+    );
+  }
+
+  return (
+    <Modal
+      title={`Settings of pool ${pool}`}
+      onClose={close}
+      describedBy={introId}
+      testId="pool-settings-dialog"
+    >
+      <p id={introId} className="modal-text">
+        Pool <strong>{pool}</strong> in namespace <span className="mono">{namespace}</span>
+        {state.kind === "loaded" ? (
+          state.policy.settings === null ? (
+            <> is unmanaged.</>
+          ) : (
+            <>
+              {" "}
+              is managed by the broker (DesktopPool, golden VM{" "}
+              <span className="mono">{state.policy.golden}</span>).
+            </>
+          )
+        ) : (
+          "."
+        )}
+      </p>
+      {body}
+    </Modal>
+  );
+}
+
+function Unmanaged({
+  pool,
+  manage,
+  busy,
+  error,
+  onAdopt,
+  onClose,
+}: {
+  pool: string;
+  manage: Allowed;
+  busy: boolean;
+  error: ErrorView | null;
+  onAdopt: () => void;
+  onClose: () => void;
+}) {
+  const reasonId = useId();
+  return (
+    <>
+      <p className="modal-text" data-testid="settings-unmanaged">
+        It has no DesktopPool, so it has no settings: the broker leaves it as it is (no resize, no
+        warm members, no reclaim by policy). Adopt makes one with its current size, its golden VM
+        and the defaults (nothing warm, a one-hour grace, no limits, keep on release).
+      </p>
+      {manage.allowed ? null : (
+        <p id={reasonId} className="form-hint" data-testid="settings-adopt-denied">
+          {manage.reason}
+        </p>
+      )}
+      {error ? (
+        <ActionError source={`Adopt ${pool}`} error={error} testId="settings-error" />
+      ) : null}
+      <div className="modal-actions">
+        <button type="button" className="btn" disabled={busy} onClick={onClose}>
+          Close
+        </button>
+        <button
+          type="button"
+          className="btn btn-primary"
+          data-testid="settings-adopt"
+          disabled={busy || !manage.allowed}
+          aria-busy={busy || undefined}
+          aria-describedby={manage.allowed ? undefined : reasonId}
+          title={manage.reason ?? `Make ${pool} a managed pool`}
+          onClick={onAdopt}
+        >
+          {busy ? <Working /> : "Adopt"}
+        </button>
+      </div>
+    </>
+  );
+}
+
+function SettingsForm({
+  policy,
+  settings,
+  view,
+  manage,
+  busy,
+  error,
+  onSave,
+  onClose,
+}: {
+  policy: PoolPolicy;
+  settings: PoolSettings;
+  view: PoolView | null;
+  manage: Allowed;
+  busy: boolean;
+  error: ErrorView | null;
+  onSave: (settings: PoolSettings) => Promise<void>;
+  onClose: () => void;
+}) {
+  const ids = {
+    size: useId(),
+    warm: useId(),
+    disconnectGrace: useId(),
+    maxSession: useId(),
+    idleTimeout: useId(),
+    problem: useId(),
+    onRelease: useId(),
+    readOnly: useId(),
+  };
+  const [form, setForm] = useState<SettingsForm>(() => formOf(settings));
+  /** The shrink to confirm, with what it removes. */
+  const [confirm, setConfirm] = useState<{ settings: PoolSettings; check: PolicyCheck } | null>(
+    null,
+  );
+  const shaped = settingsOf(form);
+  const wanted = shaped.ok ? shaped.settings : null;
+  // The members of the pool as the live view shows them: a change asks again what a shrink
+  // would remove.
+  const revision = view?.members.map((m) => `${m.name}:${m.state}`).join(",") ?? "";
+  const check = usePolicyCheck(policy.namespace, policy.pool, policy.golden, wanted, revision);
+  const readOnly = !manage.allowed;
+
+  const problem: { field: Field | null; message: string } | null = !shaped.ok
+    ? shaped.problem
+    : check?.problem
+      ? { field: fieldOf(check.problem.field), message: check.problem.message }
+      : null;
+  const unchanged = wanted !== null && sameSettings(wanted, settings);
+  const blocker = readOnly
+    ? manage.reason
+    : problem !== null
+      ? "Correct the value marked above."
+      : unchanged
+        ? "Nothing changed yet."
+        : null;
+
+  const set = (field: keyof SettingsForm) => (value: string) => {
+    setForm((f) => ({ ...f, [field]: value }));
+  };
+
+  const submit = async (event: SubmitEvent<HTMLFormElement>) => {
+    event.preventDefault();
+    if (busy || blocker !== null || wanted === null) return;
+    // Judge these very values (typing may have outrun the live check).
+    const judged = await checkPoolSettings(
+      policy.namespace,
+      policy.pool,
+      policy.golden ?? "",
+      wanted,
+    );
+    if (!judged.ok || judged.value.problem !== null) return;
+    if (judged.value.removed.length > 0 || judged.value.keptClaimed > 0) {
+      setConfirm({ settings: wanted, check: judged.value });
+      return;
+    }
+    await onSave(wanted);
+  };
+
+  if (confirm !== null) {
+    return (
+      <ConfirmShrink
+        pool={policy.pool}
+        settings={confirm.settings}
+        check={confirm.check}
+        busy={busy}
+        error={error}
+        onBack={() => {
+          setConfirm(null);
+        }}
+        onConfirm={() => {
+          void onSave(confirm.settings);
+        }}
+      />
+    );
+  }
+
+  const invalid = (field: Field) => problem !== null && problem.field === field;
+  const describedBy = (field: Field) => (invalid(field) ? ids.problem : undefined);
+  const problemLine =
+    problem === null ? null : (
+      <p id={ids.problem} className="form-invalid" data-testid="settings-problem" role="alert">
+        {problem.message}
+      </p>
+    );
+  const under = (field: Field) => (invalid(field) ? problemLine : null);
+
+  return (
+    <form
+      className="modal-form"
+      onSubmit={(event) => {
+        void submit(event);
+      }}
+      noValidate
+    >
+      {policy.problem !== null ? (
+        <p className="form-warning" data-testid="settings-policy-problem">
+          As written on the cluster, this policy cannot be read: {policy.problem}. The broker leaves
+          the pool as it is until it is corrected.
+        </p>
+      ) : null}
+      {readOnly ? (
+        <p id={ids.readOnly} className="form-hint" data-testid="settings-read-only">
+          {manage.reason}
+        </p>
+      ) : null}
+      <div className="form-row">
+        <NumberField
+          id={ids.size}
+          label="Size (members)"
+          testId="settings-size"
+          value={form.size}
+          readOnly={readOnly || busy}
+          invalid={invalid("size")}
+          describedBy={describedBy("size")}
+          onChange={set("size")}
+        />
+        <NumberField
+          id={ids.warm}
+          label="Warm (kept running)"
+          testId="settings-warm"
+          value={form.warm}
+          readOnly={readOnly || busy}
+          invalid={invalid("warm")}
+          describedBy={describedBy("warm")}
+          onChange={set("warm")}
+        />
+      </div>
+      {under("size") ?? under("warm")}
+      <p className="form-hint">
+        Durations are written like 90s, 15m or 1h30m; an empty field is the default.
+      </p>
+      <div className="form-row">
+        <DurationField
+          id={ids.disconnectGrace}
+          label="Disconnect grace"
+          placeholder="1h (default)"
+          title="How long a claim lasts after its user's last session closed (the claim Lease's duration; the app renews it while a session is open)"
+          testId="settings-grace"
+          value={form.disconnectGrace}
+          readOnly={readOnly || busy}
+          invalid={invalid("disconnectGrace")}
+          describedBy={describedBy("disconnectGrace")}
+          onChange={set("disconnectGrace")}
+        />
+        <DurationField
+          id={ids.maxSession}
+          label="Max session"
+          placeholder="no limit"
+          title="The longest a claim lasts from the moment it was taken; Keep does not extend it"
+          testId="settings-max-session"
+          value={form.maxSession}
+          readOnly={readOnly || busy}
+          invalid={invalid("maxSession")}
+          describedBy={describedBy("maxSession")}
+          onChange={set("maxSession")}
+        />
+        <DurationField
+          id={ids.idleTimeout}
+          label="Idle timeout"
+          placeholder="never"
+          title="How long the desktop may have no logged-in user (its guest agent says) before it is reclaimed"
+          testId="settings-idle"
+          value={form.idleTimeout}
+          readOnly={readOnly || busy}
+          invalid={invalid("idleTimeout")}
+          describedBy={describedBy("idleTimeout")}
+          onChange={set("idleTimeout")}
+        />
+      </div>
+      {under("disconnectGrace") ?? under("maxSession") ?? under("idleTimeout")}
+      {problem !== null && problem.field === null ? problemLine : null}
+      <fieldset className="form-field settings-on-release" disabled={readOnly || busy}>
+        <legend>On release</legend>
+        {ON_RELEASE_CHOICES.map((choice) => (
+          <label key={choice.value} className="radio-choice">
+            <input
+              type="radio"
+              name={ids.onRelease}
+              value={choice.value}
+              data-testid={`settings-on-release-${choice.value}`}
+              checked={form.onRelease === choice.value}
+              onChange={() => {
+                setForm((f) => ({ ...f, onRelease: choice.value }));
+              }}
+            />
+            <span>
+              <strong>{choice.label}</strong> <span className="muted">{choice.explain}</span>
+            </span>
+          </label>
+        ))}
+      </fieldset>
+      {error ? (
+        <ActionError
+          source={`Save settings of ${policy.pool}`}
+          error={error}
+          testId="settings-error"
+        />
+      ) : null}
+      <div className="modal-actions">
+        <span className="form-hint settings-blocker" data-testid="settings-blocked">
+          {readOnly ? null : blocker}
+        </span>
+        <button type="button" className="btn" disabled={busy} onClick={onClose}>
+          {readOnly ? "Close" : "Cancel"}
+        </button>
+        {readOnly ? null : (
+          <button
+            type="submit"
+            className="btn btn-primary"
+            data-testid="settings-save"
+            disabled={busy || blocker !== null}
+            aria-busy={busy || undefined}
+            title={blocker ?? undefined}
+          >
+            {busy ? <Working /> : "Save"}
+          </button>
+        )}
+      </div>
+    </form>
+  );
+}
+
+/** A field name from the backend, if it is one of the dialog's. */
+function fieldOf(name: string | null): Field | null {
+  const fields: readonly Field[] = ["size", "warm", "disconnectGrace", "maxSession", "idleTimeout"];
+  return fields.find((f) => f === name) ?? null;
+}
+
+function NumberField(props: {
+  id: string;
+  label: string;
+  testId: string;
+  value: string;
+  readOnly: boolean;
+  invalid: boolean;
+  describedBy: string | undefined;
+  onChange: (value: string) => void;
+}) {
+  return (
+    <div className="form-field">
+      <label htmlFor={props.id}>{props.label}</label>
+      <input
+        id={props.id}
+        type="number"
+        className="number-input"
+        data-testid={props.testId}
+        value={props.value}
+        min={0}
+        step={1}
+        readOnly={props.readOnly}
+        aria-invalid={props.invalid || undefined}
+        aria-describedby={props.describedBy}
+        onChange={(e) => {
+          props.onChange(e.target.value);
+        }}
+      />
+    </div>
+  );
+}
+
+function DurationField(props: {
+  id: string;
+  label: string;
+  placeholder: string;
+  title: string;
+  testId: string;
+  value: string;
+  readOnly: boolean;
+  invalid: boolean;
+  describedBy: string | undefined;
+  onChange: (value: string) => void;
+}) {
+  return (
+    <div className="form-field">
+      <label htmlFor={props.id} title={props.title}>
+        {props.label}
+      </label>
+      <input
+        id={props.id}
+        type="text"
+        className="user-input duration-input"
+        data-testid={props.testId}
+        value={props.value}
+        placeholder={props.placeholder}
+        title={props.title}
+        readOnly={props.readOnly}
+        spellCheck={false}
+        autoCapitalize="off"
+        autoCorrect="off"
+        autoComplete="off"
+        aria-invalid={props.invalid || undefined}
+        aria-describedby={props.describedBy}
+        onChange={(e) => {
+          props.onChange(e.target.value);
+        }}
+      />
+    </div>
+  );
+}
+
+/** The shrink's confirmation: the members it removes, and that claimed ones never are. */
+function ConfirmShrink({
+  pool,
+  settings,
+  check,
+  busy,
+  error,
+  onBack,
+  onConfirm,
+}: {
+  pool: string;
+  settings: PoolSettings;
+  check: PolicyCheck;
+  busy: boolean;
+  error: ErrorView | null;
+  onBack: () => void;
+  onConfirm: () => void;
+}) {
+  const textId = useId();
+  return (
+    <div
+      className="modal-form"
+      data-testid="settings-confirm"
+      role="group"
+      aria-describedby={textId}
+    >
+      <p id={textId} className="form-warning">
+        {describeShrink(pool, settings.size, check.removed, check.keptClaimed)}
+      </p>
+      {check.removed.length > 0 ? (
+        <ul className="delete-list" data-testid="settings-removed">
+          {check.removed.map((name) => (
+            <li key={name} className="delete-member" data-testid={`settings-removed-${name}`}>
+              <span className="mono">{name}</span>
+            </li>
+          ))}
+        </ul>
+      ) : null}
+      {error ? (
+        <ActionError source={`Resize ${pool}`} error={error} testId="settings-error" />
+      ) : null}
+      <div className="modal-actions">
+        {/* Focus moves here from the Save button the form had. */}
+        <button type="button" className="btn" disabled={busy} onClick={onBack} autoFocus>
+          Back
+        </button>
+        <button
+          type="button"
+          className="btn btn-danger"
+          data-testid="settings-confirm-submit"
+          disabled={busy}
+          aria-busy={busy || undefined}
+          onClick={onConfirm}
+        >
+          {busy ? <Working /> : `Resize to ${settings.size} and save`}
+        </button>
+      </div>
+    </div>
+  );
+}

@@ -1,0 +1,37 @@
+/** A member's history as the dialog lists it: newest first, one line per act. */
+import type { AuditEntry } from "../bindings";
+
+export type HistoryRow = {
+  key: string;
+  time: string;
+  reason: string;
+  warning: boolean;
+  count: number;
+  /** The user the act concerned, and who did it when not the broker ("alice (by admin)"). */
+  who: string;
+  /** Why, in a word, else the Event's sentence. */
+  why: string;
+  /** The Event's sentence. */
+  message: string;
+};
+
+/** `entries` (oldest first, as the backend lists them) as rows, newest first. */
+export function historyRows(entries: readonly AuditEntry[]): HistoryRow[] {
+  return entries
+    .map((e, i) => ({
+      key: `${e.time}/${e.reason}/${i}`,
+      time: e.time,
+      reason: e.reason,
+      warning: e.warning,
+      count: e.count,
+      who:
+        e.user === null
+          ? (e.by ?? "—")
+          : e.by === null || e.by === e.user
+            ? e.user
+            : `${e.user} (by ${e.by})`,
+      why: e.why ?? e.message,
+      message: e.message,
+    }))
+    .reverse();
+}

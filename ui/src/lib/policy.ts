@@ -1,0 +1,172 @@
+/**
+ * The pool settings dialog's input, as typed: turning the fields into the settings the backend
+ * judges (whole numbers, trimmed durations, an empty field for "the default"), and the words
+ * of a shrink's confirmation. The rules themselves (bounds, duration forms, warm ≤ size) are the
+ * backend's: `check_pool_settings` reads the values as the broker does.
+ */
+import type {
+  Allowed,
+  OnRelease,
+  Permissions,
+  PolicySummary,
+  PoolSettings,
+  StateCounts,
+} from "../bindings";
+import { parseWholeNumber } from "./pools";
+
+/** The three on-release choices, each with its one-line explanation. */
+export const ON_RELEASE_CHOICES: readonly { value: OnRelease; label: string; explain: string }[] = [
+  {
+    value: "keep",
+    label: "Keep",
+    explain: "Stop the desktop; its disk is kept for the next user.",
+  },
+  {
+    value: "restart",
+    label: "Restart",
+    explain: "Restart the desktop (every open session ends); its disk is kept.",
+  },
+  {
+    value: "reset",
+    label: "Reset",
+    explain: "Delete the desktop and clone it again from the golden VM: a fresh disk.",
+  },
+];
+
+/** The dialog's fields as typed. */
+export type SettingsForm = {
+  size: string;
+  warm: string;
+  /** Empty: the default (one hour). */
+  disconnectGrace: string;
+  /** Empty: no limit. */
+  maxSession: string;
+  /** Empty: never. */
+  idleTimeout: string;
+  onRelease: OnRelease;
+};
+
+/** The fields showing `settings`. */
+export function formOf(settings: PoolSettings): SettingsForm {
+  return {
+    size: String(settings.size),
+    warm: String(settings.warm),
+    disconnectGrace: settings.disconnectGrace ?? "",
+    maxSession: settings.maxSession ?? "",
+    idleTimeout: settings.idleTimeout ?? "",
+    onRelease: settings.onRelease,
+  };
+}
+
+/** A field whose shape is wrong before any rule is asked. */
+export type ShapeProblem = { field: "size" | "warm"; message: string };
+
+/**
+ * The settings the fields make, or the first field that is no whole number (the only check
+ * made here: everything else is the backend's). A cleared duration is `null` (the default).
+ */
+export function settingsOf(
+  form: SettingsForm,
+): { ok: true; settings: PoolSettings } | { ok: false; problem: ShapeProblem } {
+  const size = parseWholeNumber(form.size, "size");
+  if (!size.ok) return { ok: false, problem: { field: "size", message: size.problem } };
+  const warm = parseWholeNumber(form.warm, "number of warm members");
+  if (!warm.ok) return { ok: false, problem: { field: "warm", message: warm.problem } };
+  const text = (value: string) => (value.trim() === "" ? null : value.trim());
+  return {
+    ok: true,
+    settings: {
+      size: size.value,
+      warm: warm.value,
+      disconnectGrace: text(form.disconnectGrace),
+      maxSession: text(form.maxSession),
+      idleTimeout: text(form.idleTimeout),
+      onRelease: form.onRelease,
+    },
+  };
+}
+
+/** Whether two settings are the same (nothing to save). */
+export function sameSettings(a: PoolSettings, b: PoolSettings): boolean {
+  return (
+    a.size === b.size &&
+    a.warm === b.warm &&
+    a.disconnectGrace === b.disconnectGrace &&
+    a.maxSession === b.maxSession &&
+    a.idleTimeout === b.idleTimeout &&
+    a.onRelease === b.onRelease
+  );
+}
+
+/** "devpool-4", "devpool-4 and devpool-3", "devpool-4, devpool-3 and devpool-2". */
+export function listNames(names: readonly string[]): string {
+  if (names.length <= 1) return names.join("");
+  return `${names.slice(0, -1).join(", ")} and ${names[names.length - 1]}`;
+}
+
+/**
+ * What a resize to `size` removes, for its confirmation: the members (highest index first),
+ * and the claimed ones over the size, which stay.
+ */
+export function describeShrink(
+  pool: string,
+  size: number,
+  removed: readonly string[],
+  keptClaimed: number,
+): string {
+  const what =
+    removed.length === 0
+      ? `Resizing ${pool} to ${size} removes no member now.`
+      : `Resizing ${pool} to ${size} removes ${removed.length === 1 ? "member" : `${removed.length} members`} ${listNames(removed)} (free ones, highest index first): their VMs and disks are deleted.`;
+  const kept =
+    keptClaimed === 0
+      ? ""
+      : ` ${keptClaimed === 1 ? "1 claimed member stays" : `${keptClaimed} claimed members stay`} over the size until released.`;
+  return `${what}${kept} Claimed members are never removed.`;
+}
+
+/**
+ * Whether you may change a pool's settings or adopt it: administrators only, as the app judges
+ * administrators elsewhere (`Permissions.admin`, from the cluster). Until the answer arrives
+ * the buttons are offered, and the cluster judges.
+ */
+export function manageAllowed(permissions: Permissions | null): Allowed {
+  if (permissions === null || permissions.admin) return { allowed: true, reason: null };
+  return {
+    allowed: false,
+    reason: "Only Corral VDI administrators change a pool's settings or adopt it.",
+  };
+}
+
+/**
+ * A pool head's counts per state: "3 free (2 warm) · 1 claimed · 1 granting · 2 creating ·
+ * 4 members"; states with no member are left out, except free and claimed.
+ */
+export function formatStateCounts(counts: StateCounts, total: number): string {
+  const parts = [
+    counts.warm > 0 ? `${counts.free} free (${counts.warm} warm)` : `${counts.free} free`,
+    `${counts.claimed} claimed`,
+  ];
+  if (counts.granting > 0) parts.push(`${counts.granting} granting`);
+  if (counts.removing > 0) parts.push(`${counts.removing} removing`);
+  if (counts.creating > 0) parts.push(`${counts.creating} creating`);
+  if (counts.problems > 0) {
+    parts.push(`${counts.problems} ${counts.problems === 1 ? "problem" : "problems"}`);
+  }
+  parts.push(`${total} ${total === 1 ? "member" : "members"}`);
+  return parts.join(" · ");
+}
+
+/** A managed pool's policy in one line, for the marker's tooltip. */
+export function describePolicy(policy: PolicySummary): string {
+  const choice = ON_RELEASE_CHOICES.find((c) => c.value === policy.onRelease);
+  return [
+    `size ${policy.size}`,
+    `warm ${policy.warm}`,
+    `disconnect grace ${policy.disconnectGrace}`,
+    `max session ${policy.maxSession ?? "no limit"}`,
+    `idle timeout ${policy.idleTimeout ?? "never"}`,
+    `on release: ${choice?.label.toLowerCase() ?? policy.onRelease}`,
+    `golden VM ${policy.golden}`,
+  ].join(" · ");
+}
