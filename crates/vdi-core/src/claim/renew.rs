@@ -3,20 +3,20 @@
 //! duration), and **Keep** on a reclaim notice ([`keep`]: a renewal that also records when it
 //! was pressed, [`KEPT_AT_ANNOTATION`], from which an idle reclaim counts again).
 //!
-//! A renewal writes `renewTime` = now by the API server's clock ([`crate::clock`]) with a
-//! merge patch that carries the resourceVersion read (Kubernetes' optimistic concurrency: a
-//! 409 means the Lease changed meanwhile; it is read again and the holder checked again), so a
-//! renewal never writes over a Lease someone else took. Only the holder renews, and only an
+//! A renewal writes `renewTime` = now by the API server's clock ([`crate::clock`]) with an
+//! update (PUT: the claimant role may update Leases, not patch them) of the Lease as read,
+//! carrying its resourceVersion (Kubernetes' optimistic concurrency: a 409 means the Lease
+//! changed meanwhile; it is read again and the holder checked again), so a renewal never
+//! writes over a Lease someone else took. Its metadata (finalizers, annotations) is kept as
+//! read; of its spec, the fields a claim uses ([`crate::lease::RawLeaseSpec`]). Only the holder renews, and only an
 //! active claim: a Lease that is gone, expired, unreadable or held by someone else is a
 //! refusal that writes nothing. Keep never extends a claim past the pool's `maxSession`
 //! ([`crate::policy::reclaim`]): past it, Keep is refused.
 
 use jiff::Timestamp;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, PostParams};
 use serde::Serialize;
-use serde_json::json;
 
 use crate::clock::describe_instant;
 use crate::error::{Error, Result, is_status};
@@ -232,8 +232,8 @@ async fn idle_since(actor: &Actor, namespace: &str, member: &str) -> Option<Time
 }
 
 /// Writes the renewal of `lease` (the actor's, as read): `renewTime` = now and, for a Keep,
-/// the kept-at annotation, under the Lease's resourceVersion; on a 409 reads it again and
-/// checks the holder again, at most [`ATTEMPTS`] times.
+/// the kept-at annotation, in an update carrying the Lease's resourceVersion; on a 409 reads
+/// it again and checks the holder again, at most [`ATTEMPTS`] times.
 ///
 /// Errors: [`check_holder`]'s refusal for the Lease read again; [`Error::Kube`] when a write
 /// fails otherwise; [`Error::Refused`] when it kept changing.
@@ -248,15 +248,17 @@ async fn write(
     let name = lease_name(member);
     for _ in 0..ATTEMPTS {
         let now = actor.clock().now();
-        let mut metadata = json!({ "resourceVersion": lease.resource_version() });
+        let mut next = lease.clone();
+        // A MicroTime as the API server stores it: six fractional digits.
+        next.spec.get_or_insert_with(Default::default).renew_time =
+            Some(now.strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string());
         if let Some(kept) = kept_at {
-            metadata["annotations"] = json!({ KEPT_AT_ANNOTATION: kept.to_string() });
+            next.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(KEPT_AT_ANNOTATION.to_owned(), kept.to_string());
         }
-        let patch = json!({ "metadata": metadata, "spec": { "renewTime": MicroTime(now) } });
-        match api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
+        match api.replace(&name, &PostParams::default(), &next).await {
             Ok(written) => {
                 let view = lease_view(&written, now);
                 let duration_seconds = view.duration_seconds.unwrap_or_default();
