@@ -283,3 +283,73 @@ async fn a_broker_restarted_halfway_through_a_shrink_finishes_it() {
         desktop_pool(&ns, "hs").await.metadata.generation
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_grow_without_its_golden_vm_is_a_condition_and_one_event_then_it_grows() {
+    let _steady = replicas_steady().await;
+    let ns = namespace("pools-nogolden").await;
+    let spec = DesktopPoolSpec {
+        golden: "absent".into(),
+        size: 2,
+        ..Default::default()
+    };
+    desktop_pools(&client_as("admin").await, &ns)
+        .create(&Default::default(), &DesktopPool::new("ng", spec))
+        .await
+        .unwrap();
+    let ready = eventually("Ready=False GrowFailed", CLONING, || async {
+        let status = desktop_pool(&ns, "ng").await.status?;
+        status
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Ready" && c.status == "False" && c.reason == "GrowFailed")
+    })
+    .await;
+    assert!(
+        ready.message.contains("DesktopPool ng") && ready.message.contains("\"absent\""),
+        "the message names the pool and the golden VM: {}",
+        ready.message
+    );
+    // A full pass (15 s) later: still nothing made, and the refusal recorded once.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let admin = client_as("admin").await;
+    let selector = ListParams::default().labels(&format!("{POOL_LABEL}=ng"));
+    assert!(
+        corral_tests::vms(&admin, &ns)
+            .list(&selector)
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    let clones = corral_tests::clones(&admin, &ns)
+        .list(&Default::default())
+        .await
+        .unwrap();
+    assert!(clones.items.is_empty(), "no clone object: {clones:?}");
+    let failed = reasons(&ns)
+        .await
+        .into_iter()
+        .filter(|r| r == "GrowFailed")
+        .count();
+    assert_eq!(failed, 1, "one GrowFailed Event, not one per pass");
+    // The golden VM appears: the next try grows the pool.
+    golden_vm(&ns, "absent", "Halted", |_| {}).await;
+    wait_pool_members(
+        &ns,
+        "ng",
+        "2 members once the golden VM exists",
+        CLONING,
+        |m| m.len() == 2 && m.values().all(|m| m.settled()),
+    )
+    .await;
+    eventually("Ready", CLONING, || async {
+        let status = desktop_pool(&ns, "ng").await.status?;
+        let ready = status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        ready.then_some(())
+    })
+    .await;
+}
