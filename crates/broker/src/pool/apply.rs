@@ -20,15 +20,15 @@ use kube::{Resource, ResourceExt};
 use tokio::time::Instant;
 use vdi_core::audit::Facts;
 use vdi_core::labels::{
-    ASSIGNED_TO_LABEL, BROKER_USER, POOL_LABEL, REMOVING_ANNOTATION, lease_name, member_of_lease,
+    ASSIGNED_TO_LABEL, BROKER_USER, POOL_LABEL, REMOVING_ANNOTATION, member_of_lease,
 };
 use vdi_core::lease::{ClaimLease, lease_view};
 use vdi_core::policy::DesktopPool;
 use vdi_core::pool::member_name;
 use vdi_core::resources::VirtualMachine;
 
-use super::plan::{LeaseSeen, Plan, Seen, VmSeen, plan};
-use super::status::{self, Judged};
+use super::plan::{LeaseSeen, Seen, VmSeen, plan};
+use super::status::{self, judge, judged};
 use super::take::{self, Removal};
 use crate::events::{self, Act};
 use crate::reconcile::Context;
@@ -327,89 +327,4 @@ pub async fn reconcile(ctx: &Context, key: &PoolKey) -> anyhow::Result<Option<Ti
         let wait = GROW_RETRY.saturating_sub(at.elapsed());
         now.checked_add(SignedDuration::try_from(wait).ok()?).ok()
     }))
-}
-
-fn judged(kind: &'static str, holds: bool, reason: &'static str, message: String) -> Judged {
-    Judged {
-        kind,
-        holds,
-        reason,
-        message,
-    }
-}
-
-/// The conditions for `planned` (see [`super::status`]); `growing`: the clones run now;
-/// `failed`: the last grow's failure, while it is not tried again.
-fn judge(
-    key: &PoolKey,
-    planned: &Plan,
-    size: u32,
-    growing: bool,
-    failed: Option<&str>,
-) -> Vec<Judged> {
-    let PoolKey { namespace, pool } = key;
-    let names = |indices: &[u32]| {
-        indices
-            .iter()
-            .map(|i| member_name(pool, *i))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let mut busy = Vec::new();
-    if growing {
-        busy.push(format!("cloning {}", names(&planned.clone)));
-    }
-    if planned.counts.removing > 0 {
-        busy.push(format!("removing {} member(s)", planned.counts.removing));
-    }
-    if !planned.waiting.is_empty() {
-        busy.push(format!(
-            "{} above size {size} stay(s) until released",
-            names(&planned.waiting)
-        ));
-    }
-    if !planned.blocked.is_empty() {
-        busy.push(format!(
-            "{} cannot be cloned: a claim Lease of that name exists without its VM (delete it: \
-             `kubectl delete lease -n {namespace} {}`)",
-            names(&planned.blocked),
-            planned
-                .blocked
-                .iter()
-                .map(|i| lease_name(&member_name(pool, *i)))
-                .collect::<Vec<_>>()
-                .join(" ")
-        ));
-    }
-    let c = planned.counts;
-    let summary = format!(
-        "{} member(s) of {size}: {} free ({} running), {} claimed",
-        c.members, c.free, c.warm, c.claimed
-    );
-    let resizing = !busy.is_empty();
-    let mut out = vec![judged(
-        "Resizing",
-        resizing,
-        if resizing { "Resizing" } else { "SizeReached" },
-        if resizing {
-            busy.join("; ")
-        } else {
-            summary.clone()
-        },
-    )];
-    out.insert(
-        0,
-        match failed {
-            Some(why) => judged("Ready", false, "GrowFailed", why.to_owned()),
-            None if resizing => judged("Ready", false, "Resizing", busy.join("; ")),
-            None => judged("Ready", true, "Ready", summary),
-        },
-    );
-    out.push(judged(
-        "PolicyInvalid",
-        false,
-        "PolicyValid",
-        format!("DesktopPool {pool} is applied"),
-    ));
-    out
 }

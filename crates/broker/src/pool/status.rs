@@ -21,7 +21,10 @@ use serde_json::json;
 use vdi_core::labels::BROKER_NAME;
 use vdi_core::policy::{DesktopPool, DesktopPoolStatus};
 
-use super::plan::Counts;
+use super::apply::PoolKey;
+use super::plan::{Counts, Plan};
+use vdi_core::labels::lease_name;
+use vdi_core::pool::member_name;
 
 /// One condition as the loop judges it (`type`, `True`/`False`, reason, message).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,6 +120,97 @@ pub async fn write(
             format!("write the status of DesktopPool {name} in namespace \"{namespace}\"")
         }),
     }
+}
+
+/// A condition judged ([`Judged`]).
+pub(super) fn judged(
+    kind: &'static str,
+    holds: bool,
+    reason: &'static str,
+    message: String,
+) -> Judged {
+    Judged {
+        kind,
+        holds,
+        reason,
+        message,
+    }
+}
+
+/// The conditions for `planned` (see [`super::status`]); `growing`: the clones run now;
+/// `failed`: the last grow's failure, while it is not tried again.
+pub(super) fn judge(
+    key: &PoolKey,
+    planned: &Plan,
+    size: u32,
+    growing: bool,
+    failed: Option<&str>,
+) -> Vec<Judged> {
+    let PoolKey { namespace, pool } = key;
+    let names = |indices: &[u32]| {
+        indices
+            .iter()
+            .map(|i| member_name(pool, *i))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut busy = Vec::new();
+    if growing {
+        busy.push(format!("cloning {}", names(&planned.clone)));
+    }
+    if planned.counts.removing > 0 {
+        busy.push(format!("removing {} member(s)", planned.counts.removing));
+    }
+    if !planned.waiting.is_empty() {
+        busy.push(format!(
+            "{} above size {size} stay(s) until released",
+            names(&planned.waiting)
+        ));
+    }
+    if !planned.blocked.is_empty() {
+        busy.push(format!(
+            "{} cannot be cloned: a claim Lease of that name exists without its VM (delete it: \
+             `kubectl delete lease -n {namespace} {}`)",
+            names(&planned.blocked),
+            planned
+                .blocked
+                .iter()
+                .map(|i| lease_name(&member_name(pool, *i)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ));
+    }
+    let c = planned.counts;
+    let summary = format!(
+        "{} member(s) of {size}: {} free ({} running), {} claimed",
+        c.members, c.free, c.warm, c.claimed
+    );
+    let resizing = !busy.is_empty();
+    let mut out = vec![judged(
+        "Resizing",
+        resizing,
+        if resizing { "Resizing" } else { "SizeReached" },
+        if resizing {
+            busy.join("; ")
+        } else {
+            summary.clone()
+        },
+    )];
+    out.insert(
+        0,
+        match failed {
+            Some(why) => judged("Ready", false, "GrowFailed", why.to_owned()),
+            None if resizing => judged("Ready", false, "Resizing", busy.join("; ")),
+            None => judged("Ready", true, "Ready", summary),
+        },
+    );
+    out.push(judged(
+        "PolicyInvalid",
+        false,
+        "PolicyValid",
+        format!("DesktopPool {pool} is applied"),
+    ));
+    out
 }
 
 #[cfg(test)]
