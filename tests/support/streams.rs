@@ -87,7 +87,8 @@ pub async fn rfb_update(tcp: &mut TcpStream, width: u16, height: u16) -> u16 {
 /// From starting `user`'s VNC forward of `member` (a viewer session of `supervisor`, as Connect
 /// starts one) to the first framebuffer update a viewer gets through it; stops the forward.
 ///
-/// Errors: the forward did not start, the viewer could not connect, no update came.
+/// Errors: the forward did not start, the viewer could not connect, the stream closed before
+/// the RFB banner (virt-api refused it), no update came.
 pub async fn first_frame(
     supervisor: &vdi_core::session::Supervisor,
     user: &str,
@@ -109,6 +110,12 @@ pub async fn first_frame(
         )
         .await?;
     let mut viewer = TcpStream::connect(started.local).await?;
+    // The forward opens the stream on this connection; a refused one closes it at once.
+    let banner = viewer.peek(&mut [0u8; 12]).await;
+    if matches!(banner, Ok(0) | Err(_)) {
+        supervisor.stop(started.id);
+        anyhow::bail!("the console of {member} closed before its RFB banner: {banner:?}");
+    }
     let (w, h) = rfb_handshake(&mut viewer).await;
     anyhow::ensure!(
         rfb_update(&mut viewer, w, h).await >= 1,
