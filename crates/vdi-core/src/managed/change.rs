@@ -252,7 +252,19 @@ fn patch_of(current: &DesktopPool, spec: &DesktopPoolSpec) -> Value {
     })
 }
 
-/// Writes `spec` over `current` (read before), or refuses when it changed meanwhile.
+/// How many times a write is tried again when only the broker's status moved the
+/// resourceVersion.
+const STATUS_RETRIES: usize = 5;
+
+/// Writes `spec` over `current` (read before), or refuses when its spec changed meanwhile.
+///
+/// The patch carries the resourceVersion read, so any change in between answers 409. The
+/// broker writes the status (its own subresource) often, which moves the resourceVersion but
+/// not `metadata.generation` (the API server bumps it on spec changes only, for a CRD with a
+/// status subresource): on a 409 the object is read again, and while its generation is the
+/// one the change was computed from, the same spec is written with the new resourceVersion
+/// ([`STATUS_RETRIES`] times at most). Another generation means someone else changed the
+/// policy: refused, nothing written.
 async fn write(
     client: &Client,
     ns: &str,
@@ -265,26 +277,39 @@ async fn write(
         ..Default::default()
     };
     let api: Api<DesktopPool> = Api::namespaced(client.clone(), ns);
-    match api
-        .patch(pool, &params, &Patch::Merge(&patch_of(current, spec)))
-        .await
-    {
-        Ok(written) => {
-            tracing::info!(namespace = %ns, pool, size = written.spec.size, warm = ?written.spec.warm, "DesktopPool policy written");
-            Ok(written)
-        }
-        Err(e) if crate::error::is_status(&e, 409) => Err(Error::rejected(
+    let changed = |seen: &DesktopPool| {
+        Error::rejected(
             ErrorKind::Conflict,
             format!(
-                "{} changed while it was being updated (resourceVersion {} is no longer the \
-                 current one); nothing was written",
+                "{} changed while it was being updated (its spec is no longer generation {}, \
+                 resourceVersion {}); nothing was written",
                 object_words(ns, pool),
-                current.resource_version().unwrap_or_default()
+                current.metadata.generation.unwrap_or_default(),
+                seen.resource_version().unwrap_or_default()
             ),
             "someone else changed the policy: look at it again (corral-vdi pool list) and retry",
-        )),
-        Err(e) => Err(Error::kube(format!("update {}", object_words(ns, pool)), e)),
+        )
+    };
+    let mut read = current.clone();
+    for _ in 0..=STATUS_RETRIES {
+        match api
+            .patch(pool, &params, &Patch::Merge(&patch_of(&read, spec)))
+            .await
+        {
+            Ok(written) => {
+                tracing::info!(namespace = %ns, pool, size = written.spec.size, warm = ?written.spec.warm, "DesktopPool policy written");
+                return Ok(written);
+            }
+            Err(e) if crate::error::is_status(&e, 409) => {
+                read = managed(client, ns, pool).await?;
+                if read.metadata.generation != current.metadata.generation {
+                    return Err(changed(&read));
+                }
+            }
+            Err(e) => return Err(Error::kube(format!("update {}", object_words(ns, pool)), e)),
+        }
     }
+    Err(changed(&read))
 }
 
 #[cfg(test)]

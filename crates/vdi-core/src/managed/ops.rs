@@ -43,10 +43,16 @@ pub(crate) fn object_words(ns: &str, pool: &str) -> String {
 pub async fn get(client: &Client, ns: &str, pool: &str) -> Result<Option<DesktopPool>> {
     validate::namespace(ns)?;
     validate::pool_name(pool)?;
-    Api::<DesktopPool>::namespaced(client.clone(), ns)
-        .get_opt(pool)
+    // No CRD: the API server answers a plain-text "404 page not found", which is no Status
+    // of reason NotFound (what `get_opt` looks for), so the code alone is judged.
+    match Api::<DesktopPool>::namespaced(client.clone(), ns)
+        .get(pool)
         .await
-        .map_err(|e| Error::kube(format!("read {}", object_words(ns, pool)), e))
+    {
+        Ok(found) => Ok(Some(found)),
+        Err(e) if is_status(&e, 404) => Ok(None),
+        Err(e) => Err(Error::kube(format!("read {}", object_words(ns, pool)), e)),
+    }
 }
 
 /// Every DesktopPool of `ns` (all namespaces with `None`), sorted by namespace and name;
