@@ -224,3 +224,43 @@ async fn pool_list_watch_prints_again_on_every_change_until_interrupted() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[tokio::test]
+async fn keep_renews_the_holders_own_claim_and_refuses_anyone_else() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use kube::ResourceExt;
+    use kube::api::Api;
+    use vdi_core::labels::{KEPT_AT_ANNOTATION, lease_name};
+
+    let ns = corral_tests::namespace("cli-keep").await;
+    let admin = corral_tests::client_as("admin").await;
+    corral_tests::pool_vms(&admin, &ns, "kp", 1).await.unwrap();
+    let out = corral(&["assign", "kp", "alice", "-n", &ns]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let leases: Api<Lease> = Api::namespaced(admin, &ns);
+    let before = leases.get(&lease_name("kp-1")).await.unwrap();
+
+    // bob may not keep alice's claim: refused, the Lease as it was.
+    let out = corral(&["--context", "bob", "keep", "kp-1", "-n", &ns]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("kp-1 is held by alice, not by you (bob)"),
+        "{stderr}"
+    );
+    let after = leases.get(&lease_name("kp-1")).await.unwrap();
+    assert_eq!(after.resource_version(), before.resource_version());
+
+    // alice keeps it: the time is recorded on the Lease, and the new end said.
+    let out = corral(&["--context", "alice", "keep", "kp-1", "-n", &ns]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.starts_with("kept kp-1: the claim now lasts until "),
+        "{stdout}"
+    );
+    let kept = leases.get(&lease_name("kp-1")).await.unwrap();
+    assert!(kept.annotations().contains_key(KEPT_AT_ANNOTATION));
+    let renewed = |l: Lease| l.spec.and_then(|s| s.renew_time).map(|t| t.0);
+    assert!(renewed(kept) > renewed(before));
+}
