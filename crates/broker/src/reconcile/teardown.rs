@@ -39,20 +39,6 @@ impl Member<'_> {
                 None => return Ok(Some(CHANGED_RETRY)),
             }
         }
-        if plan.on_release == Some(OnRelease::Reset) {
-            // A Lease of the broker's own before anything else: the member is then no one's
-            // claim, and the pool loop deletes it and clones it again. A reclaimed Lease was
-            // deleted above (the guard lets the broker delete a claim, not take it over), so
-            // one is created; a Lease without a holder is replaced. The label still on the
-            // member keeps clients from claiming it in between.
-            let lease =
-                lease.filter(|l| plan.reclaim.is_none() && l.metadata.deletion_timestamp.is_none());
-            let client = &self.ctx.client;
-            if !take_for_removal(client, namespace, member, Removal::Reset, lease).await? {
-                return Ok(Some(CHANGED_RETRY));
-            }
-            done.push("taken for a reset (deleted and cloned again from the golden VM)".into());
-        }
         let revoked = plan.delete_grant && self.delete_grant().await?;
         if revoked {
             done.push("access revoked".into());
@@ -65,6 +51,9 @@ impl Member<'_> {
             Some(OnRelease::Restart) => done.extend(self.restart_released(revoked).await?),
             Some(OnRelease::Reset) | None => {}
         }
+        // A reset keeps granted-to until the member is taken: the mark that a reset is owed
+        // (level-based: a take that failed is tried again).
+        let reset = plan.on_release == Some(OnRelease::Reset);
         let mut written = VmWrite::AlreadySo;
         if plan.write_vm {
             let label = vm_facts(vm).label;
@@ -74,11 +63,13 @@ impl Member<'_> {
                 // The label is removed only if it is still the one judged to be the claim's.
                 let clear = clear_label && vm_facts(fresh).label == label;
                 let mut patch = json!({ "metadata": { "annotations": {
-                    GRANTED_TO_ANNOTATION: null,
                     BROKER_REASON_ANNOTATION: reason,
                     IDLE_SINCE_ANNOTATION: null,
                     NOTICE_ANNOTATION: null,
                 } } });
+                if !reset {
+                    patch["metadata"]["annotations"][GRANTED_TO_ANNOTATION] = Value::Null;
+                }
                 if clear {
                     patch["metadata"]["labels"] = json!({ ASSIGNED_TO_LABEL: null });
                     patch["metadata"]["annotations"][CLAIMED_AT_ANNOTATION] = Value::Null;
@@ -93,6 +84,28 @@ impl Member<'_> {
                     "claim marks removed".into()
                 });
             }
+        }
+        if reset {
+            if written == VmWrite::Declined {
+                return Ok(Some(CHANGED_RETRY));
+            }
+            // The member taken for removal (the pool loop deletes it and clones it again) once
+            // it carries no label: a take the pool loop races (it gives back a broker Lease it
+            // sees before the member's mark) is then finished by the pool loop itself. A
+            // reclaimed Lease was deleted above, so one is created; a Lease without a holder is
+            // replaced.
+            let lease =
+                lease.filter(|l| plan.reclaim.is_none() && l.metadata.deletion_timestamp.is_none());
+            let client = &self.ctx.client;
+            if !take_for_removal(client, namespace, member, Removal::Reset, lease).await? {
+                return Ok(Some(CHANGED_RETRY));
+            }
+            done.push("taken for a reset (deleted and cloned again from the golden VM)".into());
+            let last = |_: &VirtualMachine| {
+                Some(json!({ "metadata": { "annotations": { GRANTED_TO_ANNOTATION: null } } }))
+            };
+            // Gone already, or going: nothing more to write.
+            self.patch_vm(vm, last).await?;
         }
         // A console cut alone is no news: a reconcile on a store lagging behind this broker's
         // own teardown cuts again (the VM still stopping) but changes nothing else.
