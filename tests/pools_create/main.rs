@@ -1,7 +1,8 @@
 //! Pool create and delete against a real API server (the sandbox) with emulated KubeVirt clones:
 //! each SPEC rule and refusal, with the message checked and the cluster checked unchanged; the
 //! stall timeout, an outright clone failure, a label patch that RBAC refuses, two creators
-//! racing, leftovers of an aborted run, and delete's refusals, force and idempotency.
+//! racing, leftovers of an aborted run, delete's refusals, force and idempotency, and pool
+//! policy on a cluster without the DesktopPool CRD.
 //!
 //! What comes from the emulator (not KubeVirt): clone phases and their timing, the
 //! `stallClones` / `failClones` knobs, and the `sandbox.corral.dev/snapshot-disabled` annotation
@@ -13,6 +14,7 @@
 
 mod clones;
 mod delete;
+mod policy;
 mod races;
 mod refusals;
 

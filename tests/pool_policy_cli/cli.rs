@@ -1,0 +1,155 @@
+//! The CLI: `pool create` with policy flags makes the DesktopPool (a bad flag creates
+//! nothing), `pool list` prints a managed pool's policy and leaves an unmanaged one as it was,
+//! `pool adopt` / `set` / `resize` write the spec, and `pool delete` removes the DesktopPool.
+
+use corral_tests::{client_as, pool_vms};
+use kube::api::{Api, ListParams};
+use vdi_core::labels::POOL_LABEL;
+use vdi_core::policy::{DesktopPoolSpec, OnRelease};
+use vdi_core::resources::VirtualMachine;
+
+use crate::{cli, desktop_pool, failed, fingerprint, gone, namespace_with_golden, ok};
+
+#[tokio::test]
+async fn create_with_policy_flags_list_set_resize_and_delete() {
+    let ns = namespace_with_golden("cli-policy").await;
+    let admin = client_as("admin").await;
+
+    // A bad flag is refused before anything is created.
+    let err = failed(&cli(&[
+        "pool", "create", "bad", "--from", "golden", "--size", "2", "--warm", "3", "-n", &ns,
+    ]));
+    assert!(err.contains("spec.warm: 3 is out of range"), "{err}");
+    assert!(err.contains("--warm"), "{err}");
+    let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), &ns);
+    let bad = vms
+        .list(&ListParams::default().labels(&format!("{POOL_LABEL}=bad")))
+        .await
+        .unwrap();
+    assert!(bad.items.is_empty());
+    assert!(
+        corral_tests::clones(&admin, &ns)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    assert_eq!(fingerprint(&ns, "bad").await, None);
+
+    // With the broker installed, create makes the DesktopPool with the flags.
+    let out = ok(&cli(&[
+        "pool",
+        "create",
+        "cp",
+        "--from",
+        "golden",
+        "--size",
+        "2",
+        "--warm",
+        "1",
+        "--on-release",
+        "restart",
+        "--max-session",
+        "8h",
+        "-n",
+        &ns,
+    ]));
+    assert!(
+        out.contains(
+            "policy (DesktopPool cp): size 2, warm 1, disconnect grace 1h, max session 8h, \
+             idle timeout none, on release restart"
+        ),
+        "{out}"
+    );
+    let spec = desktop_pool(&ns, "cp").await.unwrap().spec;
+    assert_eq!(
+        spec,
+        DesktopPoolSpec {
+            golden: "golden".into(),
+            size: 2,
+            warm: Some(1),
+            max_session: Some("8h".into()),
+            on_release: Some(OnRelease::Restart),
+            ..Default::default()
+        }
+    );
+
+    // pool list: the managed pool's policy under its heading, nothing more for a label-only
+    // pool.
+    pool_vms(&admin, &ns, "lo", 1).await.unwrap();
+    let list = ok(&cli(&["pool", "list", "-n", &ns]));
+    let cp = list
+        .split("\n\n")
+        .find(|p| p.starts_with("cp "))
+        .unwrap_or_else(|| panic!("no pool cp in\n{list}"));
+    assert!(
+        cp.lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with("  policy: size 2, warm 1,")),
+        "{cp}"
+    );
+    assert!(cp.contains("  broker: "), "{cp}");
+    let lo = list
+        .split("\n\n")
+        .find(|p| p.starts_with("lo "))
+        .unwrap_or_else(|| panic!("no pool lo in\n{list}"));
+    assert!(!lo.contains("policy:"), "{lo}");
+    assert!(
+        lo.lines()
+            .nth(1)
+            .is_some_and(|l| l.trim_start().starts_with("MEMBER")),
+        "{lo}"
+    );
+
+    // adopt, set, resize.
+    let out = ok(&cli(&[
+        "pool", "adopt", "lo", "--from", "golden", "-n", &ns,
+    ]));
+    assert!(out.contains("pool \"lo\" adopted"), "{out}");
+    assert!(
+        out.contains("policy: size 1, warm 0, disconnect grace 1h"),
+        "{out}"
+    );
+    let out = ok(&cli(&[
+        "pool",
+        "set",
+        "lo",
+        "--disconnect-grace",
+        "30m",
+        "--idle-timeout",
+        "1h",
+        "-n",
+        &ns,
+    ]));
+    assert!(out.contains("disconnect grace 30m"), "{out}");
+    let before = fingerprint(&ns, "lo").await;
+    let err = failed(&cli(&["pool", "resize", "lo", "--size", "0", "-n", &ns]));
+    assert!(err.contains("out of range (1 to 500)"), "{err}");
+    let err = failed(&cli(&[
+        "pool",
+        "set",
+        "lo",
+        "--max-session",
+        "soon",
+        "-n",
+        &ns,
+    ]));
+    assert!(err.contains("\"soon\" is not a duration"), "{err}");
+    assert_eq!(fingerprint(&ns, "lo").await, before);
+    ok(&cli(&["pool", "resize", "lo", "--size", "2", "-n", &ns]));
+    let spec = desktop_pool(&ns, "lo").await.unwrap().spec;
+    assert_eq!(
+        (
+            spec.size,
+            spec.disconnect_grace.as_deref(),
+            spec.idle_timeout.as_deref()
+        ),
+        (2, Some("30m"), Some("1h"))
+    );
+
+    // delete: the DesktopPool goes (first), then the members.
+    let out = ok(&cli(&["pool", "delete", "cp", "-n", &ns]));
+    assert!(out.contains("pool \"cp\" deleted"), "{out}");
+    gone(&ns, "cp").await;
+}
