@@ -147,7 +147,7 @@ impl Work<'_> {
         let held = lease.is_some_and(|l| {
             matches!(
                 lease_seen(&l, now, self.ctx.margin),
-                LeaseSeen::Claimed | LeaseSeen::Broker
+                LeaseSeen::Claimed | LeaseSeen::Broker | LeaseSeen::Taking
             )
         });
         if held

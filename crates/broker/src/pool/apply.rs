@@ -27,7 +27,7 @@ use vdi_core::policy::DesktopPool;
 use vdi_core::pool::member_name;
 use vdi_core::resources::VirtualMachine;
 
-use super::plan::{LeaseSeen, Seen, VmSeen, plan};
+use super::plan::{LeaseSeen, SETTLE, Seen, VmSeen, plan};
 use super::status::{self, judge, judged};
 use super::take::{self, Removal};
 use crate::events::{self, Act};
@@ -76,6 +76,15 @@ pub fn lease_seen(lease: &ClaimLease, now: Timestamp, margin: SignedDuration) ->
     let view = lease_view(lease, now);
     match view.holder.as_deref() {
         None => LeaseSeen::Idle,
+        Some(BROKER_USER)
+            if view
+                .renewed_at
+                .or(view.acquired_at)
+                .and_then(|at| at.checked_add(SETTLE).ok())
+                .is_some_and(|settled| settled > now) =>
+        {
+            LeaseSeen::Taking
+        }
         Some(BROKER_USER) => LeaseSeen::Broker,
         Some(_) if view.problem.is_some() => LeaseSeen::Claimed,
         Some(_) => match view.expires_at.and_then(|e| e.checked_add(margin).ok()) {

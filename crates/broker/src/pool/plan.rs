@@ -6,8 +6,9 @@
 //! and `warm` from the pool's [`vdi_core::policy::Policy`]:
 //! - **Finish removals** (a member marked [`super::take::Removal`] whose Lease is the
 //!   broker's): delete its VM; once the VM is gone, delete the Lease. A broker Lease on a VM
-//!   without the mark (a crash between the two writes) is given back (deleted) when the member
-//!   is within size, and the member marked when it is above. A mark whose Lease is gone is
+//!   without the mark (a crash between the two writes) is left [`SETTLE`] for the mark to
+//!   land, then given back (deleted) when the member is within size, and the member marked
+//!   when it is above. A mark whose Lease is gone is
 //!   taken again; a mark whose Lease someone else holds actively is removed (the claim won).
 //! - **Shrink**: every free member above `size` (no Lease, or one expired past the margin; no
 //!   assigned-to label) is taken for removal, highest first. A claimed or claiming member above
@@ -32,7 +33,15 @@ pub enum LeaseSeen {
     Claimed,
     /// Held by the broker ([`vdi_core::labels::BROKER_USER`]): a removal under way.
     Broker,
+    /// Held by the broker for less than [`SETTLE`]: a removal just begun, whose mark may still
+    /// be on its way (take_for_removal writes the Lease, then the mark), so an unmarked member
+    /// is left alone rather than given back.
+    Taking,
 }
+
+/// How long a broker Lease on an unmarked member is left for its mark to land before it is
+/// taken for a crash between the two writes and given back (30 s).
+pub const SETTLE: jiff::SignedDuration = jiff::SignedDuration::from_secs(30);
 
 /// What the loop reads of a member's VM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -122,7 +131,9 @@ pub fn plan(size: u32, warm: u32, members: &[Seen]) -> Plan {
         let within = m.index >= 1 && m.index <= size;
         let Some(vm) = m.vm else {
             match m.lease {
-                LeaseSeen::Broker | LeaseSeen::Idle => plan.delete_leases.push(m.index),
+                LeaseSeen::Broker | LeaseSeen::Taking | LeaseSeen::Idle => {
+                    plan.delete_leases.push(m.index)
+                }
                 LeaseSeen::Claimed if within => plan.blocked.push(m.index),
                 LeaseSeen::Claimed | LeaseSeen::None => {}
             }
@@ -134,7 +145,7 @@ pub fn plan(size: u32, warm: u32, members: &[Seen]) -> Plan {
             continue;
         }
         match (vm.removing, m.lease) {
-            (Some(_), LeaseSeen::Broker) => {
+            (Some(_), LeaseSeen::Broker | LeaseSeen::Taking) => {
                 plan.counts.removing += 1;
                 plan.delete_vms.push(m.index);
                 continue;
@@ -145,6 +156,10 @@ pub fn plan(size: u32, warm: u32, members: &[Seen]) -> Plan {
                 continue;
             }
             (Some(_), _) => plan.unmark.push(m.index),
+            (None, LeaseSeen::Taking) => {
+                plan.counts.removing += 1;
+                continue;
+            }
             (None, LeaseSeen::Broker) if within => plan.delete_leases.push(m.index),
             (None, LeaseSeen::Broker) => {
                 plan.counts.removing += 1;
@@ -169,7 +184,7 @@ pub fn plan(size: u32, warm: u32, members: &[Seen]) -> Plan {
         if vm.running {
             plan.counts.warm += 1;
             free_running.push(m.index);
-        } else if vm.stopped && m.lease != LeaseSeen::Broker {
+        } else if vm.stopped && !matches!(m.lease, LeaseSeen::Broker | LeaseSeen::Taking) {
             free_stopped.push(m.index);
         }
     }

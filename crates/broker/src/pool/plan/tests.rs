@@ -107,6 +107,26 @@ fn a_broker_lease_without_the_mark_is_given_back_within_size_and_marked_above() 
 }
 
 #[test]
+fn a_broker_lease_just_taken_waits_for_its_mark_then_the_removal_goes_on() {
+    let taking = |index| Seen {
+        lease: LeaseSeen::Taking,
+        ..free(index, true)
+    };
+    let p = plan(2, 2, &[free(1, true), taking(2), taking(3)]);
+    assert!(p.delete_leases.is_empty() && p.take.is_empty() && p.unmark.is_empty());
+    assert!(p.stop.is_empty(), "nor stopped by the warm buffer: {p:?}");
+    assert_eq!(p.counts.removing, 2);
+    let marked = Seen {
+        vm: Some(VmSeen {
+            removing: Some(Removal::Reset),
+            ..VmSeen::default()
+        }),
+        ..taking(2)
+    };
+    assert_eq!(plan(2, 0, &[marked]).delete_vms, vec![2]);
+}
+
+#[test]
 fn warm_starts_the_lowest_free_stopped_and_stops_the_highest_extra() {
     let mut members = pool(6);
     members[0] = claimed(1);
