@@ -88,7 +88,7 @@ pub async fn rfb_update(tcp: &mut TcpStream, width: u16, height: u16) -> u16 {
 /// starts one) to the first framebuffer update a viewer gets through it; stops the forward.
 ///
 /// Errors: the forward did not start, the viewer could not connect, the stream closed before
-/// the RFB banner (virt-api refused it), no update came.
+/// the RFB banner (virt-api refused it) or during the handshake, no update came.
 pub async fn first_frame(
     supervisor: &vdi_core::session::Supervisor,
     user: &str,
@@ -116,15 +116,19 @@ pub async fn first_frame(
         supervisor.stop(started.id);
         anyhow::bail!("the console of {member} closed before its RFB banner: {banner:?}");
     }
-    let (w, h) = rfb_handshake(&mut viewer).await;
-    anyhow::ensure!(
-        rfb_update(&mut viewer, w, h).await >= 1,
-        "no framebuffer update"
-    );
+    // The handshake's reads panic on a stream that ends; in a task of its own that is an error.
+    let rects = tokio::spawn(async move {
+        let (w, h) = rfb_handshake(&mut viewer).await;
+        rfb_update(&mut viewer, w, h).await
+    })
+    .await;
     let elapsed = began.elapsed();
-    drop(viewer);
     supervisor.stop(started.id);
-    Ok(elapsed)
+    match rects {
+        Ok(n) if n >= 1 => Ok(elapsed),
+        Ok(_) => anyhow::bail!("no framebuffer update from {member}"),
+        Err(e) => anyhow::bail!("the console of {member} ended during the RFB handshake: {e}"),
+    }
 }
 
 /// An RDP X.224 Connection Request in its TPKT (no cookie; RDP negotiation asking for TLS or
