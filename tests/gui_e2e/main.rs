@@ -13,6 +13,7 @@ mod cluster;
 mod connect;
 mod driver;
 mod permissions;
+mod policy;
 mod pool_dialogs;
 mod pools;
 mod scale;

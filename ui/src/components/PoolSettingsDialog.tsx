@@ -106,7 +106,9 @@ export function PoolSettingsDialog({
         busy={busy}
         error={write.kind === "failed" ? write.error : null}
         onSave={async (settings) => {
-          if (await save(settings)) onClose(`Settings of ${pool} saved.`);
+          if (await save(settings)) {
+            onClose(`Settings of ${pool} saved: size ${settings.size}, warm ${settings.warm}.`);
+          }
         }}
         onClose={close}
       />

@@ -1,0 +1,252 @@
+//! Managed pools in the app (issue 26): a pool's settings dialog changes its DesktopPool on the
+//! cluster (warm and size), refuses a value the rules refuse before anything is written, and
+//! names the members a shrink removes; a member's history lists its claim with the event TTL
+//! sentence beside it. On a named sandbox with the broker (its replicas record the audit
+//! Events), as `sandbox up` starts it.
+
+use std::time::{Duration, Instant};
+
+use corral_tests::{NamedSandbox, stopped_pool};
+use kube::api::{Api, PostParams};
+use kube::{Client, ResourceExt};
+use sandbox::DEMO_NAMESPACE;
+use vdi_core::claim::{self, ClaimOptions};
+use vdi_core::identity::Actor;
+use vdi_core::policy::{DesktopPool, DesktopPoolSpec};
+
+use crate::driver::{
+    Gui, click, exists, is_disabled, js, replace_text, text_of, wait_text, wait_text_within,
+};
+
+/// How long the broker may take to grant a claim here (replicas share two cores with the app).
+const BROKER_WORK: Duration = Duration::from_secs(60);
+
+/// The pool's DesktopPool as the cluster holds it.
+async fn desktop_pool(admin: &Client, pool: &str) -> DesktopPool {
+    Api::<DesktopPool>::namespaced(admin.clone(), DEMO_NAMESPACE)
+        .get(pool)
+        .await
+        .unwrap_or_else(|e| panic!("read DesktopPool {pool}: {e}"))
+}
+
+/// Waits until `pool`'s DesktopPool satisfies `check`; returns it.
+async fn wait_desktop_pool(
+    admin: &Client,
+    pool: &str,
+    what: &str,
+    check: impl Fn(&DesktopPoolSpec) -> bool,
+) -> DesktopPool {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let now = desktop_pool(admin, pool).await;
+        if check(&now.spec) {
+            return now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "DesktopPool {pool} never had {what}: {:?}",
+            now.spec
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The value of the input matching `css`.
+async fn value_of(client: &fantoccini::Client, css: &str) -> String {
+    let read = format!("return document.querySelector({css:?}).value");
+    js(client, &read)
+        .await
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn pool_settings_change_the_desktop_pool_and_the_history_lists_a_claim() {
+    let cluster = NamedSandbox::new(&format!("gpolicy{}", std::process::id()));
+    let kubeconfig = cluster.up();
+    let admin = sandbox::kubeconfig::client(&kubeconfig, "admin")
+        .await
+        .unwrap();
+    // A managed pool of two stopped members.
+    stopped_pool(&admin, DEMO_NAMESPACE, "pol", 2)
+        .await
+        .unwrap();
+    let spec = DesktopPoolSpec {
+        golden: "golden-desktop".into(),
+        size: 2,
+        ..Default::default()
+    };
+    Api::<DesktopPool>::namespaced(admin.clone(), DEMO_NAMESPACE)
+        .create(&PostParams::default(), &DesktopPool::new("pol", spec))
+        .await
+        .unwrap();
+
+    // alice claims one (through the broker, which records the claim as an Event).
+    let alice = Actor::connect(
+        sandbox::kubeconfig::client(&kubeconfig, "alice")
+            .await
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    let claimed = tokio::time::timeout(
+        BROKER_WORK,
+        claim::assign(
+            &alice,
+            DEMO_NAMESPACE,
+            "pol",
+            "alice",
+            &ClaimOptions::default(),
+        ),
+    )
+    .await
+    .expect("alice's claim within the broker's time")
+    .expect("alice's claim");
+    let mine = claimed.member.clone();
+    let other = if mine == "pol-1" { "pol-2" } else { "pol-1" };
+
+    let gui = Gui::launch_on(&kubeconfig, &[]).await;
+    let client = &gui.client;
+    wait_text(client, "[data-testid='feed-status']", "live").await;
+    wait_text(client, "[data-testid='managed-corral-vms-pol']", "managed").await;
+    wait_text(client, "[data-testid='counts-corral-vms-pol']", "1 claimed").await;
+    // The demo's label-only pool is unmanaged.
+    let legacy = text_of(client, "[data-testid='managed-corral-vms-legacy']").await;
+    assert_eq!(legacy.trim(), "unmanaged");
+
+    click(client, "[data-testid='settings-corral-vms-pol']").await;
+    wait_text(
+        client,
+        "[data-testid='pool-settings-dialog']",
+        "golden-desktop",
+    )
+    .await;
+    assert_eq!(value_of(client, "[data-testid='settings-size']").await, "2");
+    assert_eq!(value_of(client, "[data-testid='settings-warm']").await, "0");
+    let before = desktop_pool(&admin, "pol").await;
+
+    // More warm members than the size: the rule's sentence, under the field, and no Save.
+    replace_text(client, "[data-testid='settings-warm']", "5").await;
+    let problem = wait_text(client, "[data-testid='settings-problem']", "spec.warm").await;
+    eprintln!("warm 5 of 2: {problem}");
+    assert!(is_disabled(client, "[data-testid='settings-save']").await);
+    let warm_invalid = js(
+        client,
+        "return document.querySelector(\"[data-testid='settings-warm']\").getAttribute('aria-invalid')",
+    )
+    .await;
+    assert_eq!(warm_invalid.as_str(), Some("true"));
+    // A duration that is none: named too, once warm is right again.
+    replace_text(client, "[data-testid='settings-warm']", "1").await;
+    replace_text(client, "[data-testid='settings-max-session']", "soon").await;
+    wait_text(
+        client,
+        "[data-testid='settings-problem']",
+        "spec.maxSession",
+    )
+    .await;
+    assert!(is_disabled(client, "[data-testid='settings-save']").await);
+    // A click on the disabled Save writes nothing.
+    click(client, "[data-testid='settings-save']").await;
+    gui.screenshot("e2e-policy-invalid.png");
+    let after = desktop_pool(&admin, "pol").await;
+    assert_eq!(
+        after.spec, before.spec,
+        "a refused value changed the DesktopPool"
+    );
+    assert_eq!(after.resource_version(), before.resource_version());
+
+    // Size 3, warm 1, max session 8h: written to the DesktopPool.
+    replace_text(client, "[data-testid='settings-max-session']", "8h").await;
+    replace_text(client, "[data-testid='settings-size']", "3").await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while is_disabled(client, "[data-testid='settings-save']").await {
+        assert!(
+            Instant::now() < deadline,
+            "Save stayed disabled: {}",
+            text_of(client, "[data-testid='pool-settings-dialog']").await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    click(client, "[data-testid='settings-save']").await;
+    wait_text(
+        client,
+        "[data-testid='action-result']",
+        "Settings of pol saved: size 3, warm 1",
+    )
+    .await;
+    assert!(!exists(client, "[data-testid='pool-settings-dialog']").await);
+    let grown = wait_desktop_pool(&admin, "pol", "size 3, warm 1, maxSession 8h", |s| {
+        s.size == 3 && s.warm == Some(1) && s.max_session.as_deref() == Some("8h")
+    })
+    .await;
+    eprintln!("written: {:?}", grown.spec);
+
+    // Size 1: the confirmation names the free members it removes, never alice's. (The notice
+    // of the save above is dismissed first, so the next one is a new element.)
+    click(client, "[data-testid='action-result'] .notice-close").await;
+    click(client, "[data-testid='settings-corral-vms-pol']").await;
+    wait_text(
+        client,
+        "[data-testid='pool-settings-dialog']",
+        "golden-desktop",
+    )
+    .await;
+    replace_text(client, "[data-testid='settings-warm']", "0").await;
+    replace_text(client, "[data-testid='settings-size']", "1").await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while is_disabled(client, "[data-testid='settings-save']").await {
+        assert!(Instant::now() < deadline, "Save stayed disabled for size 1");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    click(client, "[data-testid='settings-save']").await;
+    let confirm = wait_text(client, "[data-testid='settings-confirm']", "never removed").await;
+    eprintln!("shrink confirmation: {confirm}");
+    assert!(
+        exists(client, &format!("[data-testid='settings-removed-{other}']")).await,
+        "{confirm}"
+    );
+    assert!(
+        !exists(client, &format!("[data-testid='settings-removed-{mine}']")).await,
+        "the claimed member is offered for removal: {confirm}"
+    );
+    gui.screenshot("e2e-policy-shrink.png");
+    click(client, "[data-testid='settings-confirm-submit']").await;
+    wait_text(
+        client,
+        "[data-testid='action-result']",
+        "Settings of pol saved: size 1, warm 0",
+    )
+    .await;
+    wait_desktop_pool(&admin, "pol", "size 1, warm 0", |s| {
+        s.size == 1 && s.warm == Some(0)
+    })
+    .await;
+
+    // alice's member's history: her claim, with the event TTL sentence beside it.
+    click(client, &format!("[data-testid='history-{mine}']")).await;
+    wait_text(client, "[data-testid='history-ttl']", "event TTL").await;
+    let history = wait_text_within(
+        client,
+        "[data-testid='history-list']",
+        "Claimed",
+        BROKER_WORK,
+    )
+    .await;
+    eprintln!("history of {mine}: {history}");
+    assert!(history.contains("alice"), "{history}");
+    gui.screenshot("e2e-policy-history.png");
+    // Esc closes it (the dialog listens on the document, as every dialog of the app).
+    js(
+        client,
+        "document.activeElement.dispatchEvent(new KeyboardEvent('keydown', { key: 'Escape', bubbles: true }))",
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while exists(client, "[data-testid='history-dialog']").await {
+        assert!(Instant::now() < deadline, "Esc left the history open");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    gui.close().await;
+}
