@@ -32,6 +32,12 @@ impl Member<'_> {
             namespace, member, ..
         } = self.target;
         let mut done: Vec<String> = Vec::new();
+        // A claim that ended without a reclaim (released: no Lease, or none held) is judged on
+        // the store, which may lag: a member released and claimed again at once has a new
+        // Lease the store has not seen. Nothing is torn down unless the API server agrees.
+        if plan.reclaim.is_none() && !self.lease_is_still(lease).await? {
+            return Ok(Some(CHANGED_RETRY));
+        }
         if let Some(rv) = &plan.reclaim {
             match self.delete_lease(rv).await? {
                 Some(deleted) => done.push(deleted),
@@ -128,6 +134,24 @@ impl Member<'_> {
             self.record(vm, event, user, why, note).await;
         }
         Ok((written == VmWrite::Declined).then_some(CHANGED_RETRY))
+    }
+
+    /// Whether the member's claim Lease on the API server is still `seen` (the store's copy;
+    /// `None`: no Lease), compared by resourceVersion.
+    ///
+    /// Errors: the Lease could not be read.
+    async fn lease_is_still(&self, seen: Option<&ClaimLease>) -> anyhow::Result<bool> {
+        let Target {
+            namespace, member, ..
+        } = self.target;
+        let leases: Api<ClaimLease> = Api::namespaced(self.ctx.client.clone(), namespace);
+        let name = lease_name(member);
+        let now = leases
+            .get_opt(&name)
+            .await
+            .with_context(|| format!("read Lease {name} in namespace \"{namespace}\""))?;
+        let version = |l: Option<&ClaimLease>| l.and_then(|l| l.metadata.resource_version.clone());
+        Ok(version(now.as_ref()) == version(seen))
     }
 
     /// Deletes the claim Lease with resourceVersion `rv` as precondition: what was done, or
