@@ -225,12 +225,16 @@ pub(super) fn candidates<'m>(members: &'m [MemberView], assignee: &str) -> Vec<&
 /// same next member. Deterministic, so a retry by the same person tries the same order; which
 /// member wins is still decided only by the API server (create of the Lease, or replace with
 /// the resourceVersion precondition).
+///
+/// Running members come first (a managed pool's warm buffer, or a member left running), each
+/// group in that order: "Get a desktop" gets a started desktop when there is one, not one that
+/// is stopping or stopped.
 fn spread<'a>(mut candidates: Vec<&'a MemberView>, identity: &str) -> Vec<&'a MemberView> {
     candidates.sort_by_cached_key(|m| {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         identity.hash(&mut hasher);
         m.name.hash(&mut hasher);
-        hasher.finish()
+        (m.power != "Running", hasher.finish())
     });
     candidates
 }

@@ -203,6 +203,34 @@ fn each_identity_tries_the_members_in_its_own_fixed_order() {
 }
 
 #[test]
+fn running_members_are_tried_first_each_group_in_the_identitys_order() {
+    let mut members: Vec<MemberView> = (1..=6).map(|i| free(&format!("dev-{i}"))).collect();
+    for m in &mut members {
+        m.power = "Stopped".into();
+    }
+    let stopped = |who: &str| -> Vec<String> {
+        candidates(&members, who)
+            .iter()
+            .map(|m| m.name.clone())
+            .collect()
+    };
+    let before = stopped("alice");
+    members[1].power = "Running".into();
+    members[4].power = "Stopping".into();
+    let order: Vec<String> = candidates(&members, "alice")
+        .iter()
+        .map(|m| m.name.clone())
+        .collect();
+    assert_eq!(order[0], "dev-2", "the running one first: {order:?}");
+    let rest: Vec<&String> = before.iter().filter(|n| *n != "dev-2").collect();
+    assert_eq!(
+        order[1..].iter().collect::<Vec<_>>(),
+        rest,
+        "then the same order"
+    );
+}
+
+#[test]
 fn a_new_lease_is_created_and_a_stale_one_is_taken_over_with_its_resource_version() {
     let made = claim("alice").lease("dev-2", now(), 600, None);
     assert_eq!(made.metadata.name.as_deref(), Some("corral-vdi-dev-2"));
