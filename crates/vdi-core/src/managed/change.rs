@@ -4,13 +4,12 @@
 //! by someone else in between is refused, not overwritten. The broker does the rest (it clones
 //! the missing members as pool create does, and removes free members highest index first).
 
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::ops::{FIELD_MANAGER, managed, object_words};
 use crate::error::{Error, ErrorKind, Result};
-use crate::labels::POOL_LABEL;
 use crate::policy::{DesktopPool, DesktopPoolSpec, MAX_SIZE, OnRelease};
 use crate::resources::VirtualMachine;
 use crate::validate;
@@ -214,17 +213,8 @@ pub fn shrink_victims(pool: &crate::state::PoolView, size: u32) -> Vec<String> {
 /// How many VMs carry `pool`'s label in `ns` (those being deleted excluded).
 async fn member_count(client: &Client, ns: &str, pool: &str) -> Result<u32> {
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), ns);
-    let list = vms
-        .list_metadata(&ListParams::default().labels(&format!("{POOL_LABEL}={pool}")))
-        .await
-        .map_err(|e| {
-            Error::kube(
-                format!("list VirtualMachines of pool \"{pool}\" in namespace \"{ns}\""),
-                e,
-            )
-        })?;
-    let live = list
-        .items
+    let live = crate::pool::list_member_metadata(&vms, ns, pool)
+        .await?
         .iter()
         .filter(|vm| vm.metadata.deletion_timestamp.is_none())
         .count();

@@ -186,16 +186,7 @@ pub async fn adopt(
         return Err(crd_missing(ns, pool));
     }
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), ns);
-    let members = vms
-        .list(&ListParams::default().labels(&format!("{POOL_LABEL}={pool}")))
-        .await
-        .map_err(|e| {
-            Error::kube(
-                format!("list VirtualMachines of pool \"{pool}\" in namespace \"{ns}\""),
-                e,
-            )
-        })?
-        .items;
+    let members = crate::pool::list_members(&vms, ns, pool).await?;
     if members.is_empty() {
         return Err(Error::rejected(
             ErrorKind::NotFound,

@@ -208,16 +208,7 @@ pub async fn delete_pool(
     .await?;
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), ns);
     let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
-    let mut members = vms
-        .list(&ListParams::default().labels(&format!("{POOL_LABEL}={pool}")))
-        .await
-        .map_err(|e| {
-            Error::kube(
-                format!("list VirtualMachines of pool \"{pool}\" in namespace \"{ns}\""),
-                e,
-            )
-        })?
-        .items;
+    let mut members = super::list_members(&vms, ns, pool).await?;
     members.sort_by_cached_key(|vm| {
         let name = vm.name_any();
         let index = name

@@ -52,18 +52,9 @@ impl Namespaced {
     async fn check_no_pool(&self, delete_hint: &str) -> Result<()> {
         let ns = &self.namespace;
         let pool = &self.pool;
-        let labelled = self
-            .vms
-            .list_metadata(&ListParams::default().labels(&format!("{POOL_LABEL}={pool}")))
-            .await
-            .map_err(|e| {
-                Error::kube(
-                    format!("list VirtualMachines of pool \"{pool}\" in namespace \"{ns}\""),
-                    e,
-                )
-            })?;
-        if !labelled.items.is_empty() {
-            let mut names: Vec<String> = labelled.items.iter().map(|m| m.name_any()).collect();
+        let labelled = super::list_member_metadata(&self.vms, ns, pool).await?;
+        if !labelled.is_empty() {
+            let mut names: Vec<String> = labelled.iter().map(|m| m.name_any()).collect();
             names.sort();
             return Err(Error::rejected(
                 ErrorKind::Conflict,

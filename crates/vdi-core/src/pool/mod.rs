@@ -72,6 +72,7 @@ mod delete;
 mod failure;
 mod free;
 mod golden_vm;
+mod members;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,6 +91,7 @@ pub use clone_object::{CloneApi, choose_clone_version, clone_name, discover_clon
 pub use create_input::{member_name, member_names, validate_create};
 pub use delete::{DeletePool, PoolDeleted, delete_pool};
 pub use golden_vm::{GoldenProblem, golden_problems};
+pub use members::{list_member_metadata, list_members};
 
 use crate::error::Result;
 use crate::resources::VirtualMachine;
