@@ -35,6 +35,39 @@ type PoolSettingsDialogProps = {
 /** The fields that can carry a problem, as the backend names them. */
 type Field = "size" | "warm" | "disconnectGrace" | "maxSession" | "idleTimeout";
 
+/** The three durations' fields, in the order shown. */
+const DURATION_FIELDS: {
+  field: "disconnectGrace" | "maxSession" | "idleTimeout";
+  label: string;
+  placeholder: string;
+  title: string;
+  testId: string;
+}[] = [
+  {
+    field: "disconnectGrace",
+    label: "Disconnect grace",
+    placeholder: "1h (default)",
+    title:
+      "How long a claim lasts after its user's last session closed (the claim Lease's duration; the app renews it while a session is open)",
+    testId: "settings-grace",
+  },
+  {
+    field: "maxSession",
+    label: "Max session",
+    placeholder: "no limit",
+    title: "The longest a claim lasts from the moment it was taken; Keep does not extend it",
+    testId: "settings-max-session",
+  },
+  {
+    field: "idleTimeout",
+    label: "Idle timeout",
+    placeholder: "never",
+    title:
+      "How long the desktop may have no logged-in user (its guest agent says) before it is reclaimed",
+    testId: "settings-idle",
+  },
+];
+
 function ignore() {
   // Not while a write runs: its outcome is shown here.
 }
@@ -347,42 +380,21 @@ function SettingsForm({
         Durations are written like 90s, 15m or 1h30m; an empty field is the default.
       </p>
       <div className="form-row">
-        <DurationField
-          id={ids.disconnectGrace}
-          label="Disconnect grace"
-          placeholder="1h (default)"
-          title="How long a claim lasts after its user's last session closed (the claim Lease's duration; the app renews it while a session is open)"
-          testId="settings-grace"
-          value={form.disconnectGrace}
-          readOnly={readOnly || busy}
-          invalid={invalid("disconnectGrace")}
-          describedBy={describedBy("disconnectGrace")}
-          onChange={set("disconnectGrace")}
-        />
-        <DurationField
-          id={ids.maxSession}
-          label="Max session"
-          placeholder="no limit"
-          title="The longest a claim lasts from the moment it was taken; Keep does not extend it"
-          testId="settings-max-session"
-          value={form.maxSession}
-          readOnly={readOnly || busy}
-          invalid={invalid("maxSession")}
-          describedBy={describedBy("maxSession")}
-          onChange={set("maxSession")}
-        />
-        <DurationField
-          id={ids.idleTimeout}
-          label="Idle timeout"
-          placeholder="never"
-          title="How long the desktop may have no logged-in user (its guest agent says) before it is reclaimed"
-          testId="settings-idle"
-          value={form.idleTimeout}
-          readOnly={readOnly || busy}
-          invalid={invalid("idleTimeout")}
-          describedBy={describedBy("idleTimeout")}
-          onChange={set("idleTimeout")}
-        />
+        {DURATION_FIELDS.map((d) => (
+          <DurationField
+            key={d.field}
+            id={ids[d.field]}
+            label={d.label}
+            placeholder={d.placeholder}
+            title={d.title}
+            testId={d.testId}
+            value={form[d.field]}
+            readOnly={readOnly || busy}
+            invalid={invalid(d.field)}
+            describedBy={describedBy(d.field)}
+            onChange={set(d.field)}
+          />
+        ))}
       </div>
       {under("disconnectGrace") ?? under("maxSession") ?? under("idleTimeout")}
       {problem !== null && problem.field === null ? problemLine : null}
