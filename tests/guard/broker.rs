@@ -50,6 +50,19 @@ fn micro_ago(seconds_ago: i64) -> MicroTime {
     MicroTime(jiff::Timestamp::now() - jiff::SignedDuration::from_secs(seconds_ago))
 }
 
+/// alice's claim on `member` in `ns`, expired an hour ago (60 s, renewed an hour ago).
+async fn stale_claim(alice: &Client, ns: &str, member: &str) -> Lease {
+    let mut stale = lease_for(member, "alice");
+    let spec = stale.spec.as_mut().unwrap();
+    spec.lease_duration_seconds = Some(60);
+    spec.acquire_time = Some(micro_ago(7200));
+    spec.renew_time = Some(micro_ago(3600));
+    Api::<Lease>::namespaced(alice.clone(), ns)
+        .create(&PostParams::default(), &stale)
+        .await
+        .unwrap_or_else(|e| panic!("alice claims {member}: {e}"))
+}
+
 fn lease_version(lease: Option<Lease>) -> Option<String> {
     lease.and_then(|l| l.metadata.resource_version)
 }
@@ -179,15 +192,7 @@ async fn with_the_guard_the_broker_reclaims_and_labels_and_its_annotations_are_i
 
     // alice's claim on b-1, expired an hour ago; the broker labelled b-1 for her and bound her
     // access, and says why it cannot finish b-2.
-    let mut stale = lease_for("b-1", "alice");
-    let spec = stale.spec.as_mut().unwrap();
-    spec.lease_duration_seconds = Some(60);
-    spec.acquire_time = Some(micro_ago(7200));
-    spec.renew_time = Some(micro_ago(3600));
-    let stale = leases_as(&alice)
-        .create(&PostParams::default(), &stale)
-        .await
-        .expect("alice claims b-1");
+    let stale = stale_claim(&alice, &ns, "b-1").await;
     let granted = json!({ CLAIMED_AT_ANNOTATION: "2026-12-03T18:00:00Z",
                           GRANTED_TO_ANNOTATION: "alice" });
     patch_vm(&broker, &ns, "b-1", claim_patch(Some("alice"), granted))
@@ -527,16 +532,8 @@ async fn with_the_guard_the_broker_takes_a_claim_for_itself_marks_then_deletes_a
     let leases_as = |c: &Client| Api::<Lease>::namespaced(c.clone(), &ns);
 
     // The broker takes alice's (stale) claim on p-1 for itself, as a shrink or a reset does;
-    // alice may not take it back, nor may the broker hand it on.
-    let mut stale = lease_for("p-1", "alice");
-    let spec = stale.spec.as_mut().unwrap();
-    spec.lease_duration_seconds = Some(60);
-    spec.acquire_time = Some(micro_ago(7200));
-    spec.renew_time = Some(micro_ago(3600));
-    let stale = leases_as(&alice)
-        .create(&PostParams::default(), &stale)
-        .await
-        .expect("alice claims p-1");
+    // alice may not take it back.
+    let stale = stale_claim(&alice, &ns, "p-1").await;
     let mut taken = stale.clone();
     let spec = taken.spec.as_mut().unwrap();
     spec.holder_identity = Some(BROKER_USER.into());
