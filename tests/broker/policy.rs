@@ -10,13 +10,12 @@
 use std::time::Duration;
 
 use corral_tests::{
-    actor_as, client_as, golden_vm, managed_pool_in, namespace, pool_members, vmis,
-    wait_pool_members,
+    client_as, golden_vm, managed_pool_in, namespace, pool_members, vmis, wait_pool_members,
 };
 use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use vdi_core::audit::parse_note;
-use vdi_core::claim::{ClaimOptions, UnassignOptions, unassign};
+use vdi_core::claim::ClaimOptions;
 use vdi_core::policy::{DesktopPoolSpec, OnRelease};
 
 use crate::{FOLLOW, claim_with, replicas_steady, wait_event, wait_granted};
@@ -158,14 +157,7 @@ async fn on_release_restart_gives_a_new_vmi_and_keeps_the_member_running_and_fre
     let vmi_uid = |vmi: kube::api::DynamicObject| vmi.uid().unwrap_or_default();
     let before = vmi_uid(vmis(&admin, &ns).get(&member).await.unwrap());
 
-    unassign(
-        &actor_as("alice").await,
-        &ns,
-        &member,
-        &UnassignOptions::default(),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("alice releases {member}: {e}"));
+    corral_tests::release_as("alice", &ns, &member).await;
     wait_event(&ns, &member, "Released", "alice", FOLLOW).await;
     corral_tests::eventually("a new VMI", FOLLOW, || async {
         let vmi = vmis(&admin, &ns).get_opt(&member).await.ok()??;

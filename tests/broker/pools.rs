@@ -13,7 +13,7 @@ use corral_tests::{
     now_micro, plant_lease, wait_pool_members,
 };
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams};
 use sandbox::broker::Signal;
 use serde_json::json;
 use vdi_core::labels::{BROKER_USER, MEMBER_LABEL, POOL_LABEL, REMOVING_ANNOTATION, lease_name};
@@ -37,18 +37,6 @@ async fn managed(prefix: &str, pool: &str, size: i32, warm: i32) -> String {
     };
     managed_pool_in(&ns, pool, spec, CLONING).await;
     ns
-}
-
-/// Sets the DesktopPool's `spec` fields `fields` (a merge patch, as admin).
-async fn set_spec(ns: &str, pool: &str, fields: serde_json::Value) {
-    desktop_pools(&client_as("admin").await, ns)
-        .patch(
-            pool,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": fields })),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("patch DesktopPool {pool}: {e}"));
 }
 
 /// The pool's DesktopPool as it is.
@@ -96,7 +84,7 @@ fn names(members: &BTreeMap<String, corral_tests::PoolMember>) -> Vec<&str> {
 async fn a_resize_clones_and_removes_free_members_and_never_touches_claimed_ones() {
     let _steady = replicas_steady().await;
     let ns = managed("pools-resize", "rs", 4, 0).await;
-    set_spec(&ns, "rs", json!({ "size": 8 })).await;
+    corral_tests::set_pool_spec(&ns, "rs", json!({ "size": 8 })).await;
     let grown = wait_pool_members(&ns, "rs", "8 settled members", CLONING, |m| {
         m.len() == 8 && m.values().all(|m| m.settled() && m.free())
     })
@@ -113,7 +101,7 @@ async fn a_resize_clones_and_removes_free_members_and_never_touches_claimed_ones
     wait_granted(&ns, bob, "bob", FOLLOW).await;
     let before = corral_tests::pool_members(&ns, "rs").await;
 
-    set_spec(&ns, "rs", json!({ "size": 2 })).await;
+    corral_tests::set_pool_spec(&ns, "rs", json!({ "size": 2 })).await;
     let mut keep: Vec<String> = vec!["rs-1".into(), "rs-2".into(), alice.clone(), bob.into()];
     keep.sort();
     keep.dedup();
@@ -215,7 +203,7 @@ async fn the_warm_buffer_keeps_the_lowest_free_members_running() {
         },
     )
     .await;
-    set_spec(&ns, "wm", json!({ "warm": 0 })).await;
+    corral_tests::set_pool_spec(&ns, "wm", json!({ "warm": 0 })).await;
     let cold = wait_pool_members(&ns, "wm", "free members stopped at warm 0", CLONING, |m| {
         m.iter()
             .all(|(n, m)| (*n == taken) == (m.power == "Running") && m.settled())
@@ -246,7 +234,7 @@ async fn a_broker_restarted_halfway_through_a_shrink_finishes_it() {
     hold(&ns, "hs", "hs-4", BROKER_USER).await;
     annotate(&ns, "hs-4", REMOVING_ANNOTATION, Some("shrink")).await;
     hold(&ns, "hs", "hs-3", BROKER_USER).await;
-    set_spec(&ns, "hs", json!({ "size": 2 })).await;
+    corral_tests::set_pool_spec(&ns, "hs", json!({ "size": 2 })).await;
     // A Lease the broker took on a member within the size (a reset cut short before its mark)
     // is given back.
     hold(&ns, "hs", "hs-2", BROKER_USER).await;

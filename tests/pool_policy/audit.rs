@@ -14,7 +14,7 @@ use vdi_core::audit::parse_note;
 use vdi_core::claim::{UnassignOptions, unassign};
 use vdi_core::policy::{DesktopPoolSpec, OnRelease};
 
-use crate::{SETTLE, claim, managed_pool, members, set_spec, spec, wait_members, with_broker};
+use crate::{SETTLE, claim, managed_pool, members, spec, wait_members, with_broker};
 
 /// One act as the audit trail should show it.
 #[derive(Debug)]
@@ -79,14 +79,7 @@ async fn audit_since_1h_as_csv_lists_every_act_with_user_and_reason() {
     // A claim and its release (the member is reset).
     let first = claim("alice", &ns, "au").await.member;
     let uid = members(&ns, "au").await[&first].uid.clone();
-    unassign(
-        &actor_as("alice").await,
-        &ns,
-        &first,
-        &UnassignOptions::default(),
-    )
-    .await
-    .unwrap();
+    corral_tests::release_as("alice", &ns, &first).await;
     reset(first, uid).await;
 
     // A force release by an administrator.
@@ -103,7 +96,7 @@ async fn audit_since_1h_as_csv_lists_every_act_with_user_and_reason() {
     reset(bobs, uid).await;
 
     // A resize.
-    set_spec(&ns, "au", json!({ "size": 3 })).await;
+    corral_tests::set_pool_spec(&ns, "au", json!({ "size": 3 })).await;
     wait_members(&ns, "au", "3 members", |m| {
         m.len() == 3 && m.values().all(|m| m.free() && m.settled())
     })

@@ -34,9 +34,8 @@ use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
-use serde_json::{Value, json};
 use vdi_core::claim::{ClaimOptions, Claimed, assign};
 use vdi_core::labels::{
     ASSIGNED_TO_LABEL, GRANTED_TO_ANNOTATION, MEMBER_LABEL, POOL_LABEL, encode_identity, lease_name,
@@ -90,18 +89,6 @@ async fn wait_members(
     check: impl Fn(&BTreeMap<String, Member>) -> bool,
 ) -> BTreeMap<String, Member> {
     wait_pool_members(ns, pool, what, SETTLE, check).await
-}
-
-/// Changes the spec of DesktopPool `pool` in `ns` by a merge patch of `fields`, as admin.
-async fn set_spec(ns: &str, pool: &str, fields: Value) {
-    desktop_pools(&client_as("admin").await, ns)
-        .patch(
-            pool,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": fields })),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("patch DesktopPool {pool} in {ns}: {e}"));
 }
 
 /// `user` claims a member of `pool` for themselves, as `corral-vdi assign --another` does

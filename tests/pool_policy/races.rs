@@ -11,7 +11,7 @@ use kube::api::{Api, ListParams};
 use serde_json::json;
 use vdi_core::labels::{MEMBER_LABEL, POOL_LABEL};
 
-use crate::{Member, SETTLE, Seen, managed_pool, members, set_spec, spec, try_claim, wait_members};
+use crate::{Member, SETTLE, Seen, managed_pool, members, spec, try_claim, wait_members};
 
 /// Members of the pool before the race.
 const SIZE: i32 = 16;
@@ -34,7 +34,7 @@ async fn thirty_two_claims_racing_a_shrink_each_member_deleted_or_claimed_never_
             (user, try_claim(user, &ns, "rc").await)
         }
     });
-    let shrink = set_spec(&ns, "rc", json!({ "size": SHRUNK }));
+    let shrink = corral_tests::set_pool_spec(&ns, "rc", json!({ "size": SHRUNK }));
     let (results, ()) = futures::join!(futures::future::join_all(claims), shrink);
 
     let mut won: BTreeMap<String, &str> = BTreeMap::new();

@@ -9,12 +9,11 @@
 
 use std::time::{Duration, Instant};
 
-use corral_tests::{actor_as, annotate, client_as};
+use corral_tests::{annotate, client_as};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams};
 use sandbox::emulator::knobs::{DISK_MARKER_ANNOTATION, GUEST_USERS_ANNOTATION};
 use vdi_core::audit::parse_note;
-use vdi_core::claim::{UnassignOptions, unassign};
 use vdi_core::labels::BROKER_NAME;
 use vdi_core::policy::{DesktopPoolSpec, OnRelease};
 
@@ -109,14 +108,7 @@ async fn on_release_reset_gives_the_next_holder_a_fresh_clone() {
     annotate(&ns, &member, DISK_MARKER_ANNOTATION, Some("alice was here")).await;
     let written = members(&ns, "rt").await[&member].clone();
 
-    unassign(
-        &actor_as("alice").await,
-        &ns,
-        &member,
-        &UnassignOptions::default(),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("alice releases {member}: {e}"));
+    corral_tests::release_as("alice", &ns, &member).await;
     let now = wait_members(&ns, "rt", "a fresh clone", |m| {
         m.get(&member)
             .is_some_and(|m| m.uid != written.uid && m.free() && m.settled())

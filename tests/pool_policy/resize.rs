@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::json;
 
-use crate::{Member, Seen, claim_member, managed_pool, set_spec, spec, wait_members};
+use crate::{Member, Seen, claim_member, managed_pool, spec, wait_members};
 
 /// Whether `now` is what `pool` of `size` with the members `claimed` (held as they were)
 /// settles on (SPEC: members are `<pool>-1` … `<pool>-<size>`; a shrink removes free members
@@ -62,7 +62,7 @@ async fn resize_4_to_8_to_2_leaves_the_two_claimed_members_alone() {
     .collect();
 
     // Grow: rs-5 … rs-8 cloned, stopped and free.
-    set_spec(&ns, "rs", json!({ "size": 8 })).await;
+    corral_tests::set_pool_spec(&ns, "rs", json!({ "size": 8 })).await;
     let now = wait_members(&ns, "rs", "8 members", |m| settled_at(m, "rs", 8, &claimed)).await;
     let names: Vec<&str> = now.keys().map(String::as_str).collect();
     assert_eq!(
@@ -78,14 +78,14 @@ async fn resize_4_to_8_to_2_leaves_the_two_claimed_members_alone() {
     untouched(&now, &claimed, "after growing to 8");
 
     // Shrink to 5: the three free members of the highest indices go (rs-6, rs-7, rs-8).
-    set_spec(&ns, "rs", json!({ "size": 5 })).await;
+    corral_tests::set_pool_spec(&ns, "rs", json!({ "size": 5 })).await;
     let now = wait_members(&ns, "rs", "5 members", |m| settled_at(m, "rs", 5, &claimed)).await;
     let names: Vec<&str> = now.keys().map(String::as_str).collect();
     assert_eq!(names, ["rs-1", "rs-2", "rs-3", "rs-4", "rs-5"]);
     untouched(&now, &claimed, "after shrinking to 5");
 
     // Shrink to 2: every free member above 2 goes (rs-3, rs-5); the claimed rs-4 stays.
-    set_spec(&ns, "rs", json!({ "size": 2 })).await;
+    corral_tests::set_pool_spec(&ns, "rs", json!({ "size": 2 })).await;
     let now = wait_members(&ns, "rs", "2 members", |m| settled_at(m, "rs", 2, &claimed)).await;
     let names: Vec<&str> = now.keys().map(String::as_str).collect();
     assert_eq!(names, ["rs-1", "rs-2", "rs-4"]);
@@ -156,7 +156,7 @@ async fn no_claimed_member_is_ever_deleted_whatever_the_sizes_and_claims() {
             .filter(|(name, _)| claims.contains(name))
             .collect();
         for size in &sizes {
-            set_spec(&ns, &pool, json!({ "size": size })).await;
+            corral_tests::set_pool_spec(&ns, &pool, json!({ "size": size })).await;
             let now = wait_members(&ns, &pool, &format!("size {size} ({what})"), |m| {
                 settled_at(m, &pool, *size, &claimed)
             })

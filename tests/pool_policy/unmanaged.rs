@@ -12,7 +12,7 @@ use serde_json::json;
 use vdi_core::labels::{BROKER_NAME, POOL_LABEL};
 use vdi_core::policy::DesktopPoolSpec;
 
-use crate::{Member, SETTLE, desktop_pools, set_spec, spec, wait_members, with_broker};
+use crate::{Member, SETTLE, desktop_pools, spec, wait_members, with_broker};
 
 /// The resourceVersion of every VM of `pool` in `ns`, by name.
 async fn versions(ns: &str, pool: &str) -> BTreeMap<String, String> {
@@ -44,7 +44,7 @@ async fn a_label_only_pool_is_left_alone_beside_a_managed_one() {
         ..spec(2)
     };
     managed_pool_in(&ns, "mg", spec, SETTLE).await;
-    set_spec(&ns, "mg", json!({ "size": 3 })).await;
+    corral_tests::set_pool_spec(&ns, "mg", json!({ "size": 3 })).await;
     wait_members(&ns, "mg", "3 members, 1 warm", |m| {
         m.len() == 3
             && m.values().all(Member::settled)

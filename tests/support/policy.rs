@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use vdi_core::labels::{ASSIGNED_TO_LABEL, MEMBER_LABEL, POOL_LABEL};
 use vdi_core::policy::{DesktopPool, DesktopPoolSpec};
@@ -125,4 +125,28 @@ pub async fn managed_pool_in(ns: &str, pool: &str, spec: DesktopPoolSpec, within
             && m.values().filter(|m| m.power == "Running").count() == warm
     })
     .await;
+}
+
+/// Changes the spec of DesktopPool `pool` in `ns` by a merge patch of `fields`, as admin.
+pub async fn set_pool_spec(ns: &str, pool: &str, fields: serde_json::Value) {
+    desktop_pools(&client_as("admin").await, ns)
+        .patch(
+            pool,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({ "spec": fields })),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("patch DesktopPool {pool} in {ns}: {e}"));
+}
+
+/// `user` releases their claim on `member` in `ns` (vdi-core's unassign, as the app does).
+pub async fn release_as(user: &str, ns: &str, member: &str) {
+    vdi_core::claim::unassign(
+        &crate::actor_as(user).await,
+        ns,
+        member,
+        &vdi_core::claim::UnassignOptions::default(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{user} releases {member}: {e}"));
 }
