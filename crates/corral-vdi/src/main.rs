@@ -214,7 +214,6 @@ async fn watch_pools(client: kube::Client, scope: Scope, clock: ServerClock, sid
     let feed = vdi_core::watch::PoolFeed::spawn_on(client.clone(), scope.clone(), clock, side);
     let mut rx = feed.subscribe();
     let mut last_error = None;
-    let mut policy_warned = false;
     // One listener for the whole watch: a fresh `ctrl_c()` per turn would miss a SIGINT that
     // arrives while a snapshot is printed (tokio has taken over the signal by then, so it would
     // be swallowed, not fatal).
@@ -226,7 +225,7 @@ async fn watch_pools(client: kube::Client, scope: Scope, clock: ServerClock, sid
             vdi_core::watch::FeedStatus::Live => {
                 last_error = None;
                 out!("--- {} (live)", exact_instant(snapshot.judged_at));
-                let policies = policy_cmd::policies(&client, &scope, &mut policy_warned).await;
+                let policies = vdi_core::watch::list_policies(&client, &scope).await;
                 print_pools(&snapshot.pools, &policies, &scope, snapshot.judged_at);
             }
             vdi_core::watch::FeedStatus::Failing { error } => {
@@ -515,7 +514,7 @@ async fn run(cli: Cli) -> vdi_core::Result<ExitCode> {
                 watch_pools(conn.client.clone(), scope, clock, side).await;
             } else {
                 let pools = list_pools_on(&conn.client, &scope, &clock, side).await?;
-                let policies = policy_cmd::policies(&conn.client, &scope, &mut false).await;
+                let policies = vdi_core::watch::list_policies(&conn.client, &scope).await;
                 print_pools(&pools, &policies, &scope, clock.now());
             }
         }

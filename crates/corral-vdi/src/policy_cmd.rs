@@ -195,25 +195,6 @@ pub async fn run_resize(
     Ok(())
 }
 
-/// The DesktopPools of `scope` for `pool list`; on a failure (RBAC), none, said once on
-/// stderr (`warned`), so the listing itself never fails for it.
-pub async fn policies(
-    client: &kube::Client,
-    scope: &vdi_core::scope::Scope,
-    warned: &mut bool,
-) -> Vec<DesktopPool> {
-    match vdi_core::managed::ops::list(client, scope.namespace()).await {
-        Ok(pools) => pools,
-        Err(e) => {
-            if !*warned {
-                err!("warning: pool policies not shown: {e}");
-                *warned = true;
-            }
-            Vec::new()
-        }
-    }
-}
-
 /// Under a managed pool's heading in `pool list`: its policy and the broker's counts. An
 /// unmanaged pool prints nothing more.
 pub fn print_policy_of(pool: &vdi_core::state::PoolView, policies: &[DesktopPool]) {

@@ -36,6 +36,8 @@ use crate::state::{ClaimSide, PoolView, group_pools_with, next_expiry};
 
 mod policies;
 
+pub use policies::list as list_policies;
+
 /// How long a burst of watch events is gathered before the pools are regrouped.
 pub const COALESCE: StdDuration = StdDuration::from_millis(25);
 

@@ -26,8 +26,9 @@ pub(super) fn log_failure(error: &Error) {
     }
 }
 
-/// Lists the DesktopPools in `scope` once; none when they cannot be read (see the module doc).
-pub(super) async fn list(client: &Client, scope: &Scope) -> Vec<DesktopPool> {
+/// Lists the DesktopPools in `scope` once; none when they cannot be read (see the module doc:
+/// a 404 or 403 quietly, anything else with a warning in the log). `pool list` prints them.
+pub async fn list(client: &Client, scope: &Scope) -> Vec<DesktopPool> {
     let api: Api<DesktopPool> = super::api(client, scope);
     match api.list(&ListParams::default()).await {
         Ok(list) => list.items,
