@@ -305,6 +305,7 @@ async fn write(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::labels::POOL_LABEL;
 
     fn spec() -> DesktopPoolSpec {
         DesktopPoolSpec {
