@@ -221,7 +221,7 @@ impl Sandbox {
         fs::create_dir_all(&logs)?;
         let (pki, users) = pki::Pki::generate(&dir, USERS)?;
 
-        let (etcd_client, etcd_peer, api_port) = (free_port()?, free_port()?, free_port()?);
+        let (etcd_client, etcd_peer) = (free_port()?, free_port()?);
         let etcd_url = format!("http://127.0.0.1:{etcd_client}");
         let peer_url = format!("http://127.0.0.1:{etcd_peer}");
         let etcd_args: Vec<String> = vec![
@@ -238,67 +238,82 @@ impl Sandbox {
         let mut etcd = spawn(&binaries.etcd, &etcd_args, &logs.join("etcd.log"))?;
 
         let p = |f: &str| pki.path(f).display().to_string();
-        let api_args: Vec<String> = vec![
-            format!("--etcd-servers={etcd_url}"),
-            "--bind-address=127.0.0.1".into(),
-            "--advertise-address=127.0.0.1".into(),
-            format!("--secure-port={api_port}"),
-            format!("--cert-dir={}", dir.join("apiserver-certs").display()),
-            format!("--tls-cert-file={}", p("apiserver.crt")),
-            format!("--tls-private-key-file={}", p("apiserver.key")),
-            format!("--client-ca-file={}", p("ca.crt")),
-            "--authorization-mode=RBAC".into(),
-            format!("--service-account-key-file={}", p("sa.pub")),
-            format!("--service-account-signing-key-file={}", p("sa.key")),
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
-            "--service-cluster-ip-range=10.96.0.0/16".into(),
-            "--disable-admission-plugins=ServiceAccount".into(),
-            "--endpoint-reconciler-type=none".into(),
-            format!("--requestheader-client-ca-file={}", p("front-proxy-ca.crt")),
-            format!("--requestheader-allowed-names={}", pki::FRONT_PROXY_CLIENT),
-            "--requestheader-username-headers=X-Remote-User".into(),
-            "--requestheader-group-headers=X-Remote-Group".into(),
-            "--requestheader-extra-headers-prefix=X-Remote-Extra-".into(),
-            format!("--proxy-client-cert-file={}", p("front-proxy-client.crt")),
-            format!("--proxy-client-key-file={}", p("front-proxy-client.key")),
-            "--enable-priority-and-fairness=false".into(),
-            "--profiling=false".into(),
-            "--v=1".into(),
-        ];
+        let api_args = |api_port: u16| -> Vec<String> {
+            vec![
+                format!("--etcd-servers={etcd_url}"),
+                "--bind-address=127.0.0.1".into(),
+                "--advertise-address=127.0.0.1".into(),
+                format!("--secure-port={api_port}"),
+                format!("--cert-dir={}", dir.join("apiserver-certs").display()),
+                format!("--tls-cert-file={}", p("apiserver.crt")),
+                format!("--tls-private-key-file={}", p("apiserver.key")),
+                format!("--client-ca-file={}", p("ca.crt")),
+                "--authorization-mode=RBAC".into(),
+                format!("--service-account-key-file={}", p("sa.pub")),
+                format!("--service-account-signing-key-file={}", p("sa.key")),
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+                "--service-cluster-ip-range=10.96.0.0/16".into(),
+                "--disable-admission-plugins=ServiceAccount".into(),
+                "--endpoint-reconciler-type=none".into(),
+                format!("--requestheader-client-ca-file={}", p("front-proxy-ca.crt")),
+                format!("--requestheader-allowed-names={}", pki::FRONT_PROXY_CLIENT),
+                "--requestheader-username-headers=X-Remote-User".into(),
+                "--requestheader-group-headers=X-Remote-Group".into(),
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-".into(),
+                format!("--proxy-client-cert-file={}", p("front-proxy-client.crt")),
+                format!("--proxy-client-key-file={}", p("front-proxy-client.key")),
+                "--enable-priority-and-fairness=false".into(),
+                "--profiling=false".into(),
+                "--v=1".into(),
+            ]
+        };
         let api_log = logs.join("kube-apiserver.log");
-        let mut apiserver = spawn(&binaries.kube_apiserver, &api_args, &api_log)?;
-
-        let server = format!("https://127.0.0.1:{api_port}");
         let kubeconfig = dir.join("kubeconfig");
         // Written under another name and renamed into place at the end: whatever follows the
         // kubeconfig's path (the console reconnecting to a restarted sandbox) finds the cluster
         // as a user will, its CRDs, guard and seed installed, not half set up.
         let starting = dir.join("kubeconfig.starting");
-        kubeconfig::write(&starting, &options.name, &server, &pki.ca_pem, &users)?;
-
-        let admin = kubeconfig::client(&starting, "admin").await?;
-        let deadline = Instant::now() + Duration::from_secs(90);
-        loop {
-            if let Some(status) = apiserver.try_wait()? {
-                bail!("kube-apiserver exited ({status}):\n{}", log_tail(&api_log));
+        // The port is free when picked, but another process may bind it before kube-apiserver
+        // does: then it exits saying so, and starts again on another port (three tries).
+        let mut tries = 0;
+        let (apiserver, server, admin) = 'start: loop {
+            tries += 1;
+            let api_port = free_port()?;
+            let mut apiserver = spawn(&binaries.kube_apiserver, &api_args(api_port), &api_log)?;
+            let server = format!("https://127.0.0.1:{api_port}");
+            kubeconfig::write(&starting, &options.name, &server, &pki.ca_pem, &users)?;
+            let admin = kubeconfig::client(&starting, "admin").await?;
+            let deadline = Instant::now() + Duration::from_secs(90);
+            loop {
+                if let Some(status) = apiserver.try_wait()? {
+                    let tail = log_tail(&api_log);
+                    if tries < 3 && tail.contains("address already in use") {
+                        tracing::warn!(
+                            api_port,
+                            "kube-apiserver's port was taken meanwhile: another"
+                        );
+                        continue 'start;
+                    }
+                    bail!("kube-apiserver exited ({status}):\n{tail}");
+                }
+                if let Some(status) = etcd.try_wait()? {
+                    bail!(
+                        "etcd exited ({status}):\n{}",
+                        log_tail(&logs.join("etcd.log"))
+                    );
+                }
+                if ready(&admin).await {
+                    break 'start (apiserver, server, admin);
+                }
+                if Instant::now() > deadline {
+                    bail!(
+                        "kube-apiserver was not ready within 90 s:\n{}",
+                        log_tail(&api_log)
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
             }
-            if let Some(status) = etcd.try_wait()? {
-                bail!(
-                    "etcd exited ({status}):\n{}",
-                    log_tail(&logs.join("etcd.log"))
-                );
-            }
-            if ready(&admin).await {
-                break;
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "kube-apiserver was not ready within 90 s:\n{}",
-                    log_tail(&api_log)
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        };
 
         let roles = if options.broker {
             bootstrap::UserRoles::Broker
