@@ -98,11 +98,7 @@ export function Dialogs(props: DialogsProps) {
               key={dialogActionKey(spec)}
               namespace={spec.namespace}
               pool={spec.pool}
-              view={
-                snapshot?.pools.find(
-                  (p) => p.namespace === spec.namespace && p.name === spec.pool,
-                ) ?? null
-              }
+              view={poolView(snapshot, spec.namespace, spec.pool)}
               busy={busy}
               error={openDialog.error}
               onSubmit={(force) => {
@@ -117,11 +113,7 @@ export function Dialogs(props: DialogsProps) {
               key={dialogActionKey(spec)}
               namespace={spec.namespace}
               pool={spec.pool}
-              view={
-                snapshot?.pools.find(
-                  (p) => p.namespace === spec.namespace && p.name === spec.pool,
-                ) ?? null
-              }
+              view={poolView(snapshot, spec.namespace, spec.pool)}
               manage={manageAllowed(props.permissionsFor(spec.namespace))}
               onClose={(done) => {
                 actions.closeDialog();
@@ -187,6 +179,11 @@ export function Dialogs(props: DialogsProps) {
       return <CapacityView cluster={props.cluster} onClose={props.onCloseCapacity} />;
   }
   return null;
+}
+
+/** Pool `pool` of `namespace` as the live view shows it now; null when it is not there. */
+function poolView(snapshot: PoolsSnapshot | null, namespace: string, pool: string) {
+  return snapshot?.pools.find((p) => p.namespace === namespace && p.name === pool) ?? null;
 }
 
 /** What of `member` the live view shows that a new act changes (its state and holder). */
