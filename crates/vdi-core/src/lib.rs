@@ -25,6 +25,7 @@ mod module_cycles;
 pub mod peer;
 pub mod policy;
 pub mod pool;
+pub mod rdp;
 pub mod redact;
 pub mod resources;
 pub mod scope;

@@ -39,7 +39,8 @@ pub const CONSOLE_ORIGINS: [&str; 3] = [
     "https://tauri.localhost",
 ];
 
-fn secret() -> Result<String> {
+/// A 128-bit random secret, as 32 lower-case hex digits (a session's path or token).
+pub(super) fn secret() -> Result<String> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes)
         .map_err(|e| Error::Config(format!("no randomness for a console secret: {e}")))?;
@@ -151,8 +152,9 @@ pub const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_sec
 /// Lets only the app's own pages open a console websocket: the secret path (compared in
 /// constant time), and an origin of [`CONSOLE_ORIGINS`] (or none: a native client on this
 /// machine).
-struct ConsoleGate {
-    path: Arc<str>,
+pub(super) struct ConsoleGate {
+    /// `/SECRET`.
+    pub(super) path: Arc<str>,
 }
 
 impl tokio_tungstenite::tungstenite::handshake::server::Callback for ConsoleGate {

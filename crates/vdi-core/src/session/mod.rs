@@ -20,19 +20,22 @@
 //! - `forward.rs`: local forwards ([`Supervisor::start_forward`]);
 //! - `helper.rs`: helper processes ([`Supervisor::attach_helper`]);
 //! - `console.rs`: the app's console websocket ([`Supervisor::start_console`]);
+//! - `rdp.rs`: RDP in the app, an RDCleanPath proxy for IronRDP's web client
+//!   ([`Supervisor::start_rdp`]);
 //! - `usb_redirect.rs`: USB redirection through usbredirect ([`Supervisor::start_usb`]);
 //! - `renewal.rs`: the renewal of the actor's claims while their sessions are open
 //!   ([`Supervisor::renew_claims`]).
 //!
 //! The layering: this module uses [`crate::stream`] (the streams), [`crate::peer`] (who
 //! connects), [`crate::helpers`] (what to install when a helper is missing),
-//! [`crate::usb`]'s device types and [`crate::claim`]'s renewal (`renewal.rs`). The connect
+//! [`crate::usb`]'s device types, [`crate::rdp`]'s protocol pieces and [`crate::claim`]'s renewal (`renewal.rs`). The connect
 //! flows use this module, never the reverse, and the USB module does not use it either.
 
 mod bridge;
 mod console;
 mod forward;
 mod helper;
+mod rdp;
 mod registry;
 mod renewal;
 mod usb_redirect;
@@ -40,5 +43,6 @@ mod usb_redirect;
 pub use bridge::{About, bridge};
 pub use console::{CONSOLE_ORIGINS, ConsoleEndpoint, HANDSHAKE_TIMEOUT};
 pub use forward::{Started, Target};
+pub use rdp::RdpEndpoint;
 pub use registry::{Counters, SessionKind, SessionState, SessionView, Supervisor};
 pub use renewal::{ClaimRenewal, RETRY};

@@ -1,0 +1,351 @@
+//! RDP in the app: an RDCleanPath proxy on 127.0.0.1 for IronRDP's web client, reaching the
+//! guest's port 3389 through the VMI's `portforward` stream (no Service, no NodePort). It is
+//! guarded as the console is (secret path, the app's origins, this user only) and takes one
+//! RDP connection, authorized by a one-time token: the session ends with that connection.
+//! The protocol pieces are [`crate::rdp`]'s.
+
+use std::net::Ipv4Addr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use futures::{SinkExt, StreamExt};
+use kube::Client;
+use serde::Serialize;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
+use tokio::net::TcpListener;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+
+use super::bridge::bridge;
+use super::console::{ConsoleGate, HANDSHAKE_TIMEOUT, secret};
+use super::registry::admitted;
+use super::{Counters, SessionKind, Supervisor};
+use crate::error::{Error, ErrorKind, Result};
+use crate::rdp::cleanpath::{self, Read, Refusal};
+use crate::rdp::{self, NEGOTIATION_TIMEOUT, Probe, RDP_PORT, tls, x224};
+use crate::stream::{self, Subresource};
+
+/// An RDP session of the app, ready for the web client.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[serde(rename_all = "camelCase")]
+pub struct RdpEndpoint {
+    /// The session's id.
+    pub id: u32,
+    /// `ws://127.0.0.1:PORT/SECRET`: the web client's proxy address.
+    pub url: String,
+    /// The one-time authorization the web client sends in its RDCleanPath request; the first
+    /// connection that brings it uses it up.
+    pub token: String,
+    /// What the web client names as its destination (`<member>:3389`).
+    pub destination: String,
+    /// What the guest's RDP server said: NLA or not, and its certificate's fingerprint, which
+    /// this session accepts and no other.
+    pub probe: Probe,
+}
+
+/// What a connection of the session needs.
+struct Context {
+    id: u32,
+    client: Client,
+    namespace: String,
+    member: String,
+    fingerprint: String,
+    token: Mutex<Option<String>>,
+    counters: Arc<Counters>,
+    last_error: Arc<Mutex<Option<String>>>,
+}
+
+impl Context {
+    /// Uses the token up when `offered` is it (compared in constant time).
+    fn take_token(&self, offered: &str) -> bool {
+        let Ok(mut token) = self.token.lock() else {
+            return false;
+        };
+        let matches = token.as_deref().is_some_and(|t| {
+            subtle::ConstantTimeEq::ct_eq(t.as_bytes(), offered.as_bytes()).into()
+        });
+        if matches {
+            *token = None;
+        }
+        matches
+    }
+
+    fn fail(&self, why: String) {
+        tracing::warn!(session = self.id, member = %self.member, "RDP: {why}");
+        if let Ok(mut last) = self.last_error.lock() {
+            *last = Some(why);
+        }
+    }
+}
+
+/// Opens guest port 3389 of `member` and returns our end of a pipe whose other end a bridge
+/// task carries over the stream (counting into `counters`).
+async fn open_guest(
+    client: &Client,
+    namespace: &str,
+    member: &str,
+    counters: Arc<Counters>,
+) -> Result<DuplexStream> {
+    let ws = stream::open(
+        client,
+        namespace,
+        member,
+        Subresource::PortForward { port: RDP_PORT },
+    )
+    .await?;
+    let (ours, theirs) = tokio::io::duplex(64 * 1024);
+    tokio::spawn(async move {
+        let (rd, wr) = tokio::io::split(theirs);
+        bridge(ws, rd, wr, &counters).await;
+    });
+    Ok(ours)
+}
+
+impl Supervisor {
+    /// Starts RDP in the app for `member`: first asks its RDP server (through a `portforward`
+    /// stream to port 3389) what it selects and which certificate it has, so that a refusal is
+    /// reported at once and nothing is left listening; then listens on 127.0.0.1 for the web
+    /// client. The session ends when its one RDP connection does (how, in its last error).
+    ///
+    /// Errors: the stream's refusal ([`Error::Stream`]: not running, no permission); the guest's
+    /// RDP server did not answer or refused TLS ([`ErrorKind::Refused`], one sentence naming the
+    /// member); no port to listen on.
+    pub async fn start_rdp(
+        &self,
+        client: Client,
+        namespace: &str,
+        member: &str,
+    ) -> Result<RdpEndpoint> {
+        let io = open_guest(&client, namespace, member, Arc::default()).await?;
+        let probe = rdp::probe(io, member).await.map_err(|why| {
+            Error::rejected(
+                ErrorKind::Refused,
+                why,
+                format!(
+                    "start the guest's RDP server (Windows: allow Remote Desktop connections), or \
+                     use the console (VNC) instead; `corral-vdi connect {member}` lists what \
+                     answers"
+                ),
+            )
+        })?;
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .await
+            .map_err(|e| Error::Config(format!("listen for RDP on 127.0.0.1: {e}")))?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| Error::Config(format!("RDP listener address: {e}")))?;
+        let (path, token) = (secret()?, secret()?);
+        let id = self.register(
+            namespace,
+            member,
+            SessionKind::Rdp,
+            "RDP in the app".into(),
+            Some(local),
+        );
+        let (counters, last_error) = self.shared(id);
+        let context = Arc::new(Context {
+            id,
+            client,
+            namespace: namespace.to_owned(),
+            member: member.to_owned(),
+            fingerprint: probe.fingerprint.clone(),
+            token: Mutex::new(Some(token.clone())),
+            counters,
+            last_error,
+        });
+        let this = self.downgrade();
+        let gate_path: Arc<str> = format!("/{path}").into();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                };
+                if !admitted(id, crate::peer::same_user(&tcp)) {
+                    continue;
+                }
+                let gate = ConsoleGate {
+                    path: gate_path.clone(),
+                };
+                let handshake = tokio_tungstenite::accept_hdr_async(tcp, gate);
+                let Ok(Ok(ws)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await else {
+                    continue;
+                };
+                // Only a connection with the token gets the guest; others are refused and the
+                // session waits on.
+                match serve(ws, &context).await {
+                    Served::Refused => continue,
+                    Served::Ended(reason, failed) => {
+                        this.finish(id, &reason, failed);
+                        return;
+                    }
+                }
+            }
+        });
+        self.add_task(id, task);
+        Ok(RdpEndpoint {
+            id,
+            url: format!("ws://{local}/{path}"),
+            token,
+            destination: format!("{member}:{RDP_PORT}"),
+            probe,
+        })
+    }
+}
+
+/// How one connection went.
+enum Served {
+    /// It was refused before reaching the guest (no request, a wrong token).
+    Refused,
+    /// It used the token: why it ended, and whether as a failure.
+    Ended(String, bool),
+}
+
+/// Serves one web client connection: the RDCleanPath exchange, then the relay.
+async fn serve<S>(ws: WebSocketStream<S>, context: &Context) -> Served
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let (mut tx, mut rx) = ws.split();
+    let mut refuse = async |refusal: Refusal, why: String| {
+        context.fail(why.clone());
+        let _ = tx.send(Message::Binary(refusal.to_der().into())).await;
+        let _ = tx.close().await;
+        why
+    };
+    let mut buffer = Vec::new();
+    let request = loop {
+        let frame = tokio::time::timeout(HANDSHAKE_TIMEOUT, rx.next()).await;
+        let Ok(Some(Ok(frame))) = frame else {
+            context.fail("a client connected and sent no RDCleanPath request".into());
+            return Served::Refused;
+        };
+        let Message::Binary(data) = frame else {
+            continue;
+        };
+        buffer.extend_from_slice(&data);
+        match cleanpath::read_request(&buffer) {
+            Ok(Read::More) => {}
+            Ok(Read::Done(request)) => break request,
+            Err(why) => {
+                refuse(Refusal::General, why).await;
+                return Served::Refused;
+            }
+        }
+    };
+    if !context.take_token(&request.token) {
+        let why = "a connection brought a wrong or already used token: refused".to_owned();
+        refuse(Refusal::Token, why).await;
+        return Served::Refused;
+    }
+    let member = context.member.as_str();
+    let guest = open_guest(
+        &context.client,
+        &context.namespace,
+        member,
+        context.counters.clone(),
+    )
+    .await;
+    let mut guest = match guest {
+        Ok(guest) => guest,
+        Err(e) => return Served::Ended(refuse(Refusal::Unreachable, e.to_string()).await, true),
+    };
+    let negotiated = tokio::time::timeout(NEGOTIATION_TIMEOUT, async {
+        guest.write_all(&request.x224).await?;
+        x224::read_packet(&mut guest).await
+    })
+    .await;
+    let confirm = match negotiated {
+        Ok(Ok(confirm)) => confirm,
+        Ok(Err(e)) => {
+            let why = rdp::closed(member, &e);
+            return Served::Ended(refuse(Refusal::Unreachable, why).await, true);
+        }
+        Err(_) => {
+            let why = format!("{member}'s RDP server did not confirm the connection in time");
+            return Served::Ended(refuse(Refusal::Unreachable, why).await, true);
+        }
+    };
+    let negotiation = match x224::parse_confirm(&confirm) {
+        Ok(n) => n,
+        Err(why) => return Served::Ended(refuse(Refusal::General, why).await, true),
+    };
+    if let Some(why) = negotiation.refusal(member) {
+        return Served::Ended(refuse(Refusal::Negotiation(confirm), why).await, true);
+    }
+    let (tls, chain) = match tls::handshake(guest, member).await {
+        Ok(done) => done,
+        Err(why) => return Served::Ended(refuse(Refusal::Certificate, why).await, true),
+    };
+    let presented = rdp::fingerprint(&chain[0]);
+    if presented != context.fingerprint {
+        let why = format!(
+            "the RDP certificate of {member} changed since it was accepted ({} before, now {presented}): \
+             not connected",
+            context.fingerprint
+        );
+        return Served::Ended(refuse(Refusal::Certificate, why).await, true);
+    }
+    let server_addr = format!("{}:{RDP_PORT}", Ipv4Addr::LOCALHOST);
+    let response = match cleanpath::response(&server_addr, confirm, chain) {
+        Ok(response) => response,
+        Err(why) => return Served::Ended(refuse(Refusal::General, why).await, true),
+    };
+    if tx.send(Message::Binary(response.into())).await.is_err() {
+        return Served::Ended("the app closed the RDP connection".into(), false);
+    }
+    relay(tls, tx, rx, &context.counters).await;
+    Served::Ended("the RDP connection ended".into(), false)
+}
+
+/// Size of one read from the guest's TLS stream (bytes): one websocket message at most.
+const CHUNK: usize = 64 * 1024;
+
+/// Carries plaintext RDP between the web client's websocket and the TLS stream to the guest
+/// until either ends.
+async fn relay<T, Tx, Rx>(tls: T, mut tx: Tx, mut rx: Rx, counters: &Counters)
+where
+    T: AsyncRead + AsyncWrite + Unpin,
+    Tx: futures::Sink<Message> + Unpin,
+    Rx: futures::Stream<Item = std::result::Result<Message, tokio_tungstenite::tungstenite::Error>>
+        + Unpin,
+{
+    counters.open.fetch_add(1, Ordering::Relaxed);
+    counters.total.fetch_add(1, Ordering::Relaxed);
+    let (mut from_guest, mut to_guest) = tokio::io::split(tls);
+    let down = async {
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            match from_guest.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    let data = bytes::Bytes::copy_from_slice(&buf[..n]);
+                    if tx.send(Message::Binary(data)).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        let _ = tx.close().await;
+    };
+    let up = async {
+        while let Some(Ok(frame)) = rx.next().await {
+            match frame {
+                Message::Binary(data)
+                    if to_guest.write_all(&data).await.is_err()
+                        || to_guest.flush().await.is_err() =>
+                {
+                    break;
+                }
+                Message::Close(_) => break,
+                _ => {}
+            }
+        }
+        let _ = to_guest.shutdown().await;
+    };
+    tokio::select! {
+        () = down => {}
+        () = up => {}
+    }
+    counters.open.fetch_sub(1, Ordering::Relaxed);
+}
