@@ -3,8 +3,8 @@
 //!
 //! | guest side | real program | started |
 //! |---|---|---|
-//! | screen (vnc, vnc/screenshot) | TigerVNC's `Xvnc` (`tigervnc-standalone-server`), 1024×768, `-localhost -SecurityTypes None`, desktop name `<ns>/<name>`, showing a background colour derived from the VMI's name (`xsetroot`) and a window naming it (`xmessage`) | lazily, on the first vnc or screenshot request (or RDP connection) to a running VMI |
-//! | TCP 3389 (RDP) | FreeRDP's `freerdp-shadow-cli` (`freerdp2-shadow-x11`) shadowing that VMI's Xvnc display, `/bind-address:127.0.0.1 -auth` (no user database: any client is let in) | with the VMI's Xvnc |
+//! | screen (vnc, vnc/screenshot) | TigerVNC's `Xvnc` (`tigervnc-standalone-server`), 1024×768, `-localhost -SecurityTypes None`, desktop name `<ns>/<name>`, showing a background colour derived from the VMI's name (`xsetroot`), a window naming it (`xmessage`) and, at the top left, the typing sink: an `xterm` titled [`TYPING_SINK_TITLE`] that holds the keyboard focus (`xdotool windowfocus`) and appends every character typed into it, unbuffered (`stty -icanon`, `cat`), to `<guest dir>/typed.txt`, whose path the VMI's annotation [`TYPED_TEXT_ANNOTATION`] gives | lazily, on the first vnc or screenshot request (or RDP connection) to a running VMI |
+//! | TCP 3389 (RDP) | FreeRDP's `freerdp-shadow-cli` (`freerdp2-shadow-x11`) shadowing that VMI's Xvnc display, `/bind-address:127.0.0.1 +auth /sec:nla /sam-file:<guest dir>/rdp/sam`: NLA (CredSSP with NTLM) only, checked against the VM's credentials ([`RDP_CREDENTIALS_ANNOTATION`](super::knobs::RDP_CREDENTIALS_ANNOTATION), default [`DEFAULT_RDP_USER`](super::knobs::DEFAULT_RDP_USER) `corral` / [`DEFAULT_RDP_PASSWORD`](super::knobs::DEFAULT_RDP_PASSWORD) `corral-sandbox`), written to the SAM file ([`super::sam`]) when the display starts and again before every connection through guest port 3389, so a changed annotation applies to the next connection. No PAM: the X11 shadow subsystem asks PAM only when the connection is not NLA. No clipboard and no dynamic resize: FreeRDP's shadow server (2.11, and 3.x alike) serves neither the cliprdr nor the display control channel | with the VMI's Xvnc |
 //! | TCP 22 (SSH) | one `sshd` per sandbox ([`crate::ssh`]) | with the sandbox |
 //! | any other open TCP port | an echo service in the emulator | per connection |
 //!
@@ -35,10 +35,11 @@ use tokio::process::Child;
 use tokio::sync::{oneshot, watch};
 
 use super::knobs::{
-    RDP_PORT_ANNOTATION, USBREDIR_ATTACHED_ANNOTATION, XVNC_DISPLAY_ANNOTATION,
-    XVNC_PID_ANNOTATION, XVNC_RFB_PORT_ANNOTATION,
+    RDP_PORT_ANNOTATION, TYPED_TEXT_ANNOTATION, USBREDIR_ATTACHED_ANNOTATION,
+    XVNC_DISPLAY_ANNOTATION, XVNC_PID_ANNOTATION, XVNC_RFB_PORT_ANNOTATION, rdp_credentials,
 };
-use super::types::VirtualMachineInstance;
+use super::sam::write_sam;
+use super::types::{VirtualMachine, VirtualMachineInstance};
 use crate::process::{command, find_program, free_port, log_tail, terminate};
 
 /// USB redirection slots per VMI (KubeVirt gives a VMI with `clientPassthrough` four).
@@ -51,6 +52,21 @@ pub const RDP_PORT: u16 = 3389;
 pub const SSH_PORT: u16 = 22;
 /// Guest port that never answers (VNC goes through the vnc subresource).
 pub const VNC_PORT: u16 = 5900;
+/// Title of the typing sink window on every guest screen.
+pub const TYPING_SINK_TITLE: &str = "Corral typing sink";
+/// The typing sink's program (`sh -c`, `$1`: the file to append to, `$2`: xdotool): takes the
+/// keyboard focus (retried while the window is not mapped yet), then appends each character as
+/// it is typed. The file appears once the focus is taken (or given up on after 10 s).
+const TYPING_SINK_SCRIPT: &str = r#"printf '%s\n' 'Typing sink: what is typed here is recorded.'
+tries=0
+until timeout 5 "$2" windowfocus --sync "$WINDOWID" 2>/dev/null; do
+  tries=$((tries + 1))
+  [ "$tries" -ge 100 ] && break
+  sleep 0.1
+done
+stty -icanon -isig -ixon -iexten min 1 time 0
+exec cat >>"$1"
+"#;
 /// Age below which a guest is not reaped (the VMI watch may lag behind the request that made it).
 pub const REAP_GRACE: Duration = Duration::from_secs(3);
 
@@ -110,6 +126,10 @@ pub struct Display {
     pub xvnc_pid: u32,
     /// The RDP server's port on 127.0.0.1, when it runs.
     pub rdp_port: Option<u16>,
+    /// The file the typing sink appends to (`<guest dir>/typed.txt`, see the module docs).
+    pub typed_text: PathBuf,
+    /// The RDP server's SAM file (`<guest dir>/rdp/sam`).
+    sam_file: PathBuf,
     /// Programs to stop, in order (RDP server, X clients, then Xvnc).
     procs: Mutex<Vec<Child>>,
 }
@@ -184,10 +204,12 @@ impl Guests {
                     guest.key.uid.get(..8).unwrap_or(&guest.key.uid)
                 ));
                 let display = Display::start(&guest.key, &dir).await?;
+                self.write_rdp_credentials(&guest.key, &display).await;
                 let mut annotations = json!({
                     XVNC_DISPLAY_ANNOTATION: format!(":{}", display.number),
                     XVNC_PID_ANNOTATION: display.xvnc_pid.to_string(),
                     XVNC_RFB_PORT_ANNOTATION: display.rfb_port.to_string(),
+                    TYPED_TEXT_ANNOTATION: display.typed_text.display().to_string(),
                 });
                 if let Some(port) = display.rdp_port {
                     annotations[RDP_PORT_ANNOTATION] = json!(port.to_string());
@@ -205,8 +227,28 @@ impl Guests {
         Ok(display)
     }
 
+    /// Writes the VM's current RDP credentials ([`rdp_credentials`]) into the SAM file of the
+    /// display's RDP server. When the VM cannot be read the file stays as it is, and when it
+    /// cannot be written the RDP server keeps the old one: both are logged (never the
+    /// credentials).
+    async fn write_rdp_credentials(&self, key: &GuestKey, display: &Display) {
+        let vms: Api<VirtualMachine> = Api::namespaced(self.client.clone(), &key.namespace);
+        let annotations = match vms.get_opt(&key.name).await {
+            Ok(vm) => vm.map(|vm| vm.annotations().clone()).unwrap_or_default(),
+            Err(e) => {
+                tracing::warn!(guest = ?key, error = %e, "reading the VM for its RDP credentials failed");
+                return;
+            }
+        };
+        let (user, password) = rdp_credentials(&annotations);
+        if let Err(e) = write_sam(&display.sam_file, &user, &password) {
+            tracing::warn!(guest = ?key, error = %format!("{e:#}"), "writing the RDP SAM file failed");
+        }
+    }
+
     /// Connects to guest TCP port `port` of a running VMI whose open ports are `open`:
-    /// 22 → the sandbox's sshd, 3389 → the VMI's RDP server (starting its display), another
+    /// 22 → the sandbox's sshd, 3389 → the VMI's RDP server (starting its display, and
+    /// writing the VM's current RDP credentials first), another
     /// open port → an echo service; closed ports (and 5900 always) are refused.
     ///
     /// Errors: a [`DialError`] worded like Go's `net.Dial` (`dial tcp 127.0.0.1:<port>:
@@ -228,7 +270,10 @@ impl Guests {
         let local = match port {
             SSH_PORT => self.ssh_port,
             RDP_PORT => match self.display(guest).await {
-                Ok(display) => display.rdp_port,
+                Ok(display) => {
+                    self.write_rdp_credentials(&guest.key, &display).await;
+                    display.rdp_port
+                }
                 Err(e) => {
                     tracing::warn!(guest = ?guest.key, error = %format!("{e:#}"), "no display for RDP");
                     None
@@ -508,6 +553,8 @@ impl Display {
                 rfb_port,
                 xvnc_pid,
                 rdp_port: None,
+                typed_text: dir.join("typed.txt"),
+                sam_file: dir.join("rdp").join("sam"),
                 procs: Mutex::new(Vec::new()),
             };
             if let Err(e) = display.draw(key, dir).await {
@@ -537,7 +584,8 @@ impl Display {
         Ok(cmd)
     }
 
-    /// The screen: the VMI's colour as background, and a window naming the VMI.
+    /// The screen: the VMI's colour as background, a window naming the VMI and the typing sink
+    /// (started last, since it takes the keyboard focus; ready once its file exists).
     async fn draw(&self, key: &GuestKey, dir: &Path) -> Result<()> {
         let log = dir.join("x-clients.log");
         let xsetroot = program("xsetroot", "x11-xserver-utils")?;
@@ -560,12 +608,57 @@ impl Display {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(child);
+        self.start_typing_sink(&log).await
+    }
+
+    /// The typing sink (see the module docs): an xterm at the top left running
+    /// [`TYPING_SINK_SCRIPT`]. Returns once its file exists.
+    ///
+    /// Errors: xterm or xdotool is missing, or the file did not appear within 15 s (the X
+    /// clients' log is in the error).
+    async fn start_typing_sink(&self, log: &Path) -> Result<()> {
+        let xterm = program("xterm", "xterm")?;
+        let xdotool = program("xdotool", "xdotool")?;
+        match std::fs::remove_file(&self.typed_text) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).context("remove an old typed-text file");
+            }
+            _ => {}
+        }
+        let mut cmd = self.x_command(&xterm, log)?;
+        cmd.args(["-geometry", "72x6+16+16", "-title", TYPING_SINK_TITLE])
+            .args(["-e", "sh", "-c", TYPING_SINK_SCRIPT, "corral-typing-sink"])
+            .arg(&self.typed_text)
+            .arg(&xdotool);
+        let mut child = cmd.spawn().context("start xterm")?;
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !self.typed_text.exists() {
+            if let Some(status) = child.try_wait()? {
+                bail!(
+                    "the typing sink's xterm exited ({status}): {}",
+                    log_tail(log)
+                );
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill().await;
+                bail!(
+                    "the typing sink was not ready within 15 s: {}",
+                    log_tail(log)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.procs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(child);
         Ok(())
     }
 
-    /// `freerdp-shadow-cli` shadowing this display on a free port of 127.0.0.1, without
-    /// authentication; its certificate goes to `<dir>/rdp/` (its `HOME`). Returns the port once
-    /// it accepts connections.
+    /// `freerdp-shadow-cli` shadowing this display on a free port of 127.0.0.1, taking NLA
+    /// only, against the SAM file in `<dir>/rdp/` (see the module docs; the caller writes it);
+    /// its certificate goes to `<dir>/rdp/` too (its `HOME`). Returns the port once it accepts
+    /// connections.
     async fn start_rdp(&self, dir: &Path) -> Result<u16> {
         let shadow = program("freerdp-shadow-cli", "freerdp2-shadow-x11")?;
         let home = dir.join("rdp");
@@ -579,7 +672,8 @@ impl Display {
                 .env("XDG_CONFIG_HOME", home.join(".config"))
                 .arg(format!("/port:{port}"))
                 .arg("/bind-address:127.0.0.1")
-                .arg("-auth");
+                .args(["+auth", "/sec:nla"])
+                .arg(format!("/sam-file:{}", self.sam_file.display()));
             let mut child = cmd.spawn().context("start freerdp-shadow-cli")?;
             let deadline = Instant::now() + Duration::from_secs(15);
             loop {

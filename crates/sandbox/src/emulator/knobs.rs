@@ -21,10 +21,12 @@
 //! | `sandbox.corral.dev/force-status: "<subresource>=<code>[,…]"` | the stream subresource (`vnc`, `screenshot`, `portforward`, `usbredir`) answers that code (404, 409, 500, 503 or 504) with a message like virt-api's, before anything else but authorization |
 //! | `sandbox.corral.dev/guest-users: "alice,bob"` | the guest agent: absent, not connected (`userlist` answers virt-api's 500 `VMI does not have guest agent connected`); present, connected (the running VMI reports `AgentConnected`) and `userlist` lists these users, none for `""` (see [`super::agent`]) |
 //! | `sandbox.corral.dev/disk-marker: <anything>` | a stand-in for "this VM's disk was written" (there are no disks): nothing reads it and nothing but a writer removes it, so it stays through stop, start and restart; a member re-cloned from the golden VM does not have it, since a clone copies its source (the golden VM, through the clone's annotation filters), never the member it replaces |
+//! | `sandbox.corral.dev/rdp-credentials: "<user>:<password>"` | the user name and password the VM's RDP server (guest port 3389) takes through NLA, read again for every RDP connection (the password may contain `:`); absent or not of that form: [`DEFAULT_RDP_USER`] `corral`, [`DEFAULT_RDP_PASSWORD`] `corral-sandbox` (see [`super::guests`]) |
 //!
 //! The emulator writes VMI annotations for tests and debugging: [`USBREDIR_ATTACHED_ANNOTATION`],
 //! [`SOFT_REBOOTS_ANNOTATION`] and, once a VMI's display runs, [`XVNC_DISPLAY_ANNOTATION`],
-//! [`XVNC_PID_ANNOTATION`], [`XVNC_RFB_PORT_ANNOTATION`] and [`RDP_PORT_ANNOTATION`].
+//! [`XVNC_PID_ANNOTATION`], [`XVNC_RFB_PORT_ANNOTATION`], [`RDP_PORT_ANNOTATION`] and
+//! [`TYPED_TEXT_ANNOTATION`].
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -52,6 +54,13 @@ pub const GUEST_USERS_ANNOTATION: &str = "sandbox.corral.dev/guest-users";
 /// VM annotation standing for "this VM's disk was written": kept through stop, start and
 /// restart, absent on a fresh clone of the golden VM (see the table above).
 pub const DISK_MARKER_ANNOTATION: &str = "sandbox.corral.dev/disk-marker";
+/// VM annotation: the credentials of the VM's RDP server, `"<user>:<password>"` (split at the
+/// first `:`); see [`rdp_credentials`].
+pub const RDP_CREDENTIALS_ANNOTATION: &str = "sandbox.corral.dev/rdp-credentials";
+/// The RDP user name of a VM without [`RDP_CREDENTIALS_ANNOTATION`].
+pub const DEFAULT_RDP_USER: &str = "corral";
+/// The RDP password of a VM without [`RDP_CREDENTIALS_ANNOTATION`].
+pub const DEFAULT_RDP_PASSWORD: &str = "corral-sandbox";
 /// VMI annotation: how many usbredir streams are attached now (`"0"` to `"4"`).
 pub const USBREDIR_ATTACHED_ANNOTATION: &str = "sandbox.corral.dev/usbredir-attached";
 /// VMI annotation: how many soft reboots (the `softreboot` subresource) the VMI took (`"1"`, …),
@@ -66,6 +75,9 @@ pub const XVNC_RFB_PORT_ANNOTATION: &str = "sandbox.corral.dev/xvnc-rfbport";
 /// VMI annotation: the port on 127.0.0.1 of the RDP server behind the VMI's guest port 3389,
 /// once started.
 pub const RDP_PORT_ANNOTATION: &str = "sandbox.corral.dev/rdp-port";
+/// VMI annotation: the file (absolute path) where the typing sink window on the VMI's screen
+/// records every character typed into it, once the display runs (see [`super::guests`]).
+pub const TYPED_TEXT_ANNOTATION: &str = "sandbox.corral.dev/typed-text-file";
 /// Guest ports open when a VM has no [`GUEST_PORTS_ANNOTATION`]: SSH and RDP.
 pub const DEFAULT_GUEST_PORTS: &[u16] = &[22, 3389];
 /// Codes [`FORCE_STATUS_ANNOTATION`] may force.
@@ -94,6 +106,30 @@ pub fn guest_users(annotations: &BTreeMap<String, String>) -> Option<Vec<String>
             .map(str::to_owned)
             .collect()
     })
+}
+
+/// The RDP user name and password of a VM with these annotations: [`RDP_CREDENTIALS_ANNOTATION`]
+/// split at its first `:`, else [`DEFAULT_RDP_USER`] and [`DEFAULT_RDP_PASSWORD`]. A value with
+/// no `:`, an empty user name, or a user name with a line break (it would break the SAM file)
+/// counts as absent (logged). User names match exactly, case included (FreeRDP's SAM lookup
+/// compares bytes, unlike Windows); any domain a client sends is accepted.
+pub fn rdp_credentials(annotations: &BTreeMap<String, String>) -> (String, String) {
+    let defaults = || (DEFAULT_RDP_USER.to_owned(), DEFAULT_RDP_PASSWORD.to_owned());
+    let Some(value) = annotations.get(RDP_CREDENTIALS_ANNOTATION) else {
+        return defaults();
+    };
+    match value.split_once(':') {
+        Some((user, password)) if !user.is_empty() && !user.contains(['\n', '\r']) => {
+            (user.to_owned(), password.to_owned())
+        }
+        _ => {
+            tracing::warn!(
+                annotation = RDP_CREDENTIALS_ANNOTATION,
+                "not <user>:<password> with a one-line user name: the default RDP credentials apply"
+            );
+            defaults()
+        }
+    }
 }
 
 /// The code [`FORCE_STATUS_ANNOTATION`] forces for `subresource` (`vnc`, `screenshot`,

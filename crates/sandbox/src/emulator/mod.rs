@@ -24,6 +24,7 @@ pub mod clone;
 pub mod guests;
 pub mod knobs;
 pub mod rest;
+pub mod sam;
 pub mod scheduler;
 pub mod streams;
 pub mod types;
