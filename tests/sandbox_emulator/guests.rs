@@ -397,3 +397,302 @@ async fn a_stopped_vm_takes_its_display_and_streams_with_it() {
     })
     .await;
 }
+
+/// An X display for RDP clients (xfreerdp wants one even with `+auth-only`): Xvfb on a free
+/// display number (`-displayfd`), killed when dropped.
+struct ClientDisplay {
+    name: String,
+    _xvfb: tokio::process::Child,
+}
+
+async fn client_display() -> ClientDisplay {
+    let mut xvfb = tokio::process::Command::new("Xvfb")
+        .args([
+            "-displayfd",
+            "1",
+            "-screen",
+            "0",
+            "1280x800x24",
+            "-nolisten",
+            "tcp",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start Xvfb (apt-get install xvfb)");
+    let stdout = xvfb.stdout.take().unwrap();
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
+    let number = tokio::time::timeout(Duration::from_secs(15), lines.next_line())
+        .await
+        .expect("Xvfb names its display within 15 s")
+        .unwrap()
+        .expect("Xvfb printed its display number");
+    ClientDisplay {
+        name: format!(":{}", number.trim()),
+        _xvfb: xvfb,
+    }
+}
+
+/// `xfreerdp` to 127.0.0.1:`port` as `user` with `password`, on `display`, ignoring the
+/// server's (self-signed) certificate, with its own `HOME` (`home`).
+fn xfreerdp(
+    display: &ClientDisplay,
+    home: &std::path::Path,
+    port: u16,
+    user: &str,
+    password: &str,
+) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new("xfreerdp");
+    cmd.env("DISPLAY", &display.name)
+        .env("HOME", home)
+        .arg(format!("/v:127.0.0.1:{port}"))
+        .arg(format!("/u:{user}"))
+        .arg(format!("/p:{password}"))
+        .arg("/cert:ignore")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// FreeRDP's exit code when the server dropped the connection: what a 2.11 server does to a
+/// client whose NLA credentials it refused (it sends no logon error).
+const XFREERDP_TRANSPORT_FAILED: i32 = 147;
+
+/// `xfreerdp +auth-only` (NLA, then disconnect): its exit code and output.
+async fn rdp_auth(
+    display: &ClientDisplay,
+    home: &std::path::Path,
+    port: u16,
+    user: &str,
+    password: &str,
+) -> (i32, String) {
+    let output = tokio::time::timeout(
+        Duration::from_secs(60),
+        xfreerdp(display, home, port, user, password)
+            .arg("+auth-only")
+            .output(),
+    )
+    .await
+    .expect("xfreerdp +auth-only finished within 60 s")
+    .expect("xfreerdp runs (apt-get install freerdp2-x11)");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code().unwrap_or(-1), text)
+}
+
+#[tokio::test]
+async fn rdp_takes_nla_with_the_vm_credentials_only() {
+    use sandbox::emulator::knobs::{
+        DEFAULT_RDP_PASSWORD, DEFAULT_RDP_USER, RDP_CREDENTIALS_ANNOTATION,
+    };
+    let admin = client_as("admin").await;
+    let alice = stream_client("alice").await;
+    let ns = namespace("rdpnla").await;
+    create_vm(&admin, &ns, "desk", "Always").await;
+    create_vm_with(&admin, &ns, "custom", "Always", |o| {
+        o["metadata"]["annotations"][RDP_CREDENTIALS_ANNOTATION] = json!("Carol:pass:word");
+    })
+    .await;
+    wait_status(&admin, &ns, "desk", "Running").await;
+    wait_status(&admin, &ns, "custom", "Running").await;
+    let display = client_display().await;
+    let home = std::env::temp_dir().join(format!("corral-xfreerdp-{ns}"));
+    std::fs::create_dir_all(&home).unwrap();
+    let desk = forward_locally(alice.clone(), vmi_url(&ns, "desk", "portforward/3389")).await;
+    let custom = forward_locally(alice.clone(), vmi_url(&ns, "custom", "portforward/3389")).await;
+
+    // The defaults let a client into a VM without the annotation; a wrong password, another
+    // user or another letter case do not.
+    let auth = |port, user: &'static str, password: &'static str| {
+        let (display, home) = (&display, &home);
+        async move { rdp_auth(display, home, port, user, password).await }
+    };
+    let (code, output) = auth(desk, DEFAULT_RDP_USER, DEFAULT_RDP_PASSWORD).await;
+    assert_eq!(code, 0, "the default credentials: {output}");
+    for (user, password) in [
+        (DEFAULT_RDP_USER, "wrong"),
+        ("nobody", DEFAULT_RDP_PASSWORD),
+        ("Corral", DEFAULT_RDP_PASSWORD),
+    ] {
+        let (code, output) = auth(desk, user, password).await;
+        assert_eq!(
+            code, XFREERDP_TRANSPORT_FAILED,
+            "{user}/{password}: {output}"
+        );
+    }
+
+    // The annotation's credentials (the password may hold ':') replace the defaults.
+    let (code, output) = auth(custom, "Carol", "pass:word").await;
+    assert_eq!(code, 0, "the annotated credentials: {output}");
+    let (code, output) = auth(custom, DEFAULT_RDP_USER, DEFAULT_RDP_PASSWORD).await;
+    assert_eq!(
+        code, XFREERDP_TRANSPORT_FAILED,
+        "defaults on the annotated VM: {output}"
+    );
+
+    // A changed annotation applies to the next connection, without a restart.
+    let patch = json!({ "metadata": { "annotations": {
+        RDP_CREDENTIALS_ANNOTATION: "Carol:new-password"
+    } } });
+    crate::vms(&admin, &ns)
+        .patch(
+            "custom",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(patch),
+        )
+        .await
+        .unwrap();
+    let (code, output) = auth(custom, "Carol", "pass:word").await;
+    assert_eq!(
+        code, XFREERDP_TRANSPORT_FAILED,
+        "the old password: {output}"
+    );
+    let (code, output) = auth(custom, "Carol", "new-password").await;
+    assert_eq!(code, 0, "the new password: {output}");
+
+    // A client that will not do NLA is turned away at negotiation.
+    let output = tokio::time::timeout(
+        Duration::from_secs(60),
+        xfreerdp(
+            &display,
+            &home,
+            desk,
+            DEFAULT_RDP_USER,
+            DEFAULT_RDP_PASSWORD,
+        )
+        .args(["/sec:tls", "+auth-only"])
+        .output(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let text = String::from_utf8_lossy(&output.stderr).into_owned()
+        + &String::from_utf8_lossy(&output.stdout);
+    assert!(!output.status.success(), "TLS without NLA: {text}");
+    assert!(text.contains("HYBRID_REQUIRED_BY_SERVER"), "{text}");
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+/// Runs `xdotool` on `display` with `args`; its stdout, trimmed, when it succeeded.
+async fn xdotool(display: &str, args: &[&str]) -> Option<String> {
+    let output = tokio::process::Command::new("xdotool")
+        .env("DISPLAY", display)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("xdotool runs (apt-get install xdotool)");
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+#[tokio::test]
+async fn keys_typed_in_an_rdp_client_reach_the_guests_typing_sink() {
+    use sandbox::emulator::guests::TYPING_SINK_TITLE;
+    use sandbox::emulator::knobs::{
+        DEFAULT_RDP_PASSWORD, DEFAULT_RDP_USER, TYPED_TEXT_ANNOTATION, XVNC_DISPLAY_ANNOTATION,
+    };
+    let admin = client_as("admin").await;
+    let alice = stream_client("alice").await;
+    let ns = namespace("rdptype").await;
+    create_vm(&admin, &ns, "desk", "Always").await;
+    wait_status(&admin, &ns, "desk", "Running").await;
+    let display = client_display().await;
+    let home = std::env::temp_dir().join(format!("corral-xfreerdp-{ns}"));
+    std::fs::create_dir_all(&home).unwrap();
+    let port = forward_locally(alice.clone(), vmi_url(&ns, "desk", "portforward/3389")).await;
+
+    // A whole RDP session, in a window of its own title on the client's display.
+    let title = format!("rdp-{ns}");
+    let mut client = xfreerdp(
+        &display,
+        &home,
+        port,
+        DEFAULT_RDP_USER,
+        DEFAULT_RDP_PASSWORD,
+    )
+    .arg(format!("/title:{title}"))
+    .arg("/size:1024x768")
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    let window =
+        corral_tests::eventually("the RDP client's window", Duration::from_secs(30), || {
+            let (display, title) = (&display.name, &title);
+            async move {
+                xdotool(display, &["search", "--name", title])
+                    .await
+                    .filter(|w| !w.is_empty())
+            }
+        })
+        .await;
+    assert!(
+        client.try_wait().unwrap().is_none(),
+        "xfreerdp is still connected"
+    );
+    xdotool(&display.name, &["windowfocus", "--sync", &window])
+        .await
+        .expect("focus the RDP client's window");
+
+    // The guest's display runs now: its typing sink window is there, and its file is named.
+    let annotations = vmis(&admin, &ns)
+        .get("desk")
+        .await
+        .unwrap()
+        .metadata
+        .annotations
+        .unwrap_or_default();
+    let guest_display = &annotations[XVNC_DISPLAY_ANNOTATION];
+    let sink = xdotool(guest_display, &["search", "--name", TYPING_SINK_TITLE]).await;
+    assert!(sink.is_some_and(|w| !w.is_empty()), "no typing sink window");
+    let typed = std::path::PathBuf::from(&annotations[TYPED_TEXT_ANNOTATION]);
+    assert_eq!(
+        std::fs::read_to_string(&typed).unwrap(),
+        "",
+        "nothing typed yet"
+    );
+
+    // Keys sent before the session is fully up may be lost: type a probe until one arrives.
+    corral_tests::eventually("a probe key in the guest", Duration::from_secs(30), || {
+        let (display, typed) = (&display.name, &typed);
+        async move {
+            xdotool(display, &["type", "."]).await?;
+            for _ in 0..10 {
+                if !std::fs::read_to_string(typed).ok()?.is_empty() {
+                    return Some(());
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            None
+        }
+    })
+    .await;
+    let before = std::fs::read_to_string(&typed).unwrap().len();
+    let text = "Hello from RDP: 42 & <more>!";
+    xdotool(&display.name, &["type", "--delay", "30", text])
+        .await
+        .unwrap();
+    xdotool(&display.name, &["key", "Return"]).await.unwrap();
+    let want = format!("{text}\n");
+    corral_tests::eventually("the typed text in the guest", STREAM_WAIT, || async {
+        let all = std::fs::read_to_string(&typed).ok()?;
+        // Late probes ('.') may come first.
+        (all.get(before..)?.trim_start_matches('.') == want).then_some(())
+    })
+    .await;
+    assert!(
+        client.try_wait().unwrap().is_none(),
+        "xfreerdp is still connected"
+    );
+    drop(client);
+    let _ = std::fs::remove_dir_all(&home);
+}
