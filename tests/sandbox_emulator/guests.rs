@@ -398,14 +398,22 @@ async fn a_stopped_vm_takes_its_display_and_streams_with_it() {
     .await;
 }
 
-/// An X display for RDP clients (xfreerdp wants one even with `+auth-only`): Xvfb on a free
-/// display number (`-displayfd`), killed when dropped.
+/// Where a test's RDP clients run: an X display (xfreerdp wants one even with `+auth-only`),
+/// Xvfb on a free display number (`-displayfd`), and a `HOME` of their own (FreeRDP keeps its
+/// settings there); the Xvfb is killed and the folder removed when dropped.
 struct ClientDisplay {
     name: String,
+    home: std::path::PathBuf,
     _xvfb: tokio::process::Child,
 }
 
-async fn client_display() -> ClientDisplay {
+impl Drop for ClientDisplay {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.home);
+    }
+}
+
+async fn client_display(ns: &str) -> ClientDisplay {
     let mut xvfb = tokio::process::Command::new("Xvfb")
         .args([
             "-displayfd",
@@ -429,24 +437,26 @@ async fn client_display() -> ClientDisplay {
         .expect("Xvfb names its display within 15 s")
         .unwrap()
         .expect("Xvfb printed its display number");
+    let home = std::env::temp_dir().join(format!("corral-xfreerdp-{ns}"));
+    std::fs::create_dir_all(&home).unwrap();
     ClientDisplay {
         name: format!(":{}", number.trim()),
+        home,
         _xvfb: xvfb,
     }
 }
 
 /// `xfreerdp` to 127.0.0.1:`port` as `user` with `password`, on `display`, ignoring the
-/// server's (self-signed) certificate, with its own `HOME` (`home`).
+/// server's (self-signed) certificate.
 fn xfreerdp(
     display: &ClientDisplay,
-    home: &std::path::Path,
     port: u16,
     user: &str,
     password: &str,
 ) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new("xfreerdp");
     cmd.env("DISPLAY", &display.name)
-        .env("HOME", home)
+        .env("HOME", &display.home)
         .arg(format!("/v:127.0.0.1:{port}"))
         .arg(format!("/u:{user}"))
         .arg(format!("/p:{password}"))
@@ -461,16 +471,10 @@ fn xfreerdp(
 const XFREERDP_TRANSPORT_FAILED: i32 = 147;
 
 /// `xfreerdp +auth-only` (NLA, then disconnect): its exit code and output.
-async fn rdp_auth(
-    display: &ClientDisplay,
-    home: &std::path::Path,
-    port: u16,
-    user: &str,
-    password: &str,
-) -> (i32, String) {
+async fn rdp_auth(display: &ClientDisplay, port: u16, user: &str, password: &str) -> (i32, String) {
     let output = tokio::time::timeout(
         Duration::from_secs(60),
-        xfreerdp(display, home, port, user, password)
+        xfreerdp(display, port, user, password)
             .arg("+auth-only")
             .output(),
     )
@@ -500,17 +504,15 @@ async fn rdp_takes_nla_with_the_vm_credentials_only() {
     .await;
     wait_status(&admin, &ns, "desk", "Running").await;
     wait_status(&admin, &ns, "custom", "Running").await;
-    let display = client_display().await;
-    let home = std::env::temp_dir().join(format!("corral-xfreerdp-{ns}"));
-    std::fs::create_dir_all(&home).unwrap();
+    let display = client_display(&ns).await;
     let desk = forward_locally(alice.clone(), vmi_url(&ns, "desk", "portforward/3389")).await;
     let custom = forward_locally(alice.clone(), vmi_url(&ns, "custom", "portforward/3389")).await;
 
     // The defaults let a client into a VM without the annotation; a wrong password, another
     // user or another letter case do not.
     let auth = |port, user: &'static str, password: &'static str| {
-        let (display, home) = (&display, &home);
-        async move { rdp_auth(display, home, port, user, password).await }
+        let display = &display;
+        async move { rdp_auth(display, port, user, password).await }
     };
     let (code, output) = auth(desk, DEFAULT_RDP_USER, DEFAULT_RDP_PASSWORD).await;
     assert_eq!(code, 0, "the default credentials: {output}");
@@ -558,15 +560,9 @@ async fn rdp_takes_nla_with_the_vm_credentials_only() {
     // A client that will not do NLA is turned away at negotiation.
     let output = tokio::time::timeout(
         Duration::from_secs(60),
-        xfreerdp(
-            &display,
-            &home,
-            desk,
-            DEFAULT_RDP_USER,
-            DEFAULT_RDP_PASSWORD,
-        )
-        .args(["/sec:tls", "+auth-only"])
-        .output(),
+        xfreerdp(&display, desk, DEFAULT_RDP_USER, DEFAULT_RDP_PASSWORD)
+            .args(["/sec:tls", "+auth-only"])
+            .output(),
     )
     .await
     .unwrap()
@@ -575,7 +571,6 @@ async fn rdp_takes_nla_with_the_vm_credentials_only() {
         + &String::from_utf8_lossy(&output.stdout);
     assert!(!output.status.success(), "TLS without NLA: {text}");
     assert!(text.contains("HYBRID_REQUIRED_BY_SERVER"), "{text}");
-    let _ = std::fs::remove_dir_all(&home);
 }
 
 /// Runs `xdotool` on `display` with `args`; its stdout, trimmed, when it succeeded.
@@ -605,26 +600,18 @@ async fn keys_typed_in_an_rdp_client_reach_the_guests_typing_sink() {
     let ns = namespace("rdptype").await;
     create_vm(&admin, &ns, "desk", "Always").await;
     wait_status(&admin, &ns, "desk", "Running").await;
-    let display = client_display().await;
-    let home = std::env::temp_dir().join(format!("corral-xfreerdp-{ns}"));
-    std::fs::create_dir_all(&home).unwrap();
+    let display = client_display(&ns).await;
     let port = forward_locally(alice.clone(), vmi_url(&ns, "desk", "portforward/3389")).await;
 
     // A whole RDP session, in a window of its own title on the client's display.
     let title = format!("rdp-{ns}");
-    let mut client = xfreerdp(
-        &display,
-        &home,
-        port,
-        DEFAULT_RDP_USER,
-        DEFAULT_RDP_PASSWORD,
-    )
-    .arg(format!("/title:{title}"))
-    .arg("/size:1024x768")
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::null())
-    .spawn()
-    .unwrap();
+    let mut client = xfreerdp(&display, port, DEFAULT_RDP_USER, DEFAULT_RDP_PASSWORD)
+        .arg(format!("/title:{title}"))
+        .arg("/size:1024x768")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     let window =
         corral_tests::eventually("the RDP client's window", Duration::from_secs(30), || {
             let (display, title) = (&display.name, &title);
@@ -693,6 +680,4 @@ async fn keys_typed_in_an_rdp_client_reach_the_guests_typing_sink() {
         client.try_wait().unwrap().is_none(),
         "xfreerdp is still connected"
     );
-    drop(client);
-    let _ = std::fs::remove_dir_all(&home);
 }
