@@ -446,13 +446,15 @@ async fn client_display(ns: &str) -> ClientDisplay {
     }
 }
 
-/// `xfreerdp` to 127.0.0.1:`port` as `user` with `password`, on `display`, ignoring the
-/// server's (self-signed) certificate.
+/// `xfreerdp` to 127.0.0.1:`port` as `user` with `password`, on `display`, taking the server's
+/// (self-signed) certificate as `cert` says: `ignore`, `tofu` (trust and remember it on the
+/// first connection) or `deny` (only a remembered one).
 fn xfreerdp(
     display: &ClientDisplay,
     port: u16,
     user: &str,
     password: &str,
+    cert: &str,
 ) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new("xfreerdp");
     cmd.env("DISPLAY", &display.name)
@@ -460,7 +462,7 @@ fn xfreerdp(
         .arg(format!("/v:127.0.0.1:{port}"))
         .arg(format!("/u:{user}"))
         .arg(format!("/p:{password}"))
-        .arg("/cert:ignore")
+        .arg(format!("/cert:{cert}"))
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
     cmd
@@ -471,10 +473,16 @@ fn xfreerdp(
 const XFREERDP_TRANSPORT_FAILED: i32 = 147;
 
 /// `xfreerdp +auth-only` (NLA, then disconnect): its exit code and output.
-async fn rdp_auth(display: &ClientDisplay, port: u16, user: &str, password: &str) -> (i32, String) {
+async fn rdp_auth(
+    display: &ClientDisplay,
+    port: u16,
+    user: &str,
+    password: &str,
+    cert: &str,
+) -> (i32, String) {
     let output = tokio::time::timeout(
         Duration::from_secs(60),
-        xfreerdp(display, port, user, password)
+        xfreerdp(display, port, user, password, cert)
             .arg("+auth-only")
             .output(),
     )
@@ -512,7 +520,7 @@ async fn rdp_takes_nla_with_the_vm_credentials_only() {
     // user or another letter case do not.
     let auth = |port, user: &'static str, password: &'static str| {
         let display = &display;
-        async move { rdp_auth(display, port, user, password).await }
+        async move { rdp_auth(display, port, user, password, "ignore").await }
     };
     let (code, output) = auth(desk, DEFAULT_RDP_USER, DEFAULT_RDP_PASSWORD).await;
     assert_eq!(code, 0, "the default credentials: {output}");
@@ -560,9 +568,15 @@ async fn rdp_takes_nla_with_the_vm_credentials_only() {
     // A client that will not do NLA is turned away at negotiation.
     let output = tokio::time::timeout(
         Duration::from_secs(60),
-        xfreerdp(&display, desk, DEFAULT_RDP_USER, DEFAULT_RDP_PASSWORD)
-            .args(["/sec:tls", "+auth-only"])
-            .output(),
+        xfreerdp(
+            &display,
+            desk,
+            DEFAULT_RDP_USER,
+            DEFAULT_RDP_PASSWORD,
+            "ignore",
+        )
+        .args(["/sec:tls", "+auth-only"])
+        .output(),
     )
     .await
     .unwrap()
@@ -571,6 +585,41 @@ async fn rdp_takes_nla_with_the_vm_credentials_only() {
         + &String::from_utf8_lossy(&output.stdout);
     assert!(!output.status.success(), "TLS without NLA: {text}");
     assert!(text.contains("HYBRID_REQUIRED_BY_SERVER"), "{text}");
+}
+
+#[tokio::test]
+async fn the_rdp_certificate_stays_through_a_restart() {
+    use sandbox::emulator::knobs::{DEFAULT_RDP_PASSWORD, DEFAULT_RDP_USER};
+    let admin = client_as("admin").await;
+    let alice = stream_client("alice").await;
+    let ns = namespace("rdpcert").await;
+    create_vm(&admin, &ns, "desk", "Always").await;
+    wait_status(&admin, &ns, "desk", "Running").await;
+    let display = client_display(&ns).await;
+    let port = forward_locally(alice.clone(), vmi_url(&ns, "desk", "portforward/3389")).await;
+    let auth = |cert: &'static str| {
+        let display = &display;
+        async move { rdp_auth(display, port, DEFAULT_RDP_USER, DEFAULT_RDP_PASSWORD, cert).await }
+    };
+
+    // A certificate the client does not know yet is refused with `deny`, remembered with `tofu`.
+    let (code, output) = auth("deny").await;
+    assert_ne!(code, 0, "an unknown certificate with /cert:deny: {output}");
+    let (code, output) = auth("tofu").await;
+    assert_eq!(code, 0, "first connection, /cert:tofu: {output}");
+    let (code, output) = auth("deny").await;
+    assert_eq!(code, 0, "the remembered certificate: {output}");
+
+    // A restart makes a new VMI (new servers), which shows the same certificate.
+    let first = vmis(&admin, &ns).get("desk").await.unwrap().metadata.uid;
+    assert_eq!(subresource(&admin, &ns, "desk", "restart").await.0, 202);
+    corral_tests::eventually("desk running on a new VMI", STREAM_WAIT, || async {
+        let vmi = vmis(&admin, &ns).get_opt("desk").await.unwrap()?;
+        (vmi.metadata.uid != first && vmi.data["status"]["phase"] == "Running").then_some(())
+    })
+    .await;
+    let (code, output) = auth("deny").await;
+    assert_eq!(code, 0, "after the restart: {output}");
 }
 
 /// Runs `xdotool` on `display` with `args`; its stdout, trimmed, when it succeeded.
@@ -605,13 +654,19 @@ async fn keys_typed_in_an_rdp_client_reach_the_guests_typing_sink() {
 
     // A whole RDP session, in a window of its own title on the client's display.
     let title = format!("rdp-{ns}");
-    let mut client = xfreerdp(&display, port, DEFAULT_RDP_USER, DEFAULT_RDP_PASSWORD)
-        .arg(format!("/title:{title}"))
-        .arg("/size:1024x768")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut client = xfreerdp(
+        &display,
+        port,
+        DEFAULT_RDP_USER,
+        DEFAULT_RDP_PASSWORD,
+        "ignore",
+    )
+    .arg(format!("/title:{title}"))
+    .arg("/size:1024x768")
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
     let window =
         corral_tests::eventually("the RDP client's window", Duration::from_secs(30), || {
             let (display, title) = (&display.name, &title);

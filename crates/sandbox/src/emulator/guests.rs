@@ -4,7 +4,7 @@
 //! | guest side | real program | started |
 //! |---|---|---|
 //! | screen (vnc, vnc/screenshot) | TigerVNC's `Xvnc` (`tigervnc-standalone-server`), 1024×768, `-localhost -SecurityTypes None`, desktop name `<ns>/<name>`, showing a background colour derived from the VMI's name (`xsetroot`), a window naming it (`xmessage`) and, at the top left, the typing sink: an `xterm` titled [`TYPING_SINK_TITLE`] that holds the keyboard focus (`xdotool windowfocus`) and appends every character typed into it, unbuffered (`stty -icanon`, `cat`), to `<guest dir>/typed.txt`, whose path the VMI's annotation [`TYPED_TEXT_ANNOTATION`] gives | lazily, on the first vnc or screenshot request (or RDP connection) to a running VMI |
-//! | TCP 3389 (RDP) | FreeRDP's `freerdp-shadow-cli` (`freerdp2-shadow-x11`) shadowing that VMI's Xvnc display, `/bind-address:127.0.0.1 +auth /sec:nla /sam-file:<guest dir>/rdp/sam`: NLA (CredSSP with NTLM) only, checked against the VM's credentials ([`RDP_CREDENTIALS_ANNOTATION`](super::knobs::RDP_CREDENTIALS_ANNOTATION), default [`DEFAULT_RDP_USER`](super::knobs::DEFAULT_RDP_USER) `corral` / [`DEFAULT_RDP_PASSWORD`](super::knobs::DEFAULT_RDP_PASSWORD) `corral-sandbox`), written to the SAM file ([`super::sam`]) when the display starts and again before every connection through guest port 3389, so a changed annotation applies to the next connection. No PAM: the X11 shadow subsystem asks PAM only when the connection is not NLA. No clipboard and no dynamic resize: FreeRDP's shadow server (2.11, and 3.x alike) serves neither the cliprdr nor the display control channel | with the VMI's Xvnc |
+//! | TCP 3389 (RDP) | FreeRDP's `freerdp-shadow-cli` (`freerdp2-shadow-x11`) shadowing that VMI's Xvnc display, `/bind-address:127.0.0.1 +auth /sec:nla /sam-file:<guest dir>/rdp/sam`: NLA (CredSSP with NTLM) only, checked against the VM's credentials ([`RDP_CREDENTIALS_ANNOTATION`](super::knobs::RDP_CREDENTIALS_ANNOTATION), default [`DEFAULT_RDP_USER`](super::knobs::DEFAULT_RDP_USER) `corral` / [`DEFAULT_RDP_PASSWORD`](super::knobs::DEFAULT_RDP_PASSWORD) `corral-sandbox`), written to the SAM file ([`super::sam`]) when the display starts and again before every connection through guest port 3389, so a changed annotation applies to the next connection. Its TLS certificate is the VM's, made on the VM's first start and kept through restarts (as a guest keeps it on its disk), in `<guests root>/rdp-identities/<ns>_<name>/`. No PAM: the X11 shadow subsystem asks PAM only when the connection is not NLA. No clipboard and no dynamic resize: FreeRDP's shadow server (2.11, and 3.x alike) serves neither the cliprdr nor the display control channel | with the VMI's Xvnc |
 //! | TCP 22 (SSH) | one `sshd` per sandbox ([`crate::ssh`]) | with the sandbox |
 //! | any other open TCP port | an echo service in the emulator | per connection |
 //!
@@ -203,7 +203,13 @@ impl Guests {
                     guest.key.name,
                     guest.key.uid.get(..8).unwrap_or(&guest.key.uid)
                 ));
-                let display = Display::start(&guest.key, &dir).await?;
+                // The RDP server's certificate is the VM's, kept through restarts (as a guest
+                // keeps it on its disk): its HOME is per VM, not per VMI.
+                let rdp_home = self
+                    .root
+                    .join("rdp-identities")
+                    .join(format!("{}_{}", guest.key.namespace, guest.key.name));
+                let display = Display::start(&guest.key, &dir, &rdp_home).await?;
                 self.write_rdp_credentials(&guest.key, &display).await;
                 let mut annotations = json!({
                     XVNC_DISPLAY_ANNOTATION: format!(":{}", display.number),
@@ -512,9 +518,9 @@ fn program(name: &str, package: &str) -> Result<PathBuf> {
 
 impl Display {
     /// Starts Xvnc on a free display (`-displayfd`) and a free RFB port, draws the VMI's screen
-    /// and starts the RDP server (a failure of the RDP server is logged, not fatal: port 3389
-    /// is then closed).
-    async fn start(key: &GuestKey, dir: &Path) -> Result<Display> {
+    /// and starts the RDP server with `HOME` `rdp_home` (a failure of the RDP server is logged,
+    /// not fatal: port 3389 is then closed).
+    async fn start(key: &GuestKey, dir: &Path, rdp_home: &Path) -> Result<Display> {
         std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
         let xvnc = program("Xvnc", "tigervnc-standalone-server")?;
         let log = dir.join("xvnc.log");
@@ -560,7 +566,7 @@ impl Display {
             if let Err(e) = display.draw(key, dir).await {
                 tracing::warn!(guest = ?key, error = %format!("{e:#}"), "drawing the guest screen failed");
             }
-            match display.start_rdp(dir).await {
+            match display.start_rdp(dir, rdp_home).await {
                 Ok(port) => display.rdp_port = Some(port),
                 Err(e) => {
                     tracing::warn!(guest = ?key, error = %format!("{e:#}"), "no RDP server: guest port 3389 stays closed");
@@ -656,19 +662,21 @@ impl Display {
     }
 
     /// `freerdp-shadow-cli` shadowing this display on a free port of 127.0.0.1, taking NLA
-    /// only, against the SAM file in `<dir>/rdp/` (see the module docs; the caller writes it);
-    /// its certificate goes to `<dir>/rdp/` too (its `HOME`). Returns the port once it accepts
-    /// connections.
-    async fn start_rdp(&self, dir: &Path) -> Result<u16> {
+    /// only, against the SAM file in `<dir>/rdp/` (see the module docs; the caller writes it),
+    /// with `HOME` `home`, where it makes its certificate once and then keeps using it
+    /// (`.config/freerdp/shadow/shadow.crt`). Returns the port once it accepts connections.
+    async fn start_rdp(&self, dir: &Path, home: &Path) -> Result<u16> {
         let shadow = program("freerdp-shadow-cli", "freerdp2-shadow-x11")?;
-        let home = dir.join("rdp");
-        std::fs::create_dir_all(&home)?;
+        std::fs::create_dir_all(home)?;
+        if let Some(sam_dir) = self.sam_file.parent() {
+            std::fs::create_dir_all(sam_dir)?;
+        }
         let log = dir.join("rdp.log");
         let mut last = String::new();
         for _ in 0..3 {
             let port = free_port()?;
             let mut cmd = self.x_command(&shadow, &log)?;
-            cmd.env("HOME", &home)
+            cmd.env("HOME", home)
                 .env("XDG_CONFIG_HOME", home.join(".config"))
                 .arg(format!("/port:{port}"))
                 .arg("/bind-address:127.0.0.1")
