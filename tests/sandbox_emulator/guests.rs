@@ -652,8 +652,22 @@ async fn keys_typed_in_an_rdp_client_reach_the_guests_typing_sink() {
     let display = client_display(&ns).await;
     let port = forward_locally(alice.clone(), vmi_url(&ns, "desk", "portforward/3389")).await;
 
+    // The first connection starts the guest's display (which can take a while on a busy
+    // machine): a logon alone first, so that the session below does not wait for it.
+    let (code, output) = rdp_auth(
+        &display,
+        port,
+        DEFAULT_RDP_USER,
+        DEFAULT_RDP_PASSWORD,
+        "ignore",
+    )
+    .await;
+    assert_eq!(code, 0, "{output}");
+
     // A whole RDP session, in a window of its own title on the client's display.
     let title = format!("rdp-{ns}");
+    let log = display.home.join("xfreerdp.log");
+    let log_file = std::fs::File::create(&log).unwrap();
     let mut client = xfreerdp(
         &display,
         port,
@@ -663,13 +677,17 @@ async fn keys_typed_in_an_rdp_client_reach_the_guests_typing_sink() {
     )
     .arg(format!("/title:{title}"))
     .arg("/size:1024x768")
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::null())
+    .stdout(log_file.try_clone().unwrap())
+    .stderr(log_file)
     .spawn()
     .unwrap();
     let window =
         corral_tests::eventually("the RDP client's window", Duration::from_secs(30), || {
             let (display, title) = (&display.name, &title);
+            if let Some(status) = client.try_wait().unwrap() {
+                let output = std::fs::read_to_string(&log).unwrap_or_default();
+                panic!("xfreerdp exited ({status}) before its window showed: {output}");
+            }
             async move {
                 xdotool(display, &["search", "--name", title])
                     .await
