@@ -9,6 +9,7 @@ mod connect;
 mod kubeconfig;
 mod logging;
 mod policy;
+mod rdp;
 mod usb;
 
 use std::sync::Mutex;

@@ -16,6 +16,7 @@ mod permissions;
 mod policy;
 mod pool_dialogs;
 mod pools;
+mod rdp;
 mod scale;
 mod usb;
 mod window;

@@ -42,6 +42,7 @@ import { attachedCount } from "./lib/usb";
 import { useBroker } from "./useBroker";
 import { useClaimActions } from "./useClaimActions";
 import { useCluster } from "./useCluster";
+import type { RdpTarget } from "./components/RdpView";
 import { useConsole } from "./useConsole";
 import { usePermissions } from "./usePermissions";
 import { useSessions } from "./useSessions";
@@ -51,6 +52,9 @@ import { useUsb } from "./useUsb";
 const ConsoleView = lazy(() =>
   import("./components/ConsoleView").then((m) => ({ default: m.ConsoleView })),
 );
+
+// The RDP web client (WebAssembly) is larger still: load it when RDP first opens.
+const RdpView = lazy(() => import("./components/RdpView").then((m) => ({ default: m.RdpView })));
 
 const NO_POOLS: readonly PoolView[] = [];
 
@@ -160,8 +164,14 @@ export function App() {
     [openConsole],
   );
 
-  // When the console closes, focus goes back to the Connect… button that led there.
-  const consoleOpen = consoleView.state !== null;
+  const [rdpTarget, setRdpTarget] = useState<RdpTarget | null>(null);
+  const openRdpFromDialog = useCallback((target: RdpTarget) => {
+    setConnectMember(null);
+    setRdpTarget(target);
+  }, []);
+
+  // When the console (or RDP) closes, focus goes back to the Connect… button that led there.
+  const consoleOpen = consoleView.state !== null || rdpTarget !== null;
   useEffect(() => {
     if (consoleWasOpenRef.current && !consoleOpen) {
       const opener = connectOpenerRef.current;
@@ -386,6 +396,7 @@ export function App() {
         username={username}
         connectMember={connectMember}
         onOpenConsole={openConsoleFromDialog}
+        onOpenRdp={openRdpFromDialog}
         onCloseConnect={closeConnect}
         onCloseSessions={() => {
           setSessionsOpen(false);
@@ -690,6 +701,24 @@ export function App() {
             onTakeOver={consoleView.takeOver}
             onReconnect={consoleView.reconnect}
             onClose={consoleView.close}
+          />
+        </Suspense>
+      ) : null}
+      {rdpTarget !== null ? (
+        <Suspense
+          fallback={
+            <div className="console-view console-loading" role="status">
+              Loading RDP…
+            </div>
+          }
+        >
+          <RdpView
+            key={`${rdpTarget.namespace}/${rdpTarget.member}`}
+            target={rdpTarget}
+            sessions={sessions.sessions}
+            onClose={() => {
+              setRdpTarget(null);
+            }}
           />
         </Suspense>
       ) : null}

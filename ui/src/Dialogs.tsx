@@ -13,6 +13,7 @@ import { claimStepFor } from "./lib/claims";
 import type { DialogKind } from "./lib/dialogs";
 import { manageAllowed } from "./lib/policy";
 import { dialogActionKey, type useClaimActions } from "./useClaimActions";
+import type { RdpTarget } from "./components/RdpView";
 import type { ConsoleTarget } from "./useConsole";
 import type { useSessions } from "./useSessions";
 import type { UsbState } from "./useUsb";
@@ -34,6 +35,8 @@ export type DialogsProps = {
   /** The member whose Connect dialog is open. */
   connectMember: MemberView | null;
   onOpenConsole: (target: ConsoleTarget) => void;
+  /** Opens RDP in the app for a member (from the connect dialog). */
+  onOpenRdp: (target: RdpTarget) => void;
   onCloseConnect: () => void;
   onCloseSessions: () => void;
   onCloseUsb: () => void;
@@ -143,6 +146,7 @@ export function Dialogs(props: DialogsProps) {
           member={member}
           username={username}
           onOpenConsole={props.onOpenConsole}
+          onOpenRdp={props.onOpenRdp}
           onClose={props.onCloseConnect}
         />
       );

@@ -35,6 +35,8 @@ import {
   type PoolSettings,
   type PoolsUpdate,
   type RdpFileSaved,
+  type RdpLogin,
+  type RdpOpened,
   type Released,
   type Scope,
   type SessionView,
@@ -237,6 +239,44 @@ export function openConsole(
   takeOver: boolean,
 ): Promise<Result<ConsoleEndpoint>> {
   return call(() => commands.openConsole(namespace, member, takeOver));
+}
+
+/**
+ * Starts RDP in the app for `member`: the backend asks the guest's RDP server for TLS and NLA
+ * through a forward to port 3389, then listens on 127.0.0.1 for IronRDP's web client (a proxy
+ * session taking one connection, with a one-time token). Resolves to the endpoint, whether the
+ * guest wants a login (NLA), and whether its certificate is known, new or changed.
+ */
+export function openRdpInApp(namespace: string, member: string): Promise<Result<RdpOpened>> {
+  return call(() => commands.openRdpInApp(namespace, member));
+}
+
+/** Records that the user accepted `fingerprint` as `member`'s RDP certificate. */
+export function acceptRdpCertificate(
+  namespace: string,
+  member: string,
+  fingerprint: string,
+): Promise<Result<null>> {
+  return call(() => commands.acceptRdpCertificate(namespace, member, fingerprint));
+}
+
+/** The login remembered in the OS keyring for `member`, or null. */
+export function savedRdpLogin(namespace: string, member: string): Promise<Result<RdpLogin | null>> {
+  return call(() => commands.savedRdpLogin(namespace, member));
+}
+
+/** Remembers `login` for `member` in the OS keyring (fails when there is none). */
+export function rememberRdpLogin(
+  namespace: string,
+  member: string,
+  login: RdpLogin,
+): Promise<Result<null>> {
+  return call(() => commands.rememberRdpLogin(namespace, member, login));
+}
+
+/** Forgets the login remembered for `member`. */
+export function forgetRdpLogin(namespace: string, member: string): Promise<Result<null>> {
+  return call(() => commands.forgetRdpLogin(namespace, member));
 }
 
 /**

@@ -130,6 +130,28 @@ export const commands = {
 	 */
 	openConsole: (namespace: string, member: string, takeOver: boolean) => __TAURI_INVOKE<ConsoleEndpoint>("open_console", { namespace, member, takeOver }),
 	/**
+	 *  Starts RDP in the app for `member` ([`Supervisor::start_rdp`]) and says whether its
+	 *  certificate is the one accepted before.
+	 * 
+	 *  [`Supervisor::start_rdp`]: vdi_core::session::Supervisor::start_rdp
+	 */
+	openRdpInApp: (namespace: string, member: string) => __TAURI_INVOKE<RdpOpened>("open_rdp_in_app", { namespace, member }),
+	/**  Records that the user accepted `fingerprint` as `member`'s RDP certificate. */
+	acceptRdpCertificate: (namespace: string, member: string, fingerprint: string) => __TAURI_INVOKE<null>("accept_rdp_certificate", { namespace, member, fingerprint }),
+	/**
+	 *  The login remembered for `member`, if any. A keyring that is not available remembers
+	 *  nothing.
+	 */
+	savedRdpLogin: (namespace: string, member: string) => __TAURI_INVOKE<RdpLogin | null>("saved_rdp_login", { namespace, member }),
+	/**
+	 *  Remembers `login` for `member` in the OS keyring.
+	 * 
+	 *  Errors: no keyring (kind `config`, with the fix).
+	 */
+	rememberRdpLogin: (namespace: string, member: string, login: RdpLogin) => __TAURI_INVOKE<null>("remember_rdp_login", { namespace, member, login }),
+	/**  Forgets the login remembered for `member` (nothing remembered is no error). */
+	forgetRdpLogin: (namespace: string, member: string) => __TAURI_INVOKE<null>("forget_rdp_login", { namespace, member }),
+	/**
 	 *  Opens `member`'s console in the platform's viewer (remote-viewer, else TigerVNC):
 	 *  [`Connector::open_viewer`].
 	 */
@@ -1421,12 +1443,65 @@ export type PowerAction =
 /**  With a broker: the broker stops it, now that the claim's Lease is gone. */
 { kind: "brokerStops" };
 
+/**
+ *  What a guest's RDP server said before any credentials: the protocol it selected and its
+ *  certificate.
+ */
+export type Probe = {
+	/**
+	 *  Whether it selected CredSSP: the user must give a user name and password (NLA) before
+	 *  a desktop is shown.
+	 */
+	nla: boolean,
+	/**  The SHA-256 fingerprint of its TLS certificate ([`fingerprint`]). */
+	fingerprint: string,
+};
+
+/**  An RDP session of the app, ready for the web client. */
+export type RdpEndpoint = {
+	/**  The session's id. */
+	id: number,
+	/**  `ws://127.0.0.1:PORT/SECRET`: the web client's proxy address. */
+	url: string,
+	/**
+	 *  The one-time authorization the web client sends in its RDCleanPath request; the first
+	 *  connection that brings it uses it up.
+	 */
+	token: string,
+	/**  What the web client names as its destination (`<member>:3389`). */
+	destination: string,
+	/**
+	 *  What the guest's RDP server said: NLA or not, and its certificate's fingerprint, which
+	 *  this session accepts and no other.
+	 */
+	probe: Probe,
+};
+
 /**  What "Save .rdp file" made: the forward's session and the file. */
 export type RdpFileSaved = {
 	/**  The forward to guest port 3389 the file points at (ends with the session). */
 	session: SessionView,
 	/**  Where the file was written. */
 	path: string,
+};
+
+/**  A user name and password for a member's RDP server. */
+export type RdpLogin = {
+	/**  The user name (`user`, `DOMAIN\user` or `user@domain`). */
+	username: string,
+	/**  The password. */
+	password: string,
+};
+
+/**  An RDP session started for the RDP view, and what the user must be asked first. */
+export type RdpOpened = {
+	/**  The proxy session, for the web client. */
+	endpoint: RdpEndpoint,
+	/**
+	 *  The guest's certificate to the user: known, new or changed (then the user is asked
+	 *  before the web client connects).
+	 */
+	trust: Trust,
 };
 
 /**  The next reclaim of a claim. */
@@ -1624,6 +1699,20 @@ export type StateCounts = {
 	/**  Members being cloned, as the DesktopPool's status says (0 for an unmanaged pool). */
 	creating: number,
 };
+
+/**  What the certificate a guest shows now is to the user. */
+export type Trust = 
+/**  Never seen for this member: the user is shown the fingerprint and asked. */
+{ kind: "new" } | 
+/**  The one the user accepted before. */
+{ kind: "known" } | 
+/**
+ *  Another than the one accepted before: the user is shown both and asked again (a
+ *  re-created member has a new certificate; so does a man in the middle).
+ */
+{ kind: "changed"; 
+/**  The fingerprint accepted before. */
+previous: string };
 
 /**  Whether this user may open the device node, and if not how to fix it. */
 export type UsbAccess = {

@@ -17,7 +17,6 @@ import type {
   SshOpened,
 } from "../bindings";
 import {
-  PATH_KINDS,
   busyConsoleText,
   defaultSshUser,
   describePhase,
@@ -27,10 +26,12 @@ import {
   holderQuestion,
   pathAvailability,
   pathFor,
+  pathOrder,
   pathSummary,
   pathTitle,
 } from "../lib/connect";
 import type { ConsoleTarget } from "../useConsole";
+import type { RdpTarget } from "./RdpView";
 import { ActionError } from "./ActionNotice";
 import { CopyCommand } from "./CopyCommand";
 import { Modal } from "./Modal";
@@ -87,6 +88,8 @@ type ConnectDialogProps = {
   username: string | null;
   /** Opens the in-app console (the dialog closes). */
   onOpenConsole: (target: ConsoleTarget) => void;
+  /** Opens RDP in the app (the dialog closes). */
+  onOpenRdp: (target: RdpTarget) => void;
   onClose: () => void;
 };
 
@@ -95,7 +98,13 @@ type ConnectDialogProps = {
  * reach it (VNC, RDP, SSH, each available or with the reason it is not) and opens them. What
  * the actions start is a session, listed in Sessions; it outlives the dialog.
  */
-export function ConnectDialog({ member, username, onOpenConsole, onClose }: ConnectDialogProps) {
+export function ConnectDialog({
+  member,
+  username,
+  onOpenConsole,
+  onOpenRdp,
+  onClose,
+}: ConnectDialogProps) {
   const question = holderQuestion(member, username);
   const [confirmed, setConfirmed] = useState(question === null);
   const { state, retry } = useMemberPaths(member.namespace, member.name, confirmed);
@@ -252,7 +261,7 @@ export function ConnectDialog({ member, username, onOpenConsole, onClose }: Conn
           </button>
         </p>
         <ul className="connect-paths">
-          {PATH_KINDS.map((kind) => (
+          {pathOrder(paths).map((kind) => (
             <PathItem key={kind} path={pathFor(paths, kind)}>
               {(available, reasonId) => {
                 const describedBy = available ? undefined : reasonId;
@@ -317,6 +326,19 @@ export function ConnectDialog({ member, username, onOpenConsole, onClose }: Conn
                           <button
                             type="button"
                             className="btn btn-primary"
+                            data-testid="open-rdp-in-app"
+                            disabled={!available || busy}
+                            aria-describedby={describedBy}
+                            title={`Show ${name}'s desktop over RDP in this window`}
+                            onClick={() => {
+                              onOpenRdp({ namespace, member: name });
+                            }}
+                          >
+                            RDP in the app
+                          </button>
+                          <button
+                            type="button"
+                            className="btn"
                             data-testid="open-rdp"
                             disabled={!available || busy}
                             aria-busy={running === "rdp" || undefined}

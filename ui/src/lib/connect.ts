@@ -52,8 +52,16 @@ export function defaultSshUser(username: string | null): string {
   return (at < 0 ? username : username.slice(0, at)).trim();
 }
 
-/** The paths in the order the dialog lists them. */
+/** The paths in the order the dialog lists them (see [`pathOrder`]). */
 export const PATH_KINDS: readonly PathKind[] = ["vnc", "rdp", "ssh"];
+
+/**
+ * The order the dialog lists `paths` in: RDP first when the guest answers on 3389 (RDP in the
+ * app is then the one-click way in, as the console is for the others), else VNC, RDP, SSH.
+ */
+export function pathOrder(paths: MemberPaths): readonly PathKind[] {
+  return pathFor(paths, "rdp").available ? ["rdp", "vnc", "ssh"] : PATH_KINDS;
+}
 
 /** A path's name. */
 export function pathTitle(kind: PathKind): string {
@@ -73,7 +81,7 @@ export function pathSummary(kind: PathKind): string {
     case "vnc":
       return "The VM's screen, keyboard and mouse, from KubeVirt's VNC console.";
     case "rdp":
-      return "The guest's RDP server (port 3389), through a forward on this machine.";
+      return "The guest's RDP server (port 3389): in this window, or in a native client through a forward on this machine.";
     case "ssh":
       return "A shell on the guest's SSH server (port 22), through a forward on this machine.";
   }

@@ -99,6 +99,15 @@ where
         })
 }
 
+/// What the app shows when `member`'s RDP server refused the login during CredSSP (NLA). The
+/// RDP view recognises it by [`LOGIN_REFUSED`].
+pub fn login_refused(member: &str) -> String {
+    format!("{member} {LOGIN_REFUSED} (NLA): check them and connect again")
+}
+
+/// The words of [`login_refused`] that the RDP view looks for in a session's end.
+pub const LOGIN_REFUSED: &str = "refused the user name or password";
+
 /// The sentence for a connection that ended before the server answered.
 pub fn closed(member: &str, e: &std::io::Error) -> String {
     if e.kind() == std::io::ErrorKind::InvalidData {

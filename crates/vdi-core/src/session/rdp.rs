@@ -294,16 +294,31 @@ where
     if tx.send(Message::Binary(response.into())).await.is_err() {
         return Served::Ended("the app closed the RDP connection".into(), false);
     }
-    relay(tls, tx, rx, &context.counters).await;
+    let relayed = relay(tls, tx, rx, &context.counters).await;
+    if negotiation.needs_nla() && relayed.guest_closed && !relayed.client_spoke_rdp {
+        // The guest hung up during CredSSP: it refused the login (FreeRDP's server closes;
+        // Windows sends an error the web client reads itself).
+        let why = rdp::login_refused(member);
+        context.fail(why.clone());
+        return Served::Ended(why, true);
+    }
     Served::Ended("the RDP connection ended".into(), false)
 }
 
 /// Size of one read from the guest's TLS stream (bytes): one websocket message at most.
 const CHUNK: usize = 64 * 1024;
 
+/// How a relay ended.
+struct Relayed {
+    /// The guest ended it (closed or failed), not the web client.
+    guest_closed: bool,
+    /// The web client sent a TPKT packet (RDP proper: MCS), so CredSSP, if any, was over.
+    client_spoke_rdp: bool,
+}
+
 /// Carries plaintext RDP between the web client's websocket and the TLS stream to the guest
 /// until either ends.
-async fn relay<T, Tx, Rx>(tls: T, mut tx: Tx, mut rx: Rx, counters: &Counters)
+async fn relay<T, Tx, Rx>(tls: T, mut tx: Tx, mut rx: Rx, counters: &Counters) -> Relayed
 where
     T: AsyncRead + AsyncWrite + Unpin,
     Tx: futures::Sink<Message> + Unpin,
@@ -328,8 +343,13 @@ where
         }
         let _ = tx.close().await;
     };
+    let mut client_spoke_rdp = false;
     let up = async {
         while let Some(Ok(frame)) = rx.next().await {
+            if let Message::Binary(data) = &frame {
+                // CredSSP messages are DER (0x30); RDP's are TPKT (version 3).
+                client_spoke_rdp |= data.first() == Some(&3);
+            }
             match frame {
                 Message::Binary(data)
                     if to_guest.write_all(&data).await.is_err()
@@ -343,9 +363,13 @@ where
         }
         let _ = to_guest.shutdown().await;
     };
-    tokio::select! {
-        () = down => {}
-        () = up => {}
-    }
+    let guest_closed = tokio::select! {
+        () = down => true,
+        () = up => false,
+    };
     counters.open.fetch_sub(1, Ordering::Relaxed);
+    Relayed {
+        guest_closed,
+        client_spoke_rdp,
+    }
 }

@@ -1,0 +1,252 @@
+//! RDP in the app: Connect → RDP in the app against the sandbox's real RDP server (FreeRDP's
+//! shadow server, NLA only): the certificate asked about once, a wrong password refused once
+//! with nothing left running, then the guest's desktop on the canvas (compared with the
+//! guest's own screen) and text typed in the app arriving in the guest.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use fantoccini::Client;
+use sandbox::emulator::knobs::{
+    DEFAULT_RDP_PASSWORD, DEFAULT_RDP_USER, TYPED_TEXT_ANNOTATION, XVNC_DISPLAY_ANNOTATION,
+};
+
+use crate::driver::{
+    Gui, alices_running_desktop, click, exists, js, text_of, type_into, wait_attr, wait_text,
+};
+
+/// The RDP canvas, inside the web component's shadow root.
+const CANVAS: &str =
+    r#"document.querySelector("iron-remote-desktop")?.shadowRoot?.querySelector("canvas")"#;
+
+/// The canvas's size and its colours at every 32nd pixel of every 32nd row (RGB triples), or
+/// null before it has a size.
+async fn canvas_grid(client: &Client) -> Option<(u64, u64, Vec<[u8; 3]>)> {
+    let value = js(
+        client,
+        &format!(
+            r#"const c = {CANVAS};
+               if (!c || c.width === 0) return null;
+               const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+               const out = [];
+               for (let y = 16; y < c.height; y += 32)
+                 for (let x = 16; x < c.width; x += 32) {{
+                   const i = (y * c.width + x) * 4;
+                   out.push([d[i], d[i + 1], d[i + 2]]);
+                 }}
+               return [c.width, c.height, out];"#
+        ),
+    )
+    .await;
+    let array = value.as_array()?;
+    let grid = array[2]
+        .as_array()?
+        .iter()
+        .map(|p| {
+            let p = p.as_array().expect("a pixel");
+            [0, 1, 2].map(|i| p[i].as_u64().expect("a channel") as u8)
+        })
+        .collect();
+    Some((array[0].as_u64()?, array[1].as_u64()?, grid))
+}
+
+/// The guest's own screen (its Xvnc display, read by ImageMagick) at the same points.
+fn guest_grid(display: &str, width: u64, height: u64) -> Vec<[u8; 3]> {
+    let out = Command::new("import")
+        .args([
+            "-display", display, "-window", "root", "-depth", "8", "rgb:-",
+        ])
+        .output()
+        .expect("run import");
+    assert!(
+        out.status.success(),
+        "import: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        out.stdout.len() as u64,
+        width * height * 3,
+        "the guest's screen is {width}×{height}"
+    );
+    let mut grid = Vec::new();
+    for y in (16..height).step_by(32) {
+        for x in (16..width).step_by(32) {
+            let i = ((y * width + x) * 3) as usize;
+            grid.push([out.stdout[i], out.stdout[i + 1], out.stdout[i + 2]]);
+        }
+    }
+    grid
+}
+
+/// The share of points whose colours differ by at most 24 in every channel (RDP's codecs may
+/// round).
+fn agreement(a: &[[u8; 3]], b: &[[u8; 3]]) -> f64 {
+    let same = a
+        .iter()
+        .zip(b)
+        .filter(|(p, q)| (0..3).all(|i| p[i].abs_diff(q[i]) <= 24))
+        .count();
+    same as f64 / a.len().max(1) as f64
+}
+
+/// The sessions the Sessions view lists with `needle`, as (state, text).
+async fn sessions_with(client: &Client, needle: &str) -> Vec<(String, String)> {
+    click(client, "[data-testid='sessions-button']").await;
+    text_of(client, "[data-testid='sessions-view']").await;
+    let rows = js(
+        client,
+        r#"return [...document.querySelectorAll("[data-testid^='session-']")]
+                  .filter(e => /^session-[0-9]+$/.test(e.dataset.testid))
+                  .map(e => [e.dataset.state, e.textContent]);"#,
+    )
+    .await;
+    click(client, "[data-testid='sessions-close']").await;
+    rows.as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|r| {
+            let text = r[1].as_str()?.to_owned();
+            text.contains(needle)
+                .then(|| (r[0].as_str().unwrap_or_default().to_owned(), text))
+        })
+        .collect()
+}
+
+async fn open_rdp_in_app(client: &Client, member: &str) {
+    click(client, &format!("[data-testid='connect-{member}']")).await;
+    wait_attr(client, "[data-testid='path-rdp']", "data-available", "true").await;
+    // A guest that answers on 3389 lists RDP first.
+    let first = js(
+        client,
+        r#"return document.querySelector("[data-testid^='path-']")?.dataset.testid;"#,
+    )
+    .await;
+    assert_eq!(first.as_str(), Some("path-rdp"), "RDP is the first path");
+    click(client, "[data-testid='open-rdp-in-app']").await;
+}
+
+async fn log_in(client: &Client, user: &str, password: &str) {
+    text_of(client, "[data-testid='rdp-login']").await;
+    type_into(client, "[data-testid='rdp-username']", user).await;
+    type_into(client, "[data-testid='rdp-password']", password).await;
+    click(client, "[data-testid='rdp-login-submit']").await;
+}
+
+#[tokio::test]
+async fn alice_sees_and_types_into_her_desktop_over_rdp_in_the_app() {
+    let gui = Gui::launch().await;
+    let client = &gui.client;
+    text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
+    let member = alices_running_desktop(client, "rdpapp").await;
+
+    // First connection: the certificate is shown and accepted; a wrong password is refused
+    // once, in words, and nothing is left running.
+    open_rdp_in_app(client, &member).await;
+    let fingerprint = text_of(client, "[data-testid='rdp-fingerprint']").await;
+    assert_eq!(
+        fingerprint.len(),
+        95,
+        "a SHA-256 fingerprint: {fingerprint}"
+    );
+    click(client, "[data-testid='rdp-trust-accept']").await;
+    log_in(client, DEFAULT_RDP_USER, "not-the-password").await;
+    let refused = text_of(client, "[data-testid='rdp-login-refused']").await;
+    assert!(
+        refused.contains(&member) && refused.contains("user name or password"),
+        "{refused}"
+    );
+    gui.screenshot("e2e-rdp-refused.png");
+    click(client, "[data-testid='rdp-login-cancel']").await;
+    let rdp_sessions = sessions_with(client, "RDP in the app").await;
+    assert!(!rdp_sessions.is_empty(), "the refused session is listed");
+    assert!(
+        rdp_sessions.iter().all(|(state, _)| state == "ended"),
+        "nothing left running after the refusal: {rdp_sessions:?}"
+    );
+
+    // Second connection: the certificate is known now; the right login shows the desktop.
+    let began = Instant::now();
+    open_rdp_in_app(client, &member).await;
+    log_in(client, DEFAULT_RDP_USER, DEFAULT_RDP_PASSWORD).await;
+    wait_attr(
+        client,
+        "[data-testid='rdp-status']",
+        "data-state",
+        "connected",
+    )
+    .await;
+    assert!(
+        !exists(client, "[data-testid='rdp-trust']").await,
+        "no second certificate question"
+    );
+    let admin = corral_tests::client_as("admin").await;
+    let vmi = corral_tests::vmis(&admin, "corral-vms")
+        .get(&member)
+        .await
+        .unwrap();
+    let annotations = vmi.metadata.annotations.unwrap_or_default();
+    let display = annotations[XVNC_DISPLAY_ANNOTATION].clone();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (width, height, share) = loop {
+        if let Some((w, h, grid)) = canvas_grid(client).await {
+            let share = agreement(&grid, &guest_grid(&display, w, h));
+            if share >= 0.9 {
+                break (w, h, share);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the canvas shows {:.0}% of the guest's screen",
+                share * 100.0
+            );
+        } else {
+            assert!(Instant::now() < deadline, "the RDP canvas never got a size");
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    eprintln!(
+        "RDP in the app showed the guest's desktop ({width}×{height}, {:.0}% of points alike) {:?} after Connect",
+        share * 100.0,
+        began.elapsed()
+    );
+    let status = text_of(client, "[data-testid='rdp-status']").await;
+    assert!(
+        status.contains(&format!("{width}×{height}")) && status.contains(DEFAULT_RDP_USER),
+        "{status}"
+    );
+    gui.screenshot("e2e-rdp.png");
+
+    // Text typed in the app arrives in the guest's typing sink.
+    let typed = std::path::PathBuf::from(&annotations[TYPED_TEXT_ANNOTATION]);
+    js(client, &format!("{CANVAS}.focus(); return null;")).await;
+    let text = "typed in the app 42";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        client
+            .active_element()
+            .await
+            .unwrap()
+            .send_keys(text)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let got = std::fs::read_to_string(&typed).unwrap_or_default();
+        if got.contains(text) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the guest got {got:?}, not {text:?}"
+        );
+    }
+
+    // Close ends the session.
+    click(client, "[data-testid='rdp-close']").await;
+    wait_text(client, "[data-testid='my-desktops']", &member).await;
+    let rdp_sessions = sessions_with(client, "RDP in the app").await;
+    assert!(
+        rdp_sessions.iter().all(|(state, _)| state == "ended"),
+        "Close ended the RDP session: {rdp_sessions:?}"
+    );
+    gui.close().await;
+}
