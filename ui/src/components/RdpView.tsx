@@ -536,8 +536,8 @@ export function RdpView({ target, sessions, onClose }: RdpViewProps) {
         ) : null}
       </div>
       <p className="console-hint">
-        Click the desktop to type into it. Where the guest's RDP server offers them (Windows
-        does), copied text goes both ways and the desktop follows the window's size.
+        Click the desktop to type into it. Where the guest's RDP server offers them (Windows does),
+        copied text goes both ways and the desktop follows the window's size.
       </p>
     </div>
   );
