@@ -1,7 +1,7 @@
 //! The app's local listeners serve only the user who started them: a second Unix user (made
 //! by the test: it needs root, as CI has) connecting to the VNC viewer's forward, an RDP or SSH
-//! forward, a plain port forward or the in-app console's websocket is closed at once with no
-//! byte and no stream opened (the stream client counts its requests), while the owner still
+//! forward, a plain port forward, the in-app console's websocket or RDP in the app's proxy is
+//! closed at once with no byte and no stream opened (the stream client counts its requests), while the owner still
 //! gets RFB, SSH, RDP, the echo and the console. The CLI's forwards are checked in
 //! crates/corral-vdi/tests/cli_connect.rs, the USB bridge in usb.rs.
 
@@ -69,6 +69,14 @@ async fn the_apps_listeners_serve_only_their_owner() {
     let (console_at, secret) = console_address(&console.url);
     let opened = streams.load(Ordering::Relaxed);
     assert_eq!(opened, 1, "the console's first stream");
+    // RDP in the app: its probe opens one stream of its own.
+    let rdp_app = supervisor
+        .start_rdp(alice.clone(), &ns, "own-1")
+        .await
+        .unwrap();
+    let (rdp_app_at, rdp_secret) = console_address(&rdp_app.url);
+    let opened = streams.load(Ordering::Relaxed);
+    assert_eq!(opened, 2, "the console's first stream and RDP's probe");
 
     // The other user, with what each client sends first (even the console's secret path).
     assert_other_gets_nothing("the VNC viewer's forward", viewer.local, b"").await;
@@ -86,11 +94,20 @@ async fn the_apps_listeners_serve_only_their_owner() {
         &upgrade_request(console_at, &format!("/{secret}")),
     )
     .await;
+    assert_other_gets_nothing(
+        "RDP in the app's websocket",
+        rdp_app_at,
+        &upgrade_request(rdp_app_at, &format!("/{rdp_secret}")),
+    )
+    .await;
     assert_eq!(
         streams.load(Ordering::Relaxed),
         opened,
         "no stream was opened for {OTHER_USER}"
     );
+    let view = supervisor.get(rdp_app.id).unwrap();
+    assert_eq!(view.connections_total, 0, "{view:?}");
+    assert_eq!(view.last_error, None, "{view:?}");
     for started in [viewer, rdp, ssh, echo] {
         let view = supervisor.get(started.id).unwrap();
         assert_eq!(view.connections_total, 0, "{view:?}");

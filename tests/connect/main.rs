@@ -7,6 +7,7 @@
 //! the app's and the CLI's connect refusals compared kind by kind. The desktops both refuse
 //! on are made by [`refusing_members`].
 
+mod rdp;
 mod same_refusals;
 
 use std::collections::HashSet;
