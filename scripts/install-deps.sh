@@ -84,7 +84,7 @@ APT_PACKAGES=(
   xvfb xauth webkit2gtk-driver imagemagick jq
   usbredirect freerdp2-x11 tigervnc-viewer virt-viewer rpm procps
   tigervnc-standalone-server x11-utils x11-xserver-utils freerdp2-shadow-x11 openssh-server openssh-client
-  xterm xdotool
+  xterm xdotool xrdp xclip
 )
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -96,6 +96,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # xrdp's package enables and starts a system RDP server (port 3389, sesman); the sandbox runs
+  # xrdp as a process of its own only, so the system one is turned off again.
+  if [[ " ${missing[*]} " == *" xrdp "* ]] && [ -d /run/systemd/system ]; then
+    $SUDO systemctl disable --now xrdp xrdp-sesman >/dev/null
+  fi
 fi
 finish
 
