@@ -204,6 +204,7 @@ export function RdpView({ target, sessions, onClose }: RdpViewProps) {
   const [status, setStatus] = useState<ScreenStatus>({ kind: "connecting" });
   const [fullscreen, setFullscreen] = useState(false);
   const [notice, setNotice] = useState<string | null>(null);
+  const [lastUser, setLastUser] = useState("");
   const viewRef = useRef<HTMLDivElement>(null);
   const uiRef = useRef<UserInteraction | null>(null);
   const sessionRef = useRef<number | null>(null);
@@ -331,6 +332,7 @@ export function RdpView({ target, sessions, onClose }: RdpViewProps) {
 
   const submitLogin = (opened: RdpOpened | null, login: RdpLogin, remember: boolean) => {
     loginRef.current = login;
+    setLastUser(login.username);
     setNotice(null);
     void (
       remember ? rememberRdpLogin(namespace, member, login) : forgetRdpLogin(namespace, member)
@@ -510,6 +512,7 @@ export function RdpView({ target, sessions, onClose }: RdpViewProps) {
           <LoginForm
             member={member}
             refused={step.refused}
+            initialUser={lastUser}
             onSubmit={(login, remember) => {
               submitLogin(step.opened, login, remember);
             }}
@@ -605,15 +608,18 @@ function TrustPrompt({
 function LoginForm({
   member,
   refused,
+  initialUser,
   onSubmit,
   onCancel,
 }: {
   member: string;
   refused: string | null;
+  /** The user name tried last in this view (kept after a refusal). */
+  initialUser: string;
   onSubmit: (login: RdpLogin, remember: boolean) => void;
   onCancel: () => void;
 }) {
-  const [username, setUsername] = useState("");
+  const [username, setUsername] = useState(initialUser);
   const [password, setPassword] = useState("");
   const [remember, setRemember] = useState(false);
   const userId = useId();
@@ -640,7 +646,7 @@ function LoginForm({
         id={userId}
         data-testid="rdp-username"
         autoComplete="off"
-        autoFocus
+        autoFocus={initialUser === ""}
         value={username}
         onChange={(e) => {
           setUsername(e.target.value);
@@ -651,6 +657,7 @@ function LoginForm({
         id={passwordId}
         type="password"
         data-testid="rdp-password"
+        autoFocus={initialUser !== ""}
         autoComplete="off"
         value={password}
         onChange={(e) => {
