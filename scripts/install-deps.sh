@@ -85,6 +85,7 @@ APT_PACKAGES=(
   usbredirect freerdp2-x11 tigervnc-viewer virt-viewer rpm procps
   tigervnc-standalone-server x11-utils x11-xserver-utils freerdp2-shadow-x11 openssh-server openssh-client
   xterm xdotool xrdp xclip
+  gnome-keyring
 )
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
