@@ -14,7 +14,7 @@
 //! reaper watching VMIs does it. Each VMI also has the VNC viewer slot (one viewer at a time,
 //! as virt-handler keeps it) and the four usbredir slots of KubeVirt's `clientPassthrough`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,8 +35,9 @@ use tokio::process::Child;
 use tokio::sync::{oneshot, watch};
 
 use super::knobs::{
-    RDP_PORT_ANNOTATION, TYPED_TEXT_ANNOTATION, USBREDIR_ATTACHED_ANNOTATION,
+    RDP_PORT_ANNOTATION, RdpServer, TYPED_TEXT_ANNOTATION, USBREDIR_ATTACHED_ANNOTATION,
     XVNC_DISPLAY_ANNOTATION, XVNC_PID_ANNOTATION, XVNC_RFB_PORT_ANNOTATION, rdp_credentials,
+    rdp_server,
 };
 use super::sam::write_sam;
 use super::types::{VirtualMachine, VirtualMachineInstance};
@@ -128,8 +129,8 @@ pub struct Display {
     pub rdp_port: Option<u16>,
     /// The file the typing sink appends to (`<guest dir>/typed.txt`, see the module docs).
     pub typed_text: PathBuf,
-    /// The RDP server's SAM file (`<guest dir>/rdp/sam`).
-    sam_file: PathBuf,
+    /// The shadow RDP server's SAM file (`<guest dir>/rdp/sam`); `None` with xrdp (no login).
+    sam_file: Option<PathBuf>,
     /// Programs to stop, in order (RDP server, X clients, then Xvnc).
     procs: Mutex<Vec<Child>>,
 }
@@ -209,7 +210,8 @@ impl Guests {
                     .root
                     .join("rdp-identities")
                     .join(format!("{}_{}", guest.key.namespace, guest.key.name));
-                let display = Display::start(&guest.key, &dir, &rdp_home).await?;
+                let server = rdp_server(&self.vm_annotations(&guest.key).await.unwrap_or_default());
+                let display = Display::start(&guest.key, &dir, &rdp_home, server).await?;
                 self.write_rdp_credentials(&guest.key, &display).await;
                 let mut annotations = json!({
                     XVNC_DISPLAY_ANNOTATION: format!(":{}", display.number),
@@ -238,17 +240,28 @@ impl Guests {
     /// cannot be written the RDP server keeps the old one: both are logged (never the
     /// credentials).
     async fn write_rdp_credentials(&self, key: &GuestKey, display: &Display) {
-        let vms: Api<VirtualMachine> = Api::namespaced(self.client.clone(), &key.namespace);
-        let annotations = match vms.get_opt(&key.name).await {
-            Ok(vm) => vm.map(|vm| vm.annotations().clone()).unwrap_or_default(),
-            Err(e) => {
-                tracing::warn!(guest = ?key, error = %e, "reading the VM for its RDP credentials failed");
-                return;
-            }
+        let Some(sam_file) = &display.sam_file else {
+            return;
+        };
+        let Some(annotations) = self.vm_annotations(key).await else {
+            return;
         };
         let (user, password) = rdp_credentials(&annotations);
-        if let Err(e) = write_sam(&display.sam_file, &user, &password) {
+        if let Err(e) = write_sam(sam_file, &user, &password) {
             tracing::warn!(guest = ?key, error = %format!("{e:#}"), "writing the RDP SAM file failed");
+        }
+    }
+
+    /// The annotations of the guest's VM (empty when it is gone); `None` when it cannot be read
+    /// (logged).
+    async fn vm_annotations(&self, key: &GuestKey) -> Option<BTreeMap<String, String>> {
+        let vms: Api<VirtualMachine> = Api::namespaced(self.client.clone(), &key.namespace);
+        match vms.get_opt(&key.name).await {
+            Ok(vm) => Some(vm.map(|vm| vm.annotations().clone()).unwrap_or_default()),
+            Err(e) => {
+                tracing::warn!(guest = ?key, error = %e, "reading the guest's VM failed");
+                None
+            }
         }
     }
 
@@ -510,17 +523,61 @@ pub fn screen_colour(key: &GuestKey) -> String {
     )
 }
 
-fn program(name: &str, package: &str) -> Result<PathBuf> {
+/// The path of program `name`.
+///
+/// Errors: not installed (the error names Debian's `package`).
+pub(super) fn program(name: &str, package: &str) -> Result<PathBuf> {
     find_program(name).with_context(|| {
         format!("{name} not found: install Debian's {package} (scripts/install-deps.sh does)")
     })
 }
 
+/// Starts a server that listens on the port it is given: `command(port)` for a free port of
+/// 127.0.0.1, up to three ports (another process may take a free port first). Returns the port
+/// once it accepts connections, and the process.
+///
+/// Errors: the command could not be made or spawned, or the server exited or did not listen
+/// within 15 s on every try (the last failure, with the tail of `log`, its output).
+pub(super) async fn spawn_listening(
+    log: &Path,
+    mut command: impl FnMut(u16) -> Result<tokio::process::Command>,
+) -> Result<(u16, Child)> {
+    let mut last = String::new();
+    for _ in 0..3 {
+        let port = free_port()?;
+        let mut cmd = command(port)?;
+        let program = cmd.as_std().get_program().to_string_lossy().into_owned();
+        let mut child = cmd.spawn().with_context(|| format!("start {program}"))?;
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(status) = child.try_wait()? {
+                last = format!("{program} exited ({status}): {}", log_tail(log));
+                break;
+            }
+            if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+                return Ok((port, child));
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill().await;
+                last = format!("{program} did not listen within 15 s: {}", log_tail(log));
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    bail!("{last}")
+}
+
 impl Display {
     /// Starts Xvnc on a free display (`-displayfd`) and a free RFB port, draws the VMI's screen
-    /// and starts the RDP server with `HOME` `rdp_home` (a failure of the RDP server is logged,
-    /// not fatal: port 3389 is then closed).
-    async fn start(key: &GuestKey, dir: &Path, rdp_home: &Path) -> Result<Display> {
+    /// and starts the RDP server `server` with the VM's files in `rdp_home` (a failure of the
+    /// RDP server is logged, not fatal: port 3389 is then closed).
+    async fn start(
+        key: &GuestKey,
+        dir: &Path,
+        rdp_home: &Path,
+        server: RdpServer,
+    ) -> Result<Display> {
         std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
         let xvnc = program("Xvnc", "tigervnc-standalone-server")?;
         let log = dir.join("xvnc.log");
@@ -560,14 +617,25 @@ impl Display {
                 xvnc_pid,
                 rdp_port: None,
                 typed_text: dir.join("typed.txt"),
-                sam_file: dir.join("rdp").join("sam"),
+                sam_file: (server == RdpServer::Shadow).then(|| dir.join("rdp").join("sam")),
                 procs: Mutex::new(Vec::new()),
             };
             if let Err(e) = display.draw(key, dir).await {
                 tracing::warn!(guest = ?key, error = %format!("{e:#}"), "drawing the guest screen failed");
             }
-            match display.start_rdp(dir, rdp_home).await {
-                Ok(port) => display.rdp_port = Some(port),
+            let rdp = match server {
+                RdpServer::Shadow => display.start_rdp(dir, rdp_home).await,
+                RdpServer::Xrdp => super::xrdp::start(rfb_port, dir, rdp_home).await,
+            };
+            match rdp {
+                Ok((port, rdp)) => {
+                    display.rdp_port = Some(port);
+                    display
+                        .procs
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(0, rdp);
+                }
                 Err(e) => {
                     tracing::warn!(guest = ?key, error = %format!("{e:#}"), "no RDP server: guest port 3389 stays closed");
                 }
@@ -664,50 +732,29 @@ impl Display {
     /// `freerdp-shadow-cli` shadowing this display on a free port of 127.0.0.1, taking NLA
     /// only, against the SAM file in `<dir>/rdp/` (see the module docs; the caller writes it),
     /// with `HOME` `home`, where it makes its certificate once and then keeps using it
-    /// (`.config/freerdp/shadow/shadow.crt`). Returns the port once it accepts connections.
-    async fn start_rdp(&self, dir: &Path, home: &Path) -> Result<u16> {
+    /// (`.config/freerdp/shadow/shadow.crt`). Returns the port once it accepts connections, and
+    /// the process.
+    async fn start_rdp(&self, dir: &Path, home: &Path) -> Result<(u16, Child)> {
         let shadow = program("freerdp-shadow-cli", "freerdp2-shadow-x11")?;
         std::fs::create_dir_all(home)?;
-        if let Some(sam_dir) = self.sam_file.parent() {
+        let Some(sam_file) = &self.sam_file else {
+            bail!("no SAM file for the shadow server");
+        };
+        if let Some(sam_dir) = sam_file.parent() {
             std::fs::create_dir_all(sam_dir)?;
         }
         let log = dir.join("rdp.log");
-        let mut last = String::new();
-        for _ in 0..3 {
-            let port = free_port()?;
+        spawn_listening(&log, |port| {
             let mut cmd = self.x_command(&shadow, &log)?;
             cmd.env("HOME", home)
                 .env("XDG_CONFIG_HOME", home.join(".config"))
                 .arg(format!("/port:{port}"))
                 .arg("/bind-address:127.0.0.1")
                 .args(["+auth", "/sec:nla"])
-                .arg(format!("/sam-file:{}", self.sam_file.display()));
-            let mut child = cmd.spawn().context("start freerdp-shadow-cli")?;
-            let deadline = Instant::now() + Duration::from_secs(15);
-            loop {
-                if let Some(status) = child.try_wait()? {
-                    last = format!("freerdp-shadow-cli exited ({status}): {}", log_tail(&log));
-                    break;
-                }
-                if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
-                    self.procs
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(0, child);
-                    return Ok(port);
-                }
-                if Instant::now() > deadline {
-                    let _ = child.kill().await;
-                    last = format!(
-                        "freerdp-shadow-cli did not listen within 15 s: {}",
-                        log_tail(&log)
-                    );
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-        bail!("{last}")
+                .arg(format!("/sam-file:{}", sam_file.display()));
+            Ok(cmd)
+        })
+        .await
     }
 
     /// A PNG of the whole screen (ImageMagick's `import -window root`).

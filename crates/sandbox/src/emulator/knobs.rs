@@ -22,6 +22,7 @@
 //! | `sandbox.corral.dev/guest-users: "alice,bob"` | the guest agent: absent, not connected (`userlist` answers virt-api's 500 `VMI does not have guest agent connected`); present, connected (the running VMI reports `AgentConnected`) and `userlist` lists these users, none for `""` (see [`super::agent`]) |
 //! | `sandbox.corral.dev/disk-marker: <anything>` | a stand-in for "this VM's disk was written" (there are no disks): nothing reads it and nothing but a writer removes it, so it stays through stop, start and restart; a member re-cloned from the golden VM does not have it, since a clone copies its source (the golden VM, through the clone's annotation filters), never the member it replaces |
 //! | `sandbox.corral.dev/rdp-credentials: "<user>:<password>"` | the user name and password the VM's RDP server (guest port 3389) takes through NLA, read again for every RDP connection (the password may contain `:`); absent or not of that form: [`DEFAULT_RDP_USER`] `corral`, [`DEFAULT_RDP_PASSWORD`] `corral-sandbox` (see [`super::guests`]) |
+//! | `sandbox.corral.dev/rdp-server: "xrdp"` | the VM's RDP server (guest port 3389) is xrdp in front of the VMI's Xvnc ([`super::xrdp`]): TLS without NLA and no login, with clipboard text both ways and the screen resized to the client's; absent or any other value: FreeRDP's shadow server, NLA only, no clipboard or resize. Read when the VMI's display starts (a change applies from the next VMI, e.g. after a restart) |
 //!
 //! The emulator writes VMI annotations for tests and debugging: [`USBREDIR_ATTACHED_ANNOTATION`],
 //! [`SOFT_REBOOTS_ANNOTATION`] and, once a VMI's display runs, [`XVNC_DISPLAY_ANNOTATION`],
@@ -57,6 +58,11 @@ pub const DISK_MARKER_ANNOTATION: &str = "sandbox.corral.dev/disk-marker";
 /// VM annotation: the credentials of the VM's RDP server, `"<user>:<password>"` (split at the
 /// first `:`); see [`rdp_credentials`].
 pub const RDP_CREDENTIALS_ANNOTATION: &str = "sandbox.corral.dev/rdp-credentials";
+/// VM annotation choosing the VM's RDP server: [`XRDP`] for xrdp, else FreeRDP's shadow server;
+/// see [`rdp_server`].
+pub const RDP_SERVER_ANNOTATION: &str = "sandbox.corral.dev/rdp-server";
+/// The value of [`RDP_SERVER_ANNOTATION`] that chooses xrdp.
+pub const XRDP: &str = "xrdp";
 /// The RDP user name of a VM without [`RDP_CREDENTIALS_ANNOTATION`].
 pub const DEFAULT_RDP_USER: &str = "corral";
 /// The RDP password of a VM without [`RDP_CREDENTIALS_ANNOTATION`].
@@ -129,6 +135,24 @@ pub fn rdp_credentials(annotations: &BTreeMap<String, String>) -> (String, Strin
             );
             defaults()
         }
+    }
+}
+
+/// Which program serves a VM's guest port 3389 (see [`super::guests`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RdpServer {
+    /// FreeRDP's `freerdp-shadow-cli`: NLA only, no clipboard, no resize.
+    Shadow,
+    /// xrdp in front of the VMI's Xvnc ([`super::xrdp`]): TLS, no login, clipboard, resize.
+    Xrdp,
+}
+
+/// The RDP server of a VM with these annotations: [`RdpServer::Xrdp`] when
+/// [`RDP_SERVER_ANNOTATION`] is [`XRDP`], else [`RdpServer::Shadow`].
+pub fn rdp_server(annotations: &BTreeMap<String, String>) -> RdpServer {
+    match annotations.get(RDP_SERVER_ANNOTATION).map(String::as_str) {
+        Some(XRDP) => RdpServer::Xrdp,
+        _ => RdpServer::Shadow,
     }
 }
 

@@ -29,6 +29,7 @@ pub mod scheduler;
 pub mod streams;
 pub mod types;
 pub mod vm;
+pub mod xrdp;
 
 use std::path::PathBuf;
 use std::sync::Arc;
