@@ -1,6 +1,7 @@
 //! The real guest-side servers behind the streams: VNC (a real RFB server, one viewer at a
 //! time), portforward to real SSH and RDP servers, usbredir's hellos in four slots, and a
-//! stopped VM taking its display and streams with it.
+//! stopped VM taking its display and streams with it; the opt-in xrdp guest's clipboard and
+//! resize.
 
 use std::time::Duration;
 
@@ -638,6 +639,48 @@ async fn xdotool(display: &str, args: &[&str]) -> Option<String> {
         .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
 }
 
+/// A whole RDP session: `xfreerdp` with `args` to 127.0.0.1:`port` on `display`, in a window
+/// titled `rdp-<ns>` (its output in `xfreerdp.log` in the display's HOME); returns the client
+/// and its window id once the window shows and the client is still connected.
+async fn rdp_session(
+    display: &ClientDisplay,
+    ns: &str,
+    port: u16,
+    user: &str,
+    password: &str,
+    args: &[&str],
+) -> (tokio::process::Child, String) {
+    let title = format!("rdp-{ns}");
+    let log = display.home.join("xfreerdp.log");
+    let log_file = std::fs::File::create(&log).unwrap();
+    let mut client = xfreerdp(display, port, user, password, "ignore")
+        .arg(format!("/title:{title}"))
+        .args(args)
+        .stdout(log_file.try_clone().unwrap())
+        .stderr(log_file)
+        .spawn()
+        .unwrap();
+    let window =
+        corral_tests::eventually("the RDP client's window", Duration::from_secs(30), || {
+            let (display, title) = (&display.name, &title);
+            if let Some(status) = client.try_wait().unwrap() {
+                let output = std::fs::read_to_string(&log).unwrap_or_default();
+                panic!("xfreerdp exited ({status}) before its window showed: {output}");
+            }
+            async move {
+                xdotool(display, &["search", "--name", title])
+                    .await
+                    .filter(|w| !w.is_empty())
+            }
+        })
+        .await;
+    assert!(
+        client.try_wait().unwrap().is_none(),
+        "xfreerdp is still connected"
+    );
+    (client, window)
+}
+
 #[tokio::test]
 async fn keys_typed_in_an_rdp_client_reach_the_guests_typing_sink() {
     use sandbox::emulator::guests::TYPING_SINK_TITLE;
@@ -665,40 +708,15 @@ async fn keys_typed_in_an_rdp_client_reach_the_guests_typing_sink() {
     assert_eq!(code, 0, "{output}");
 
     // A whole RDP session, in a window of its own title on the client's display.
-    let title = format!("rdp-{ns}");
-    let log = display.home.join("xfreerdp.log");
-    let log_file = std::fs::File::create(&log).unwrap();
-    let mut client = xfreerdp(
+    let (mut client, window) = rdp_session(
         &display,
+        &ns,
         port,
         DEFAULT_RDP_USER,
         DEFAULT_RDP_PASSWORD,
-        "ignore",
+        &["/size:1024x768"],
     )
-    .arg(format!("/title:{title}"))
-    .arg("/size:1024x768")
-    .stdout(log_file.try_clone().unwrap())
-    .stderr(log_file)
-    .spawn()
-    .unwrap();
-    let window =
-        corral_tests::eventually("the RDP client's window", Duration::from_secs(30), || {
-            let (display, title) = (&display.name, &title);
-            if let Some(status) = client.try_wait().unwrap() {
-                let output = std::fs::read_to_string(&log).unwrap_or_default();
-                panic!("xfreerdp exited ({status}) before its window showed: {output}");
-            }
-            async move {
-                xdotool(display, &["search", "--name", title])
-                    .await
-                    .filter(|w| !w.is_empty())
-            }
-        })
-        .await;
-    assert!(
-        client.try_wait().unwrap().is_none(),
-        "xfreerdp is still connected"
-    );
+    .await;
     xdotool(&display.name, &["windowfocus", "--sync", &window])
         .await
         .expect("focus the RDP client's window");
@@ -747,6 +765,119 @@ async fn keys_typed_in_an_rdp_client_reach_the_guests_typing_sink() {
         let all = std::fs::read_to_string(&typed).ok()?;
         // Late probes ('.') may come first.
         (all.get(before..)?.trim_start_matches('.') == want).then_some(())
+    })
+    .await;
+    assert!(
+        client.try_wait().unwrap().is_none(),
+        "xfreerdp is still connected"
+    );
+}
+
+/// A running VM whose RDP server is xrdp (`sandbox.corral.dev/rdp-server: xrdp`), a client
+/// display, and a local port forwarded to the VM's guest port 3389.
+async fn xrdp_vm(ns: &str) -> (ClientDisplay, u16) {
+    use sandbox::emulator::knobs::{RDP_SERVER_ANNOTATION, XRDP};
+    let admin = client_as("admin").await;
+    let alice = stream_client("alice").await;
+    create_vm_with(&admin, ns, "desk", "Always", |o| {
+        o["metadata"]["annotations"][RDP_SERVER_ANNOTATION] = json!(XRDP);
+    })
+    .await;
+    wait_status(&admin, ns, "desk", "Running").await;
+    let display = client_display(ns).await;
+    let port = forward_locally(alice, vmi_url(ns, "desk", "portforward/3389")).await;
+    (display, port)
+}
+
+/// The X display (`":<n>"`) of the VMI `desk` in `ns`, once it runs.
+async fn guest_display(ns: &str) -> String {
+    use sandbox::emulator::knobs::XVNC_DISPLAY_ANNOTATION;
+    let admin = client_as("admin").await;
+    corral_tests::eventually("the guest's display", STREAM_WAIT, || async {
+        let vmi = vmis(&admin, ns).get("desk").await.ok()?;
+        vmi.metadata.annotations?.remove(XVNC_DISPLAY_ANNOTATION)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn clipboard_text_crosses_an_xrdp_session_both_ways() {
+    use sandbox::emulator::xrdp::{clipboard_text, set_clipboard_text};
+    let ns = namespace("xrdpclip").await;
+    let (display, port) = xrdp_vm(&ns).await;
+
+    // The client's clipboard when the session starts reaches the guest's.
+    let from_client = format!("copied on the client {ns}");
+    set_clipboard_text(&display.name, &from_client)
+        .await
+        .unwrap();
+    // xrdp takes TLS and any user name and password (it has no NLA and asks for no login).
+    let (mut client, _window) = rdp_session(
+        &display,
+        &ns,
+        port,
+        "anyone",
+        "anything",
+        &["/sec:tls", "+clipboard"],
+    )
+    .await;
+    let guest = guest_display(&ns).await;
+    corral_tests::eventually(
+        "the client's text on the guest's clipboard",
+        STREAM_WAIT,
+        || {
+            let (guest, want) = (&guest, &from_client);
+            async move { (clipboard_text(guest).await.unwrap()? == *want).then_some(()) }
+        },
+    )
+    .await;
+
+    // Text copied in the guest reaches the client's clipboard.
+    let from_guest = format!("copied in the guest {ns}: 42 & <more>!");
+    set_clipboard_text(&guest, &from_guest).await.unwrap();
+    corral_tests::eventually(
+        "the guest's text on the client's clipboard",
+        STREAM_WAIT,
+        || {
+            let (display, want) = (&display.name, &from_guest);
+            async move { (clipboard_text(display).await.unwrap()? == *want).then_some(()) }
+        },
+    )
+    .await;
+    assert!(
+        client.try_wait().unwrap().is_none(),
+        "xfreerdp is still connected"
+    );
+}
+
+#[tokio::test]
+async fn an_xrdp_guests_screen_follows_the_rdp_window_size() {
+    use sandbox::emulator::xrdp::screen_size;
+    let ns = namespace("xrdpsize").await;
+    let (display, port) = xrdp_vm(&ns).await;
+
+    // The session starts at the client's size: the guest's screen (1024×768 before) takes it.
+    let (mut client, window) = rdp_session(
+        &display,
+        &ns,
+        port,
+        "anyone",
+        "anything",
+        &["/size:800x600", "/dynamic-resolution"],
+    )
+    .await;
+    let guest = guest_display(&ns).await;
+    corral_tests::eventually("the guest's screen at 800×600", STREAM_WAIT, || async {
+        (screen_size(&guest).await.unwrap() == (800, 600)).then_some(())
+    })
+    .await;
+
+    // Resizing the client's window resizes the guest's screen.
+    xdotool(&display.name, &["windowsize", &window, "1000", "700"])
+        .await
+        .expect("resize the RDP client's window");
+    corral_tests::eventually("the guest's screen at 1000×700", STREAM_WAIT, || async {
+        (screen_size(&guest).await.unwrap() == (1000, 700)).then_some(())
     })
     .await;
     assert!(
