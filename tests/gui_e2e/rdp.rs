@@ -1,7 +1,8 @@
 //! RDP in the app: Connect → RDP in the app against the sandbox's real RDP server (FreeRDP's
 //! shadow server, NLA only): the certificate asked about once, a wrong password refused once
 //! with nothing left running, then the guest's desktop on the canvas (compared with the
-//! guest's own screen) and text typed in the app arriving in the guest.
+//! guest's own screen) and text typed in the app arriving in the guest; the login remembered
+//! in the OS keyring (a GNOME Keyring on a private session bus) and in no file of the app.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -12,7 +13,8 @@ use sandbox::emulator::knobs::{
 };
 
 use crate::driver::{
-    Gui, alices_running_desktop, click, exists, js, text_of, type_into, wait_attr, wait_text,
+    Gui, alices_running_desktop, click, exists, js, tempdir, text_of, type_into, wait_attr,
+    wait_text,
 };
 
 /// The RDP canvas, inside the web component's shadow root.
@@ -113,6 +115,80 @@ async fn sessions_with(client: &Client, needle: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A Secret Service of the test's own: a D-Bus session bus and GNOME Keyring on it (its login
+/// keyring unlocked, in a folder of its own); both end when dropped.
+struct Keyring {
+    address: String,
+    dir: std::path::PathBuf,
+    _bus: tokio::process::Child,
+    _daemon: tokio::process::Child,
+}
+
+impl Drop for Keyring {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+async fn private_keyring() -> Keyring {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let dir = tempdir();
+    let mut bus = tokio::process::Command::new("dbus-daemon")
+        .args(["--session", "--nofork", "--print-address=1"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start dbus-daemon");
+    let mut lines = tokio::io::BufReader::new(bus.stdout.take().unwrap()).lines();
+    let address = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+        .await
+        .expect("the bus names its address")
+        .unwrap()
+        .expect("an address");
+    let mut daemon = tokio::process::Command::new("gnome-keyring-daemon")
+        .args(["--foreground", "--unlock", "--components=secrets"])
+        .env("DBUS_SESSION_BUS_ADDRESS", &address)
+        .env("XDG_DATA_HOME", dir.join("data"))
+        .env("HOME", &dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start gnome-keyring-daemon (apt-get install gnome-keyring)");
+    let mut stdin = daemon.stdin.take().unwrap();
+    stdin.write_all(b"keyring-password").await.unwrap();
+    drop(stdin);
+    // The login keyring exists once the daemon has unlocked it.
+    let login = dir.join("data/keyrings/login.keyring");
+    corral_tests::eventually("the unlocked keyring", Duration::from_secs(15), || async {
+        login.exists().then_some(())
+    })
+    .await;
+    Keyring {
+        address,
+        dir,
+        _bus: bus,
+        _daemon: daemon,
+    }
+}
+
+/// Whether any file under `dir` holds `needle`.
+fn any_file_holds(dir: &std::path::Path, needle: &[u8]) -> Option<std::path::PathBuf> {
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if let Some(found) = any_file_holds(&path, needle) {
+                return Some(found);
+            }
+        } else if std::fs::read(&path)
+            .is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle))
+        {
+            return Some(path);
+        }
+    }
+    None
+}
+
 async fn open_rdp_in_app(client: &Client, member: &str) {
     click(client, &format!("[data-testid='connect-{member}']")).await;
     wait_attr(client, "[data-testid='path-rdp']", "data-available", "true").await;
@@ -135,7 +211,8 @@ async fn log_in(client: &Client, user: &str, password: &str) {
 
 #[tokio::test]
 async fn alice_sees_and_types_into_her_desktop_over_rdp_in_the_app() {
-    let gui = Gui::launch().await;
+    let keyring = private_keyring().await;
+    let gui = Gui::launch_with(&[("DBUS_SESSION_BUS_ADDRESS", keyring.address.clone())]).await;
     let client = &gui.client;
     text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
     let member = alices_running_desktop(client, "rdpapp").await;
@@ -165,9 +242,12 @@ async fn alice_sees_and_types_into_her_desktop_over_rdp_in_the_app() {
         "nothing left running after the refusal: {rdp_sessions:?}"
     );
 
-    // Second connection: the certificate is known now; the right login shows the desktop.
+    // Second connection: the certificate is known now; the right login, remembered, shows the
+    // desktop.
     let began = Instant::now();
     open_rdp_in_app(client, &member).await;
+    text_of(client, "[data-testid='rdp-login']").await;
+    click(client, "[data-testid='rdp-remember']").await;
     log_in(client, DEFAULT_RDP_USER, DEFAULT_RDP_PASSWORD).await;
     wait_attr(
         client,
@@ -248,5 +328,24 @@ async fn alice_sees_and_types_into_her_desktop_over_rdp_in_the_app() {
         rdp_sessions.iter().all(|(state, _)| state == "ended"),
         "Close ended the RDP session: {rdp_sessions:?}"
     );
+
+    // The remembered login comes from the keyring: no question the third time. The password
+    // is in the keyring's file (encrypted) and in none of the app's files (data, logs).
+    open_rdp_in_app(client, &member).await;
+    wait_attr(
+        client,
+        "[data-testid='rdp-status']",
+        "data-state",
+        "connected",
+    )
+    .await;
+    assert!(
+        !exists(client, "[data-testid='rdp-login']").await,
+        "no login asked"
+    );
+    click(client, "[data-testid='rdp-close']").await;
+    let leak = any_file_holds(&gui.data_home, DEFAULT_RDP_PASSWORD.as_bytes());
+    assert_eq!(leak, None, "the password is in a file of the app");
     gui.close().await;
+    drop(keyring);
 }
