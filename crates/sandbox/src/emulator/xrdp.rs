@@ -26,7 +26,7 @@
 //! clipboard to the guest only when every data request it sent has been answered. xfreerdp
 //! sometimes announces one copy twice and answers one of the two requests; from then on, the
 //! session's later client-to-guest copies do not reach the guest (a new connection starts
-//! afresh, and the client's clipboard at connection time always arrives). Guest-to-client
+//! afresh, and the client's clipboard at connection time arrives, as the tests check). Guest-to-client
 //! copies are not affected.
 //!
 //! Tests reach the guest's X display through
