@@ -852,6 +852,7 @@ async fn clipboard_text_crosses_an_xrdp_session_both_ways() {
 
 #[tokio::test]
 async fn an_xrdp_guests_screen_follows_the_rdp_window_size() {
+    use sandbox::emulator::knobs::RDP_PORT_ANNOTATION;
     use sandbox::emulator::xrdp::screen_size;
     let ns = namespace("xrdpsize").await;
     let (display, port) = xrdp_vm(&ns).await;
@@ -872,6 +873,23 @@ async fn an_xrdp_guests_screen_follows_the_rdp_window_size() {
     })
     .await;
 
+    // The client shows the guest's desktop: its background colour at the bottom right.
+    let key = sandbox::emulator::guests::GuestKey {
+        namespace: ns.clone(),
+        name: "desk".into(),
+        uid: String::new(),
+    };
+    let want = sandbox::emulator::guests::screen_colour(&key);
+    corral_tests::eventually(
+        "the guest's background in the client",
+        STREAM_WAIT,
+        || async {
+            let got = window_pixel(&display.name, &window, 790, 590).await?;
+            got.eq_ignore_ascii_case(&want).then_some(())
+        },
+    )
+    .await;
+
     // Resizing the client's window resizes the guest's screen.
     xdotool(&display.name, &["windowsize", &window, "1000", "700"])
         .await
@@ -884,4 +902,44 @@ async fn an_xrdp_guests_screen_follows_the_rdp_window_size() {
         client.try_wait().unwrap().is_none(),
         "xfreerdp is still connected"
     );
+
+    // Stopping the VM stops xrdp with the display: its port closes and the client is dropped.
+    let admin = client_as("admin").await;
+    let annotations = vmis(&admin, &ns)
+        .get("desk")
+        .await
+        .unwrap()
+        .metadata
+        .annotations;
+    let rdp: u16 = annotations.unwrap()[RDP_PORT_ANNOTATION].parse().unwrap();
+    assert_eq!(subresource(&admin, &ns, "desk", "stop").await.0, 202);
+    wait_status(&admin, &ns, "desk", "Stopped").await;
+    corral_tests::eventually("xrdp gone and the client dropped", STREAM_WAIT, || {
+        let dropped = client.try_wait().unwrap().is_some();
+        async move {
+            let listening = tokio::net::TcpStream::connect(("127.0.0.1", rdp))
+                .await
+                .is_ok();
+            (!listening && dropped).then_some(())
+        }
+    })
+    .await;
+}
+
+/// The colour (`#RRGGBB`) of the pixel at `x`,`y` of `window` on `display` (ImageMagick's
+/// `import`), when it could be read.
+async fn window_pixel(display: &str, window: &str, x: u32, y: u32) -> Option<String> {
+    let output = tokio::process::Command::new("import")
+        .env("DISPLAY", display)
+        .args(["-window", window, "-crop"])
+        .arg(format!("1x1+{x}+{y}"))
+        .args(["-depth", "8", "txt:-"])
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("import runs (apt-get install imagemagick)");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let hash = text.lines().last()?.find('#')?;
+    text.lines().last()?.get(hash..hash + 7).map(str::to_owned)
 }
