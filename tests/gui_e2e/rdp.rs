@@ -1,7 +1,8 @@
 //! RDP in the app: Connect → RDP in the app against the sandbox's real RDP server (FreeRDP's
 //! shadow server, NLA only): the certificate asked about once, a wrong password refused once
 //! with nothing left running, then the guest's desktop on the canvas (compared with the
-//! guest's own screen) and text typed in the app arriving in the guest; the login remembered
+//! guest's own screen), a second Unix user shut out of the proxy's port, and text typed in the
+//! app arriving in the guest; the login remembered
 //! in the OS keyring (a GNOME Keyring on a private session bus) and in no file of the app.
 
 use std::process::Command;
@@ -172,6 +173,19 @@ async fn private_keyring() -> Keyring {
     }
 }
 
+/// The TCP addresses the app's own process listens on (`ss`): while RDP is open, its proxy.
+fn app_listeners() -> Vec<std::net::SocketAddr> {
+    let out = Command::new("ss")
+        .args(["-ltnpH"])
+        .output()
+        .expect("run ss (iproute2)");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("\"corral-vdi-cons\""))
+        .filter_map(|l| l.split_whitespace().nth(3)?.parse().ok())
+        .collect()
+}
+
 /// Whether any file under `dir` holds `needle`.
 fn any_file_holds(dir: &std::path::Path, needle: &[u8]) -> Option<std::path::PathBuf> {
     for entry in std::fs::read_dir(dir).ok()?.flatten() {
@@ -295,6 +309,18 @@ async fn alice_sees_and_types_into_her_desktop_over_rdp_in_the_app() {
         "{status}"
     );
     gui.screenshot("e2e-rdp.png");
+
+    // A second Unix user gets nothing from the proxy's port: closed at once, no handshake.
+    corral_tests::other_user();
+    let listeners = app_listeners();
+    assert!(!listeners.is_empty(), "the proxy listens");
+    for addr in listeners {
+        let upgrade = format!(
+            "GET /x HTTP/1.1\r\nHost: {addr}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        );
+        corral_tests::assert_other_gets_nothing("the RDP proxy", addr, upgrade.as_bytes()).await;
+    }
 
     // Text typed in the app arrives in the guest's typing sink.
     let typed = std::path::PathBuf::from(&annotations[TYPED_TEXT_ANNOTATION]);

@@ -13,6 +13,7 @@ use kube::Client;
 use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
 use tokio::net::TcpListener;
+use tokio::task::JoinSet;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -156,26 +157,30 @@ impl Supervisor {
         let this = self.downgrade();
         let gate_path: Arc<str> = format!("/{path}").into();
         let task = tokio::spawn(async move {
+            // Each connection on its own, so that one that sends nothing (or another user's,
+            // closed at once) holds up nobody; the session ends with the one that used the
+            // token.
+            let mut connections = JoinSet::new();
             loop {
-                let Ok((tcp, _)) = listener.accept().await else {
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                };
-                if !admitted(id, crate::peer::same_user(&tcp)) {
-                    continue;
-                }
-                let gate = ConsoleGate {
-                    path: gate_path.clone(),
-                };
-                let handshake = tokio_tungstenite::accept_hdr_async(tcp, gate);
-                let Ok(Ok(ws)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await else {
-                    continue;
-                };
-                // Only a connection with the token gets the guest; others are refused and the
-                // session waits on.
-                match serve(ws, &context).await {
-                    Served::Refused => continue,
-                    Served::Ended(reason, failed) => {
+                tokio::select! {
+                    accepted = listener.accept() => {
+                        let Ok((tcp, _)) = accepted else {
+                            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                            continue;
+                        };
+                        let (context, path) = (context.clone(), gate_path.clone());
+                        connections.spawn(async move {
+                            if !admitted(id, crate::peer::same_user(&tcp)) {
+                                return Served::Refused;
+                            }
+                            let handshake = tokio_tungstenite::accept_hdr_async(tcp, ConsoleGate { path });
+                            match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+                                Ok(Ok(ws)) => serve(ws, &context).await,
+                                _ => Served::Refused,
+                            }
+                        });
+                    }
+                    Some(Ok(Served::Ended(reason, failed))) = connections.join_next() => {
                         this.finish(id, &reason, failed);
                         return;
                     }
