@@ -16,18 +16,21 @@
 //!   session needs nothing typed: OK connects.
 //! - **Clipboard text both ways** (cliprdr ⇄ RFB cut text): the guest's X `CLIPBOARD` (and
 //!   `PRIMARY`) to the client, and the client's clipboard to the guest's. Text only, and only
-//!   ISO-8859-1 (what RFB cut text carries): other characters are dropped by xrdp.
+//!   ISO-8859-1 (what RFB cut text carries): other characters become `?` from the guest (Xvnc
+//!   converts them) and are dropped from the client (xrdp does).
 //! - **The screen follows the client's size**: at connection xrdp sets Xvnc's screen to the
 //!   client's desktop size (RFB `SetDesktopSize`, which TigerVNC implements with RandR), and
 //!   again whenever the client sends a new layout on the display control channel (a resized
 //!   window with `/dynamic-resolution`). The size stays after the client leaves.
 //!
-//! Known limit, seen with xfreerdp 2.11 as the client: xrdp 0.9.21 forwards a client's
-//! clipboard to the guest only when every data request it sent has been answered. xfreerdp
-//! sometimes announces one copy twice and answers one of the two requests; from then on, the
-//! session's later client-to-guest copies do not reach the guest (a new connection starts
-//! afresh, and the client's clipboard at connection time arrives, as the tests check). Guest-to-client
-//! copies are not affected.
+//! Known limit, seen with xfreerdp 2.11 as the client: xrdp 0.9.21 passes a client's clipboard
+//! on to the guest only once every data request it sent has been answered (`vnc/vnc_clip.c`,
+//! `handle_cb_format_data_response`). For a copy made during a session xfreerdp mostly
+//! announces its formats twice and answers one of the two requests, and from then on no
+//! client-to-guest copy of that session reaches the guest (a mismatch also reported with
+//! xfreerdp in neutrinolabs/xrdp#1955, where Windows' client was fine). What is on the client's
+//! clipboard when a session starts does arrive, as the tests check, and guest-to-client copies
+//! are not affected.
 //!
 //! Tests reach the guest's X display through
 //! [`XVNC_DISPLAY_ANNOTATION`](super::knobs::XVNC_DISPLAY_ANNOTATION) (`":<n>"`) and read or set
