@@ -27,8 +27,8 @@
 //! on to the guest only once every data request it sent has been answered (`vnc/vnc_clip.c`,
 //! `handle_cb_format_data_response`). For a copy made during a session xfreerdp mostly
 //! announces its formats twice and answers one of the two requests, and from then on no
-//! client-to-guest copy of that session reaches the guest (a mismatch also reported with
-//! xfreerdp in neutrinolabs/xrdp#1955, where Windows' client was fine). What is on the client's
+//! client-to-guest copy of that session reaches the guest (neutrinolabs/xrdp#1955 reports a
+//! client-to-server clipboard that stops working with xfreerdp, not with Windows' client). What is on the client's
 //! clipboard when a session starts does arrive, as the tests check, and guest-to-client copies
 //! are not affected.
 //!
