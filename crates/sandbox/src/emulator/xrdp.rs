@@ -237,3 +237,38 @@ pub async fn screen_size(display: &str) -> Result<(u32, u32)> {
         })
         .with_context(|| format!("xdpyinfo on {display} printed no dimensions"))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+    use crate::emulator::knobs::{RDP_SERVER_ANNOTATION, RdpServer, XRDP, rdp_server};
+
+    #[test]
+    fn only_the_xrdp_annotation_chooses_xrdp() {
+        let with =
+            |value: &str| BTreeMap::from([(RDP_SERVER_ANNOTATION.to_owned(), value.to_owned())]);
+        assert_eq!(rdp_server(&BTreeMap::new()), RdpServer::Shadow);
+        assert_eq!(rdp_server(&with(XRDP)), RdpServer::Xrdp);
+        for other in ["", "XRDP", "shadow", "xrdp "] {
+            assert_eq!(rdp_server(&with(other)), RdpServer::Shadow, "{other:?}");
+        }
+    }
+
+    #[test]
+    fn the_certificate_is_made_once_and_private() {
+        let home = std::env::temp_dir().join(format!("corral-xrdp-cert-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        let path = certificate(&home).unwrap();
+        let first = std::fs::read_to_string(&path).unwrap();
+        assert!(first.contains("-----BEGIN CERTIFICATE-----"), "{first}");
+        assert!(first.contains("-----BEGIN PRIVATE KEY-----"), "{first}");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(certificate(&home).unwrap(), path);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), first, "kept");
+        std::fs::remove_dir_all(&home).unwrap();
+    }
+}
