@@ -29,6 +29,7 @@ import {
 import { findSession } from "../lib/sessions";
 import type { ConsoleState } from "../useConsole";
 import { ActionError } from "./ActionNotice";
+import { RemoteHeading, useDesktopTitle, useFullscreen } from "./RemoteView";
 
 /** The screen's background around a desktop smaller than the window. */
 const SCREEN_BACKGROUND = "#1e2329";
@@ -195,8 +196,7 @@ export function ConsoleView({
     null,
   );
   const [scale, setScale] = useState(true);
-  const [fullscreen, setFullscreen] = useState(false);
-  const [fullscreenError, setFullscreenError] = useState<string | null>(null);
+  const { fullscreen, error: fullscreenError, toggle: toggleFullscreen } = useFullscreen(viewRef);
   const [combo, setCombo] = useState(KEY_COMBOS[0].id);
   const [text, setText] = useState("");
   const [typing, setTyping] = useState<{ done: number; total: number } | null>(null);
@@ -231,27 +231,7 @@ export function ConsoleView({
     viewRef.current?.focus();
   }, []);
 
-  // Name the window after the desktop while the console is open.
-  useEffect(() => {
-    const previous = document.title;
-    document.title = `${target.member} (${target.namespace}) · Console · Corral VDI Console`;
-    return () => {
-      document.title = previous;
-    };
-  }, [target.member, target.namespace]);
-
-  useEffect(() => {
-    const onChange = () => {
-      setFullscreen(document.fullscreenElement !== null);
-    };
-    document.addEventListener("fullscreenchange", onChange);
-    return () => {
-      document.removeEventListener("fullscreenchange", onChange);
-      if (document.fullscreenElement !== null) {
-        void document.exitFullscreen().catch(() => undefined);
-      }
-    };
-  }, []);
+  useDesktopTitle(target.member, target.namespace, "Console");
 
   // Shift+F12 takes the keyboard back from the desktop, before noVNC sees the key.
   useEffect(() => {
@@ -281,21 +261,6 @@ export function ConsoleView({
   const withRfb = (action: (rfb: RFB) => void) => {
     const rfb = rfbRef.current;
     if (rfb !== null) action(rfb);
-  };
-
-  const toggleFullscreen = () => {
-    setFullscreenError(null);
-    if (document.fullscreenElement !== null) {
-      void document.exitFullscreen().catch(() => undefined);
-      return;
-    }
-    const view = viewRef.current;
-    if (view === null) return;
-    view.requestFullscreen().catch((reason: unknown) => {
-      setFullscreenError(
-        `Full screen is not available here${reason instanceof Error ? `: ${reason.message}` : ""}.`,
-      );
-    });
   };
 
   const stopTyping = () => {
@@ -350,21 +315,15 @@ export function ConsoleView({
       tabIndex={-1}
     >
       <div className="console-bar">
-        <div className="console-heading">
-          <h1 id={titleId} className="console-title">
-            Console: <span className="mono">{target.member}</span>{" "}
-            <span className="console-ns mono">in namespace {target.namespace}</span>
-          </h1>
-          <p
-            className={`console-status console-status-${statusState}`}
-            data-testid="console-status"
-            data-state={statusState}
-            role="status"
-            aria-live="polite"
-          >
-            {statusText}
-          </p>
-        </div>
+        <RemoteHeading
+          titleId={titleId}
+          what="Console"
+          member={target.member}
+          namespace={target.namespace}
+          state={statusState}
+          statusText={statusText}
+          statusTestId="console-status"
+        />
         <div className="console-tools" role="group" aria-label="Console controls">
           <button
             type="button"

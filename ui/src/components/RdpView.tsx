@@ -28,6 +28,7 @@ import {
 } from "../lib/rdp";
 import { findSession } from "../lib/sessions";
 import { ActionError } from "./ActionNotice";
+import { RemoteHeading, useDesktopTitle, useFullscreen, type RemoteState } from "./RemoteView";
 
 /** The member whose desktop the RDP view shows. */
 export type RdpTarget = { namespace: string; member: string };
@@ -202,7 +203,6 @@ export function RdpView({ target, sessions, onClose }: RdpViewProps) {
   const { namespace, member } = target;
   const [shownStep, setStep] = useState<Step>({ kind: "opening" });
   const [status, setStatus] = useState<ScreenStatus>({ kind: "connecting" });
-  const [fullscreen, setFullscreen] = useState(false);
   const [notice, setNotice] = useState<string | null>(null);
   const [lastUser, setLastUser] = useState("");
   const viewRef = useRef<HTMLDivElement>(null);
@@ -283,20 +283,8 @@ export function RdpView({ target, sessions, onClose }: RdpViewProps) {
     viewRef.current?.focus();
   }, []);
 
-  useEffect(() => {
-    const previous = document.title;
-    document.title = `${member} (${namespace}) · RDP · Corral VDI Console`;
-    const onChange = () => {
-      setFullscreen(document.fullscreenElement !== null);
-    };
-    document.addEventListener("fullscreenchange", onChange);
-    return () => {
-      document.title = previous;
-      document.removeEventListener("fullscreenchange", onChange);
-      if (document.fullscreenElement !== null)
-        void document.exitFullscreen().catch(() => undefined);
-    };
-  }, [member, namespace]);
+  useDesktopTitle(member, namespace, "RDP");
+  const { fullscreen, error: fullscreenError, toggle: toggleFullscreen } = useFullscreen(viewRef);
 
   const sessionId =
     shownStep.kind === "opening" || shownStep.kind === "failed"
@@ -346,21 +334,9 @@ export function RdpView({ target, sessions, onClose }: RdpViewProps) {
     }
   };
 
-  const toggleFullscreen = () => {
-    if (document.fullscreenElement !== null) {
-      void document.exitFullscreen().catch(() => undefined);
-    } else {
-      viewRef.current?.requestFullscreen().catch((reason: unknown) => {
-        setNotice(
-          `Full screen is not available here${reason instanceof Error ? `: ${reason.message}` : ""}.`,
-        );
-      });
-    }
-  };
-
   const connected = step.kind === "screen" && status.kind === "connected";
   let statusText: string;
-  let state: "connecting" | "connected" | "disconnected" = "connecting";
+  let state: RemoteState = "connecting";
   if (step.kind === "opening") statusText = `Asking ${member}'s RDP server for TLS and NLA…`;
   else if (step.kind === "failed") {
     statusText = step.error.message;
@@ -390,21 +366,15 @@ export function RdpView({ target, sessions, onClose }: RdpViewProps) {
       tabIndex={-1}
     >
       <div className="console-bar">
-        <div className="console-heading">
-          <h1 id={titleId} className="console-title">
-            RDP: <span className="mono">{member}</span>{" "}
-            <span className="console-ns mono">in namespace {namespace}</span>
-          </h1>
-          <p
-            className={`console-status console-status-${state}`}
-            data-testid="rdp-status"
-            data-state={state}
-            role="status"
-            aria-live="polite"
-          >
-            {statusText}
-          </p>
-        </div>
+        <RemoteHeading
+          titleId={titleId}
+          what="RDP"
+          member={member}
+          namespace={namespace}
+          state={state}
+          statusText={statusText}
+          statusTestId="rdp-status"
+        />
         <div className="console-tools" role="group" aria-label="RDP controls">
           <button
             type="button"
@@ -457,6 +427,11 @@ export function RdpView({ target, sessions, onClose }: RdpViewProps) {
           </button>
         </div>
       </div>
+      {fullscreenError !== null ? (
+        <p className="console-tool-error" role="alert">
+          {fullscreenError}
+        </p>
+      ) : null}
       {notice !== null ? (
         <p className="console-tool-error" role="alert">
           {notice}
