@@ -95,6 +95,7 @@ bench: deps ui
 	cargo build --release --locked -p corral-vdi-console -p corral-vdi -p corral-blank-app
 	cargo bench -p corral-tests --bench startup
 	cargo bench -p corral-tests --bench ui_scale
+	cargo bench -p corral-tests --bench rdp
 
 # Linux installers (.deb, .rpm) in dist/, with the app and the CLI; prints them and their sizes.
 package: ui

@@ -52,16 +52,23 @@ fn release_binary(name: &str) -> PathBuf {
 ///
 /// Errors: either is missing (with the command that builds both).
 pub fn release_apps() -> anyhow::Result<(PathBuf, PathBuf)> {
-    let blank = release_binary("corral-blank-app");
-    let console = release_binary("corral-vdi-console");
-    for binary in [&blank, &console] {
-        anyhow::ensure!(
-            binary.exists(),
-            "{} is missing: cargo build --release --locked -p corral-vdi-console -p corral-vdi -p corral-blank-app",
-            binary.display()
-        );
-    }
-    Ok((blank, console))
+    Ok((
+        release_app("corral-blank-app")?,
+        release_app("corral-vdi-console")?,
+    ))
+}
+
+/// The release build of app `name` (`corral-vdi-console`, `corral-blank-app`).
+///
+/// Errors: it is missing (with the command that builds it).
+pub fn release_app(name: &str) -> anyhow::Result<PathBuf> {
+    let binary = release_binary(name);
+    anyhow::ensure!(
+        binary.exists(),
+        "{} is missing: cargo build --release --locked -p corral-vdi-console -p corral-vdi -p corral-blank-app",
+        binary.display()
+    );
+    Ok(binary)
 }
 
 /// Every process as (pid, parent pid, command name, resident bytes).
