@@ -19,13 +19,13 @@ import {
 import type { ErrorView, RdpLogin, RdpOpened, SessionView } from "../bindings";
 import {
   describeRdpFailure,
-  describeSize,
   desktopSizeFor,
   ironFacts,
   isLoginRefused,
   sessionSaysLoginRefused,
   type IronFacts,
 } from "../lib/rdp";
+import { formatScreenSize } from "../lib/console";
 import { findSession } from "../lib/sessions";
 import { ActionError } from "./ActionNotice";
 import { RemoteHeading, useDesktopTitle, useFullscreen, type RemoteState } from "./RemoteView";
@@ -141,19 +141,17 @@ function RdpScreen({ opened, login, uiRef, onStatus }: RdpScreenProps) {
           el.setAttribute("scale", "fit");
           el.setAttribute("flexcenter", "true");
           el.setAttribute("verbose", "false");
-          el.addEventListener("ready", (event) => {
-            const detail = (event as CustomEvent<{ irgUserInteraction: UserInteraction }>).detail;
-            void start(detail.irgUserInteraction);
-          });
           // The guest's size follows the window: report the canvas's whenever it changes.
           const sizes = new MutationObserver(() => {
             const now = canvasSize();
             if (!disposed && uiRef.current !== null) report({ kind: "connected", ...now });
           });
-          el.addEventListener("ready", () => {
+          el.addEventListener("ready", (event) => {
             const canvas = el.shadowRoot?.querySelector("canvas");
             if (canvas)
               sizes.observe(canvas, { attributes: true, attributeFilter: ["width", "height"] });
+            const detail = (event as CustomEvent<{ irgUserInteraction: UserInteraction }>).detail;
+            void start(detail.irgUserInteraction);
           });
           element = el;
           host.appendChild(el);
@@ -346,7 +344,7 @@ export function RdpView({ target, sessions, onClose }: RdpViewProps) {
     statusText = `${member} wants a login (Network Level Authentication).`;
   else if (status.kind === "connecting") statusText = `Connecting to ${member}…`;
   else if (status.kind === "connected") {
-    statusText = `Connected · ${describeSize(status.width, status.height)}${step.login ? ` · as ${step.login.username}` : ""} · TLS ${step.opened.endpoint.probe.fingerprint.slice(0, 11)}…`;
+    statusText = `Connected · ${formatScreenSize(status.width, status.height)}${step.login ? ` · as ${step.login.username}` : ""} · TLS ${step.opened.endpoint.probe.fingerprint.slice(0, 11)}…`;
     state = "connected";
   } else if (status.kind === "ended") {
     statusText = `Disconnected: ${backendReason ?? status.reason}.`;

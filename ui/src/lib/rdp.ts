@@ -102,11 +102,6 @@ export function describeRdpFailure(
   }
 }
 
-/** The remote desktop's size in words. */
-export function describeSize(width: number, height: number): string {
-  return `${width}×${height}`;
-}
-
 /** The size to ask the guest for: the stage's, in whole pixels, within what RDP allows. */
 export function desktopSizeFor(width: number, height: number): { width: number; height: number } {
   // MS-RDPEDISP: 200 to 8192 pixels a side, and an even width.
