@@ -19,6 +19,7 @@
 //! [RDCleanPath]: https://github.com/Devolutions/IronRDP/tree/master/crates/ironrdp-rdcleanpath
 
 pub mod cleanpath;
+pub mod framing;
 pub mod tls;
 pub mod trust;
 pub mod x224;

@@ -23,6 +23,7 @@ use super::registry::admitted;
 use super::{Counters, SessionKind, Supervisor};
 use crate::error::{Error, ErrorKind, Result};
 use crate::rdp::cleanpath::{self, Read, Refusal};
+use crate::rdp::framing::PduFramer;
 use crate::rdp::{self, NEGOTIATION_TIMEOUT, Probe, RDP_PORT, tls, x224};
 use crate::stream::{self, Subresource};
 
@@ -322,7 +323,7 @@ struct Relayed {
 }
 
 /// Carries plaintext RDP between the web client's websocket and the TLS stream to the guest
-/// until either ends.
+/// until either ends; the guest's RDP output goes one PDU a message ([`PduFramer`]).
 async fn relay<T, Tx, Rx>(tls: T, mut tx: Tx, mut rx: Rx, counters: &Counters) -> Relayed
 where
     T: AsyncRead + AsyncWrite + Unpin,
@@ -333,27 +334,39 @@ where
     counters.open.fetch_add(1, Ordering::Relaxed);
     counters.total.fetch_add(1, Ordering::Relaxed);
     let (mut from_guest, mut to_guest) = tokio::io::split(tls);
+    // Whether the web client sent a TPKT packet yet: CredSSP messages are DER (0x30), RDP's are
+    // TPKT (version 3). From then on the guest speaks only RDP PDUs, which go one a message.
+    let client_spoke_rdp = std::sync::atomic::AtomicBool::new(false);
     let down = async {
         let mut buf = vec![0u8; CHUNK];
-        loop {
-            match from_guest.read(&mut buf).await {
+        let mut framer = PduFramer::default();
+        'read: loop {
+            let n = match from_guest.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    let data = bytes::Bytes::copy_from_slice(&buf[..n]);
-                    if tx.send(Message::Binary(data)).await.is_err() {
-                        break;
-                    }
+                Ok(n) => n,
+            };
+            let messages = if client_spoke_rdp.load(Ordering::Acquire) {
+                framer.push(&buf[..n])
+            } else {
+                vec![bytes::Bytes::copy_from_slice(&buf[..n])]
+            };
+            for data in messages {
+                if tx.send(Message::Binary(data)).await.is_err() {
+                    break 'read;
                 }
             }
         }
+        if let Some(rest) = framer.remainder() {
+            let _ = tx.send(Message::Binary(rest)).await;
+        }
         let _ = tx.close().await;
     };
-    let mut client_spoke_rdp = false;
     let up = async {
         while let Some(Ok(frame)) = rx.next().await {
-            if let Message::Binary(data) = &frame {
-                // CredSSP messages are DER (0x30); RDP's are TPKT (version 3).
-                client_spoke_rdp |= data.first() == Some(&3);
+            if let Message::Binary(data) = &frame
+                && data.first() == Some(&3)
+            {
+                client_spoke_rdp.store(true, Ordering::Release);
             }
             match frame {
                 Message::Binary(data)
@@ -375,6 +388,6 @@ where
     counters.open.fetch_sub(1, Ordering::Relaxed);
     Relayed {
         guest_closed,
-        client_spoke_rdp,
+        client_spoke_rdp: client_spoke_rdp.into_inner(),
     }
 }
