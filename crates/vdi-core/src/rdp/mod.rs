@@ -19,6 +19,8 @@
 //! [RDCleanPath]: https://github.com/Devolutions/IronRDP/tree/master/crates/ironrdp-rdcleanpath
 
 pub mod cleanpath;
+pub mod client_core;
+pub mod deactivate;
 pub mod framing;
 pub mod tls;
 pub mod trust;

@@ -23,6 +23,8 @@ use super::registry::admitted;
 use super::{Counters, SessionKind, Supervisor};
 use crate::error::{Error, ErrorKind, Result};
 use crate::rdp::cleanpath::{self, Read, Refusal};
+use crate::rdp::client_core;
+use crate::rdp::deactivate::DeactivateAll;
 use crate::rdp::framing::PduFramer;
 use crate::rdp::{self, NEGOTIATION_TIMEOUT, Probe, RDP_PORT, tls, x224};
 use crate::stream::{self, Subresource};
@@ -323,7 +325,9 @@ struct Relayed {
 }
 
 /// Carries plaintext RDP between the web client's websocket and the TLS stream to the guest
-/// until either ends; the guest's RDP output goes one PDU a message ([`PduFramer`]).
+/// until either ends; the guest's RDP output goes one PDU a message ([`PduFramer`]). Two things
+/// the web client the app ships cannot take are mended on the way: a Connect Initial announcing
+/// client build 0 ([`client_core`]) and xrdp's header-only Deactivate All ([`DeactivateAll`]).
 async fn relay<T, Tx, Rx>(tls: T, mut tx: Tx, mut rx: Rx, counters: &Counters) -> Relayed
 where
     T: AsyncRead + AsyncWrite + Unpin,
@@ -340,6 +344,7 @@ where
     let down = async {
         let mut buf = vec![0u8; CHUNK];
         let mut framer = PduFramer::default();
+        let mut deactivate = DeactivateAll::default();
         'read: loop {
             let n = match from_guest.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
@@ -350,7 +355,7 @@ where
             } else {
                 vec![bytes::Bytes::copy_from_slice(&buf[..n])]
             };
-            for data in messages {
+            for data in messages.into_iter().flat_map(|pdu| deactivate.adapt(pdu)) {
                 if tx.send(Message::Binary(data)).await.is_err() {
                     break 'read;
                 }
@@ -363,11 +368,23 @@ where
     };
     let up = async {
         while let Some(Ok(frame)) = rx.next().await {
-            if let Message::Binary(data) = &frame
-                && data.first() == Some(&3)
-            {
-                client_spoke_rdp.store(true, Ordering::Release);
-            }
+            let frame = match frame {
+                // The first TPKT packet is the MCS Connect Initial: announce a build xrdp resizes.
+                Message::Binary(data)
+                    if data.first() == Some(&3) && !client_spoke_rdp.load(Ordering::Acquire) =>
+                {
+                    client_spoke_rdp.store(true, Ordering::Release);
+                    let mut pdu = data.to_vec();
+                    if client_core::announce_build(&mut pdu) {
+                        tracing::debug!(
+                            build = client_core::CLIENT_BUILD,
+                            "announced client build"
+                        );
+                    }
+                    Message::Binary(pdu.into())
+                }
+                other => other,
+            };
             match frame {
                 Message::Binary(data)
                     if to_guest.write_all(&data).await.is_err()
