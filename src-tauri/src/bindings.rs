@@ -91,6 +91,8 @@ pub fn builder() -> Builder<tauri::Wry> {
             crate::rdp::saved_rdp_login,
             crate::rdp::remember_rdp_login,
             crate::rdp::forget_rdp_login,
+            crate::clipboard::clipboard_text,
+            crate::clipboard::set_clipboard_text,
             crate::connect::open_viewer,
             crate::connect::open_rdp,
             crate::connect::save_rdp_file,

@@ -4,6 +4,7 @@
 
 pub mod bindings;
 mod capacity;
+mod clipboard;
 mod commands;
 mod connect;
 mod kubeconfig;
@@ -118,6 +119,7 @@ pub fn run() {
             }
             hint_if_blank(app.handle());
             kubeconfig::follow(app.handle(), source.clone());
+            app.manage(clipboard::OsClipboard::default());
             app.manage(AppState {
                 source,
                 cluster: Mutex::new(None),

@@ -279,6 +279,16 @@ export function forgetRdpLogin(namespace: string, member: string): Promise<Resul
   return call(() => commands.forgetRdpLogin(namespace, member));
 }
 
+/** The text on the OS clipboard (null: none), read by the backend. */
+export function clipboardText(): Promise<Result<string | null>> {
+  return call(() => commands.clipboardText());
+}
+
+/** Puts `text` on the OS clipboard, through the backend. */
+export function setClipboardText(text: string): Promise<Result<null>> {
+  return call(() => commands.setClipboardText(text));
+}
+
 /**
  * Opens `member`'s console in the platform's viewer (remote-viewer, else TigerVNC) through a
  * forward on 127.0.0.1. Someone else viewing fails it with kind "busy" unless `takeOver`.

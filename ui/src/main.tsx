@@ -1,7 +1,9 @@
 import { StrictMode } from "react";
 import { createRoot } from "react-dom/client";
 import { App } from "./App";
+import { backendAvailable, clipboardText, setClipboardText } from "./api";
 import { openEarlyCluster } from "./earlyCluster";
+import { backendClipboard, installPageClipboard } from "./lib/clipboard";
 import { followTheme } from "./lib/theme";
 import "./styles.css";
 
@@ -9,6 +11,9 @@ import "./styles.css";
 followTheme();
 // Before the first render, so that the cluster's first answers travel while React renders.
 openEarlyCluster();
+
+// In the app's window the clipboard is the OS's, through the backend (WebKitGTK refuses reads).
+if (backendAvailable()) installPageClipboard(backendClipboard(clipboardText, setClipboardText));
 
 const root = document.getElementById("root");
 if (!root) {

@@ -152,6 +152,18 @@ export const commands = {
 	/**  Forgets the login remembered for `member` (nothing remembered is no error). */
 	forgetRdpLogin: (namespace: string, member: string) => __TAURI_INVOKE<null>("forget_rdp_login", { namespace, member }),
 	/**
+	 *  The text on the OS clipboard, or `None` when it holds none (empty, or only an image).
+	 * 
+	 *  Errors: the clipboard cannot be opened or read (no desktop session).
+	 */
+	clipboardText: () => __TAURI_INVOKE<string | null>("clipboard_text"),
+	/**
+	 *  Puts `text` on the OS clipboard (it stays while the app runs).
+	 * 
+	 *  Errors: the clipboard cannot be opened or written.
+	 */
+	setClipboardText: (text: string) => __TAURI_INVOKE<null>("set_clipboard_text", { text }),
+	/**
 	 *  Opens `member`'s console in the platform's viewer (remote-viewer, else TigerVNC):
 	 *  [`Connector::open_viewer`].
 	 */

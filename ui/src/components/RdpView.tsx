@@ -25,6 +25,7 @@ import {
   sessionSaysLoginRefused,
   type IronFacts,
 } from "../lib/rdp";
+import { syncRdpClipboard } from "../lib/clipboard";
 import { formatScreenSize } from "../lib/console";
 import { findSession } from "../lib/sessions";
 import { ActionError } from "./ActionNotice";
@@ -88,6 +89,7 @@ function RdpScreen({ opened, login, uiRef, onStatus }: RdpScreenProps) {
     const gone = () => disposed;
     let element: HTMLElement | null = null;
     let resizeTimer: ReturnType<typeof setTimeout> | undefined;
+    let stopClipboard = () => {};
     const observer = new ResizeObserver(() => {
       clearTimeout(resizeTimer);
       resizeTimer = setTimeout(() => {
@@ -122,11 +124,13 @@ function RdpScreen({ opened, login, uiRef, onStatus }: RdpScreenProps) {
         ui.setVisibility(true);
         report({ kind: "connected", ...info.initialDesktopSize });
         observer.observe(host);
+        stopClipboard = syncRdpClipboard(ui, navigator.clipboard);
         const end = await info.run();
         if (!gone()) report({ kind: "ended", reason: end.reason() });
       } catch (reason: unknown) {
         if (!gone()) report({ kind: "failed", facts: ironFacts(reason) });
       } finally {
+        stopClipboard();
         uiRef.current = null;
       }
     };
@@ -151,7 +155,11 @@ function RdpScreen({ opened, login, uiRef, onStatus }: RdpScreenProps) {
             if (canvas)
               sizes.observe(canvas, { attributes: true, attributeFilter: ["width", "height"] });
             const detail = (event as CustomEvent<{ irgUserInteraction: UserInteraction }>).detail;
-            void start(detail.irgUserInteraction);
+            // A task later: the component sets up its clipboard just after `ready`, and a
+            // session started before that has no clipboard channel.
+            setTimeout(() => {
+              if (!disposed) void start(detail.irgUserInteraction);
+            }, 0);
           });
           element = el;
           host.appendChild(el);
@@ -167,6 +175,7 @@ function RdpScreen({ opened, login, uiRef, onStatus }: RdpScreenProps) {
       clearTimeout(timer);
       clearTimeout(resizeTimer);
       observer.disconnect();
+      stopClipboard();
       uiRef.current?.shutdown();
       uiRef.current = null;
       element?.remove();
