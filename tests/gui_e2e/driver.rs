@@ -310,8 +310,36 @@ pub(crate) async fn js(client: &Client, script: &str) -> serde_json::Value {
 /// alice's running desktop from pool `pool` (golden spec members) in `corral-vms`, claimed
 /// through the app's "Get a desktop"; returns its name.
 pub(crate) async fn alices_running_desktop(client: &Client, pool: &str) -> String {
+    alices_running_desktop_annotated(client, pool, &[]).await
+}
+
+/// [`alices_running_desktop`] on members whose VirtualMachines carry `annotations` (the
+/// sandbox's guest knobs, read when the VMI starts).
+pub(crate) async fn alices_running_desktop_annotated(
+    client: &Client,
+    pool: &str,
+    annotations: &[(&str, &str)],
+) -> String {
+    let admin = corral_tests::client_as("admin").await;
     for i in 1..=2 {
-        corral_tests::desktop_member("corral-vms", pool, &format!("{pool}-{i}"), true).await;
+        let name = format!("{pool}-{i}");
+        corral_tests::desktop_member("corral-vms", pool, &name, true).await;
+        if !annotations.is_empty() {
+            let annotations: serde_json::Map<_, _> = annotations
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), serde_json::json!(v)))
+                .collect();
+            corral_tests::vms(&admin, "corral-vms")
+                .patch(
+                    &name,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(
+                        serde_json::json!({ "metadata": { "annotations": annotations } }),
+                    ),
+                )
+                .await
+                .unwrap();
+        }
     }
     choose(client, "[data-testid='context-select']", "alice").await;
     wait_text(client, "[data-testid='identity-badge']", "alice").await;

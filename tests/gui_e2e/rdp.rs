@@ -4,18 +4,22 @@
 //! guest's own screen), a second Unix user shut out of the proxy's port, and text typed in the
 //! app arriving in the guest; the login remembered
 //! in the OS keyring (a GNOME Keyring on a private session bus) and in no file of the app.
+//! Against the sandbox's xrdp guest (clipboard and display control, TLS without NLA): clipboard
+//! text both ways, and the guest's screen following the window's size.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use fantoccini::Client;
 use sandbox::emulator::knobs::{
-    DEFAULT_RDP_PASSWORD, DEFAULT_RDP_USER, TYPED_TEXT_ANNOTATION, XVNC_DISPLAY_ANNOTATION,
+    DEFAULT_RDP_PASSWORD, DEFAULT_RDP_USER, RDP_SERVER_ANNOTATION, TYPED_TEXT_ANNOTATION, XRDP,
+    XVNC_DISPLAY_ANNOTATION,
 };
+use sandbox::emulator::xrdp::{clipboard_text, screen_size, set_clipboard_text};
 
 use crate::driver::{
-    Gui, alices_running_desktop, click, exists, js, tempdir, text_of, type_into, wait_attr,
-    wait_text,
+    Gui, alices_running_desktop, alices_running_desktop_annotated, click, exists, js, tempdir,
+    text_of, type_into, wait_attr, wait_text,
 };
 
 /// The RDP canvas, inside the web component's shadow root.
@@ -374,4 +378,153 @@ async fn alice_sees_and_types_into_her_desktop_over_rdp_in_the_app() {
     assert_eq!(leak, None, "the password is in a file of the app");
     gui.close().await;
     drop(keyring);
+}
+
+/// Keeps what the page writes to its console in `window.__console` (IronRDP's web client logs
+/// there), so that a failure can say what the web client saw.
+const KEEP_CONSOLE: &str = r#"
+  if (!window.__console) {
+    window.__console = [];
+    for (const level of ["log", "debug", "info", "warn", "error"]) {
+      const write = console[level].bind(console);
+      console[level] = (...args) => {
+        window.__console.push(level + " " + args.map(String).join(" ").slice(0, 400));
+        write(...args);
+      };
+    }
+  }
+  return null;"#;
+
+/// What the page wrote to its console since [`KEEP_CONSOLE`], a line each.
+async fn console_lines(client: &Client) -> String {
+    let lines = js(client, "return (window.__console || []).join('\\n');").await;
+    lines.as_str().unwrap_or_default().to_owned()
+}
+
+/// Waits up to 20 s for `display`'s clipboard to hold `text`; panics naming what it held and
+/// what the web client logged.
+async fn wait_clipboard(client: &Client, display: &str, text: &str, whose: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let got = clipboard_text(display).await.unwrap();
+        if got.as_deref() == Some(text) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{whose} clipboard holds {got:?}, not {text:?}; the web client logged:\n{}",
+            console_lines(client).await
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Waits up to 20 s for the guest's screen and the canvas to have one size other than `not`,
+/// and returns it.
+async fn wait_guest_sized_as_canvas(client: &Client, display: &str, not: (u32, u32)) -> (u32, u32) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let guest = screen_size(display).await.unwrap();
+        let canvas = canvas_grid(client)
+            .await
+            .map(|(w, h, _)| (u32::try_from(w).unwrap(), u32::try_from(h).unwrap()));
+        if Some(guest) == canvas && guest != not {
+            return guest;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the guest's screen is {guest:?}, the canvas {canvas:?}; the web client logged:\n{}",
+            console_lines(client).await
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[tokio::test]
+async fn rdp_in_the_app_shares_the_clipboard_and_follows_the_window() {
+    let gui = Gui::launch().await;
+    let client = &gui.client;
+    text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
+    let member =
+        alices_running_desktop_annotated(client, "rdpclip", &[(RDP_SERVER_ANNOTATION, XRDP)]).await;
+    js(client, KEEP_CONSOLE).await;
+    open_rdp_in_app(client, &member).await;
+    click(client, "[data-testid='rdp-trust-accept']").await;
+    // The guest wants no NLA: no login is asked; the session starts on xrdp's own login window.
+    wait_attr(
+        client,
+        "[data-testid='rdp-status']",
+        "data-state",
+        "connected",
+    )
+    .await;
+    assert!(
+        !exists(client, "[data-testid='rdp-login']").await,
+        "no login asked"
+    );
+    let admin = corral_tests::client_as("admin").await;
+    let vmi = corral_tests::vmis(&admin, "corral-vms")
+        .get(&member)
+        .await
+        .unwrap();
+    let display = vmi.metadata.annotations.unwrap_or_default()[XVNC_DISPLAY_ANNOTATION].clone();
+    let before = screen_size(&display).await.unwrap();
+
+    // OK on xrdp's login window (Enter, as a user would) connects the desktop, which takes the
+    // view's size (display control, at connection).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while screen_size(&display).await.unwrap() == before {
+        assert!(
+            Instant::now() < deadline,
+            "xrdp's login window never let the session in"
+        );
+        js(client, &format!("{CANVAS}.focus(); return null;")).await;
+        let focused = client.active_element().await.unwrap();
+        focused.send_keys("\u{E007}").await.unwrap();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    let first = wait_guest_sized_as_canvas(client, &display, before).await;
+
+    // Clipboard text both ways, twice each in one session.
+    for round in 1..=2 {
+        let from_guest = format!("copied in the guest {round}");
+        set_clipboard_text(&display, &from_guest).await.unwrap();
+        wait_clipboard(client, &gui.display, &from_guest, "the app's").await;
+        let from_app = format!("copied beside the app {round}");
+        set_clipboard_text(&gui.display, &from_app).await.unwrap();
+        wait_clipboard(client, &display, &from_app, "the guest's").await;
+    }
+
+    // The window resized: the guest's screen follows the view, and the canvas shows it.
+    client.set_window_size(1000, 700).await.unwrap();
+    let resized = wait_guest_sized_as_canvas(client, &display, first).await;
+    assert!(
+        resized.0 < first.0 && resized.1 < first.1,
+        "the guest went from {first:?} to {resized:?} for a smaller window"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some((w, h, grid)) = canvas_grid(client).await {
+            let share = agreement(&grid, &guest_grid(&display, w, h));
+            if share >= 0.9 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "after the resize the canvas shows {:.0}% of the guest's screen; the web client logged:\n{}",
+                share * 100.0,
+                console_lines(client).await
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let status = text_of(client, "[data-testid='rdp-status']").await;
+    assert!(
+        status.contains(&format!("{}×{}", resized.0, resized.1)),
+        "{status}"
+    );
+    eprintln!("RDP in the app with xrdp: clipboard both ways, guest {first:?} → {resized:?}");
+    gui.screenshot("e2e-rdp-xrdp.png");
+    click(client, "[data-testid='rdp-close']").await;
+    gui.close().await;
 }
