@@ -1,8 +1,9 @@
 //! RDP in the app: Connect → RDP in the app against the sandbox's real RDP server (FreeRDP's
 //! shadow server, NLA only): the certificate asked about once, a wrong password refused once
 //! with nothing left running, then the guest's desktop on the canvas (compared with the
-//! guest's own screen), a second Unix user shut out of the proxy's port, and text typed in the
-//! app arriving in the guest; the login remembered
+//! guest's own screen), a second Unix user shut out of the proxy's port, text typed in the
+//! app arriving in the guest, the stream dropped and Reconnect showing the desktop again; the
+//! login remembered
 //! in the OS keyring (a GNOME Keyring on a private session bus) and in no file of the app.
 //! Against the sandbox's xrdp guest (clipboard and display control, TLS without NLA): clipboard
 //! text both ways, and the guest's screen following the window's size.
@@ -348,6 +349,55 @@ async fn alice_sees_and_types_into_her_desktop_over_rdp_in_the_app() {
             Instant::now() < deadline,
             "the guest got {got:?}, not {text:?}"
         );
+    }
+
+    // The stream drops (the session is stopped under the view, as the Sessions view's Stop
+    // does): the view says the session ended and Reconnect, with the login of this view, shows
+    // the desktop again.
+    let stopped = client
+        .execute_async(
+            r#"const done = arguments[arguments.length - 1];
+               const invoke = window.__TAURI_INTERNALS__.invoke;
+               invoke("list_sessions").then(async (sessions) => {
+                 const rdp = sessions.find(s => s.kind === "rdp" && s.state.kind === "active"
+                                                && s.helper === null);
+                 done(rdp ? await invoke("stop_session", { id: rdp.id }) : null);
+               }, (e) => done(String(e)));"#,
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        stopped,
+        serde_json::json!(true),
+        "the RDP session was stopped"
+    );
+    let ended = text_of(client, "[data-testid='rdp-disconnected']").await;
+    assert!(ended.contains(&member), "{ended}");
+    click(client, "[data-testid='rdp-reconnect']").await;
+    wait_attr(
+        client,
+        "[data-testid='rdp-status']",
+        "data-state",
+        "connected",
+    )
+    .await;
+    assert!(
+        !exists(client, "[data-testid='rdp-login']").await,
+        "Reconnect used this view's login"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some((w, h, grid)) = canvas_grid(client).await
+            && agreement(&grid, &guest_grid(&display, w, h)) >= 0.9
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "after Reconnect the canvas never showed the guest's screen"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
     }
 
     // Close ends the session.
