@@ -97,6 +97,55 @@ fn agreement(a: &[[u8; 3]], b: &[[u8; 3]]) -> f64 {
     same as f64 / a.len().max(1) as f64
 }
 
+/// Waits up to 30 s for the canvas to show the guest's screen on `display` (90% of the sample
+/// points alike) and returns its size and the share alike; panics saying `when` and the share.
+async fn wait_canvas_shows_guest(client: &Client, display: &str, when: &str) -> (u64, u64, f64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let share = match canvas_grid(client).await {
+            Some((w, h, grid)) => {
+                let share = agreement(&grid, &guest_grid(display, w, h));
+                if share >= 0.9 {
+                    return (w, h, share);
+                }
+                Some(share)
+            }
+            None => None,
+        };
+        assert!(
+            Instant::now() < deadline,
+            "{when} the canvas shows {} of the guest's screen; the web client logged:\n{}",
+            share.map_or("nothing (no size)".to_owned(), |s| format!(
+                "{:.0}%",
+                s * 100.0
+            )),
+            console_lines(client).await
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Waits for the RDP view's status to say connected.
+async fn wait_connected(client: &Client) {
+    wait_attr(
+        client,
+        "[data-testid='rdp-status']",
+        "data-state",
+        "connected",
+    )
+    .await;
+}
+
+/// The annotations of `member`'s VMI in `corral-vms` (the sandbox's guest facts), read as admin.
+async fn vmi_annotations(member: &str) -> std::collections::BTreeMap<String, String> {
+    let admin = corral_tests::client_as("admin").await;
+    let vmi = corral_tests::vmis(&admin, "corral-vms")
+        .get(member)
+        .await
+        .unwrap();
+    vmi.metadata.annotations.unwrap_or_default()
+}
+
 /// The sessions the Sessions view lists with `needle`, as (state, text).
 async fn sessions_with(client: &Client, needle: &str) -> Vec<(String, String)> {
     click(client, "[data-testid='sessions-button']").await;
@@ -268,41 +317,14 @@ async fn alice_sees_and_types_into_her_desktop_over_rdp_in_the_app() {
     text_of(client, "[data-testid='rdp-login']").await;
     click(client, "[data-testid='rdp-remember']").await;
     log_in(client, DEFAULT_RDP_USER, DEFAULT_RDP_PASSWORD).await;
-    wait_attr(
-        client,
-        "[data-testid='rdp-status']",
-        "data-state",
-        "connected",
-    )
-    .await;
+    wait_connected(client).await;
     assert!(
         !exists(client, "[data-testid='rdp-trust']").await,
         "no second certificate question"
     );
-    let admin = corral_tests::client_as("admin").await;
-    let vmi = corral_tests::vmis(&admin, "corral-vms")
-        .get(&member)
-        .await
-        .unwrap();
-    let annotations = vmi.metadata.annotations.unwrap_or_default();
+    let annotations = vmi_annotations(&member).await;
     let display = annotations[XVNC_DISPLAY_ANNOTATION].clone();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let (width, height, share) = loop {
-        if let Some((w, h, grid)) = canvas_grid(client).await {
-            let share = agreement(&grid, &guest_grid(&display, w, h));
-            if share >= 0.9 {
-                break (w, h, share);
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the canvas shows {:.0}% of the guest's screen",
-                share * 100.0
-            );
-        } else {
-            assert!(Instant::now() < deadline, "the RDP canvas never got a size");
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    };
+    let (width, height, share) = wait_canvas_shows_guest(client, &display, "after Connect").await;
     eprintln!(
         "RDP in the app showed the guest's desktop ({width}×{height}, {:.0}% of points alike) {:?} after Connect",
         share * 100.0,
@@ -375,30 +397,12 @@ async fn alice_sees_and_types_into_her_desktop_over_rdp_in_the_app() {
     let ended = text_of(client, "[data-testid='rdp-disconnected']").await;
     assert!(ended.contains(&member), "{ended}");
     click(client, "[data-testid='rdp-reconnect']").await;
-    wait_attr(
-        client,
-        "[data-testid='rdp-status']",
-        "data-state",
-        "connected",
-    )
-    .await;
+    wait_connected(client).await;
     assert!(
         !exists(client, "[data-testid='rdp-login']").await,
         "Reconnect used this view's login"
     );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some((w, h, grid)) = canvas_grid(client).await
-            && agreement(&grid, &guest_grid(&display, w, h)) >= 0.9
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "after Reconnect the canvas never showed the guest's screen"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    wait_canvas_shows_guest(client, &display, "after Reconnect").await;
 
     // Close ends the session.
     click(client, "[data-testid='rdp-close']").await;
@@ -412,13 +416,7 @@ async fn alice_sees_and_types_into_her_desktop_over_rdp_in_the_app() {
     // The remembered login comes from the keyring: no question the third time. The password
     // is in the keyring's file (encrypted) and in none of the app's files (data, logs).
     open_rdp_in_app(client, &member).await;
-    wait_attr(
-        client,
-        "[data-testid='rdp-status']",
-        "data-state",
-        "connected",
-    )
-    .await;
+    wait_connected(client).await;
     assert!(
         !exists(client, "[data-testid='rdp-login']").await,
         "no login asked"
@@ -501,23 +499,12 @@ async fn rdp_in_the_app_shares_the_clipboard_and_follows_the_window() {
     open_rdp_in_app(client, &member).await;
     click(client, "[data-testid='rdp-trust-accept']").await;
     // The guest wants no NLA: no login is asked; the session starts on xrdp's own login window.
-    wait_attr(
-        client,
-        "[data-testid='rdp-status']",
-        "data-state",
-        "connected",
-    )
-    .await;
+    wait_connected(client).await;
     assert!(
         !exists(client, "[data-testid='rdp-login']").await,
         "no login asked"
     );
-    let admin = corral_tests::client_as("admin").await;
-    let vmi = corral_tests::vmis(&admin, "corral-vms")
-        .get(&member)
-        .await
-        .unwrap();
-    let display = vmi.metadata.annotations.unwrap_or_default()[XVNC_DISPLAY_ANNOTATION].clone();
+    let display = vmi_annotations(&member).await[XVNC_DISPLAY_ANNOTATION].clone();
     let before = screen_size(&display).await.unwrap();
 
     // OK on xrdp's login window (Enter, as a user would) connects the desktop, which takes the
@@ -552,22 +539,7 @@ async fn rdp_in_the_app_shares_the_clipboard_and_follows_the_window() {
         resized.0 < first.0 && resized.1 < first.1,
         "the guest went from {first:?} to {resized:?} for a smaller window"
     );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some((w, h, grid)) = canvas_grid(client).await {
-            let share = agreement(&grid, &guest_grid(&display, w, h));
-            if share >= 0.9 {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "after the resize the canvas shows {:.0}% of the guest's screen; the web client logged:\n{}",
-                share * 100.0,
-                console_lines(client).await
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    wait_canvas_shows_guest(client, &display, "after the resize").await;
     let status = text_of(client, "[data-testid='rdp-status']").await;
     assert!(
         status.contains(&format!("{}×{}", resized.0, resized.1)),
