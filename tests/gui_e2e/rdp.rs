@@ -6,7 +6,8 @@
 //! login remembered
 //! in the OS keyring (a GNOME Keyring on a private session bus) and in no file of the app.
 //! Against the sandbox's xrdp guest (clipboard and display control, TLS without NLA): clipboard
-//! text both ways, and the guest's screen following the window's size.
+//! text both ways, the guest's screen following the window's size, and a certificate other
+//! than the one accepted shown beside it and asked about again.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -122,6 +123,65 @@ async fn wait_canvas_shows_guest(client: &Client, display: &str, when: &str) -> 
             console_lines(client).await
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// The key presses the guest's focused window (the typing sink) gets, as `xev` prints them:
+/// xev runs on the guest's display until dropped.
+struct GuestKeys {
+    log: std::path::PathBuf,
+    xev: std::process::Child,
+}
+
+impl GuestKeys {
+    fn watch(display: &str) -> GuestKeys {
+        let focus = Command::new("xdotool")
+            .arg("getwindowfocus")
+            .env("DISPLAY", display)
+            .output()
+            .expect("xdotool (Debian's xdotool)");
+        let window = String::from_utf8_lossy(&focus.stdout).trim().to_owned();
+        assert!(!window.is_empty(), "no focused window on {display}");
+        let log = tempdir().join("xev.log");
+        let xev = Command::new("xev")
+            .args(["-display", display, "-id", &window, "-event", "keyboard"])
+            .stdout(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("xev (Debian's x11-utils)");
+        GuestKeys { log, xev }
+    }
+
+    /// Waits up to 20 s for a KeyPress of each keysym in `names` (`Super_L`, `Delete`).
+    async fn wait_for(&self, names: &[&str]) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let pressed: Vec<&str> = log
+                .split("KeyPress event")
+                .skip(1)
+                .filter_map(|event| {
+                    // "… keycode 133 (keysym 0xffeb, Super_L), same_screen YES, …"
+                    let (_, rest) = event.split_once("(keysym ")?;
+                    let (keysym, _) = rest.split_once(')')?;
+                    Some(keysym.split_once(", ")?.1)
+                })
+                .collect();
+            if names.iter().all(|name| pressed.contains(name)) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the guest got key presses {pressed:?}, not all of {names:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+}
+
+impl Drop for GuestKeys {
+    fn drop(&mut self) {
+        let _ = self.xev.kill();
+        let _ = self.xev.wait();
     }
 }
 
@@ -373,6 +433,14 @@ async fn alice_sees_and_types_into_her_desktop_over_rdp_in_the_app() {
         );
     }
 
+    // The toolbar's Windows key and Ctrl+Alt+Del reach the guest as key presses.
+    let keys = GuestKeys::watch(&display);
+    click(client, "[data-testid='rdp-windows-key']").await;
+    keys.wait_for(&["Super_L"]).await;
+    click(client, "[data-testid='rdp-ctrl-alt-del']").await;
+    keys.wait_for(&["Control_L", "Alt_L", "Delete"]).await;
+    drop(keys);
+
     // The stream drops (the session is stopped under the view, as the Sessions view's Stop
     // does): the view says the session ended and Reconnect, with the login of this view, shows
     // the desktop again.
@@ -547,6 +615,37 @@ async fn rdp_in_the_app_shares_the_clipboard_and_follows_the_window() {
     );
     eprintln!("RDP in the app with xrdp: clipboard both ways, guest {first:?} → {resized:?}");
     gui.screenshot("e2e-rdp-xrdp.png");
+    click(client, "[data-testid='rdp-close']").await;
+
+    // The certificate the app accepted for this member is not the one the guest shows any
+    // more (as after a man in the middle): the next connection shows both and asks again.
+    let store = gui
+        .data_home
+        .join("dev.corral.vdi-console/rdp-certificates.json");
+    let mut known: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(&store).expect("the accepted certificates")).unwrap();
+    let key = format!("corral-vms/{member}");
+    let accepted = known[&key].as_str().unwrap().to_owned();
+    let other = ["AB"; 32].join(":");
+    known.insert(key, serde_json::json!(other));
+    std::fs::write(&store, serde_json::to_vec(&known).unwrap()).unwrap();
+    open_rdp_in_app(client, &member).await;
+    let prompt = text_of(client, "[data-testid='rdp-trust']").await;
+    assert!(
+        prompt.contains("has changed") && prompt.contains(&member),
+        "{prompt}"
+    );
+    assert_eq!(
+        text_of(client, "[data-testid='rdp-previous-fingerprint']").await,
+        other
+    );
+    assert_eq!(
+        text_of(client, "[data-testid='rdp-fingerprint']").await,
+        accepted
+    );
+    gui.screenshot("e2e-rdp-certificate-changed.png");
+    click(client, "[data-testid='rdp-trust-accept']").await;
+    wait_connected(client).await;
     click(client, "[data-testid='rdp-close']").await;
     gui.close().await;
 }
