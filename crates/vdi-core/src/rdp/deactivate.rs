@@ -57,6 +57,8 @@ pub struct DeactivateAll {
     /// PDUs held back since a Deactivate All, while it waits for the Font Map.
     held: Option<Vec<Bytes>>,
     held_bytes: usize,
+    /// Whether the connection's first Font Map has passed (the client is in its session).
+    connected: bool,
 }
 
 /// What one slow-path PDU on the I/O channel is, for the sequence.
@@ -163,6 +165,7 @@ impl DeactivateAll {
                 out
             }
             Share::Finalization { font_map: true } => {
+                self.connected = true;
                 let mut out = vec![pdu];
                 out.extend(self.held.take().unwrap_or_default());
                 out
@@ -183,6 +186,12 @@ impl DeactivateAll {
                 None => vec![pdu],
             },
         }
+    }
+
+    /// Whether a Font Map has passed: the web client has finished connecting and reads the
+    /// rest through its session, which keeps what a message holds past one PDU.
+    pub fn connected(&self) -> bool {
+        self.connected
     }
 
     /// xrdp's header-only Deactivate All `pdu` with its body.
@@ -287,6 +296,7 @@ mod tests {
         let fast_path = Bytes::from_static(&[0x00, 0x05, 1, 2, 3]);
         let clipboard = slow_path_on(1004, &[12, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0]);
         let (sync, control, font_map) = (data(31), data(20), data(40));
+        assert!(!adapter.connected());
         adapter.adapt(short_deactivate());
         let demand = demand_active(8);
         assert_eq!(adapter.adapt(demand.clone()), [demand]);
@@ -299,6 +309,7 @@ mod tests {
             adapter.adapt(font_map.clone()),
             [font_map, pointer.clone(), bitmap, fast_path, clipboard]
         );
+        assert!(adapter.connected(), "the Font Map says connected");
         // After the Font Map everything passes at once.
         assert_eq!(adapter.adapt(pointer.clone()), [pointer]);
     }

@@ -355,7 +355,19 @@ where
             } else {
                 vec![bytes::Bytes::copy_from_slice(&buf[..n])]
             };
-            for data in messages.into_iter().flat_map(|pdu| deactivate.adapt(pdu)) {
+            // Whole PDUs one a message until the connection is up (the web client drops what
+            // follows the Font Map in a message); after it, a read's PDUs go as one message.
+            let connected = deactivate.connected();
+            let pdus: Vec<bytes::Bytes> = messages
+                .into_iter()
+                .flat_map(|pdu| deactivate.adapt(pdu))
+                .collect();
+            let out = if connected && pdus.len() > 1 {
+                vec![pdus.concat().into()]
+            } else {
+                pdus
+            };
+            for data in out {
                 if tx.send(Message::Binary(data)).await.is_err() {
                     break 'read;
                 }
