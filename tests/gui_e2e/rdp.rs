@@ -151,29 +151,35 @@ impl GuestKeys {
         GuestKeys { log, xev }
     }
 
-    /// Waits up to 20 s for a KeyPress of each keysym in `names` (`Super_L`, `Delete`).
-    async fn wait_for(&self, names: &[&str]) {
-        let deadline = Instant::now() + Duration::from_secs(20);
+    /// The keysyms of the key presses so far, in order (`Super_L`, `Delete`).
+    fn pressed(&self) -> Vec<String> {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        log.split("KeyPress event")
+            .skip(1)
+            .filter_map(|event| {
+                // "… keycode 133 (keysym 0xffeb, Super_L), same_screen YES, …"
+                let (_, rest) = event.split_once("(keysym ")?;
+                let (keysym, _) = rest.split_once(')')?;
+                Some(keysym.split_once(", ")?.1.to_owned())
+            })
+            .collect()
+    }
+
+    /// Clicks the toolbar's `button` (once a second: xev may still be starting) until the
+    /// guest got a key press of each keysym in `names`, for up to 30 s.
+    async fn press_until(&self, client: &Client, button: &str, names: &[&str]) {
+        let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            let pressed: Vec<&str> = log
-                .split("KeyPress event")
-                .skip(1)
-                .filter_map(|event| {
-                    // "… keycode 133 (keysym 0xffeb, Super_L), same_screen YES, …"
-                    let (_, rest) = event.split_once("(keysym ")?;
-                    let (keysym, _) = rest.split_once(')')?;
-                    Some(keysym.split_once(", ")?.1)
-                })
-                .collect();
-            if names.iter().all(|name| pressed.contains(name)) {
+            click(client, &format!("[data-testid='{button}']")).await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let pressed = self.pressed();
+            if names.iter().all(|name| pressed.iter().any(|p| p == name)) {
                 return;
             }
             assert!(
                 Instant::now() < deadline,
-                "the guest got key presses {pressed:?}, not all of {names:?}"
+                "after {button} the guest got key presses {pressed:?}, not all of {names:?}"
             );
-            tokio::time::sleep(Duration::from_millis(300)).await;
         }
     }
 }
@@ -435,10 +441,14 @@ async fn alice_sees_and_types_into_her_desktop_over_rdp_in_the_app() {
 
     // The toolbar's Windows key and Ctrl+Alt+Del reach the guest as key presses.
     let keys = GuestKeys::watch(&display);
-    click(client, "[data-testid='rdp-windows-key']").await;
-    keys.wait_for(&["Super_L"]).await;
-    click(client, "[data-testid='rdp-ctrl-alt-del']").await;
-    keys.wait_for(&["Control_L", "Alt_L", "Delete"]).await;
+    keys.press_until(client, "rdp-windows-key", &["Super_L"])
+        .await;
+    keys.press_until(
+        client,
+        "rdp-ctrl-alt-del",
+        &["Control_L", "Alt_L", "Delete"],
+    )
+    .await;
     drop(keys);
 
     // The stream drops (the session is stopped under the view, as the Sessions view's Stop
