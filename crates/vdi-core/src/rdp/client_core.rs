@@ -17,6 +17,8 @@
 //!
 //! [MS-RDPBCGR]: https://learn.microsoft.com/en-us/openspecs/windows_protocols/ms-rdpbcgr/
 
+use super::x224::{self, DATA_HEADER};
+
 /// The build number announced for a web client that says 0: that of the RDP 5.1 client, above
 /// what xrdp takes for a client that cannot be resized (419).
 pub const CLIENT_BUILD: u32 = 2600;
@@ -29,14 +31,13 @@ const CLIENT_BUILD_OFFSET: usize = 20;
 
 /// Where `clientBuild` is in `pdu` when `pdu` is a whole MCS Connect Initial.
 fn client_build_at(pdu: &[u8]) -> Option<usize> {
-    // TPKT (version 3), X.224 Data (02 F0 80), BER Connect-Initial (7F 65).
-    if pdu.len() < 9 || pdu[0] != 3 || pdu[4..7] != [0x02, 0xF0, 0x80] || pdu[7..9] != [0x7F, 0x65]
-    {
+    // An X.224 Data TPDU holding a BER Connect-Initial (7F 65).
+    if !x224::is_data(pdu) || pdu.get(DATA_HEADER..DATA_HEADER + 2)? != [0x7F, 0x65] {
         return None;
     }
     let key = pdu.windows(4).position(|w| w == b"Duca")? + 4;
-    // PER length of the client data: one byte, or two with the high bit set.
-    let blocks = key + if *pdu.get(key)? & 0x80 == 0 { 1 } else { 2 };
+    // The PER length of the client data, then the blocks.
+    let blocks = key + x224::per_length(&pdu[key..])?.1;
     if pdu.get(blocks..blocks + 2)? != CS_CORE {
         return None;
     }

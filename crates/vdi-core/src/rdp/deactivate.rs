@@ -25,6 +25,8 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use super::x224::{self, DATA_HEADER};
+
 /// `pduType` (low 4 bits) of a Demand Active PDU ([MS-RDPBCGR] 2.2.8.1.1.1.1).
 const PDUTYPE_DEMANDACTIVEPDU: u16 = 0x1;
 /// `pduType` (low 4 bits) of a Deactivate All PDU.
@@ -86,26 +88,18 @@ struct SendData<'a> {
 }
 
 fn send_data(pdu: &[u8]) -> Option<SendData<'_>> {
-    // TPKT (3), X.224 Data (02 F0 80), Send Data Indication, initiator, channel id,
-    // priority and segmentation, then the PER length of the user data.
-    if pdu.len() < 14 || pdu[0] != 3 || pdu[4..7] != [0x02, 0xF0, 0x80] {
+    // X.224 Data: Send Data Indication, initiator, channel id, priority and segmentation, then
+    // the PER length of the user data.
+    let mcs_head = pdu.get(DATA_HEADER..DATA_HEADER + 6)?;
+    if !x224::is_data(pdu) || mcs_head[0] != SEND_DATA_INDICATION {
         return None;
     }
-    if pdu[7] != SEND_DATA_INDICATION {
-        return None;
-    }
-    let (length, start) = if pdu[13] & 0x80 == 0 {
-        (usize::from(pdu[13]), 14)
-    } else {
-        (
-            (usize::from(pdu[13] & 0x7F) << 8) | usize::from(*pdu.get(14)?),
-            15,
-        )
-    };
-    let user_data = pdu.get(start..start + length)?;
+    let start = DATA_HEADER + 6;
+    let (length, used) = x224::per_length(&pdu[start..])?;
+    let user_data = pdu.get(start + used..start + used + length)?;
     Some(SendData {
-        mcs_head: &pdu[7..13],
-        channel: u16::from_be_bytes([pdu[10], pdu[11]]),
+        mcs_head,
+        channel: u16::from_be_bytes([mcs_head[3], mcs_head[4]]),
         user_data,
     })
 }
@@ -144,16 +138,16 @@ impl DeactivateAll {
     /// itself (lengthened if it is xrdp's Deactivate All), nothing while it is held back or
     /// when it is ignorable, or the Font Map followed by what was held.
     pub fn adapt(&mut self, pdu: Bytes) -> Vec<Bytes> {
-        let kind = match send_data(&pdu) {
+        let (kind, channel) = match send_data(&pdu) {
             Some(data) if self.io_channel.is_none_or(|io| io == data.channel) => {
-                share(data.user_data)
+                (share(data.user_data), Some(data.channel))
             }
-            _ => Share::Other,
+            _ => (Share::Other, None),
         };
         match kind {
             Share::DemandActive(share_id) => {
                 self.share_id = share_id;
-                self.io_channel = send_data(&pdu).map(|data| data.channel);
+                self.io_channel = channel;
                 vec![pdu]
             }
             Share::DeactivateAll { short } => {
@@ -205,7 +199,7 @@ impl DeactivateAll {
         full.put_u16_le(1);
         full.put_u8(0);
         let mut out = BytesMut::with_capacity(27);
-        out.put_slice(&[3, 0, 0, 0, 0x02, 0xF0, 0x80]);
+        out.put_slice(&pdu[..DATA_HEADER]);
         out.put_slice(data.mcs_head);
         out.put_u8(13);
         out.put_slice(&full);

@@ -99,6 +99,30 @@ pub async fn read_packet<R: AsyncRead + Unpin>(io: &mut R) -> std::io::Result<Ve
     Ok(packet)
 }
 
+/// The length of the TPKT header and the X.224 Data TPDU header that carry every slow-path PDU
+/// after the connection request (`03 00 LL LL 02 F0 80`, RFC 1006 and X.224 class 0).
+pub const DATA_HEADER: usize = 7;
+
+/// Whether `pdu` is a TPKT packet carrying an X.224 Data TPDU (its MCS PDU from
+/// [`DATA_HEADER`] on).
+pub fn is_data(pdu: &[u8]) -> bool {
+    pdu.len() > DATA_HEADER && pdu[0] == 3 && pdu[4..DATA_HEADER] == [0x02, 0xF0, 0x80]
+}
+
+/// An aligned PER length at the start of `bytes` (one byte, or two when the first has its high
+/// bit set, as MCS and GCC write them): the length and how many bytes it took.
+pub fn per_length(bytes: &[u8]) -> Option<(usize, usize)> {
+    let first = *bytes.first()?;
+    if first & 0x80 == 0 {
+        Some((usize::from(first), 1))
+    } else {
+        Some((
+            (usize::from(first & 0x7F) << 8) | usize::from(*bytes.get(1)?),
+            2,
+        ))
+    }
+}
+
 /// Reads a Connection Confirm (a whole TPKT packet) into what the server negotiated.
 ///
 /// Errors: not an X.224 Connection Confirm (the TPDU code is not 0xD0).
