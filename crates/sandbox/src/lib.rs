@@ -221,26 +221,33 @@ impl Sandbox {
         fs::create_dir_all(&logs)?;
         let (pki, users) = pki::Pki::generate(&dir, USERS)?;
 
-        let (etcd_client, etcd_peer) = (free_port()?, free_port()?);
-        let etcd_url = format!("http://127.0.0.1:{etcd_client}");
-        let peer_url = format!("http://127.0.0.1:{etcd_peer}");
-        let etcd_args: Vec<String> = vec![
-            "--name=sandbox".into(),
-            format!("--data-dir={}", dir.join("etcd").display()),
-            format!("--listen-client-urls={etcd_url}"),
-            format!("--advertise-client-urls={etcd_url}"),
-            format!("--listen-peer-urls={peer_url}"),
-            format!("--initial-advertise-peer-urls={peer_url}"),
-            format!("--initial-cluster=sandbox={peer_url}"),
-            "--unsafe-no-fsync=true".into(),
-            "--log-level=warn".into(),
-        ];
-        let mut etcd = spawn(&binaries.etcd, &etcd_args, &logs.join("etcd.log"))?;
+        let etcd_log = logs.join("etcd.log");
+        // A data directory per try: one a failed try began is bootstrapped for its ports.
+        let etcd_args = |try_no: u32, client: u16, peer: u16| -> Vec<String> {
+            let (client_url, peer_url) = (
+                format!("http://127.0.0.1:{client}"),
+                format!("http://127.0.0.1:{peer}"),
+            );
+            vec![
+                "--name=sandbox".into(),
+                format!(
+                    "--data-dir={}",
+                    dir.join(format!("etcd-{try_no}")).display()
+                ),
+                format!("--listen-client-urls={client_url}"),
+                format!("--advertise-client-urls={client_url}"),
+                format!("--listen-peer-urls={peer_url}"),
+                format!("--initial-advertise-peer-urls={peer_url}"),
+                format!("--initial-cluster=sandbox={peer_url}"),
+                "--unsafe-no-fsync=true".into(),
+                "--log-level=warn".into(),
+            ]
+        };
 
         let p = |f: &str| pki.path(f).display().to_string();
-        let api_args = |api_port: u16| -> Vec<String> {
+        let api_args = |api_port: u16, etcd_port: u16| -> Vec<String> {
             vec![
-                format!("--etcd-servers={etcd_url}"),
+                format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
                 "--bind-address=127.0.0.1".into(),
                 "--advertise-address=127.0.0.1".into(),
                 format!("--secure-port={api_port}"),
@@ -273,37 +280,47 @@ impl Sandbox {
         // kubeconfig's path (the console reconnecting to a restarted sandbox) finds the cluster
         // as a user will, its CRDs, guard and seed installed, not half set up.
         let starting = dir.join("kubeconfig.starting");
-        // The port is free when picked, but another process may bind it before kube-apiserver
-        // does: then it exits saying so, and starts again on another port (three tries).
+        // The ports are free when picked, but another process (a connection's local port, another
+        // sandbox) may take one before etcd or kube-apiserver binds it: that server then exits
+        // saying so, and both start again on other ports (three tries). Those of a failed try are
+        // killed when their handles drop.
         let mut tries = 0;
-        let (apiserver, server, admin) = 'start: loop {
+        let (etcd, apiserver, server, admin) = 'start: loop {
             tries += 1;
-            let api_port = free_port()?;
-            let mut apiserver = spawn(&binaries.kube_apiserver, &api_args(api_port), &api_log)?;
+            let (etcd_port, peer_port, api_port) = (free_port()?, free_port()?, free_port()?);
+            let mut etcd = spawn(
+                &binaries.etcd,
+                &etcd_args(tries, etcd_port, peer_port),
+                &etcd_log,
+            )?;
+            let mut apiserver = spawn(
+                &binaries.kube_apiserver,
+                &api_args(api_port, etcd_port),
+                &api_log,
+            )?;
             let server = format!("https://127.0.0.1:{api_port}");
             kubeconfig::write(&starting, &options.name, &server, &pki.ca_pem, &users)?;
             let admin = kubeconfig::client(&starting, "admin").await?;
             let deadline = Instant::now() + Duration::from_secs(90);
             loop {
-                if let Some(status) = apiserver.try_wait()? {
-                    let tail = log_tail(&api_log);
+                let exits = [
+                    ("etcd", etcd.try_wait()?, &etcd_log),
+                    ("kube-apiserver", apiserver.try_wait()?, &api_log),
+                ];
+                for (name, status, log) in exits {
+                    let Some(status) = status else { continue };
+                    let tail = log_tail(log);
                     if tries < 3 && tail.contains("address already in use") {
                         tracing::warn!(
-                            api_port,
-                            "kube-apiserver's port was taken meanwhile: another"
+                            tries,
+                            "{name}'s port was taken before it bound it: both start again"
                         );
                         continue 'start;
                     }
-                    bail!("kube-apiserver exited ({status}):\n{tail}");
-                }
-                if let Some(status) = etcd.try_wait()? {
-                    bail!(
-                        "etcd exited ({status}):\n{}",
-                        log_tail(&logs.join("etcd.log"))
-                    );
+                    bail!("{name} exited ({status}):\n{tail}");
                 }
                 if ready(&admin).await {
-                    break 'start (apiserver, server, admin);
+                    break 'start (etcd, apiserver, server, admin);
                 }
                 if Instant::now() > deadline {
                     bail!(
