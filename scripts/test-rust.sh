@@ -5,9 +5,10 @@
 # kube-apiserver and etcd), so two binaries share two cores well. The credential-renewal test
 # (ignored in the normal run) lives five minutes of sandbox time while doing almost nothing,
 # so it runs beside all of them. Each binary's output is printed whole when it ends; any
-# failure fails the script, after every binary has run. The binaries are the ones this build
-# made: a second `cargo test` with other target filters would unify features differently and
-# rebuild much of the tree.
+# failure fails the script, after every binary has run, and the script then ends with each
+# failed test's panic message (without its backtrace), so that a cut-off log still says why.
+# The binaries are the ones this build made: a second `cargo test` with other target filters
+# would unify features differently and rebuild much of the tree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${CORRAL_TEST_JOBS:-2}
@@ -37,6 +38,16 @@ run() {
   ) &
 }
 failed=()
+# Prints the panic of each failed test in LOG (its message, without the backtrace): the digest
+# at the end, where a failure inside a long output cannot be missed or cut off.
+panics() {
+  awk '
+    /^---- .* stdout ----$/ { print; shown = 0; next }
+    /^thread .* panicked at / { shown = 1; lines = 0 }
+    shown && (/^stack backtrace:/ || /^note: run with/ || ++lines > 30) { shown = 0 }
+    shown { print }
+  ' "$1"
+}
 # Prints every binary that has ended since the last call, with its whole output.
 report() {
   local done name status secs
@@ -67,6 +78,10 @@ echo "=== doc tests"
 cargo test --workspace --all-features --doc || failed+=("doc tests")
 
 if [ ${#failed[@]} -gt 0 ]; then
+  echo "=== each failed test's panic (the binary's whole output is above)"
+  for name in "${failed[@]}"; do
+    [ -f "$logs/$name.log" ] && panics "$logs/$name.log"
+  done
   echo "test-rust: failed: ${failed[*]}" >&2
   exit 1
 fi
