@@ -20,7 +20,7 @@ use vdi_core::labels::{
     lease_name,
 };
 
-use crate::{FOLLOW, claim, grant, replicas_steady, wait_event, wait_granted, wait_no_grant};
+use crate::{CONVERGE, claim, grant, replicas_steady, wait_event, wait_granted, wait_no_grant};
 
 /// The broker's Events with `reason` on `member` in `ns`.
 async fn events(ns: &str, member: &str, reason: &str) -> Vec<Event> {
@@ -53,12 +53,12 @@ fn claim_labels(pool: &str, member: &str) -> serde_json::Value {
 /// Waits until `member`'s Lease is gone and its Event `Reclaimed` names bob and `why`.
 async fn assert_reclaimed_because(ns: &str, member: &str, why: &str) {
     let admin = client_as("admin").await;
-    eventually(&format!("{member}'s Lease reclaimed"), FOLLOW, || async {
+    eventually(&format!("{member}'s Lease reclaimed"), CONVERGE, || async {
         let lease = leases(&admin, ns).get_opt(&lease_name(member)).await;
         lease.unwrap().is_none().then_some(())
     })
     .await;
-    let event = wait_event(ns, member, "Reclaimed", "bob", FOLLOW).await;
+    let event = wait_event(ns, member, "Reclaimed", "bob", CONVERGE).await;
     let note = event.note.unwrap_or_default();
     assert!(
         note.contains(why),
@@ -117,7 +117,7 @@ async fn a_lease_a_finalizer_keeps_deleting_is_reclaimed_once_and_named_on_its_m
     let ns = namespace("finalizer").await;
     desktop_member(&ns, "fz", "fz-1", true).await;
     claim("bob", &ns, "fz").await;
-    wait_granted(&ns, "fz-1", "bob", FOLLOW).await;
+    wait_granted(&ns, "fz-1", "bob", CONVERGE).await;
     // bob's claim held by a finalizer, and stale for an hour.
     let name = lease_name("fz-1");
     leases(&admin, &ns)
@@ -137,15 +137,15 @@ async fn a_lease_a_finalizer_keeps_deleting_is_reclaimed_once_and_named_on_its_m
         json!({ "renewTime": stale, "leaseDurationSeconds": 60 }),
     )
     .await;
-    wait_event(&ns, "fz-1", "Reclaimed", "bob", FOLLOW).await;
-    wait_no_grant(&ns, "fz-1", FOLLOW).await;
+    wait_event(&ns, "fz-1", "Reclaimed", "bob", CONVERGE).await;
+    wait_no_grant(&ns, "fz-1", CONVERGE).await;
     wait_power(&ns, "fz-1", "Stopped").await;
     let lease = leases(&admin, &ns).get(&name).await.unwrap();
     assert!(
         lease.metadata.deletion_timestamp.is_some(),
         "the Lease is not deleting"
     );
-    eventually("fz-1's reason names the finalizer", FOLLOW, || async {
+    eventually("fz-1's reason names the finalizer", CONVERGE, || async {
         reason(&ns, "fz-1")
             .await
             .filter(|r| r.contains("stuck deleting with finalizers [hostile.example/keep]"))
@@ -171,7 +171,7 @@ async fn a_lease_a_finalizer_keeps_deleting_is_reclaimed_once_and_named_on_its_m
         )
         .await
         .unwrap();
-    eventually("fz-1's reason removed", FOLLOW, || async {
+    eventually("fz-1's reason removed", CONVERGE, || async {
         reason(&ns, "fz-1").await.is_none().then_some(())
     })
     .await;
@@ -184,7 +184,7 @@ async fn a_granted_claim_edited_unreadable_loses_its_grant_without_a_false_relea
     let ns = namespace("unreadable").await;
     desktop_member(&ns, "ur", "ur-1", true).await;
     claim("bob", &ns, "ur").await;
-    wait_granted(&ns, "ur-1", "bob", FOLLOW).await;
+    wait_granted(&ns, "ur-1", "bob", CONVERGE).await;
     wait_power(&ns, "ur-1", "Running").await;
     let name = lease_name("ur-1");
     set_lease_spec(
@@ -194,13 +194,13 @@ async fn a_granted_claim_edited_unreadable_loses_its_grant_without_a_false_relea
         json!({ "renewTime": "9999-12-31T23:59:59.999999Z" }),
     )
     .await;
-    let event = wait_event(&ns, "ur-1", "UnreadableClaim", "bob", FOLLOW).await;
+    let event = wait_event(&ns, "ur-1", "UnreadableClaim", "bob", CONVERGE).await;
     let note = event.note.unwrap_or_default();
     assert!(
         note.contains("renewTime 9999-12-31T23:59:59.999999Z"),
         "{note}"
     );
-    eventually("ur-1's grant revoked", FOLLOW, || async {
+    eventually("ur-1's grant revoked", CONVERGE, || async {
         (grant(&ns, "ur-1").await == (None, None)).then_some(())
     })
     .await;
@@ -222,8 +222,8 @@ async fn a_granted_claim_edited_unreadable_loses_its_grant_without_a_false_relea
         .delete(&name, &Default::default())
         .await
         .unwrap();
-    wait_event(&ns, "ur-1", "Released", "bob", FOLLOW).await;
-    wait_no_grant(&ns, "ur-1", FOLLOW).await;
+    wait_event(&ns, "ur-1", "Released", "bob", CONVERGE).await;
+    wait_no_grant(&ns, "ur-1", CONVERGE).await;
     let vm = vms(&admin, &ns).get("ur-1").await.unwrap();
     assert!(!vm.annotations().contains_key(GRANTED_TO_ANNOTATION));
     wait_power(&ns, "ur-1", "Stopped").await;
