@@ -5,11 +5,17 @@
 //! that no paste gesture started (`NotAllowedError`), and RDP in the app must hand the guest
 //! the local clipboard whenever it changes, not on a paste. Neither command logs the text, only
 //! its length.
+//!
+//! Reading is refused unless RDP in the app is active: the only time the window needs what the
+//! user copied elsewhere (a password, say). Writing (the Copy buttons, the guest's copied text)
+//! is always allowed.
 
 use std::sync::Mutex;
 
-use tauri::{AppHandle, Manager};
+use tauri::{AppHandle, Manager, State};
 use vdi_core::error::{ErrorKind, ErrorView};
+
+use crate::AppState;
 
 /// The app's handle on the OS clipboard, opened on first use. It lives as long as the app: on
 /// X11 text the app copied stays pasteable only while its owner does.
@@ -45,10 +51,23 @@ async fn with_clipboard<T: Send + 'static>(
 
 /// The text on the OS clipboard, or `None` when it holds none (empty, or only an image).
 ///
-/// Errors: the clipboard cannot be opened or read (no desktop session).
+/// Errors: no RDP session in the app is active ([`ErrorKind::Refused`]; see the module doc); the
+/// clipboard cannot be opened or read (no desktop session).
 #[tauri::command]
 #[specta::specta]
-pub async fn clipboard_text(app: AppHandle) -> Result<Option<String>, ErrorView> {
+pub async fn clipboard_text(
+    app: AppHandle,
+    state: State<'_, AppState>,
+) -> Result<Option<String>, ErrorView> {
+    if !state.supervisor.rdp_in_app_active() {
+        tracing::debug!("clipboard read refused: no RDP session in the app");
+        return Err(vdi_core::Error::rejected(
+            ErrorKind::Refused,
+            "the app reads the clipboard only for RDP in the app, and no such session is open",
+            "connect to a desktop with RDP in the app to share its clipboard",
+        )
+        .view());
+    }
     let text = with_clipboard(app, |clipboard| match clipboard.get_text() {
         Ok(text) => Ok(Some(text)),
         Err(arboard::Error::ContentNotAvailable) => Ok(None),

@@ -6,8 +6,9 @@
 //! login remembered
 //! in the OS keyring (a GNOME Keyring on a private session bus) and in no file of the app.
 //! Against the sandbox's xrdp guest (clipboard and display control, TLS without NLA): clipboard
-//! text both ways, the guest's screen following the window's size, and a certificate other
-//! than the one accepted shown beside it and asked about again.
+//! text both ways, the window refused the OS clipboard before and after the session, the
+//! guest's screen following the window's size, and a certificate other than the one accepted
+//! shown beside it and asked about again.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -527,6 +528,40 @@ async fn console_lines(client: &Client) -> String {
     lines.as_str().unwrap_or_default().to_owned()
 }
 
+/// What the window gets when it asks the backend for the OS clipboard (`clipboard_text`, as the
+/// page's `navigator.clipboard.readText` does): the text, or the refusal's message.
+async fn window_reads_clipboard(client: &Client) -> Result<Option<String>, String> {
+    let got = client
+        .execute_async(
+            r#"const done = arguments[arguments.length - 1];
+               window.__TAURI_INTERNALS__.invoke("clipboard_text").then(
+                 (text) => done({ text }),
+                 (e) => done({ refused: e?.message ?? String(e) }));"#,
+            vec![],
+        )
+        .await
+        .unwrap();
+    match got.get("refused") {
+        Some(refused) => Err(refused.as_str().unwrap_or_default().to_owned()),
+        None => Ok(got["text"].as_str().map(str::to_owned)),
+    }
+}
+
+/// Asserts that the window may not read the OS clipboard (no RDP session in the app): waits up
+/// to 10 s for the refusal (a session just closed ends a moment later).
+async fn assert_clipboard_closed_to_window(client: &Client, when: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = window_reads_clipboard(client).await;
+        if let Err(refused) = &got {
+            assert!(refused.contains("only for RDP in the app"), "{refused}");
+            return;
+        }
+        assert!(Instant::now() < deadline, "{when}, the window read {got:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// Waits up to 20 s for `display`'s clipboard to hold `text`; panics naming what it held and
 /// what the web client logged.
 async fn wait_clipboard(client: &Client, display: &str, text: &str, whose: &str) {
@@ -574,6 +609,11 @@ async fn rdp_in_the_app_shares_the_clipboard_and_follows_the_window() {
     let member =
         alices_running_desktop_annotated(client, "rdpclip", &[(RDP_SERVER_ANNOTATION, XRDP)]).await;
     js(client, KEEP_CONSOLE).await;
+    // What is copied beside the app is not the window's to read while no RDP session needs it.
+    set_clipboard_text(&gui.display, "a password copied beside the app")
+        .await
+        .unwrap();
+    assert_clipboard_closed_to_window(client, "before RDP in the app").await;
     open_rdp_in_app(client, &member).await;
     click(client, "[data-testid='rdp-trust-accept']").await;
     // The guest wants no NLA: no login is asked; the session starts on xrdp's own login window.
@@ -609,6 +649,10 @@ async fn rdp_in_the_app_shares_the_clipboard_and_follows_the_window() {
         set_clipboard_text(&gui.display, &from_app).await.unwrap();
         wait_clipboard(client, &display, &from_app, "the guest's").await;
     }
+    assert_eq!(
+        window_reads_clipboard(client).await,
+        Ok(Some("copied beside the app 2".into()))
+    );
 
     // The window resized: the guest's screen follows the view, and the canvas shows it.
     client.set_window_size(1000, 700).await.unwrap();
@@ -626,6 +670,7 @@ async fn rdp_in_the_app_shares_the_clipboard_and_follows_the_window() {
     eprintln!("RDP in the app with xrdp: clipboard both ways, guest {first:?} → {resized:?}");
     gui.screenshot("e2e-rdp-xrdp.png");
     click(client, "[data-testid='rdp-close']").await;
+    assert_clipboard_closed_to_window(client, "after RDP in the app closed").await;
 
     // The certificate the app accepted for this member is not the one the guest shows any
     // more (as after a man in the middle): the next connection shows both and asks again.

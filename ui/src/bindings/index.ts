@@ -154,7 +154,8 @@ export const commands = {
 	/**
 	 *  The text on the OS clipboard, or `None` when it holds none (empty, or only an image).
 	 * 
-	 *  Errors: the clipboard cannot be opened or read (no desktop session).
+	 *  Errors: no RDP session in the app is active ([`ErrorKind::Refused`]; see the module doc); the
+	 *  clipboard cannot be opened or read (no desktop session).
 	 */
 	clipboardText: () => __TAURI_INVOKE<string | null>("clipboard_text"),
 	/**
