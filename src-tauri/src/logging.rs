@@ -19,7 +19,7 @@ pub fn init(dir: &Path) -> Result<PathBuf, Box<dyn std::error::Error>> {
         .max_log_files(7)
         .build(dir)?;
     // kube-runtime's watcher warns of each failed list or watch, a refused one (403) on every
-    // retry, yet every such failure also reaches the live feed, which logs it once, and quietly
+    // retry, yet every such failure also reaches the live feed, which logs it itself, at DEBUG
     // when it only means "no DesktopPools here" (vdi_core::watch).
     let filter = EnvFilter::try_from_env("CORRAL_LOG").unwrap_or_else(|_| {
         EnvFilter::new(
