@@ -23,6 +23,8 @@
 
 use bytes::{Bytes, BytesMut};
 
+use super::x224;
+
 /// The server's output, cut at PDU boundaries.
 #[derive(Debug, Default)]
 pub struct PduFramer {
@@ -51,18 +53,11 @@ fn pdu_length(bytes: &[u8]) -> Result<Option<usize>, ()> {
     if first & 0b11 != 0 {
         return Err(());
     }
-    let Some(&high) = bytes.get(1) else {
+    // length1 and, when its high bit is set, length2: the encoding of a PER length.
+    let Some((length, used)) = x224::per_length(&bytes[1..]) else {
         return Ok(None);
     };
-    let (length, header) = if high & 0x80 == 0 {
-        (usize::from(high), 2)
-    } else {
-        let Some(&low) = bytes.get(2) else {
-            return Ok(None);
-        };
-        ((usize::from(high & 0x7f) << 8) | usize::from(low), 3)
-    };
-    if length < header {
+    if length < 1 + used {
         Err(())
     } else {
         Ok(Some(length))
