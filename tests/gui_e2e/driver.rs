@@ -307,6 +307,28 @@ pub(crate) async fn js(client: &Client, script: &str) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("script failed: {e}"))
 }
 
+/// Calls the backend's command `command` with `args` from the page, as the UI does (Tauri's
+/// `invoke`): its value, or what it rejected with (an `ErrorView`).
+pub(crate) async fn invoke(
+    client: &Client,
+    command: &str,
+    args: serde_json::Value,
+) -> Result<serde_json::Value, serde_json::Value> {
+    let answer = client
+        .execute_async(
+            r#"const [command, args, done] = arguments;
+               window.__TAURI_INTERNALS__.invoke(command, args).then(
+                 (value) => done({ value }), (error) => done({ error }));"#,
+            vec![command.into(), args],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("invoke {command}: {e}"));
+    match answer.get("error") {
+        Some(error) => Err(error.clone()),
+        None => Ok(answer["value"].clone()),
+    }
+}
+
 /// alice's running desktop from pool `pool` (golden spec members) in `corral-vms`, claimed
 /// through the app's "Get a desktop"; returns its name.
 pub(crate) async fn alices_running_desktop(client: &Client, pool: &str) -> String {

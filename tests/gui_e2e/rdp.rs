@@ -21,8 +21,8 @@ use sandbox::emulator::knobs::{
 use sandbox::emulator::xrdp::{clipboard_text, screen_size, set_clipboard_text};
 
 use crate::driver::{
-    Gui, alices_running_desktop, alices_running_desktop_annotated, click, exists, js, tempdir,
-    text_of, type_into, wait_attr, wait_text,
+    Gui, alices_running_desktop, alices_running_desktop_annotated, click, exists, invoke, js,
+    tempdir, text_of, type_into, wait_attr, wait_text,
 };
 
 /// The RDP canvas, inside the web component's shadow root.
@@ -455,22 +455,24 @@ async fn alice_sees_and_types_into_her_desktop_over_rdp_in_the_app() {
     // The stream drops (the session is stopped under the view, as the Sessions view's Stop
     // does): the view says the session ended and Reconnect, with the login of this view, shows
     // the desktop again.
-    let stopped = client
-        .execute_async(
-            r#"const done = arguments[arguments.length - 1];
-               const invoke = window.__TAURI_INTERNALS__.invoke;
-               invoke("list_sessions").then(async (sessions) => {
-                 const rdp = sessions.find(s => s.kind === "rdp" && s.state.kind === "active"
-                                                && s.helper === null);
-                 done(rdp ? await invoke("stop_session", { id: rdp.id }) : null);
-               }, (e) => done(String(e)));"#,
-            vec![],
-        )
+    let sessions = invoke(client, "list_sessions", serde_json::json!({}))
         .await
-        .unwrap();
+        .expect("the session list");
+    let rdp = sessions
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| s["kind"] == "rdp" && s["state"]["kind"] == "active" && s["helper"].is_null())
+        .unwrap_or_else(|| panic!("no active RDP session in the app: {sessions}"));
+    let stopped = invoke(
+        client,
+        "stop_session",
+        serde_json::json!({ "id": rdp["id"] }),
+    )
+    .await;
     assert_eq!(
         stopped,
-        serde_json::json!(true),
+        Ok(serde_json::json!(true)),
         "the RDP session was stopped"
     );
     let ended = text_of(client, "[data-testid='rdp-disconnected']").await;
@@ -531,19 +533,11 @@ async fn console_lines(client: &Client) -> String {
 /// What the window gets when it asks the backend for the OS clipboard (`clipboard_text`, as the
 /// page's `navigator.clipboard.readText` does): the text, or the refusal's message.
 async fn window_reads_clipboard(client: &Client) -> Result<Option<String>, String> {
-    let got = client
-        .execute_async(
-            r#"const done = arguments[arguments.length - 1];
-               window.__TAURI_INTERNALS__.invoke("clipboard_text").then(
-                 (text) => done({ text }),
-                 (e) => done({ refused: e?.message ?? String(e) }));"#,
-            vec![],
-        )
-        .await
-        .unwrap();
-    match got.get("refused") {
-        Some(refused) => Err(refused.as_str().unwrap_or_default().to_owned()),
-        None => Ok(got["text"].as_str().map(str::to_owned)),
+    match invoke(client, "clipboard_text", serde_json::json!({})).await {
+        Ok(text) => Ok(text.as_str().map(str::to_owned)),
+        Err(refused) => Err(refused["message"]
+            .as_str()
+            .map_or_else(|| refused.to_string(), str::to_owned)),
     }
 }
 
