@@ -265,7 +265,7 @@ pub async fn get(client: &Client, namespace: &str, name: &str) -> Result<Option<
 }
 
 /// What the member's ownership Lease (`corral-vdi-<member>`) says.
-#[derive(Debug, Clone, PartialEq, Serialize, specta::Type)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
 pub struct LeaseView {
     /// `spec.holderIdentity`: the full identity of the holder.

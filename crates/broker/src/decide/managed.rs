@@ -9,7 +9,7 @@
 
 use jiff::{SignedDuration, Timestamp};
 use vdi_core::lease::LeaseView;
-use vdi_core::policy::reclaim::{ClaimTimes, ReclaimDue, ReclaimWhy, due};
+use vdi_core::policy::reclaim::{ReclaimDue, ReclaimWhy, WrittenTimes, due, trusted_times};
 use vdi_core::policy::{Policy, duration};
 
 /// VM annotation the broker writes on a claimed member of a managed pool once its next
@@ -19,37 +19,38 @@ use vdi_core::policy::{Policy, duration};
 /// moved it).
 pub const NOTICE_ANNOTATION: &str = "corral.dev/vdi-reclaim-notice";
 
-/// The next reclaim of a claim with Lease `lease` as the broker acts on it: the disconnect
-/// (and its notice) moved by `margin`.
+/// The next reclaim of a claim written as `written` as the broker acts on it, as of `now`:
+/// the times [`trusted_times`] believes, the disconnect (and its notice) moved by `margin`.
 pub fn next_reclaim(
     policy: &Policy,
-    lease: &LeaseView,
-    kept_at: Option<Timestamp>,
-    idle_since: Option<Timestamp>,
+    written: &WrittenTimes<'_>,
+    now: Timestamp,
     margin: SignedDuration,
 ) -> Option<ReclaimDue> {
-    let times = ClaimTimes {
-        acquired_at: lease.acquired_at,
-        expires_at: lease
-            .expires_at
-            .map(|end| end.checked_add(margin).unwrap_or(end)),
-        idle_since,
-        kept_at,
-    };
+    let mut times = trusted_times(policy, written, now);
+    times.expires_at = times
+        .expires_at
+        .map(|end| end.checked_add(margin).unwrap_or(end));
     due(policy, &times)
 }
 
-/// Why `reclaim` is due, as a sentence for the Event.
-pub fn explain(policy: &Policy, lease: &LeaseView, reclaim: &ReclaimDue) -> String {
+/// Why `reclaim` is due, as a sentence for the Event; `started` is the claim's start as
+/// [`trusted_times`] counts it.
+pub fn explain(
+    policy: &Policy,
+    lease: &LeaseView,
+    started: Option<Timestamp>,
+    reclaim: &ReclaimDue,
+) -> String {
     let at = crate::rfc3339(reclaim.at);
     let since = |t: Option<Timestamp>| t.map_or_else(|| "?".into(), crate::rfc3339);
     match reclaim.why {
         ReclaimWhy::MaxSession => format!(
-            "maxSession {} since its acquireTime {} passed at {at}",
+            "maxSession {} since its start {} passed at {at}",
             policy
                 .max_session
                 .map_or_else(String::new, duration::format),
-            since(lease.acquired_at)
+            since(started)
         ),
         ReclaimWhy::Idle => format!(
             "no user logged in to the guest for idleTimeout {} (reached at {at})",

@@ -21,9 +21,12 @@ use serde::Serialize;
 use crate::clock::describe_instant;
 use crate::error::{Error, Result, is_status};
 use crate::identity::Actor;
-use crate::labels::{IDLE_SINCE_ANNOTATION, KEPT_AT_ANNOTATION, POOL_LABEL, lease_name};
+use crate::labels::{
+    CLAIMED_AT_ANNOTATION, GRANTED_TO_ANNOTATION, IDLE_SINCE_ANNOTATION, KEPT_AT_ANNOTATION,
+    POOL_LABEL, lease_name,
+};
 use crate::lease::{ClaimLease, LeaseView, lease_view};
-use crate::policy::reclaim::{ClaimTimes, ReclaimDue, due};
+use crate::policy::reclaim::{ReclaimDue, WrittenTimes, due, recorded_start, trusted_times};
 use crate::policy::{DesktopPool, Policy, duration};
 use crate::resources::VirtualMachine;
 
@@ -87,25 +90,42 @@ pub async fn keep(actor: &Actor, namespace: &str, member: &str) -> Result<Kept> 
     };
     let now = actor.clock().now();
     let judged = lease_view(&lease, now);
-    if let Some(refusal) = policy
-        .as_ref()
-        .and_then(|p| past_max_session(p, &judged, member, now))
-    {
+    // The claim as the broker counts it (the start it recorded, the idle reading).
+    let vm = match &policy {
+        Some(_) => member_vm(actor, namespace, member).await,
+        None => None,
+    };
+    let annotation = |key: &str| {
+        vm.as_ref()
+            .and_then(|vm| vm.annotations().get(key))
+            .map(String::as_str)
+    };
+    let mut written = WrittenTimes {
+        lease: &judged,
+        recorded_start: recorded_start(
+            annotation(GRANTED_TO_ANNOTATION),
+            annotation(CLAIMED_AT_ANNOTATION),
+            actor.username(),
+        ),
+        kept_at: None,
+        idle_since: annotation(IDLE_SINCE_ANNOTATION).and_then(|i| i.parse().ok()),
+    };
+    if let Some(refusal) = policy.as_ref().and_then(|p| {
+        let started = trusted_times(p, &written, now).acquired_at;
+        past_max_session(p, started, member, now)
+    }) {
         return Err(refusal);
     }
     let renewed = write(actor, namespace, member, lease, Some(now)).await?;
-    let next_reclaim = match &policy {
-        Some(policy) => {
-            let times = ClaimTimes {
-                acquired_at: judged.acquired_at,
-                expires_at: Some(renewed.expires_at),
-                idle_since: idle_since(actor, namespace, member).await,
-                kept_at: Some(now),
-            };
-            due(policy, &times)
-        }
-        None => None,
+    let after = LeaseView {
+        renewed_at: Some(renewed.renewed_at),
+        ..judged.clone()
     };
+    let next_reclaim = policy.as_ref().and_then(|policy| {
+        written.lease = &after;
+        written.kept_at = Some(now);
+        due(policy, &trusted_times(policy, &written, now))
+    });
     tracing::info!(%namespace, %member, holder = %renewed.holder, "claim kept");
     Ok(Kept {
         renewed,
@@ -201,15 +221,16 @@ fn check_holder(
     Ok(view)
 }
 
-/// The refusal of a Keep whose claim has reached `policy`'s `maxSession` at `now`, if it has.
+/// The refusal of a Keep whose claim, started at `started` ([`trusted_times`]), has reached
+/// `policy`'s `maxSession` at `now`, if it has.
 fn past_max_session(
     policy: &Policy,
-    lease: &LeaseView,
+    started: Option<Timestamp>,
     member: &str,
     now: Timestamp,
 ) -> Option<Error> {
     let limit = policy.max_session?;
-    let acquired = lease.acquired_at?;
+    let acquired = started?;
     let end = acquired.checked_add(limit).ok()?;
     (end <= now).then(|| Error::Refused {
         message: format!(
@@ -223,12 +244,11 @@ fn past_max_session(
     })
 }
 
-/// The VM's idle-since annotation ([`IDLE_SINCE_ANNOTATION`]); `None` when absent, unreadable
-/// or the VM cannot be read (the next reclaim is then told without it).
-async fn idle_since(actor: &Actor, namespace: &str, member: &str) -> Option<Timestamp> {
+/// The member's VM; `None` when it cannot be read (the next reclaim is then told without what
+/// the broker recorded on it).
+async fn member_vm(actor: &Actor, namespace: &str, member: &str) -> Option<VirtualMachine> {
     let vms: Api<VirtualMachine> = Api::namespaced(actor.client().clone(), namespace);
-    let vm = vms.get_opt(member).await.ok()??;
-    vm.annotations().get(IDLE_SINCE_ANNOTATION)?.parse().ok()
+    vms.get_opt(member).await.ok()?
 }
 
 /// Writes the renewal of `lease` (the actor's, as read): `renewTime` = now and, for a Keep,
@@ -349,12 +369,12 @@ mod tests {
             &lease("alice", "2026-12-04T11:59:00Z", "2026-12-04T11:30:00Z"),
             now(),
         );
-        assert!(past_max_session(&policy, &within, "p-1", now()).is_none());
+        assert!(past_max_session(&policy, within.acquired_at, "p-1", now()).is_none());
         let past = lease_view(
             &lease("alice", "2026-12-04T11:59:00Z", "2026-12-04T10:59:00Z"),
             now(),
         );
-        let err = past_max_session(&policy, &past, "p-1", now()).unwrap();
+        let err = past_max_session(&policy, past.acquired_at, "p-1", now()).unwrap();
         assert!(err.to_string().contains("maxSession (1h since"), "{err}");
     }
 }

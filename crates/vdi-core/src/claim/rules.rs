@@ -92,6 +92,13 @@ impl Claim<'_> {
     ) -> Lease {
         let transitions = previous.map_or(0, |l| l.transitions().saturating_add(1));
         let resource_version = previous.and_then(|l| l.resource_version());
+        // The assignee's own Lease taken again (expired, not yet reclaimed) continues their
+        // claim: its acquireTime stays, as the guard demands of an update that keeps the holder
+        // (the start a pool's maxSession counts from is the holder's to write once).
+        let acquired = previous
+            .filter(|l| l.holder() == Some(self.assignee))
+            .and_then(|l| l.spec.as_ref()?.acquire_time.as_deref()?.parse().ok())
+            .unwrap_or(now);
         Lease {
             metadata: ObjectMeta {
                 name: Some(lease_name(member)),
@@ -105,7 +112,7 @@ impl Claim<'_> {
             },
             spec: Some(LeaseSpec {
                 holder_identity: Some(self.assignee.to_owned()),
-                acquire_time: Some(MicroTime(now)),
+                acquire_time: Some(MicroTime(acquired)),
                 renew_time: Some(MicroTime(now)),
                 lease_duration_seconds: Some(lease_seconds),
                 lease_transitions: Some(transitions),

@@ -14,6 +14,18 @@
 //!   from `acquireTime` (a reading before this claim began is another claim's), whichever is
 //!   latest.
 //!
+//! **What counts** ([`trusted_times`], SPEC "Pool policy and lifecycle"): every time above but
+//! the idle reading is written by the holder on their own Lease, so each is read as the holder
+//! could have bent it, and only a bend that *shortens* the claim is believed:
+//! - the claim's start is the earlier of the Lease's `acquireTime` and the claimed-at time the
+//!   broker recorded on the member when it first granted this holder (its own clock; the guard
+//!   lets only the broker and administrators write it, and the broker never moves it forward
+//!   for the same holder), so an `acquireTime` rewritten into the future moves nothing;
+//! - a `leaseDurationSeconds` longer than the pool's `disconnectGrace` counts as
+//!   `disconnectGrace`;
+//! - a Keep time ahead of the API server's clock (by more than
+//!   [`crate::lease::FUTURE_TOLERANCE`]) is no Keep.
+//!
 //! The holder is told [`notice_lead`] before ([`NOTICE`], five minutes, or half the rule's own
 //! duration when that is shorter, so a 20 s `maxSession` is announced at 10 s rather than at its
 //! start; the app's notice with **Keep**): Keep renews the Lease
@@ -24,6 +36,8 @@ use jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 
 use super::Policy;
+use crate::labels::encode_identity;
+use crate::lease::{FUTURE_TOLERANCE, LeaseView};
 
 /// How long before a reclaim the holder is told (five minutes).
 pub const NOTICE: SignedDuration = SignedDuration::from_secs(300);
@@ -63,6 +77,68 @@ pub struct ClaimTimes {
     pub idle_since: Option<Timestamp>,
     /// The Lease annotation [`crate::labels::KEPT_AT_ANNOTATION`]: the holder's last Keep.
     pub kept_at: Option<Timestamp>,
+}
+
+/// A claim's times as they are written on the cluster, before [`trusted_times`] reads them.
+#[derive(Debug, Clone, Copy)]
+pub struct WrittenTimes<'a> {
+    /// The claim Lease, read with [`crate::lease::lease_view`] (the holder writes its times and
+    /// duration).
+    pub lease: &'a LeaseView,
+    /// When the broker first granted this holder ([`recorded_start`]): the claimed-at time it
+    /// wrote on the member, in its own clock.
+    pub recorded_start: Option<Timestamp>,
+    /// The Lease annotation [`crate::labels::KEPT_AT_ANNOTATION`], as the holder wrote it.
+    pub kept_at: Option<Timestamp>,
+    /// The VM annotation [`crate::labels::IDLE_SINCE_ANNOTATION`] (the broker's reading).
+    pub idle_since: Option<Timestamp>,
+}
+
+/// When the broker first granted `holder` the member: the VM's claimed-at annotation
+/// (`claimed_at`, as written) when the VM's granted-to annotation (`granted_to`) names
+/// `holder` (encoded as the assigned-to label, [`encode_identity`]), i.e. when the broker wrote
+/// it for this holder's grant; `None` otherwise (not granted yet, granted to someone else, or
+/// not a time).
+pub fn recorded_start(
+    granted_to: Option<&str>,
+    claimed_at: Option<&str>,
+    holder: &str,
+) -> Option<Timestamp> {
+    (granted_to == Some(encode_identity(holder).as_str()))
+        .then_some(claimed_at)
+        .flatten()
+        .and_then(|c| c.parse().ok())
+}
+
+/// The times of a claim that the reclaim rule may believe, as of `now` (the API server's time),
+/// in a pool with `policy` (see the module doc, "What counts"): the start is the earlier of
+/// `acquireTime` and [`WrittenTimes::recorded_start`]; the expiry is the Lease's own
+/// (`renewTime`, else `acquireTime`, plus its duration) but no later than `disconnectGrace`
+/// after that time; a Keep later than `now` plus
+/// [`FUTURE_TOLERANCE`] is dropped. The broker, the views' countdowns and Keep all read a claim
+/// through this, so none of them can be told a longer claim than another.
+pub fn trusted_times(policy: &Policy, written: &WrittenTimes<'_>, now: Timestamp) -> ClaimTimes {
+    let lease = written.lease;
+    let acquired_at = match (lease.acquired_at, written.recorded_start) {
+        (Some(a), Some(r)) => Some(a.min(r)),
+        (a, r) => a.or(r),
+    };
+    // The Lease's own expiry (crate::lease::lease_view), no later than disconnectGrace after
+    // the time it counts from.
+    let cap = lease.renewed_at.or(lease.acquired_at).map(|last| {
+        last.checked_add(policy.disconnect_grace)
+            .unwrap_or(Timestamp::MAX)
+    });
+    let expires_at = lease
+        .expires_at
+        .map(|end| cap.map_or(end, |cap| end.min(cap)));
+    let latest_keep = now.checked_add(FUTURE_TOLERANCE).unwrap_or(Timestamp::MAX);
+    ClaimTimes {
+        acquired_at,
+        expires_at,
+        idle_since: written.idle_since,
+        kept_at: written.kept_at.filter(|k| *k <= latest_keep),
+    }
 }
 
 /// The next reclaim of a claim.
@@ -227,6 +303,89 @@ mod tests {
         let p = policy(None, Some("1h"));
         assert_eq!(notice_lead(&p, ReclaimWhy::Idle), NOTICE);
         assert_eq!(notice_lead(&p, ReclaimWhy::MaxSession), NOTICE, "no limit");
+    }
+
+    fn judged(acquired: &str, renewed: &str, seconds: i32) -> LeaseView {
+        LeaseView {
+            holder: Some("alice".into()),
+            acquired_at: Some(t(acquired)),
+            renewed_at: Some(t(renewed)),
+            duration_seconds: Some(seconds),
+            expires_at: t(renewed)
+                .checked_add(SignedDuration::from_secs(i64::from(seconds)))
+                .ok(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn only_what_shortens_a_claim_is_believed_of_what_its_holder_wrote() {
+        let now = t("2026-12-04T12:00:00Z");
+        let p = DesktopPoolSpec {
+            golden: "g".into(),
+            size: 1,
+            disconnect_grace: Some("10m".into()),
+            max_session: Some("1h".into()),
+            idle_timeout: Some("30m".into()),
+            ..Default::default()
+        }
+        .policy()
+        .unwrap();
+        let lease = judged("8999-01-01T00:00:00Z", "2026-12-04T11:59:00Z", 604_800);
+        let written = WrittenTimes {
+            lease: &lease,
+            recorded_start: Some(t("2026-12-04T11:30:00Z")),
+            kept_at: Some(t("2027-01-01T00:00:00Z")),
+            idle_since: Some(t("2026-12-04T11:40:00Z")),
+        };
+        let times = trusted_times(&p, &written, now);
+        assert_eq!(times.acquired_at, Some(t("2026-12-04T11:30:00Z")));
+        assert_eq!(times.expires_at, Some(t("2026-12-04T12:09:00Z")));
+        assert_eq!(times.kept_at, None, "a Keep ahead of the clock");
+        assert_eq!(times.idle_since, Some(t("2026-12-04T11:40:00Z")));
+        // An earlier acquireTime than the record shortens the claim: believed.
+        let early = judged("2026-12-04T11:00:00Z", "2026-12-04T11:59:00Z", 60);
+        let times = trusted_times(
+            &p,
+            &WrittenTimes {
+                lease: &early,
+                kept_at: Some(t("2026-12-04T12:00:04Z")),
+                ..written
+            },
+            now,
+        );
+        assert_eq!(times.acquired_at, Some(t("2026-12-04T11:00:00Z")));
+        assert_eq!(times.expires_at, Some(t("2026-12-04T12:00:00Z")));
+        assert_eq!(
+            times.kept_at,
+            Some(t("2026-12-04T12:00:04Z")),
+            "within the tolerance"
+        );
+        // No record yet (not granted): the Lease's own start.
+        let times = trusted_times(
+            &p,
+            &WrittenTimes {
+                lease: &early,
+                recorded_start: None,
+                ..written
+            },
+            now,
+        );
+        assert_eq!(times.acquired_at, Some(t("2026-12-04T11:00:00Z")));
+    }
+
+    #[test]
+    fn the_recorded_start_is_the_holders_only_when_the_broker_granted_them() {
+        let at = Some("2026-12-04T11:30:00Z");
+        assert_eq!(
+            recorded_start(Some("alice"), at, "alice"),
+            Some(t("2026-12-04T11:30:00Z"))
+        );
+        assert_eq!(recorded_start(Some("bob"), at, "alice"), None);
+        assert_eq!(recorded_start(None, at, "alice"), None);
+        assert_eq!(recorded_start(Some("alice"), Some("soon"), "alice"), None);
+        let sa = "system:serviceaccount:corral-vms:dave";
+        assert!(recorded_start(Some(&encode_identity(sa)), at, sa).is_some());
     }
 
     #[test]

@@ -10,9 +10,11 @@ use kube::ResourceExt;
 use serde::Serialize;
 
 use super::{MemberState, MemberView};
-use crate::labels::{IDLE_SINCE_ANNOTATION, KEPT_AT_ANNOTATION};
+use crate::labels::{
+    CLAIMED_AT_ANNOTATION, GRANTED_TO_ANNOTATION, IDLE_SINCE_ANNOTATION, KEPT_AT_ANNOTATION,
+};
 use crate::lease::ClaimLease;
-use crate::policy::reclaim::{ClaimTimes, due};
+use crate::policy::reclaim::{ClaimTimes, WrittenTimes, due, recorded_start, trusted_times};
 use crate::policy::{DesktopPool, OnRelease, Policy, duration};
 use crate::resources::VirtualMachine;
 
@@ -128,16 +130,31 @@ fn instant(
     annotations.get(key).and_then(|v| v.parse().ok())
 }
 
-/// The times of `view`'s claim that the reclaim rule reads: its Lease's (as judged in the
-/// view), the VM's idle-since annotation and the Lease's kept-at annotation.
-fn claim_times(view: &MemberView, vm: &VirtualMachine, lease: Option<&ClaimLease>) -> ClaimTimes {
-    let judged = view.lease.as_ref();
-    ClaimTimes {
-        acquired_at: judged.and_then(|l| l.acquired_at),
-        expires_at: judged.and_then(|l| l.expires_at),
-        idle_since: instant(vm.annotations(), IDLE_SINCE_ANNOTATION),
+/// The times of `view`'s claim that the reclaim rule believes as of `now`
+/// ([`trusted_times`]): its Lease's (as judged in the view), the claimed-at the broker recorded
+/// for its holder on the VM, the VM's idle-since annotation and the Lease's kept-at annotation.
+fn claim_times(
+    policy: &Policy,
+    view: &MemberView,
+    vm: &VirtualMachine,
+    lease: Option<&ClaimLease>,
+    now: Timestamp,
+) -> Option<ClaimTimes> {
+    let judged = view.lease.as_ref()?;
+    let annotation = |key: &str| vm.annotations().get(key).map(String::as_str);
+    let written = WrittenTimes {
+        lease: judged,
+        recorded_start: judged.holder.as_deref().and_then(|holder| {
+            recorded_start(
+                annotation(GRANTED_TO_ANNOTATION),
+                annotation(CLAIMED_AT_ANNOTATION),
+                holder,
+            )
+        }),
         kept_at: lease.and_then(|l| instant(l.annotations(), KEPT_AT_ANNOTATION)),
-    }
+        idle_since: instant(vm.annotations(), IDLE_SINCE_ANNOTATION),
+    };
+    Some(trusted_times(policy, &written, now))
 }
 
 /// Fills `view`'s reclaim fields when its member is held (an active Lease) in a pool with
@@ -154,7 +171,8 @@ pub(super) fn fill_reclaim(
     if !held {
         return;
     }
-    if let Some(next) = due(policy, &claim_times(view, vm, lease)) {
+    let times = claim_times(policy, view, vm, lease, now);
+    if let Some(next) = times.and_then(|times| due(policy, &times)) {
         view.reclaim_at = Some(next.at.to_string());
         view.reclaim_why = Some(next.why);
         view.notice = next.notice_due(now);

@@ -12,6 +12,8 @@ fn policy(max_session: Option<&str>, idle: Option<&str>, on_release: OnRelease) 
         max_session: max_session.map(Into::into),
         idle_timeout: idle.map(Into::into),
         on_release: Some(on_release),
+        // Longer than any Lease here: a_lease_longer_than_disconnect_grace_… tests the cap.
+        disconnect_grace: Some("168h".into()),
         ..Default::default()
     }
     .policy()
@@ -37,6 +39,7 @@ fn decide_managed(
             margin: SignedDuration::from_secs(30),
             policy: Some(policy),
             kept_at: kept_at.map(|k| k.parse().unwrap()),
+            refusing: None,
         },
     )
 }
@@ -262,6 +265,7 @@ fn a_reset_waits_for_no_lease_being_deleted_it_stops_instead() {
             margin: SignedDuration::from_secs(30),
             policy: Some(&p),
             kept_at: None,
+            refusing: None,
         },
     );
     assert_eq!(teardown_plan(&d).on_release, Some(OnRelease::Keep));
@@ -279,4 +283,84 @@ fn an_unmanaged_pool_keeps_the_seeds_rules() {
     let t = teardown_plan(&d);
     assert_eq!((t.why.as_deref(), t.reclaim_why), (None, None));
     assert_eq!(t.on_release, Some(OnRelease::Keep));
+}
+
+#[test]
+fn an_acquire_time_rewritten_into_the_future_neither_moves_the_record_nor_stretches_max_session() {
+    // alice was granted at 11:00 (claimed-at, the broker's record); she then rewrote her
+    // Lease's acquireTime to the year 8999.
+    let hoarded = LeaseView {
+        acquired_at: Some("8999-01-01T00:00:00Z".parse().unwrap()),
+        renewed_at: Some(t("11:59:00")),
+        ..lease("alice", "12:59:00")
+    };
+    let p = policy(Some("59m"), None, OnRelease::Keep);
+    let d = decide_managed(alices_running(), Some(&hoarded), granted("alice"), &p, None);
+    let t = teardown_plan(&d);
+    assert_eq!(t.reclaim_why, Some(ReclaimWhy::MaxSession), "{t:?}");
+    assert!(
+        t.why
+            .as_deref()
+            .unwrap()
+            .contains("since its start 2026-12-03T11:00:00Z"),
+        "{t:?}"
+    );
+    // Within maxSession, the record stays as written: nothing to write.
+    let p = policy(Some("2h"), None, OnRelease::Keep);
+    let d = decide_managed(alices_running(), Some(&hoarded), granted("alice"), &p, None);
+    let g = grant_plan(&d);
+    assert_eq!(g.claimed_at, "2026-12-03T11:00:00Z");
+    assert!(!g.write_vm, "{g:?}");
+    // A claim new to the broker with a start ahead of the clock is recorded at now.
+    let d = decide_managed(vm(), Some(&hoarded), GrantFacts::default(), &p, None);
+    assert_eq!(grant_plan(&d).claimed_at, "2026-12-03T12:00:00Z");
+}
+
+#[test]
+fn a_lease_longer_than_disconnect_grace_counts_as_disconnect_grace() {
+    // disconnectGrace 10m; alice renewed at 11:40 with a week's leaseDurationSeconds.
+    let p = DesktopPoolSpec {
+        golden: "golden".into(),
+        size: 1,
+        disconnect_grace: Some("10m".into()),
+        ..Default::default()
+    }
+    .policy()
+    .unwrap();
+    let week = LeaseView {
+        renewed_at: Some(t("11:40:00")),
+        duration_seconds: Some(604_800),
+        ..lease("alice", "12:59:00")
+    };
+    let d = decide_managed(alices_running(), Some(&week), granted("alice"), &p, None);
+    let t = teardown_plan(&d);
+    assert_eq!(t.reclaim_why, Some(ReclaimWhy::Disconnected), "{t:?}");
+}
+
+#[test]
+fn a_keep_time_in_the_future_is_no_keep() {
+    // Idle since 11:10 with idleTimeout 30m: due at 11:40; a Keep written for next year is not
+    // believed, one written at 11:50 is.
+    let idle = VmFacts {
+        idle_since: Some("2026-12-03T11:10:00Z"),
+        ..alices_running()
+    };
+    let l = lease("alice", "13:00:00");
+    let p = policy(None, Some("30m"), OnRelease::Keep);
+    let d = decide_managed(
+        idle,
+        Some(&l),
+        granted("alice"),
+        &p,
+        Some("2027-12-03T11:50:00Z"),
+    );
+    assert_eq!(teardown_plan(&d).reclaim_why, Some(ReclaimWhy::Idle));
+    let d = decide_managed(
+        idle,
+        Some(&l),
+        granted("alice"),
+        &p,
+        Some("2026-12-03T11:50:00Z"),
+    );
+    grant_plan(&d);
 }
