@@ -445,7 +445,26 @@ async fn with_a_broker_a_claims_label_and_annotation_are_the_brokers_and_adminis
     let ns = namespace("broker-members").await;
     pool_vms(&admin, &ns, "p", 2).await.unwrap();
     vdi_core::broker::install(&admin).await.unwrap();
+    // The broker's policy stands alone: the guard its install brought is taken away here, and
+    // waited for until the API server no longer enforces it (a label only the guard refuses).
+    uninstall(&admin).await;
     wait_enforced(&alice, &ns, "p-2", true).await;
+    let dry = PatchParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let other_label = json!({ "metadata": { "labels": { "alice.example/note": "x" } } });
+    eventually(
+        "the guard no longer enforced",
+        Duration::from_secs(10),
+        || async {
+            Api::<VirtualMachine>::namespaced(alice.clone(), &ns)
+                .patch("p-2", &dry, &Patch::Merge(&other_label))
+                .await
+                .ok()
+        },
+    )
+    .await;
 
     // alice's claim is her Lease alone: she may write it, not the member's label or claimed-at.
     Api::<Lease>::namespaced(alice.clone(), &ns)

@@ -95,23 +95,34 @@ async fn broker_install_status_and_uninstall_as_an_administrator_and_as_a_user()
     assert_eq!(status.state, BrokerState::Unknown, "{status:?}");
     assert!(status.summary.contains(STATUS_ROLE), "{}", status.summary);
 
-    // She may not install it either: refused with who may, and nothing written.
+    // She may not install it either: refused with who may (the guard, which it installs first),
+    // and nothing written.
     let before = snapshot(&admin).await;
     let refused = broker::install(&alice).await.unwrap_err();
     assert_eq!(refused.kind(), ErrorKind::Forbidden, "{refused}");
     assert!(
         refused
             .to_string()
-            .contains("you may not install the Corral VDI broker"),
+            .contains("you may not install the Corral VDI guard"),
         "{refused}"
     );
     assert_eq!(snapshot(&admin).await, before, "nothing moved");
 
-    // An administrator installs it: every object is said, and is as this version ships it.
+    // An administrator installs it: the guard first (the broker grants nothing without its
+    // claim rules), then every object is said, and is as this version ships it.
     let done = broker::install(&admin).await.unwrap();
+    assert!(
+        done[0].starts_with(
+            "installed the Corral VDI guard, whose claim rules the broker's grants rest on"
+        ),
+        "{done:?}"
+    );
+    assert_eq!(
+        vdi_core::guard::status(&admin).await.unwrap().state,
+        vdi_core::guard::GuardState::Installed
+    );
     for object in [
         "ClusterRole corral-vdi:broker",
-        "ClusterRole corral-vdi:desktop-user",
         "Deployment corral-vdi-broker in namespace \"corral-vdi-system\"",
         "ValidatingAdmissionPolicy corral-vdi-broker-members",
     ] {
@@ -120,7 +131,13 @@ async fn broker_install_status_and_uninstall_as_an_administrator_and_as_a_user()
             "{object} in {done:?}"
         );
     }
-    assert_eq!(done.len(), before.len(), "{done:?}");
+    assert!(
+        !done
+            .iter()
+            .any(|d| d.contains("ClusterRole corral-vdi:desktop-user")),
+        "no claimant ClusterRole: {done:?}"
+    );
+    assert_eq!(done.len(), before.len() + 1, "{done:?}");
     let manifests = broker::manifest_status(&admin).await.unwrap();
     assert_eq!(
         manifests.verdict,
@@ -232,7 +249,6 @@ async fn broker_install_status_and_uninstall_as_an_administrator_and_as_a_user()
         &format!("Role corral-vdi-claim-d-1 in namespace \"{ns}\""),
         &format!("RoleBinding corral-vdi-claim-d-1 in namespace \"{ns}\""),
         "Lease corral-vdi-broker in namespace \"corral-vdi-system\"",
-        "ClusterRole corral-vdi:desktop-user",
     ] {
         assert!(said.contains(object), "{object}: {said}");
     }
@@ -258,4 +274,7 @@ async fn broker_install_status_and_uninstall_as_an_administrator_and_as_a_user()
         broker::uninstall(&admin).await.unwrap(),
         Vec::<String>::new()
     );
+    // The guard stays with the broker gone (its own uninstall removes it): this binary's other
+    // tests start without it.
+    crate::uninstall(&admin).await;
 }

@@ -200,6 +200,18 @@ async fn with_the_guard_ordinary_users_change_a_pool_member_only_through_the_cla
             .await,
         "only a member of corral-vdi:admins may add not-a-member to pool m",
     );
+    // An empty value is a pool label too (before the guard read it as "no pool" and let it be).
+    denied(
+        "bob adds another VM to the pool with no name",
+        vms_as(&bob)
+            .patch(
+                "not-a-member",
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "metadata": { "labels": { POOL_LABEL: "" } } })),
+            )
+            .await,
+        "only a member of corral-vdi:admins may add not-a-member to pool ",
+    );
     assert_eq!(vm_version(&ns, "not-a-member").await, other_before);
     let mut made = VirtualMachine::new("m-9", Default::default());
     made.metadata.labels = Some([(POOL_LABEL.to_owned(), "m".to_owned())].into());
