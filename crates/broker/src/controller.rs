@@ -1,5 +1,6 @@
 //! The leader's reconciler: reflectors over the pool member VMs, the claim Leases, the
-//! broker's grants (Roles and RoleBindings) and the DesktopPools in every namespace, and one
+//! broker's grants (Roles and RoleBindings), the DesktopPools and the VMIs (metadata: which
+//! VMI runs a member) in every namespace, and one
 //! work queue of members keyed by (namespace, member), which [`crate::reconcile::reconcile`]
 //! works off, and of managed pools keyed by (namespace, pool), which
 //! [`crate::pool::reconcile`] works off.
@@ -10,7 +11,7 @@
 //! to be run again at a time (an active Lease's expiry plus the reclaim margin, a start to
 //! retry); and every [`PASS_INTERVAL`] every known member and pool is queued again (a full pass), after
 //! which the leader writes `corral.dev/broker-last-reconcile` on its Lease. Nothing runs before
-//! all five watches have listed, so no member is judged on half the cluster. One member or
+//! all six watches have listed, so no member is judged on half the cluster. One member or
 //! pool is never reconciled twice at once; up to [`CONCURRENCY`] are.
 //!
 //! Cheap at scale: the stores keep only what the rules read. VMs lose their template, the
@@ -38,8 +39,9 @@ use vdi_core::labels::{
 };
 use vdi_core::lease::ClaimLease;
 use vdi_core::policy::DesktopPool;
-use vdi_core::resources::VirtualMachine;
+use vdi_core::resources::{VirtualMachine, VirtualMachineInstance};
 
+use crate::enforcement::{self, Enforcement};
 use crate::pool::{PoolKey, apply::index_of};
 use crate::reconcile::{Context, Key, Stores, reconcile};
 use vdi_core::clock::ServerClock;
@@ -295,14 +297,31 @@ pub async fn lead(
         |p| pool_key(p).map(Work::Pool),
         "DesktopPools",
     );
+    // A member's VMI (named like it): which session runs now, by uid. Trimmed to metadata.
+    let (vmis, vmi_keys) = reflect(
+        Api::<VirtualMachineInstance>::all(client.clone()),
+        watcher::Config::default(),
+        |_| true,
+        |vmi| vmi.spec.other.clear(),
+        |vmi| {
+            Some(Work::Member(Key {
+                namespace: vmi.namespace()?,
+                member: vmi.name_any(),
+            }))
+        },
+        "VirtualMachineInstances",
+    );
     let stores = Stores {
         vms,
         leases,
         roles,
         bindings,
         pools,
+        vmis,
     };
     crate::pool::set_identity(&identity);
+    let enforcement = Enforcement::default();
+    enforcement::refresh(&client, &enforcement).await;
     let ctx = std::sync::Arc::new(Context::new(
         client.clone(),
         streams,
@@ -310,13 +329,14 @@ pub async fn lead(
         margin,
         identity,
         stores.clone(),
+        enforcement,
     ));
     let mut triggers = pin!(futures::stream::select(
         futures::stream::select(
             futures::stream::select(vm_keys, lease_keys),
             futures::stream::select(role_keys, binding_keys),
         ),
-        pool_keys,
+        futures::stream::select(pool_keys, vmi_keys),
     ));
     let ready = async {
         let _ = futures::join!(
@@ -325,6 +345,7 @@ pub async fn lead(
             stores.roles.wait_until_ready(),
             stores.bindings.wait_until_ready(),
             stores.pools.wait_until_ready(),
+            stores.vmis.wait_until_ready(),
         );
     };
     let mut ready = pin!(ready);
@@ -336,6 +357,8 @@ pub async fn lead(
     let mut pass: Option<HashSet<Work>> = None;
     let mut passes = tokio::time::interval(PASS_INTERVAL);
     passes.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut checks = tokio::time::interval(enforcement::CHECK_INTERVAL);
+    checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         if listed {
             let now = Instant::now();
@@ -408,6 +431,14 @@ pub async fn lead(
                 }
             }
             () = tokio::time::sleep_until(next.unwrap_or_else(Instant::now)), if next.is_some() => {}
+            _ = checks.tick() => {
+                // Whether claims may be granted changed: every member is looked at again.
+                if enforcement::refresh(&client, &ctx.enforcement).await && listed {
+                    for key in member_keys(&stores) {
+                        queue.schedule(key, Instant::now());
+                    }
+                }
+            }
             _ = passes.tick() => {
                 if listed && pass.is_none() {
                     pass = start_pass(&stores, &mut queue, &client, &ctx.clock).await;
@@ -427,7 +458,24 @@ async fn start_pass(
     clock: &ServerClock,
 ) -> Option<HashSet<Work>> {
     let now = Instant::now();
-    let keys: HashSet<Work> = stores
+    let keys = member_keys(stores);
+    // Pools too, but the pass does not wait for them: a pool's grow may take minutes.
+    for pool in stores.pools.state().iter().filter_map(|p| pool_key(p)) {
+        queue.schedule(Work::Pool(pool), now);
+    }
+    if keys.is_empty() {
+        last_reconcile(client, clock).await;
+        return None;
+    }
+    for key in &keys {
+        queue.schedule(key.clone(), now);
+    }
+    Some(keys)
+}
+
+/// Every member the stores know of: by its VM, its claim Lease or its grant.
+fn member_keys(stores: &Stores) -> HashSet<Work> {
+    stores
         .vms
         .state()
         .iter()
@@ -448,19 +496,7 @@ async fn start_pass(
                 .filter_map(|b| grant_key(b.as_ref())),
         )
         .map(Work::Member)
-        .collect();
-    // Pools too, but the pass does not wait for them: a pool's grow may take minutes.
-    for pool in stores.pools.state().iter().filter_map(|p| pool_key(p)) {
-        queue.schedule(Work::Pool(pool), now);
-    }
-    if keys.is_empty() {
-        last_reconcile(client, clock).await;
-        return None;
-    }
-    for key in &keys {
-        queue.schedule(key.clone(), now);
-    }
-    Some(keys)
+        .collect()
 }
 
 /// Writes `corral.dev/broker-last-reconcile` = now (RFC 3339) on the leader Lease: a merge

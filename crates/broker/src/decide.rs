@@ -11,8 +11,21 @@
 //!   leaseDurationSeconds + margin` after now: a claim still inside the reclaim margin is kept)
 //!   and the assigned-to label absent, the broker's own (equal to the granted-to annotation) or
 //!   `encode(H)`: [`Plan::Grant`]. The label follows the Lease, so an administrator's hand edit
-//!   of the holder moves the grant; a running member is then restarted, since KubeVirt cannot
-//!   end an open `portforward` or `usbredir` stream except with its VMI ([`GrantPlan::restart`]).
+//!   of the holder moves the grant.
+//! - **The last session first** (SPEC "Broker": a holder is never bound to a member whose
+//!   running VMI started before their claim). A claim that ends while the member's VMI runs
+//!   records that VMI's uid ([`TeardownPlan::last_session`]); a new holder is granted only once
+//!   the member runs another VMI or none ([`Plan::AwaitSession`] until then, "waiting for the
+//!   last session to end"; a VMI that runs on is restarted). A hand-over (the Lease names
+//!   someone else than the holder granted) while a VMI runs is a [`Plan::Teardown`] of the
+//!   previous holder's claim with a restart ([`TeardownPlan::handover`]): KubeVirt can end an
+//!   open `portforward` or `usbredir` stream, and a logged-in desktop, only with its VMI.
+//! - Active Lease while the cluster does not enforce the claim rules
+//!   ([`MemberFacts::refusing`], [`crate::enforcement`]), or held by one of Kubernetes' own
+//!   identities (`system:…` other than a service account, which no person signs in as):
+//!   [`Plan::Refuse`] with [`Reason::NotGranted`] (no grant, the grant made before revoked, the
+//!   reason on the member, one Event). Nothing else of the claim changes: it is granted once
+//!   the rules are enforced again.
 //! - Active Lease and a label naming someone else that is not the broker's: [`Plan::Refuse`]
 //!   with [`Reason::Conflict`] (no grant to either; a reason annotation naming both fixes, one
 //!   Event).
@@ -58,15 +71,21 @@ mod sentences;
 use jiff::Timestamp;
 use vdi_core::labels::{BROKER_USER, encode_identity, label_matches_identity};
 use vdi_core::policy::OnRelease;
-use vdi_core::policy::reclaim::{ReclaimDue, ReclaimWhy};
+use vdi_core::policy::reclaim::{
+    ReclaimDue, ReclaimWhy, WrittenTimes, recorded_start, trusted_times,
+};
 use vdi_core::state::label_holder;
+use vdi_core::validate::can_be_a_person;
 
 pub use managed::NOTICE_ANNOTATION;
 
 pub use plans::{
-    Decision, GrantFacts, GrantPlan, MemberFacts, Plan, Reason, RefusalPlan, TeardownPlan, VmFacts,
+    AwaitPlan, Decision, GrantFacts, GrantPlan, Handover, MemberFacts, Plan, Reason, RefusalPlan,
+    TeardownPlan, VmFacts,
 };
-pub use sentences::{IDENTITY_SHOWN, conflict_reason, deleting_reason, shown, unreadable_reason};
+pub use sentences::{
+    IDENTITY_SHOWN, conflict_reason, deleting_reason, not_a_person_reason, shown, unreadable_reason,
+};
 
 /// What the Lease says now, with the reclaim margin (and a managed pool's rules) applied.
 enum Claim<'a> {
@@ -131,9 +150,19 @@ fn claim<'a>(facts: &MemberFacts<'a>) -> Claim<'a> {
                 .vm
                 .and_then(|vm| vm.idle_since)
                 .and_then(|i| i.parse::<Timestamp>().ok());
-            match managed::next_reclaim(policy, lease, facts.kept_at, idle_since, margin) {
+            let written = WrittenTimes {
+                lease,
+                recorded_start: facts
+                    .vm
+                    .and_then(|vm| recorded_start(vm.granted_to, vm.claimed_at, holder)),
+                kept_at: facts.kept_at,
+                idle_since,
+            };
+            match managed::next_reclaim(policy, &written, now, margin) {
                 Some(next) if next.at <= now => {
-                    reclaim(Some(managed::explain(policy, lease, &next)), Some(next.why))
+                    let started = trusted_times(policy, &written, now).acquired_at;
+                    let why = managed::explain(policy, lease, started, &next);
+                    reclaim(Some(why), Some(next.why))
                 }
                 next => Claim::Active(holder, next),
             }
@@ -173,11 +202,31 @@ pub fn decide(member: &str, namespace: &str, facts: &MemberFacts<'_>) -> Decisio
             let encoded = encode_identity(holder);
             let ours = |l: &str| vm.granted_to == Some(l);
             let plan = match vm.label {
+                _ if facts.refusing.is_some() || !can_be_a_person(holder) => {
+                    let reason = match facts.refusing {
+                        Some(why) => why.to_owned(),
+                        None => not_a_person_reason(member, namespace, holder),
+                    };
+                    refuse(vm, &facts.grant, Reason::NotGranted, holder, reason)
+                }
                 Some(label) if label != encoded && !ours(label) => {
                     let reason = conflict_reason(member, namespace, label, holder);
                     refuse(vm, &facts.grant, Reason::Conflict, holder, reason)
                 }
-                _ => Plan::Grant(grant(vm, facts, holder, encoded, next)),
+                _ => {
+                    let granted = vm.granted_to == Some(encoded.as_str());
+                    match vm.vmi {
+                        // Granted to someone else while a VMI runs their session: theirs
+                        // ends first (a restart), the new holder is bound after.
+                        Some(vmi) if vm.granted_to.is_some() && !granted => {
+                            Plan::Teardown(handover(vm, facts, holder, encoded, vmi))
+                        }
+                        Some(vmi) if !granted && vm.last_session == Some(vmi) => {
+                            Plan::AwaitSession(await_session(vm, member, holder))
+                        }
+                        _ => Plan::Grant(grant(vm, facts, holder, encoded, next)),
+                    }
+                }
             };
             let requeue_at = match next {
                 Some(next) if facts.now < next.notice_at => Some(next.notice_at),
@@ -268,25 +317,33 @@ fn grant(
         .clone()
         .filter(|b| b != holder)
         .or_else(|| vm.granted_to.filter(|g| *g != encoded).map(label_holder));
-    // Compared to the second, as claimed-at is written.
+    // Compared to the second, as claimed-at is written. Claimed-at is the broker's record of
+    // when it first granted the holder, in the API server's clock (the claim's start as
+    // `vdi_core::policy::reclaim::trusted_times` counts it): an acquireTime ahead of that clock
+    // is not believed, and for a holder granted already it never moves.
+    let now = Timestamp::from_second(facts.now.as_second()).unwrap_or(facts.now);
     let acquired = facts
         .lease
         .and_then(|l| l.acquired_at)
         .and_then(|a| Timestamp::from_second(a.as_second()).ok());
     let written = vm.claimed_at.and_then(|w| w.parse::<Timestamp>().ok());
-    let later = acquired.filter(|a| written.is_none_or(|w| *a > w));
+    let anew = acquired.filter(|a| *a <= now);
     let claimed_at = if handover {
-        crate::rfc3339(later.unwrap_or(facts.now))
-    } else if granted {
-        match (later, vm.claimed_at) {
-            (None, Some(w)) => w.to_owned(),
-            (at, _) => crate::rfc3339(at.unwrap_or(facts.now)),
-        }
+        // A new holder: the Lease's acquireTime when the editor set it anew (later than the old
+        // holder's claimed-at, not ahead of now), else now, when the broker saw the new holder.
+        crate::rfc3339(
+            anew.filter(|a| written.is_none_or(|w| *a > w))
+                .unwrap_or(now),
+        )
+    } else if granted && written.is_some() {
+        vm.claimed_at.unwrap_or_default().to_owned()
     } else {
-        acquired
-            .map(crate::rfc3339)
-            .or_else(|| vm.claimed_at.map(str::to_owned))
-            .unwrap_or_else(|| crate::rfc3339(facts.now))
+        // New to the broker: the time of the hand-over it recorded (a member handed over while
+        // it ran, decide::handover), else the Lease's acquireTime, else what is written, else
+        // now; never ahead of now.
+        let handed_over = written.filter(|_| vm.last_session.is_some());
+        let at = handed_over.or(anew).or(written).map_or(now, |t| t.min(now));
+        crate::rfc3339(at)
     };
     let start = !vdi_core::claim::runs(vm.power)
         && vm.power != "Paused"
@@ -298,7 +355,8 @@ fn grant(
     let write_vm = vm.label != Some(encoded.as_str())
         || !granted
         || vm.claimed_at != Some(claimed_at.as_str())
-        || vm.notice != notice.as_deref();
+        || vm.notice != notice.as_deref()
+        || vm.last_session.is_some();
     // A grant made again for a holder granted before (after an unreadable Lease was fixed, or
     // a grant deleted by hand) is a claim granted too; its Event is recorded only if the VM
     // write changes something.
@@ -315,8 +373,8 @@ fn grant(
         claimed_at,
         apply_grant: !facts.grant.current,
         previous,
-        restart: handover && vm.power != "Stopped",
         start,
+        clear_last_session: vm.last_session.is_some(),
         write_vm,
         event,
         notice,
@@ -364,6 +422,7 @@ fn teardown(
     });
     let ours = vm.label.is_none() || claim_label;
     let traces = vm.granted_to.is_some() || grant.exists;
+    let last_session = session_ending(vm, traces);
     let holder = stale_holder
         .map(str::to_owned)
         .or_else(|| grant.bound.clone())
@@ -378,12 +437,66 @@ fn teardown(
         on_release: (traces && ours).then(|| on_release(facts)),
         clear_label: claim_label,
         write_vm: vm.granted_to.is_some()
+            || last_session.is_some()
             || vm.reason != reason.as_deref()
             || claim_label
             || vm.idle_since.is_some()
             || vm.notice.is_some(),
         reason,
         event: traces.then_some(Reason::Released),
+        last_session,
+        handover: None,
+    }
+}
+
+/// The VMI whose session ends with a claim (its traces on the member), to be recorded as
+/// [`TeardownPlan::last_session`]: the member's VMI, if one runs and is not recorded yet.
+fn session_ending(vm: VmFacts<'_>, traces: bool) -> Option<String> {
+    vm.vmi
+        .filter(|v| traces && vm.last_session != Some(*v))
+        .map(str::to_owned)
+}
+
+/// A member granted to someone else whose VMI `vmi` runs, and whose Lease now names `holder`
+/// (an administrator's hand edit, or a new claim the broker saw without the release before
+/// it): the previous holder's claim ends as a release would, but the member is restarted (a
+/// new VMI: every stream of theirs ends, and their logged-in session with it) whatever
+/// `onRelease` says, the label follows the Lease at once (with claimed-at now), and the new
+/// holder is granted once `vmi` is gone ([`await_session`] until then).
+fn handover(
+    vm: VmFacts<'_>,
+    facts: &MemberFacts<'_>,
+    holder: &str,
+    encoded: String,
+    vmi: &str,
+) -> TeardownPlan {
+    let mut plan = teardown(vm, facts, None, None);
+    plan.on_release = Some(OnRelease::Restart);
+    plan.cut_console = true;
+    plan.clear_label = false;
+    plan.write_vm = true;
+    plan.event = Some(Reason::HolderChanged);
+    plan.last_session = Some(vmi.to_owned());
+    plan.handover = Some(Handover {
+        holder: holder.to_owned(),
+        label: encoded,
+        claimed_at: crate::rfc3339(facts.now),
+    });
+    plan
+}
+
+/// An active claim of `holder` on `member`, whose VMI is still the last claim's session: no
+/// grant until it is gone; restarted if it runs on (not shutting down).
+fn await_session(vm: VmFacts<'_>, member: &str, holder: &str) -> AwaitPlan {
+    let reason = format!(
+        "waiting for the last session on {member} to end: its VMI is still shutting down \
+         (KubeVirt gives a guest up to its terminationGracePeriodSeconds); access follows then"
+    );
+    AwaitPlan {
+        holder: holder.to_owned(),
+        restart: matches!(vm.power, "Running" | "Paused"),
+        write_vm: vm.reason != Some(reason.as_str()),
+        reason,
     }
 }
 
@@ -401,6 +514,8 @@ fn revoke(vm: VmFacts<'_>) -> TeardownPlan {
         reason: None,
         write_vm: false,
         event: None,
+        last_session: None,
+        handover: None,
     }
 }
 

@@ -9,6 +9,7 @@
 pub mod controller;
 pub mod decide;
 pub mod election;
+pub mod enforcement;
 pub mod events;
 pub mod grant;
 pub mod idle;

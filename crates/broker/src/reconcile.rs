@@ -32,14 +32,15 @@ use serde_json::json;
 use vdi_core::clock::ServerClock;
 use vdi_core::labels::{
     ASSIGNED_TO_LABEL, BROKER_NAME, BROKER_REASON_ANNOTATION, CLAIMED_AT_ANNOTATION,
-    GRANTED_TO_ANNOTATION, IDLE_SINCE_ANNOTATION, KEPT_AT_ANNOTATION, POOL_LABEL,
-    REMOVING_ANNOTATION, grant_name, lease_name,
+    GRANTED_TO_ANNOTATION, IDLE_SINCE_ANNOTATION, KEPT_AT_ANNOTATION, LAST_SESSION_ANNOTATION,
+    POOL_LABEL, REMOVING_ANNOTATION, grant_name, lease_name,
 };
 use vdi_core::lease::{ClaimLease, lease_view};
 use vdi_core::policy::DesktopPool;
-use vdi_core::resources::VirtualMachine;
+use vdi_core::resources::{VirtualMachine, VirtualMachineInstance};
 
 use crate::decide::{GrantFacts, MemberFacts, NOTICE_ANNOTATION, Plan, VmFacts, decide};
+use crate::enforcement::Enforcement;
 use crate::grant::{self, Owner, Target};
 use crate::idle::Polls;
 
@@ -65,6 +66,8 @@ pub struct Stores {
     pub bindings: Store<RoleBinding>,
     /// Managed pools' policies (`DesktopPool`, named like their pool, in its namespace).
     pub pools: Store<DesktopPool>,
+    /// The members' VMIs (metadata only): which VMI runs a member now, by its uid.
+    pub vmis: Store<VirtualMachineInstance>,
 }
 
 /// What every reconcile shares.
@@ -83,6 +86,9 @@ pub struct Context {
     pub stores: Stores,
     /// When each member's guest was last asked who is logged in ([`crate::idle`]).
     pub idle: Polls,
+    /// Whether the cluster enforces the claim rules ([`crate::enforcement`]): no grant while
+    /// it does not.
+    pub enforcement: Enforcement,
 }
 
 impl Context {
@@ -94,6 +100,7 @@ impl Context {
         margin: SignedDuration,
         identity: String,
         stores: Stores,
+        enforcement: Enforcement,
     ) -> Self {
         Context {
             client,
@@ -103,6 +110,7 @@ impl Context {
             identity,
             stores,
             idle: Polls::default(),
+            enforcement,
         }
     }
 }
@@ -111,6 +119,9 @@ impl Context {
 const START_RETRY: SignedDuration = SignedDuration::from_secs(30);
 /// How soon a member is looked at again when it changed while it was being written.
 const CHANGED_RETRY: SignedDuration = SignedDuration::from_secs(1);
+/// How soon a claim waiting for the last session to end is looked at again (besides the VMI's
+/// watch, which reports its end).
+const AWAIT_RETRY: SignedDuration = SignedDuration::from_secs(2);
 /// The field manager of the broker's writes.
 const FIELD_MANAGER: &str = BROKER_NAME;
 /// What a teardown's Event says of a console it cut.
@@ -175,8 +186,17 @@ pub async fn reconcile(ctx: &Context, key: &Key) -> anyhow::Result<Option<Timest
         .as_deref()
         .and_then(|l| l.annotations().get(KEPT_AT_ANNOTATION))
         .and_then(|k| k.parse().ok());
+    let refusing = ctx.enforcement.refusing();
+    let vmi = stores
+        .vmis
+        .get(&ObjectRef::new(member).within(namespace))
+        .and_then(|vmi| vmi.metadata.uid.clone());
     let facts = MemberFacts {
-        vm: vm.as_deref().map(vm_facts),
+        refusing: refusing.as_deref(),
+        vm: vm.as_deref().map(|vm| VmFacts {
+            vmi: vmi.as_deref(),
+            ..vm_facts(vm)
+        }),
         lease: view.as_ref(),
         lease_deleting: deleting,
         grant: grant_facts,
@@ -210,6 +230,10 @@ pub async fn reconcile(ctx: &Context, key: &Key) -> anyhow::Result<Option<Timest
         },
         Plan::Teardown(plan) => match vm {
             Some(vm) => member.teardown(&plan, vm, lease.as_deref()).await?,
+            None => None,
+        },
+        Plan::AwaitSession(plan) => match vm {
+            Some(vm) => member.await_session(&plan, vm).await?,
             None => None,
         },
         Plan::ClearReason => match vm {
@@ -246,7 +270,7 @@ pub async fn reconcile(ctx: &Context, key: &Key) -> anyhow::Result<Option<Timest
     })
 }
 
-/// What the rules read of a VM.
+/// What the rules read of a VM (its VMI, which the VM does not say, absent).
 fn vm_facts(vm: &VirtualMachine) -> VmFacts<'_> {
     let annotation = |key: &str| vm.annotations().get(key).map(String::as_str);
     VmFacts {
@@ -262,6 +286,8 @@ fn vm_facts(vm: &VirtualMachine) -> VmFacts<'_> {
         idle_since: annotation(IDLE_SINCE_ANNOTATION),
         notice: annotation(NOTICE_ANNOTATION),
         removing: annotation(REMOVING_ANNOTATION),
+        vmi: None,
+        last_session: annotation(LAST_SESSION_ANNOTATION),
     }
 }
 

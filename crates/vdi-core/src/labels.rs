@@ -36,6 +36,16 @@ pub const BROKER_NAME: &str = "corral-vdi-broker";
 /// The user the broker acts as on the cluster: its ServiceAccount
 /// (`system:serviceaccount:<namespace>:<name>`, Kubernetes' service-account user names).
 pub const BROKER_USER: &str = "system:serviceaccount:corral-vdi-system:corral-vdi-broker";
+/// Annotation the leading broker writes on its leader Lease while it grants no claim because
+/// the cluster does not enforce the claim rules (the guard is missing or differs from this
+/// version's): why, in a sentence; absent while it grants.
+pub const BROKER_REFUSING_ANNOTATION: &str = "corral.dev/broker-refusing";
+/// VM annotation the broker writes when a claim ends (or passes to another holder) while the
+/// member's VMI still runs: that VMI's uid. The last holder's session (their logged-in
+/// desktop, their open streams) lives as long as that VMI, which a graceful shutdown keeps for
+/// up to its `terminationGracePeriodSeconds`; so the next holder is bound only once the
+/// member runs another VMI or none. Removed when the next holder is granted.
+pub const LAST_SESSION_ANNOTATION: &str = "corral.dev/vdi-last-session";
 /// Prefix of the per-claim Role and RoleBinding the broker makes in the member's namespace:
 /// `corral-vdi-claim-<member>`.
 pub const GRANT_PREFIX: &str = "corral-vdi-claim-";

@@ -58,6 +58,23 @@ pub struct VirtualMachineStatus {
     pub other: BTreeMap<String, Value>,
 }
 
+/// `VirtualMachineInstance.spec` (kubevirt.io/v1): nothing of it is read (the broker keeps a
+/// VMI's metadata only: which VMI runs a member now, by its uid); kept as it came.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "kubevirt.io",
+    version = "v1",
+    kind = "VirtualMachineInstance",
+    plural = "virtualmachineinstances",
+    namespaced,
+    schema = "disabled"
+)]
+pub struct VirtualMachineInstanceSpec {
+    /// Every field, kept as it came.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, Value>,
+}
+
 impl VirtualMachine {
     /// `status.printableStatus`, or `Unknown` when the VM has no status yet.
     pub fn printable_status(&self) -> &str {

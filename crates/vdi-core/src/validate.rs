@@ -116,9 +116,19 @@ pub fn vm_name(name: &str) -> Result<()> {
     ))
 }
 
+/// Whether `identity` may hold a claim: any user name but Kubernetes' own `system:` names
+/// (`system:anonymous`, `system:kube-controller-manager`, `system:node:…`; reserved for the
+/// cluster's components, Kubernetes "Authenticating"), except service accounts
+/// (`system:serviceaccount:<namespace>:<name>`), which kiosks and robots run as. The guard
+/// refuses claim Leases naming another holder and the broker never binds one.
+pub fn can_be_a_person(identity: &str) -> bool {
+    !identity.starts_with("system:") || identity.starts_with("system:serviceaccount:")
+}
+
 /// A user's identity as the cluster knows it (`alice`, `alice@example.com`,
 /// `system:serviceaccount:ns:sa`): not empty, no control characters (a newline would forge a
-/// second line in every log and table), no surrounding spaces, at most [`MAX_IDENTITY_BYTES`].
+/// second line in every log and table), no surrounding spaces, one that may hold a claim
+/// ([`can_be_a_person`]), at most [`MAX_IDENTITY_BYTES`].
 ///
 /// Errors: [`Error::Invalid`] naming the value.
 pub fn identity(user: &str) -> Result<()> {
@@ -139,6 +149,15 @@ pub fn identity(user: &str) -> Result<()> {
         return Err(Error::invalid(
             format!("user \"{user}\" starts or ends with a space"),
             fix,
+        ));
+    }
+    if !can_be_a_person(user) {
+        return Err(Error::invalid(
+            format!(
+                "user \"{user}\" is one of Kubernetes' own identities (system:…), which no \
+                 person or robot signs in as: no desktop is claimed for it"
+            ),
+            "name a user, or a service account (system:serviceaccount:<namespace>:<name>)",
         ));
     }
     if user.len() > MAX_IDENTITY_BYTES {

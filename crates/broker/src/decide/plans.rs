@@ -25,6 +25,11 @@ pub struct VmFacts<'a> {
     /// `corral.dev/vdi-removing` (`vdi_core::labels::REMOVING_ANNOTATION`): the pool loop
     /// removes the member.
     pub removing: Option<&'a str>,
+    /// The uid of the member's VMI, if one exists (running, starting or shutting down).
+    pub vmi: Option<&'a str>,
+    /// `corral.dev/vdi-last-session` (`vdi_core::labels::LAST_SESSION_ANNOTATION`): the uid of
+    /// the VMI the last claim's session ran on, written when that claim ended while it ran.
+    pub last_session: Option<&'a str>,
 }
 
 /// What the broker reads of a member's grant (Role and RoleBinding `corral-vdi-claim-<M>`).
@@ -62,6 +67,9 @@ pub struct MemberFacts<'a> {
     /// The claim Lease's `corral.dev/vdi-kept-at` (`vdi_core::labels::KEPT_AT_ANNOTATION`):
     /// the holder's last Keep, if it reads.
     pub kept_at: Option<Timestamp>,
+    /// Why no claim may be granted now (the cluster does not enforce the claim rules,
+    /// [`crate::enforcement`]); `None` while claims may be granted.
+    pub refusing: Option<&'a str>,
 }
 
 /// Why an Event is recorded (its `reason`, SPEC "Audit").
@@ -83,6 +91,9 @@ pub enum Reason {
     StartFailed,
     /// A managed pool's claim will be reclaimed soon (its notice).
     ReclaimSoon,
+    /// The claim is not granted: the cluster does not enforce the claim rules, or its holder
+    /// is one of Kubernetes' own identities (`system:…`), which no person signs in as.
+    NotGranted,
 }
 
 impl Reason {
@@ -97,6 +108,7 @@ impl Reason {
             Reason::UnreadableClaim => "UnreadableClaim",
             Reason::StartFailed => "StartFailed",
             Reason::ReclaimSoon => "ReclaimSoon",
+            Reason::NotGranted => "NotGranted",
         }
     }
 }
@@ -108,27 +120,24 @@ pub struct GrantPlan {
     pub holder: String,
     /// `encode_identity(holder)`: the label and granted-to value.
     pub label: String,
-    /// The claimed-at value to write (RFC 3339 UTC, to the second). A claim new to the broker:
-    /// the Lease's acquireTime, else what is written, else now. A hand-over (granted-to names
-    /// someone else): the Lease's acquireTime if it is later than the old holder's claimed-at
-    /// (the editor set it anew), else now, the time the broker saw the new holder. A claim
-    /// granted already: what is written, unless acquireTime is later.
+    /// The claimed-at value to write (RFC 3339 UTC, to the second): when the broker first
+    /// granted the holder, by the API server's clock, never later than now. A claim new to the
+    /// broker: the Lease's acquireTime, else what is written, else now (the earliest of it and
+    /// now). A hand-over (granted-to names someone else): the Lease's acquireTime if it is
+    /// later than the old holder's claimed-at and not ahead of now (the editor set it anew),
+    /// else now. A claim granted already: what is written, whatever the holder writes since.
     pub claimed_at: String,
     /// Apply the Role and RoleBinding (missing, or not as they should be).
     pub apply_grant: bool,
     /// The identity access was granted to before, when it was someone else: their access ends
     /// once the binding names the new holder.
     pub previous: Option<String>,
-    /// A hand-over of a member that may run (granted-to names someone else, the VM is not
-    /// Stopped): once the binding names the new holder, restart it through KubeVirt's
-    /// `restart` subresource, which ends the VMI and with it every open stream of the old
-    /// holder (`vnc`, `portforward`, `usbredir`, `console`: KubeVirt has no other way to end
-    /// an established stream). Without it (the binding alone drifted) their console is cut.
-    pub restart: bool,
     /// Start the VM (capacity check first): it does not run, and the claim is new to the
     /// broker or a start is still owed (a reason annotation). A VM its holder stopped stays
     /// stopped.
     pub start: bool,
+    /// Remove `vdi_core::labels::LAST_SESSION_ANNOTATION`: the last claim's VMI is gone.
+    pub clear_last_session: bool,
     /// The label, claimed-at, granted-to or the reclaim notice are not yet as they should be.
     /// The VM is written (one merge patch of those and the reason) when they differ or when the
     /// reason to write (none, or why the start failed) differs from the one written.
@@ -196,6 +205,41 @@ pub struct TeardownPlan {
     pub write_vm: bool,
     /// The Event to record once done (only if something was done).
     pub event: Option<Reason>,
+    /// The uid of the VMI the ending claim's session runs on, recorded on the VM
+    /// (`vdi_core::labels::LAST_SESSION_ANNOTATION`) so that the next holder is bound only
+    /// once the member runs another VMI or none; `None`: no VMI runs.
+    pub last_session: Option<String>,
+    /// A hand-over (the Lease names another holder than the one granted, and a VMI runs): the
+    /// new holder, and the assigned-to label and claimed-at (now) written for them at once.
+    /// The member is restarted (`on_release` is `Restart`) and the new holder is granted only
+    /// once that VMI is gone.
+    pub handover: Option<Handover>,
+}
+
+/// The new holder of a member handed over while it runs ([`TeardownPlan::handover`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handover {
+    /// The Lease's holder now (the full identity).
+    pub holder: String,
+    /// `encode_identity(holder)`: the label written for them.
+    pub label: String,
+    /// The claimed-at written for them: the time the broker saw the hand-over.
+    pub claimed_at: String,
+}
+
+/// An active claim on a member whose VMI is still the last claim's session
+/// ([`VmFacts::last_session`]): no grant yet; the claimant is told why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AwaitPlan {
+    /// The Lease's holder.
+    pub holder: String,
+    /// The reason annotation: waiting for the last session to end.
+    pub reason: String,
+    /// Restart the member: that VMI runs on and is not shutting down (a member kept running
+    /// after its release), so it would never end by itself.
+    pub restart: bool,
+    /// The reason annotation is not yet written.
+    pub write_vm: bool,
 }
 
 /// What to do with one member.
@@ -209,6 +253,8 @@ pub enum Plan {
     Refuse(RefusalPlan),
     /// See [`TeardownPlan`].
     Teardown(TeardownPlan),
+    /// See [`AwaitPlan`].
+    AwaitSession(AwaitPlan),
     /// Only the reason annotation is left of a claim that is gone: remove it.
     ClearReason,
     /// The member is gone: delete its grant.

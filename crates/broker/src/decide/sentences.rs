@@ -56,3 +56,15 @@ pub fn unreadable_reason(member: &str, namespace: &str, problem: &str) -> String
          corrects or deletes it (`kubectl delete lease {lease} -n {namespace}`)"
     )
 }
+
+/// The sentence written while the claim Lease names one of Kubernetes' own identities
+/// (`vdi_core::validate::can_be_a_person`).
+pub fn not_a_person_reason(member: &str, namespace: &str, holder: &str) -> String {
+    let lease = lease_name(member);
+    format!(
+        "claim Lease {lease} names {}, one of Kubernetes' own identities, which no person or \
+         robot signs in as: no access granted; an administrator deletes it (`kubectl delete \
+         lease {lease} -n {namespace}`)",
+        shown(holder)
+    )
+}

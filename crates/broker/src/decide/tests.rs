@@ -60,6 +60,7 @@ fn decide_deleting(
             margin: SignedDuration::from_secs(30),
             policy: None,
             kept_at: None,
+            refusing: None,
         },
     )
 }
@@ -169,53 +170,114 @@ fn a_claim_inside_the_reclaim_margin_is_kept() {
 }
 
 #[test]
-fn the_label_follows_a_hand_edited_holder_and_the_running_member_is_restarted() {
+fn a_hand_edited_holder_of_a_running_member_ends_the_old_session_before_the_new_grant() {
     // The administrator changed only holderIdentity: acquireTime is still alice's.
     let l = lease("bob", "13:00:00");
     let mut old = granted("alice");
     old.current = false;
-    let d = decide_with(Some(alices_running()), Some(&l), old.clone());
-    let g = grant_plan(&d);
-    assert_eq!((g.holder.as_str(), g.label.as_str()), ("bob", "bob"));
-    assert!(g.apply_grant && g.write_vm && !g.start);
-    assert!(
-        g.restart,
-        "alice's portforward and usbredir end only with the VMI"
-    );
-    assert_eq!(g.previous.as_deref(), Some("alice"));
-    assert_eq!(g.event, Some(Reason::HolderChanged));
+    let running = VmFacts {
+        vmi: Some("vmi-a"),
+        ..alices_running()
+    };
+    // First alice's claim ends as a release would, with a restart whatever onRelease says, and
+    // the label and claimed-at follow the Lease at once.
+    let d = decide_with(Some(running), Some(&l), old.clone());
+    let t = teardown_plan(&d);
+    assert!(t.delete_grant && t.cut_console && t.write_vm, "{t:?}");
     assert_eq!(
-        g.claimed_at, "2026-12-03T12:00:00Z",
-        "when the broker saw bob, not alice's time"
+        t.on_release,
+        Some(OnRelease::Restart),
+        "alice's streams end with the VMI"
     );
-    // An editor who set acquireTime anew: that is bob's time.
-    let mut anew = l.clone();
-    anew.acquired_at = Some("2026-12-03T11:59:58.5Z".parse().unwrap());
-    let g = grant_plan(&decide_with(
-        Some(alices_running()),
-        Some(&anew),
-        old.clone(),
-    ))
-    .clone();
-    assert_eq!(g.claimed_at, "2026-12-03T11:59:58Z");
-    // A stopped member has no stream to end: no restart (it is started for bob).
+    assert_eq!(t.last_session.as_deref(), Some("vmi-a"));
+    assert_eq!(t.event, Some(Reason::HolderChanged));
+    assert_eq!(t.holder.as_deref(), Some("alice"));
+    let next = t.handover.clone().unwrap();
+    assert_eq!((next.holder.as_str(), next.label.as_str()), ("bob", "bob"));
+    assert_eq!(
+        next.claimed_at, "2026-12-03T12:00:00Z",
+        "when the broker saw bob"
+    );
+    // Then, while alice's VMI still shuts down: bob waits, nothing granted.
+    let handed = VmFacts {
+        label: Some("bob"),
+        granted_to: None,
+        claimed_at: Some("2026-12-03T12:00:00Z"),
+        last_session: Some("vmi-a"),
+        power: "Terminating",
+        vmi: Some("vmi-a"),
+        ..vm()
+    };
+    let d = decide_with(Some(handed), Some(&l), GrantFacts::default());
+    match &d.plan {
+        Plan::AwaitSession(a) => {
+            assert!(!a.restart, "shutting down already");
+            assert!(
+                a.reason
+                    .contains("waiting for the last session on dev-1 to end")
+            );
+        }
+        other => panic!("expected a wait, got {other:?}"),
+    }
+    // A new VMI: bob is granted, his claimed-at kept, the mark of the last session removed.
+    let fresh = VmFacts {
+        vmi: Some("vmi-b"),
+        power: "Running",
+        ..handed
+    };
+    let g = grant_plan(&decide_with(Some(fresh), Some(&l), GrantFacts::default())).clone();
+    assert!(g.apply_grant && g.write_vm && g.clear_last_session, "{g:?}");
+    assert_eq!(g.claimed_at, "2026-12-03T12:00:00Z");
+    assert_eq!((g.previous, g.event), (None, Some(Reason::Claimed)));
+    // A stopped member has no session to end: granted at once (it is started for bob).
     let stopped = VmFacts {
         power: "Stopped",
         ..alices_running()
     };
     let g = grant_plan(&decide_with(Some(stopped), Some(&l), old)).clone();
-    assert!(!g.restart && g.start);
-    // Once handed over, bob's claimed-at stays (level-based: nothing more, no second restart).
-    let bobs = VmFacts {
-        label: Some("bob"),
-        granted_to: Some("bob"),
-        claimed_at: Some("2026-12-03T12:00:00Z"),
+    assert!(g.start && g.apply_grant);
+    assert_eq!(g.previous.as_deref(), Some("alice"));
+    assert_eq!(g.event, Some(Reason::HolderChanged));
+    assert_eq!(g.claimed_at, "2026-12-03T12:00:00Z");
+    // An editor who set acquireTime anew: that is bob's time.
+    let mut anew = l.clone();
+    anew.acquired_at = Some("2026-12-03T11:59:58.5Z".parse().unwrap());
+    let g = grant_plan(&decide_with(Some(stopped), Some(&anew), granted("alice"))).clone();
+    assert_eq!(g.claimed_at, "2026-12-03T11:59:58Z");
+}
+
+#[test]
+fn a_released_member_still_running_the_last_session_is_restarted_before_the_next_grant() {
+    let l = lease("bob", "13:00:00");
+    // alice's claim ended while her VMI ran: the teardown records it.
+    let t = teardown_plan(&decide_with(
+        Some(VmFacts {
+            vmi: Some("vmi-a"),
+            ..alices_running()
+        }),
+        None,
+        granted("alice"),
+    ))
+    .clone();
+    assert_eq!(t.last_session.as_deref(), Some("vmi-a"));
+    // Kept running since (a warm member): bob's claim restarts it, and waits.
+    let kept = VmFacts {
+        last_session: Some("vmi-a"),
+        vmi: Some("vmi-a"),
         power: "Running",
         ..vm()
     };
-    let g = grant_plan(&decide_with(Some(bobs), Some(&l), granted("bob"))).clone();
-    assert!(!g.restart && !g.write_vm && !g.apply_grant, "{g:?}");
-    assert_eq!((g.previous, g.event), (None, None));
+    match decide_with(Some(kept), Some(&l), GrantFacts::default()).plan {
+        Plan::AwaitSession(a) => assert!(a.restart && a.write_vm, "{a:?}"),
+        other => panic!("expected a wait, got {other:?}"),
+    }
+    // Stopped since (no VMI): bob is granted and it starts for him.
+    let stopped = VmFacts {
+        last_session: Some("vmi-a"),
+        ..vm()
+    };
+    let g = grant_plan(&decide_with(Some(stopped), Some(&l), GrantFacts::default())).clone();
+    assert!(g.start && g.clear_last_session);
 }
 
 #[test]
@@ -545,4 +607,60 @@ fn an_identity_is_shown_capped() {
     assert_eq!(shown("alice"), "alice");
     let reason = conflict_reason(M, NS, "alice", &long);
     assert!(reason.len() < 1000, "{} characters", reason.len());
+}
+
+#[test]
+fn no_claim_is_granted_while_the_claim_rules_are_not_enforced_and_the_grant_is_revoked() {
+    let l = lease("bob", "13:00:00");
+    let why = "the cluster does not enforce the claim rules";
+    for (vm, grant) in [
+        (vm(), GrantFacts::default()),
+        (
+            VmFacts {
+                label: Some("bob"),
+                granted_to: Some("bob"),
+                claimed_at: Some("2026-12-03T11:00:00Z"),
+                power: "Running",
+                ..vm()
+            },
+            granted("bob"),
+        ),
+    ] {
+        let d = decide(
+            M,
+            NS,
+            &MemberFacts {
+                vm: Some(vm),
+                lease: Some(&l),
+                lease_deleting: None,
+                grant: grant.clone(),
+                now: now(),
+                margin: SignedDuration::from_secs(30),
+                policy: None,
+                kept_at: None,
+                refusing: Some(why),
+            },
+        );
+        let r = refusal_plan(&d);
+        assert_eq!((r.event, r.reason.as_str()), (Reason::NotGranted, why));
+        assert_eq!(r.delete_grant, grant.exists, "{r:?}");
+    }
+}
+
+#[test]
+fn kubernetes_own_identities_are_never_granted_but_service_accounts_are() {
+    for holder in [
+        "system:anonymous",
+        "system:kube-controller-manager",
+        "system:node:n1",
+    ] {
+        let l = lease(holder, "13:00:00");
+        let d = decide_with(Some(vm()), Some(&l), GrantFacts::default());
+        let r = refusal_plan(&d);
+        assert_eq!(r.event, Reason::NotGranted);
+        assert!(r.reason.contains(holder), "{r:?}");
+    }
+    let l = lease("system:serviceaccount:corral-vms:kiosk", "13:00:00");
+    let d = decide_with(Some(vm()), Some(&l), GrantFacts::default());
+    assert!(grant_plan(&d).apply_grant);
 }

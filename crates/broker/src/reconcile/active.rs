@@ -6,18 +6,18 @@ use kube::api::Api;
 use serde_json::{Value, json};
 use vdi_core::labels::{
     ASSIGNED_TO_LABEL, BROKER_REASON_ANNOTATION, CLAIMED_AT_ANNOTATION, GRANTED_TO_ANNOTATION,
+    LAST_SESSION_ANNOTATION,
 };
 use vdi_core::policy::reclaim::ReclaimDue;
 use vdi_core::resources::VirtualMachine;
 
-use super::{CHANGED_RETRY, Member, START_RETRY, VmWrite, vm_facts};
-use crate::decide::{GrantPlan, NOTICE_ANNOTATION, Reason, RefusalPlan, shown};
+use super::{AWAIT_RETRY, CHANGED_RETRY, Member, START_RETRY, VmWrite, vm_facts};
+use crate::decide::{AwaitPlan, GrantPlan, NOTICE_ANNOTATION, Reason, RefusalPlan, shown};
 use crate::grant::{self, Owner, Target};
 
 impl Member<'_> {
-    /// An active claim: bind; on a hand-over restart the member (every stream of the previous
-    /// holder ends with its VMI); start; label; then the Event, if the VM write changed
-    /// something.
+    /// An active claim: bind; cut a previous holder's console; start; label; then the Event,
+    /// if the VM write changed something.
     pub(super) async fn grant(
         &self,
         plan: &GrantPlan,
@@ -34,30 +34,11 @@ impl Member<'_> {
             self.apply(&grant::binding(self.target, owner, &plan.holder))
                 .await?;
         }
-        // The binding names the new holder now: end the old holder's open streams.
-        let mut fresh = None;
-        let mut restarted = None;
-        if plan.restart {
-            // Read fresh, not from the store: a store lagging behind this broker's own hand-over
-            // must not restart the new holder's desktop a second time.
-            let Some(now) = self.read_vm().await? else {
-                return Ok(None);
-            };
-            if vm_facts(&now).granted_to != Some(plan.label.as_str()) {
-                match vdi_core::claim::restart(&self.ctx.client, namespace, member).await {
-                    Ok(done) => restarted = Some(done),
-                    Err(e) => {
-                        // At least the console ends; the restart is tried again.
-                        self.cut_console().await;
-                        return Err(e.into());
-                    }
-                }
-            }
-            fresh = Some(now);
-        } else if plan.previous.is_some() {
+        // The binding names the new holder now: the old holder's console ends (a member that
+        // ran their session was handed over through a restart first, decide::handover).
+        if plan.previous.is_some() {
             self.cut_console().await;
         }
-        let vm = fresh.as_ref().unwrap_or(vm);
         let mut failure = None;
         if plan.start {
             failure = self.start().await?;
@@ -83,6 +64,7 @@ impl Member<'_> {
                                 GRANTED_TO_ANNOTATION: encoded,
                                 BROKER_REASON_ANNOTATION: reason,
                                 NOTICE_ANNOTATION: plan.notice,
+                                LAST_SESSION_ANNOTATION: null,
                             },
                         } })
                     })
@@ -96,7 +78,7 @@ impl Member<'_> {
             VmWrite::AlreadySo => {}
             VmWrite::Written => {
                 if let Some(event) = plan.event {
-                    self.record_grant(vm, plan, event, restarted).await;
+                    self.record_grant(vm, plan, event).await;
                 }
                 if let Some(soon) = &plan.announce {
                     self.record_notice(vm, plan, soon).await;
@@ -120,32 +102,18 @@ impl Member<'_> {
         Ok(None)
     }
 
-    /// The Event of a grant: `Claimed`, or `HolderChanged` saying how the previous holder's
-    /// streams ended (`restarted`: the restart's answer, if one was asked).
-    async fn record_grant(
-        &self,
-        vm: &VirtualMachine,
-        plan: &GrantPlan,
-        event: Reason,
-        restarted: Option<bool>,
-    ) {
+    /// The Event of a grant: `Claimed`, or `HolderChanged` (a member handed over while it did
+    /// not run: the previous holder had no open streams).
+    async fn record_grant(&self, vm: &VirtualMachine, plan: &GrantPlan, event: Reason) {
         let Target { member, pool, .. } = self.target;
         let user = shown(&plan.holder);
         let note = match (event, &plan.previous) {
             (Reason::HolderChanged, Some(previous)) => {
                 let previous = shown(previous);
-                let ended = match restarted {
-                    Some(true) => {
-                        format!("restarted {member} so that {previous}'s open streams end")
-                    }
-                    Some(false) => {
-                        format!("{member} was not running, so {previous} had no open streams")
-                    }
-                    None => format!("{previous}'s console cut"),
-                };
                 format!(
-                    "{member} passed from {previous} to {user}: access moved to {user}; {ended} \
-                     (user {user}, member {member}, pool {pool})"
+                    "{member} passed from {previous} to {user}: access moved to {user}; {member} \
+                     was not running, so {previous} had no open streams (user {user}, member \
+                     {member}, pool {pool})"
                 )
             }
             _ => format!(
@@ -153,6 +121,34 @@ impl Member<'_> {
             ),
         };
         self.record(vm, event, &plan.holder, None, note).await;
+    }
+
+    /// An active claim on a member still running the last claim's session: the reason written
+    /// (no grant, no Event), the member restarted if that VMI would never end by itself; looked
+    /// at again when the VMI goes (its watch), or in a second.
+    pub(super) async fn await_session(
+        &self,
+        plan: &AwaitPlan,
+        vm: &VirtualMachine,
+    ) -> anyhow::Result<Option<SignedDuration>> {
+        let Target {
+            namespace, member, ..
+        } = self.target;
+        if plan.restart {
+            let restarted = vdi_core::claim::restart(&self.ctx.client, namespace, member).await?;
+            tracing::info!(namespace, member, holder = %shown(&plan.holder), restarted,
+                "restarted the last session's VMI before granting");
+        }
+        if plan.write_vm {
+            let reason = plan.reason.as_str();
+            let patch = |_: &VirtualMachine| {
+                Some(json!({ "metadata": { "annotations": { BROKER_REASON_ANNOTATION: reason } } }))
+            };
+            if self.patch_vm(vm, patch).await? == VmWrite::Declined {
+                return Ok(Some(CHANGED_RETRY));
+            }
+        }
+        Ok(Some(AWAIT_RETRY))
     }
 
     /// The Event `ReclaimSoon` of a managed pool's claim whose reclaim `soon` is near.

@@ -6,7 +6,7 @@ use kube::api::{Api, DeleteParams, Preconditions};
 use serde_json::{Value, json};
 use vdi_core::labels::{
     ASSIGNED_TO_LABEL, BROKER_REASON_ANNOTATION, CLAIMED_AT_ANNOTATION, GRANTED_TO_ANNOTATION,
-    IDLE_SINCE_ANNOTATION, lease_name,
+    IDLE_SINCE_ANNOTATION, LAST_SESSION_ANNOTATION, lease_name,
 };
 use vdi_core::lease::ClaimLease;
 use vdi_core::policy::OnRelease;
@@ -80,6 +80,22 @@ impl Member<'_> {
                     patch["metadata"]["labels"] = json!({ ASSIGNED_TO_LABEL: null });
                     patch["metadata"]["annotations"][CLAIMED_AT_ANNOTATION] = Value::Null;
                 }
+                if let Some(uid) = &plan.last_session {
+                    patch["metadata"]["annotations"][LAST_SESSION_ANNOTATION] = json!(uid);
+                }
+                // A hand-over: the label follows the Lease at once (if it is still the one
+                // judged), access once the last session ended.
+                if let Some(next) = plan
+                    .handover
+                    .as_ref()
+                    .filter(|_| vm_facts(fresh).label == label)
+                {
+                    patch["metadata"]["labels"] = json!({ ASSIGNED_TO_LABEL: next.label });
+                    patch["metadata"]["annotations"][CLAIMED_AT_ANNOTATION] =
+                        json!(next.claimed_at);
+                    patch["metadata"]["annotations"][BROKER_REASON_ANNOTATION] =
+                        json!(handover_reason(member));
+                }
                 Some(patch)
             };
             written = self.patch_vm(vm, patch).await?;
@@ -116,7 +132,18 @@ impl Member<'_> {
         // A console cut alone is no news: a reconcile on a store lagging behind this broker's
         // own teardown cuts again (the VM still stopping) but changes nothing else.
         let changed = done.iter().any(|d| d != CONSOLE_CUT);
-        if let (Some(event), true) = (plan.event, changed) {
+        if let (Some(next), Some(event), true) = (&plan.handover, plan.event, changed) {
+            let previous = shown(plan.holder.as_deref().unwrap_or("(unknown)"));
+            let user = shown(&next.holder);
+            let pool = self.target.pool;
+            let note = format!(
+                "{member} passed from {previous} to {user}: {}; restarted {member} so that \
+                 {previous}'s open streams end; access goes to {user} once that session has \
+                 ended (user {user}, member {member}, pool {pool})",
+                done.join(", ")
+            );
+            self.record(vm, event, &next.holder, None, note).await;
+        } else if let (Some(event), true) = (plan.event, changed) {
             let user = plan.holder.as_deref().unwrap_or("(unknown)");
             let shown_user = shown(user);
             let pool = self.target.pool;
@@ -195,4 +222,12 @@ impl Member<'_> {
             }),
         }
     }
+}
+
+/// The reason left on a member handed over while it ran, until its new holder is granted.
+fn handover_reason(member: &str) -> String {
+    format!(
+        "waiting for the last session on {member} to end: it was handed over and is restarting; \
+         access follows then"
+    )
 }

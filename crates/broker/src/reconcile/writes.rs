@@ -174,13 +174,16 @@ impl Member<'_> {
             action: match reason {
                 Reason::Claimed | Reason::HolderChanged => "Grant",
                 Reason::Released | Reason::Reclaimed => "Revoke",
-                Reason::Conflict | Reason::UnreadableClaim => "Refuse",
+                Reason::Conflict | Reason::UnreadableClaim | Reason::NotGranted => "Refuse",
                 Reason::StartFailed => "Start",
                 Reason::ReclaimSoon => "Notify",
             },
             warning: matches!(
                 reason,
-                Reason::Conflict | Reason::UnreadableClaim | Reason::StartFailed
+                Reason::Conflict
+                    | Reason::UnreadableClaim
+                    | Reason::StartFailed
+                    | Reason::NotGranted
             ),
             facts: Facts {
                 user: Some(user.to_owned()),
