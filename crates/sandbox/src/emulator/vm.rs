@@ -1,6 +1,9 @@
 //! VM power emulation, after KubeVirt's virt-controller: the run strategy decides whether a
 //! VMI should exist; the VMI goes Pending → Running after `startMillis`; a VM that should not
-//! run has its VMI stopped after `stopMillis`; `status.printableStatus` follows (Stopped,
+//! run has its VMI stopped after `stopMillis`, or after the VMI's own
+//! `terminationGracePeriodSeconds` when its spec sets one (then a restart, which deletes the
+//! VMI, also keeps it Running for that long: [`GRACE_FINALIZER`]), turning `Succeeded` as it
+//! goes; `status.printableStatus` follows (Stopped,
 //! Starting, Running, Stopping, ErrorUnschedulable). `Manual` VMs act on
 //! `status.stateChangeRequests` written by the start/stop subresources.
 //!
@@ -39,6 +42,24 @@ use crate::bootstrap::{MANAGER, NODE};
 
 /// VMI annotation recording when the emulator began stopping it (RFC 3339).
 pub const STOPPING_SINCE: &str = "sandbox.corral.dev/stopping-since";
+
+/// Finalizer the emulator puts on a VMI whose spec sets `terminationGracePeriodSeconds`, as
+/// KubeVirt's virt-controller keeps a VMI until its guest has shut down: deleted (a restart), it
+/// stays `Running`, its streams served, for that grace period, then turns `Succeeded` and goes.
+pub const GRACE_FINALIZER: &str = "sandbox.corral.dev/graceful-shutdown";
+
+/// A VMI's `spec.terminationGracePeriodSeconds`, when set: how long the emulated guest takes to
+/// shut down on a stop or restart. KubeVirt gives the guest up to that long after the ACPI
+/// shutdown request; the emulated guest ignores the request, as a guest that does not react to
+/// ACPI (or whose user keeps it busy) would, and so takes all of it. Unset: the emulator's
+/// `stopMillis` knob.
+fn grace(vmi: &VirtualMachineInstance) -> Option<Duration> {
+    vmi.spec
+        .fields
+        .get("terminationGracePeriodSeconds")
+        .and_then(Value::as_u64)
+        .map(Duration::from_secs)
+}
 
 /// Errors of one reconcile; the controller retries after a second.
 #[derive(Debug, thiserror::Error)]
@@ -95,6 +116,31 @@ async fn reconcile_vmi(
         .owner_references()
         .iter()
         .find(|o| o.kind == "VirtualMachine");
+    if let Some(deleted) = vmi.meta().deletion_timestamp.as_ref()
+        && vmi.finalizers().iter().any(|f| f == GRACE_FINALIZER)
+    {
+        // A deleted VMI with a graceful shutdown: Running (streams served) for its grace
+        // period from the deletion, unless its shutdown already ran (Succeeded), then gone.
+        let vmis: Api<VirtualMachineInstance> = Api::namespaced(ctx.client.clone(), &ns);
+        let left = grace(&vmi)
+            .unwrap_or_default()
+            .saturating_sub(since(Some(deleted.0)));
+        let phase = vmi.status.as_ref().and_then(|s| s.get("phase"));
+        if !left.is_zero() && phase != Some(&json!("Succeeded")) {
+            return Ok(Action::requeue(left));
+        }
+        set_vmi_status(&vmis, &vmi.name_any(), json!({ "phase": "Succeeded" })).await?;
+        let done = json!({ "metadata": { "finalizers": null } });
+        ignore_not_found(
+            vmis.patch(
+                &vmi.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(done),
+            )
+            .await,
+        )?;
+        return Ok(Action::await_change());
+    }
     if let Some(owner) = owner {
         let alive = vms
             .get_opt(&owner.name)
@@ -318,6 +364,7 @@ async fn reconcile_vm(vm: Arc<VirtualMachine>, ctx: Arc<Ctx>) -> Result<Action, 
             }
         }
         (false, Some(vmi)) => {
+            let stop_after = grace(&vmi).unwrap_or(knobs.stop);
             let stamp = vmi
                 .annotations()
                 .get(STOPPING_SINCE)
@@ -328,18 +375,23 @@ async fn reconcile_vm(vm: Arc<VirtualMachine>, ctx: Arc<Ctx>) -> Result<Action, 
                         STOPPING_SINCE: Timestamp::now().to_string() } } });
                     vmis.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
                         .await?;
-                    requeue = Some(knobs.stop);
+                    requeue = Some(stop_after);
                     vm_status("Stopping", true, false, &vm)
                 }
-                Some(t) if since(Some(t)) >= knobs.stop => {
+                Some(t) if since(Some(t)) >= stop_after => {
                     if !device_requests(&vmi.spec.fields).is_empty() {
                         ctx.scheduler.release(&ns, &name, None).await?;
                     }
+                    // The guest shut down: Succeeded, then gone (the finalizer of a graceful
+                    // shutdown drops at once, [`reconcile_vmi`]).
+                    ignore_not_found(
+                        set_vmi_status(&vmis, &name, json!({ "phase": "Succeeded" })).await,
+                    )?;
                     ignore_not_found(vmis.delete(&name, &DeleteParams::default()).await)?;
                     vm_status("Stopped", false, false, &vm)
                 }
                 Some(t) => {
-                    requeue = Some(knobs.stop - since(Some(t)));
+                    requeue = Some(stop_after.saturating_sub(since(Some(t))));
                     vm_status("Stopping", true, false, &vm)
                 }
             }
@@ -481,6 +533,9 @@ async fn create_vmi(
     vmi.metadata.namespace = vm.namespace();
     vmi.metadata.labels = labels;
     vmi.metadata.owner_references = vm.controller_owner_ref(&()).map(|o| vec![o]);
+    if grace(&vmi).is_some() {
+        vmi.metadata.finalizers = Some(vec![GRACE_FINALIZER.to_owned()]);
+    }
     vmi.status = Some(json!({ "phase": "Pending" }));
     match vmis
         .create(
