@@ -68,7 +68,7 @@ async fn grant(ns: &str, user: &str) {
     let bindings: Api<RoleBinding> = Api::namespaced(client_as("admin").await, ns);
     let binding = serde_json::from_value(json!({
         "metadata": { "name": format!("desktop-{user}") },
-        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": sandbox::bootstrap::SELF_SERVICE },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": sandbox::bootstrap::SELF_SERVICE },
         "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user }]
     }))
     .unwrap();

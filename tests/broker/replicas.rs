@@ -106,11 +106,33 @@ async fn two_replicas_run_under_their_own_tokens_one_leads_and_users_hold_the_cl
     }
     assert_ne!(tokens[0], tokens[1], "each replica has a token of its own");
 
-    // alice, bob and carol: the claimant role only, bound in corral-vms.
+    // alice, bob and carol: the claimant Role only, bound in corral-vms (a Role: no
+    // ClusterRole of ours with Lease writes exists to be bound cluster-wide).
     let bindings = Api::<RoleBinding>::namespaced(client_as("admin").await, "corral-vms");
+    let binding = bindings.get(DESKTOP_USER).await.unwrap();
+    assert_eq!(
+        (
+            binding.role_ref.kind.as_str(),
+            binding.role_ref.name.as_str()
+        ),
+        ("Role", DESKTOP_USER)
+    );
+    let bound: Vec<&str> = binding
+        .subjects
+        .iter()
+        .flatten()
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(bound, ["alice", "bob", "carol"]);
     for user in ["alice", "bob", "carol"] {
-        let binding = bindings.get(&format!("corral-vdi-{user}")).await.unwrap();
-        assert_eq!(binding.role_ref.name, DESKTOP_USER, "{user}");
+        assert!(
+            bindings
+                .get_opt(&format!("corral-vdi-{user}"))
+                .await
+                .unwrap()
+                .is_none(),
+            "{user} has no other binding"
+        );
     }
     let kubevirt = "subresources.kubevirt.io";
     assert!(may("alice", "create", "coordination.k8s.io", "leases", "").await);

@@ -67,7 +67,7 @@ async fn grant_desktop_user(admin: &Client, ns: &str, user: &str) {
     );
     let binding = serde_json::from_value(json!({
         "metadata": { "name": name },
-        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": sandbox::bootstrap::SELF_SERVICE },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": sandbox::bootstrap::SELF_SERVICE },
         "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user }]
     }))
     .unwrap();

@@ -19,7 +19,7 @@ async fn a_credential_plugin_that_starts_failing_shows_one_banner_while_the_pool
     let bindings: Api<RoleBinding> = Api::namespaced(client_as("admin").await, "corral-vms");
     let binding = serde_json::from_value(serde_json::json!({
         "metadata": { "name": "desktop-gina" },
-        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": sandbox::bootstrap::SELF_SERVICE },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": sandbox::bootstrap::SELF_SERVICE },
         "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "gina" }]
     }))
     .unwrap();

@@ -1,6 +1,7 @@
 //! `broker install | status | uninstall`: thin adapters over `vdi_core::broker`.
 
 use clap::Subcommand;
+use vdi_core::broker::claimants::{self, Claimant};
 use vdi_core::broker::{self, BrokerState, BrokerStatus, ManifestStatus};
 use vdi_core::clock::{ServerClock, describe_instant};
 use vdi_core::cluster::KubeconfigSource;
@@ -9,20 +10,54 @@ use vdi_core::manifests::Verdict;
 /// The broker's subcommands.
 #[derive(Subcommand)]
 pub enum BrokerCommand {
-    /// Install (or update) the in-cluster broker: its namespace, ServiceAccount, RBAC, the
-    /// claimant role corral-vdi:desktop-user, its admission policy and the Deployment of two
-    /// replicas (needs cluster-admin rights).
+    /// Install (or update) the in-cluster broker: the guard (whose claim rules its grants rest
+    /// on), its namespace, ServiceAccount, RBAC, its admission policy and the Deployment of two
+    /// replicas (needs cluster-admin rights). Then `broker allow` says who may claim where.
     Install,
     /// Say whether a broker runs: the leader, each replica's last heartbeat, the last reconcile,
-    /// and (for administrators) how its objects differ from this version's. Exit status 1
-    /// unless a replica leads and the objects, where readable, are as this version ships them.
+    /// whether it grants (it grants nothing while the guard is missing), and (for
+    /// administrators) how its objects differ from this version's. Exit status 1 unless a
+    /// replica leads and grants and the objects, where readable, are as this version ships
+    /// them.
     Status,
+    /// Let users, groups or service accounts claim desktops in a namespace: writes the
+    /// claimant Role corral-vdi:desktop-user there and adds them to its RoleBinding (the only
+    /// way claimants get Lease rights: per namespace, never cluster-wide).
+    Allow(Claimants),
+    /// Take users, groups or service accounts off a namespace's claimants (their claims go on
+    /// until released; new claims are refused).
+    Disallow(Claimants),
     /// Remove the broker and every grant it made (asks first).
     Uninstall {
         /// Do not ask.
         #[arg(long)]
         yes: bool,
     },
+}
+
+/// Who `broker allow | disallow` names, and where.
+#[derive(clap::Args)]
+pub struct Claimants {
+    /// The namespace that holds the desktops (default: the context's namespace).
+    #[arg(short = 'n', long)]
+    namespace: Option<String>,
+    /// A user, as the cluster names them; `system:serviceaccount:NS:NAME` names a service
+    /// account. May be repeated.
+    #[arg(long = "user")]
+    users: Vec<String>,
+    /// A group, as the cluster's authenticator reports it (an identity provider's group). May
+    /// be repeated.
+    #[arg(long = "group")]
+    groups: Vec<String>,
+}
+
+impl Claimants {
+    /// The claimants named, each checked.
+    fn parse(&self) -> vdi_core::Result<Vec<Claimant>> {
+        let users = self.users.iter().map(|u| Claimant::user(u));
+        let groups = self.groups.iter().map(|g| Claimant::group(g));
+        users.chain(groups).collect()
+    }
 }
 
 /// The state in words, for the first line of `broker status`.
@@ -101,16 +136,40 @@ pub async fn run(
             let status = broker::status(&conn.client).await?;
             let clock = ServerClock::measure(&conn.client).await?;
             print_status(&status, &clock);
+            // The claim rules the broker's grants rest on (it grants nothing without them).
+            let guard = vdi_core::guard::status(&conn.client).await?;
+            if guard.state != vdi_core::guard::GuardState::Installed {
+                out!("guard: {}", guard.summary);
+            }
             let manifests = broker::manifest_status(&conn.client).await?;
             // Ordinary users may not read the broker's objects: only administrators see them.
             if manifests.verdict.is_some() {
                 print_manifests(&manifests);
             }
+            // Lease writes given to people cluster-wide (administrators only may list them).
+            let wide = claimants::cluster_wide_lease_writers(&conn.client).await?;
+            for warning in wide.iter().flatten() {
+                out!("warning: {warning}");
+            }
             // A script that watches the broker sees one that does not lead, or whose objects
             // differ from this version's, without reading the words.
             let objects_ok = manifests.verdict.is_none_or(|v| v == Verdict::Installed);
-            if status.state != BrokerState::Running || !objects_ok {
+            if status.state != BrokerState::Running || status.refusing.is_some() || !objects_ok {
                 return Ok(std::process::ExitCode::FAILURE);
+            }
+        }
+        BrokerCommand::Allow(named) => {
+            let who = named.parse()?;
+            let ns = named.namespace.unwrap_or(conn.default_namespace.clone());
+            for done in claimants::allow(&conn.client, &ns, &who).await? {
+                out!("{done}");
+            }
+        }
+        BrokerCommand::Disallow(named) => {
+            let who = named.parse()?;
+            let ns = named.namespace.unwrap_or(conn.default_namespace.clone());
+            for done in claimants::disallow(&conn.client, &ns, &who).await? {
+                out!("{done}");
             }
         }
         BrokerCommand::Uninstall { yes } => {

@@ -3,18 +3,21 @@
 //!
 //! RBAC (namespace `corral-vms`, and every namespace [`grant_users`] is called for) depends on
 //! whether the instance runs the broker ([`UserRoles`]):
-//! - with the broker: `alice`, `bob` and `carol` get the shipped claimant ClusterRole
-//!   `corral-vdi:desktop-user` (installed with the broker's manifests,
-//!   `vdi_core::broker::install`): read pools, VMs and VMIs, manage claim Leases, and no VM write,
-//!   stream or power right; the broker grants each claim holder those on their own member;
+//! - with the broker: `alice`, `bob` and `carol` get the shipped claimant Role
+//!   `corral-vdi:desktop-user`, written where they may claim as an administrator writes it
+//!   (`vdi_core::broker::claimants::allow`): read pools, VMs and VMIs, manage claim Leases, and
+//!   no VM write, stream or power right; the broker grants each claim holder those on their own
+//!   member;
 //! - without it (the client-side flow, the test binaries' default): `alice`, `bob` get the
-//!   sandbox's ClusterRole [`SELF_SERVICE`] — read VMs, VMIs and clones, patch VMs,
+//!   sandbox's Role [`SELF_SERVICE`] — read VMs, VMIs and clones, patch VMs,
 //!   start/stop/restart/softreboot them through the subresources, open
 //!   VNC/console/port-forward/usbredir, all namespace-wide, and manage Leases; `carol` gets [`LEASE_ONLY`] — read VMs and VMIs,
 //!   manage Leases, but not change VMs (makes "label patch refused" testable);
 //! - `admin`: `system:masters`.
 //!
-//! Nobody but `admin` may list namespaces or read other namespaces. The ClusterRole
+//! Every role with Lease writes is a Role of its namespace, never a ClusterRole (whose rights a
+//! ClusterRoleBinding would spread to every Lease of the cluster). Nobody but `admin` may list
+//! namespaces or read other namespaces. The ClusterRole
 //! [`CAPACITY_READER`] (read nodes, launcher pods, VMIs, the KubeVirt CR and VMs cluster-wide:
 //! what GPU and host-device capacity needs) exists but is bound to nobody; tests bind it
 //! ([`grant_capacity_reader`]).
@@ -24,7 +27,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use data_encoding::BASE64;
 use k8s_openapi::api::core::v1::{Namespace, Node, Service};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -254,14 +257,15 @@ pub fn dynamic(
     Api::namespaced_with(client.clone(), namespace, &resource)
 }
 
-/// The sandbox's own ClusterRole for desktop users of the client-side flow (no broker): what that
-/// flow needs namespace-wide (VM patch for the claim label, the power subresources, every
-/// stream). Named apart from the shipped `corral-vdi:desktop-user`, which a broker installs.
+/// The sandbox's own Role for desktop users of the client-side flow (no broker), in each
+/// namespace: what that flow needs namespace-wide (VM patch for the claim label, the power
+/// subresources, every stream). Named apart from the shipped `corral-vdi:desktop-user`.
 pub const SELF_SERVICE: &str = "corral-vdi:self-service";
-/// The sandbox's ClusterRole of `carol` without a broker: read VMs and VMIs, manage Leases.
+/// The sandbox's Role of `carol` without a broker, in each namespace: read VMs and VMIs,
+/// manage Leases.
 pub const LEASE_ONLY: &str = "corral-vdi:lease-only";
-/// The claimant ClusterRole shipped with the broker (`broker/broker.yaml` in vdi-core), which
-/// the users get in a sandbox with a broker.
+/// The claimant Role shipped with the broker (`broker/claimant-role.yaml`), which the users
+/// get in a sandbox with a broker (`vdi_core::broker::claimants`).
 pub const DESKTOP_USER: &str = "corral-vdi:desktop-user";
 
 /// Which roles `alice`, `bob` and `carol` get in a namespace.
@@ -275,42 +279,6 @@ pub enum UserRoles {
 
 async fn install_rbac(admin: &Client, roles: UserRoles) -> Result<()> {
     let cluster_roles: Api<ClusterRole> = Api::all(admin.clone());
-    let read = json!(["get", "list", "watch"]);
-    // What self-service needs: create a claim Lease, take over (update) or release (delete)
-    // one. The guard, not RBAC, keeps users to their own claims.
-    let lease_rule = json!({ "apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-        "verbs": ["get", "list", "watch", "create", "update", "delete"] });
-    let read_vms = json!({ "apiGroups": ["kubevirt.io"],
-        "resources": ["virtualmachines", "virtualmachineinstances"], "verbs": read });
-    apply(
-        &cluster_roles,
-        SELF_SERVICE,
-        json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": { "name": SELF_SERVICE },
-            "rules": [
-                read_vms,
-                { "apiGroups": ["kubevirt.io"], "resources": ["virtualmachines"], "verbs": ["patch"] },
-                { "apiGroups": ["clone.kubevirt.io"], "resources": ["virtualmachineclones"], "verbs": read },
-                { "apiGroups": ["subresources.kubevirt.io"],
-                  "resources": ["virtualmachines/start", "virtualmachines/stop", "virtualmachines/restart",
-                                "virtualmachineinstances/softreboot"],
-                  "verbs": ["update"] },
-                { "apiGroups": ["subresources.kubevirt.io"],
-                  "resources": ["virtualmachineinstances/vnc", "virtualmachineinstances/console",
-                                "virtualmachineinstances/portforward", "virtualmachineinstances/usbredir"],
-                  "verbs": ["get"] },
-                lease_rule,
-            ] }),
-    )
-    .await?;
-    apply(
-        &cluster_roles,
-        LEASE_ONLY,
-        json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": { "name": LEASE_ONLY },
-            "rules": [read_vms, lease_rule] }),
-    )
-    .await?;
     apply(
         &cluster_roles,
         CAPACITY_READER,
@@ -349,23 +317,72 @@ pub async fn grant_capacity_reader(admin: &Client, user: &str) -> Result<()> {
     Ok(())
 }
 
+/// The sandbox's own Roles for the client-side flow in `namespace` ([`SELF_SERVICE`] and
+/// [`LEASE_ONLY`]): Roles, not ClusterRoles, since their Lease rights reach every Lease of
+/// where they hold (as the shipped claimant role, `vdi_core::broker::claimants`).
+async fn client_side_roles(admin: &Client, namespace: &str) -> Result<()> {
+    let roles: Api<Role> = Api::namespaced(admin.clone(), namespace);
+    let read = json!(["get", "list", "watch"]);
+    // What self-service needs: create a claim Lease, take over (update) or release (delete)
+    // one. The guard, not RBAC, keeps users to their own claims.
+    let lease_rule = json!({ "apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+        "verbs": ["get", "list", "watch", "create", "update", "delete"] });
+    let read_vms = json!({ "apiGroups": ["kubevirt.io"],
+        "resources": ["virtualmachines", "virtualmachineinstances"], "verbs": read });
+    apply(
+        &roles,
+        SELF_SERVICE,
+        json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": { "name": SELF_SERVICE, "namespace": namespace },
+            "rules": [
+                read_vms,
+                { "apiGroups": ["kubevirt.io"], "resources": ["virtualmachines"], "verbs": ["patch"] },
+                { "apiGroups": ["clone.kubevirt.io"], "resources": ["virtualmachineclones"], "verbs": read },
+                { "apiGroups": ["subresources.kubevirt.io"],
+                  "resources": ["virtualmachines/start", "virtualmachines/stop", "virtualmachines/restart",
+                                "virtualmachineinstances/softreboot"],
+                  "verbs": ["update"] },
+                { "apiGroups": ["subresources.kubevirt.io"],
+                  "resources": ["virtualmachineinstances/vnc", "virtualmachineinstances/console",
+                                "virtualmachineinstances/portforward", "virtualmachineinstances/usbredir"],
+                  "verbs": ["get"] },
+                lease_rule,
+            ] }),
+    )
+    .await?;
+    apply(
+        &roles,
+        LEASE_ONLY,
+        json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": { "name": LEASE_ONLY, "namespace": namespace },
+            "rules": [read_vms, lease_rule] }),
+    )
+    .await?;
+    Ok(())
+}
+
 /// Gives `alice`, `bob` and `carol` in `namespace` the roles `roles` says (those they have in
-/// `corral-vms`), so that a test can work in a namespace of its own: RoleBindings
-/// `corral-vdi-<user>`.
+/// `corral-vms`), so that a test can work in a namespace of its own. With a broker, the product's
+/// own way: `vdi_core::broker::claimants::allow` (the claimant Role and its RoleBinding
+/// [`DESKTOP_USER`]); for the client-side flow the sandbox's Roles, bound by RoleBindings
+/// `corral-vdi-<user>`. The client-side Roles are written in either case (tests bind other
+/// users to them).
 pub async fn grant_users(admin: &Client, namespace: &str, roles: UserRoles) -> Result<()> {
+    client_side_roles(admin, namespace).await?;
+    if roles == UserRoles::Broker {
+        let claimants: Vec<_> = ["alice", "bob", "carol"]
+            .into_iter()
+            .map(|u| vdi_core::broker::claimants::Claimant::User(u.to_owned()))
+            .collect();
+        vdi_core::broker::claimants::allow(admin, namespace, &claimants).await?;
+        return Ok(());
+    }
     let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), namespace);
-    let grants = match roles {
-        UserRoles::Broker => [
-            ("alice", DESKTOP_USER),
-            ("bob", DESKTOP_USER),
-            ("carol", DESKTOP_USER),
-        ],
-        UserRoles::ClientSide => [
-            ("alice", SELF_SERVICE),
-            ("bob", SELF_SERVICE),
-            ("carol", LEASE_ONLY),
-        ],
-    };
+    let grants = [
+        ("alice", SELF_SERVICE),
+        ("bob", SELF_SERVICE),
+        ("carol", LEASE_ONLY),
+    ];
     for (user, role) in grants {
         let name = format!("corral-vdi-{user}");
         apply(
@@ -373,7 +390,7 @@ pub async fn grant_users(admin: &Client, namespace: &str, roles: UserRoles) -> R
             &name,
             json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
                 "metadata": { "name": name, "namespace": namespace },
-                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role },
+                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role },
                 "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user }] }),
         )
         .await?;

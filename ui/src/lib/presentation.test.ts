@@ -38,7 +38,7 @@ describe("brokerTone", () => {
     status:
       state === null
         ? null
-        : { state, leader: null, replicas: [], lastReconcile: null, summary: "" },
+        : { state, leader: null, replicas: [], lastReconcile: null, summary: "", refusing: null },
     text: "",
     detail: "",
     notice: null,

@@ -13,7 +13,7 @@ use crate::manifests::{Comparison, Found, Manifest, Verdict};
 
 /// The broker's manifest, as shipped (`broker/broker.yaml`): its namespace, ServiceAccount,
 /// ClusterRole `corral-vdi:broker` and binding, the status reader Role
-/// ([`super::STATUS_ROLE`]), the claimant ClusterRole `corral-vdi:desktop-user`, and the
+/// ([`super::STATUS_ROLE`]) and the
 /// Deployment of two replicas.
 pub const MANIFEST: &str = include_str!("../../../../broker/broker.yaml");
 /// The admission policy installed with the broker (`broker/members-policy.yaml`): with a broker
@@ -74,7 +74,9 @@ pub fn objects() -> Result<Vec<DynamicObject>> {
     BROKER.objects()
 }
 
-/// Installs (or updates) the broker: every object of [`MANIFEST`] and [`MEMBERS_POLICY`] is
+/// Installs (or updates) the broker, after the guard ([`crate::guard::install`]: the broker
+/// grants nothing on a cluster that does not enforce the claim rules): every object of
+/// [`MANIFEST`] and [`MEMBERS_POLICY`] is
 /// created, or replaced whole so that edits made on the cluster go (labels and annotations
 /// others added stay). Returns what was done, one phrase per object ("created Deployment
 /// corral-vdi-broker in namespace "corral-vdi-system""), once the API server enforces the
@@ -84,7 +86,15 @@ pub fn objects() -> Result<Vec<DynamicObject>> {
 /// refused (nothing after it is written; nothing is written at all when the first, the
 /// Namespace, is refused).
 pub async fn install(client: &Client) -> Result<Vec<String>> {
-    BROKER.install(client).await
+    // The guard first: the broker grants only where the claim rules are enforced
+    // (broker `enforcement`), and they are the guard's.
+    let guard = crate::guard::install(client).await?;
+    let mut done = vec![format!(
+        "installed the Corral VDI guard, whose claim rules the broker's grants rest on: {}",
+        guard.summary
+    )];
+    done.extend(BROKER.install(client).await?);
+    Ok(done)
 }
 
 /// Removes the broker: its policy, Deployment, RBAC objects and ServiceAccount (the Namespace
@@ -383,39 +393,19 @@ mod tests {
     }
 
     #[test]
-    fn the_claimant_role_has_no_stream_power_or_vm_write_right() {
-        let role = find("ClusterRole", "corral-vdi:desktop-user");
-        let held = rights(&role);
-        assert!(!held.is_empty());
-        for (group, resource, verb, _) in &held {
-            assert!(
-                !resource.contains('/') && group != GRANT_API_GROUP,
-                "a subresource: {group} {resource} {verb}"
-            );
-            assert!(
-                !(group == "kubevirt.io"
-                    && ["patch", "update", "create", "delete"].contains(&verb.as_str())),
-                "a VM write: {group} {resource} {verb}"
-            );
-        }
-        for needed in ["get", "list", "watch", "create", "update", "delete"] {
-            assert!(
-                held.iter()
-                    .any(|(g, r, v, _)| g == "coordination.k8s.io" && r == "leases" && v == needed),
-                "Leases {needed}"
-            );
-        }
-        for (group, resource) in [
-            ("kubevirt.io", "virtualmachines"),
-            ("kubevirt.io", "virtualmachineinstances"),
-            ("clone.kubevirt.io", "virtualmachineclones"),
-            ("corral.dev", "desktoppools"),
-        ] {
-            assert!(
-                held.iter()
-                    .any(|(g, r, v, _)| g == group && r == resource && v == "list"),
-                "read {group} {resource}"
-            );
+    fn no_cluster_role_but_the_brokers_own_writes_leases() {
+        for role in objects()
+            .unwrap()
+            .iter()
+            .filter(|o| o.types.as_ref().unwrap().kind == "ClusterRole")
+            .filter(|o| o.name_any() != "corral-vdi:broker")
+        {
+            let writes = rights(role).into_iter().any(|(g, r, v, _)| {
+                g == "coordination.k8s.io"
+                    && r == "leases"
+                    && !["get", "list", "watch"].contains(&v.as_str())
+            });
+            assert!(!writes, "ClusterRole {} writes Leases", role.name_any());
         }
     }
 
@@ -486,7 +476,7 @@ mod tests {
             ["replicas is 1, this version ships 2"]
         );
         // A ClusterRole is compared strictly: a rule added by hand counts.
-        let shipped = find("ClusterRole", "corral-vdi:desktop-user");
+        let shipped = find("ClusterRole", "corral-vdi:broker");
         let mut live = shipped.clone();
         live.data["rules"]
             .as_array_mut()
@@ -496,7 +486,7 @@ mod tests {
             "verbs": ["get"] }));
         assert_eq!(
             crate::manifests::compared_part("ClusterRole", &shipped, &live),
-            ["rules has 5 entries, this version ships 4"]
+            ["rules has 17 entries, this version ships 16"]
         );
     }
 }

@@ -1,9 +1,10 @@
 //! The in-cluster broker (SPEC "Broker", issue 25) as clients and administrators see it: its
 //! manifests (`broker/broker.yaml` and `broker/members-policy.yaml` at the top of the
 //! repository, compiled in), their install and removal, and whether a broker runs
-//! ([`status`], from its leader-election Lease). The broker itself is the binary
+//! ([`status`], from its leader-election Lease), and who may claim where ([`claimants`]). The broker itself is the binary
 //! `corral-vdi-broker` (crate `crates/broker`).
 
+pub mod claimants;
 mod manifest;
 mod status;
 

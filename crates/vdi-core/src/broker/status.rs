@@ -18,7 +18,7 @@ use serde::Serialize;
 use crate::clock::{ServerClock, describe_instant};
 use crate::error::{Error, Result, describe, is_status};
 use crate::labels::{
-    BROKER_LAST_RECONCILE_ANNOTATION, BROKER_NAME, BROKER_NAMESPACE,
+    BROKER_LAST_RECONCILE_ANNOTATION, BROKER_NAME, BROKER_NAMESPACE, BROKER_REFUSING_ANNOTATION,
     BROKER_REPLICA_ANNOTATION_PREFIX,
 };
 use crate::lease::{ClaimLease, lease_view};
@@ -31,11 +31,12 @@ pub const STALE_REPLICA_DURATIONS: i32 = 3;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
 pub enum BrokerState {
-    /// A replica holds the leader Lease, renewed within its duration by the API server's clock:
-    /// access follows the claim.
+    /// A replica (one with a heartbeat) holds the leader Lease, renewed within its duration by
+    /// the API server's clock: access follows the claim (unless [`BrokerStatus::refusing`]).
     Running,
-    /// The leader Lease exists but no replica holds it (released, or not renewed within its
-    /// duration): claims made now are not granted until a replica leads.
+    /// The leader Lease exists but no replica holds it (released, not renewed within its
+    /// duration, or held by a name no replica has recorded a heartbeat under): claims made
+    /// now are not granted until a replica leads.
     NoLeader,
     /// There is no leader Lease: no broker has run on this cluster (not installed, or installed
     /// and never started). The client-side claim flow applies.
@@ -73,6 +74,9 @@ pub struct BrokerStatus {
     /// One or more sentences saying what that means and what to do, naming what on the Lease
     /// could not be read.
     pub summary: String,
+    /// Why the leading broker grants no claim ([`BROKER_REFUSING_ANNOTATION`]: the cluster
+    /// does not enforce the claim rules); `None` while it grants, or when none leads.
+    pub refusing: Option<String>,
 }
 
 impl BrokerStatus {
@@ -110,6 +114,7 @@ pub async fn status(client: &Client) -> Result<BrokerStatus> {
             state: BrokerState::Unknown,
             leader: None,
             replicas: Vec::new(),
+            refusing: None,
             last_reconcile: None,
             summary: format!(
                 "cannot tell whether a broker runs on this cluster: you may not read {} ({}); \
@@ -144,6 +149,7 @@ pub fn status_of(lease: Option<&ClaimLease>, now: Timestamp) -> BrokerStatus {
             state: BrokerState::Absent,
             leader: None,
             replicas: Vec::new(),
+            refusing: None,
             last_reconcile: None,
             summary: format!(
                 "no broker on this cluster ({} does not exist): anyone who may claim here can \
@@ -166,6 +172,7 @@ pub fn status_of(lease: Option<&ClaimLease>, now: Timestamp) -> BrokerStatus {
     });
     let mut replicas = Vec::new();
     let mut last_reconcile = None;
+    let mut refusing = None;
     for (key, value) in lease.annotations() {
         let mut time = || match value.parse::<Timestamp>() {
             Ok(t) => Some(t),
@@ -177,6 +184,10 @@ pub fn status_of(lease: Option<&ClaimLease>, now: Timestamp) -> BrokerStatus {
                 None
             }
         };
+        if key == BROKER_REFUSING_ANNOTATION {
+            refusing = Some(value.chars().take(REFUSING_CHARS).collect::<String>());
+            continue;
+        }
         if key == BROKER_LAST_RECONCILE_ANNOTATION {
             last_reconcile = time();
         } else if let Some(identity) = key.strip_prefix(BROKER_REPLICA_ANNOTATION_PREFIX)
@@ -209,7 +220,7 @@ pub fn status_of(lease: Option<&ClaimLease>, now: Timestamp) -> BrokerStatus {
                 lease_words()
             ),
         )
-    } else if view.active {
+    } else if view.active && replicas.iter().any(|r| r.leader) {
         let holder = view.holder.clone().unwrap_or_default();
         let renewed = view.renewed_at.or(view.acquired_at).map_or_else(
             || "no renew time".to_owned(),
@@ -225,12 +236,21 @@ pub fn status_of(lease: Option<&ClaimLease>, now: Timestamp) -> BrokerStatus {
                  {holder} is ahead"
             ));
         }
-        if !replicas.iter().any(|r| r.leader) {
-            words.push_str(&format!(" ({holder} has recorded no heartbeat)"));
+        if let Some(why) = &refusing {
+            words = format!(
+                "a broker runs on this cluster ({holder} leads, {renewed}) but grants no desktop: \
+                 {why}"
+            );
         }
         (BrokerState::Running, Some(holder), words)
     } else {
         let last = match (&view.holder, view.expires_at) {
+            // Held, but not by a replica: nobody that reconciles (only the broker's
+            // ServiceAccount writes the Lease where the guard is installed).
+            (Some(holder), _) if view.active => format!(
+                "it names {}, which is no replica: none has recorded a heartbeat under that name",
+                shown(holder)
+            ),
             (Some(holder), Some(expired)) => {
                 format!("{holder} held it until {}", describe_instant(expired, now))
             }
@@ -251,6 +271,7 @@ pub fn status_of(lease: Option<&ClaimLease>, now: Timestamp) -> BrokerStatus {
         summary.push_str(&format!(". On {}: {}", lease_words(), problems.join("; ")));
     }
     BrokerStatus {
+        refusing: refusing.filter(|_| state == BrokerState::Running),
         state,
         leader,
         replicas,
@@ -258,6 +279,9 @@ pub fn status_of(lease: Option<&ClaimLease>, now: Timestamp) -> BrokerStatus {
         summary,
     }
 }
+
+/// The most characters of the leader's refusal ([`BROKER_REFUSING_ANNOTATION`]) shown.
+const REFUSING_CHARS: usize = 1000;
 
 /// Longest annotation value a problem quotes.
 const QUOTED_CHARS: usize = 40;
@@ -374,6 +398,50 @@ mod tests {
         assert_eq!(status.state, BrokerState::NoLeader);
         assert!(
             status.summary.contains("no replica holds it"),
+            "{}",
+            status.summary
+        );
+    }
+
+    #[test]
+    fn a_lease_held_by_no_replica_has_no_leader() {
+        // bob wrote himself into the Lease (a cluster without the guard's rule for it): both
+        // replicas beat, neither leads.
+        let lease = lease(
+            json!({ "holderIdentity": "bob", "renewTime": "2026-12-03T11:59:58.000000Z",
+                    "leaseDurationSeconds": 15 }),
+            json!({ "replica.corral.dev/broker-a": "2026-12-03T11:59:58Z",
+                    "replica.corral.dev/broker-b": "2026-12-03T11:59:57Z" }),
+        );
+        let status = status_of(Some(&lease), now());
+        assert_eq!((status.state, status.leader), (BrokerState::NoLeader, None));
+        assert!(status.replicas.iter().all(|r| !r.leader));
+        assert!(
+            status
+                .summary
+                .contains("it names \"bob\", which is no replica"),
+            "{}",
+            status.summary
+        );
+    }
+
+    #[test]
+    fn a_leader_that_refuses_claims_says_why() {
+        let lease = lease(
+            held("2026-12-03T11:59:58.000000Z"),
+            json!({ "replica.corral.dev/broker-a": "2026-12-03T11:59:58Z",
+                    "corral.dev/broker-refusing": "the guard is not installed" }),
+        );
+        let status = status_of(Some(&lease), now());
+        assert_eq!(status.state, BrokerState::Running);
+        assert_eq!(
+            status.refusing.as_deref(),
+            Some("the guard is not installed")
+        );
+        assert!(
+            status
+                .summary
+                .contains("grants no desktop: the guard is not installed"),
             "{}",
             status.summary
         );

@@ -320,6 +320,7 @@ mod tests {
             state: BrokerState::NoLeader,
             leader: None,
             replicas: Vec::new(),
+            refusing: None,
             last_reconcile: None,
             summary: String::new(),
         };

@@ -35,8 +35,9 @@ pub fn side(status: Option<&BrokerStatus>) -> ClaimSide {
 pub struct BrokerBadge {
     /// The broker's status as read; `None` when the cluster did not answer.
     pub status: Option<BrokerStatus>,
-    /// The badge: "broker: <leader>" (one leads), "broker: no leader" (installed, none leads),
-    /// "no broker" (the client-side flow applies).
+    /// The badge: "broker: <leader>" (one leads), "broker: grants nothing" (one leads but the
+    /// cluster does not enforce the claim rules, [`BrokerStatus::refusing`]), "broker: no
+    /// leader" (installed, none leads), "no broker" (the client-side flow applies).
     pub text: String,
     /// Its detail: [`NO_BROKER_NOTICE`] (then the status's own summary, when it says more,
     /// e.g. why the Lease could not be read), else the status's summary.
@@ -49,6 +50,9 @@ pub struct BrokerBadge {
 /// The badge and notice for `status` (`None`: it could not be read).
 pub fn broker_badge(status: Option<BrokerStatus>) -> BrokerBadge {
     let (text, detail, notice) = match &status {
+        Some(s) if s.state == BrokerState::Running && s.refusing.is_some() => {
+            ("broker: grants nothing".to_owned(), s.summary.clone(), None)
+        }
         Some(s) if s.state == BrokerState::Running => (
             format!("broker: {}", s.leader.as_deref().unwrap_or("unnamed")),
             s.summary.clone(),
@@ -86,9 +90,19 @@ mod tests {
             state,
             leader: leader.map(str::to_owned),
             replicas: Vec::new(),
+            refusing: None,
             last_reconcile: None,
             summary: format!("summary of {state:?}"),
         }
+    }
+
+    #[test]
+    fn a_broker_that_refuses_claims_says_so_on_the_badge() {
+        let mut refusing = status(BrokerState::Running, Some("broker-a"));
+        refusing.refusing = Some("the guard is not installed".into());
+        let badge = broker_badge(Some(refusing));
+        assert_eq!(badge.text, "broker: grants nothing");
+        assert_eq!(badge.notice, None);
     }
 
     #[test]
