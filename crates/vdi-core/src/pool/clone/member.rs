@@ -28,6 +28,7 @@ use super::super::{
 use crate::error::{MemberFailure, describe, is_status};
 use crate::labels::{MEMBER_LABEL, POOL_LABEL};
 use crate::pool::{CreateProgress, CreateStep, MemberProgress};
+use crate::resources::VirtualMachine;
 
 /// After a failed member's clone object is deleted, how long to wait before looking for a VM
 /// that a clone controller still working on the old object may have created.
@@ -89,6 +90,28 @@ pub(super) fn observe(obj: &DynamicObject) -> CloneObs {
 pub(super) struct CreatedClone {
     name: String,
     uid: Option<String>,
+    /// Its `creationTimestamp`: the VM it makes is created no earlier.
+    created_at: Option<Timestamp>,
+}
+
+/// Why `vm` is not the VM the clone `created` made (whose creation mark is `mark`), if it is
+/// not: created before the clone object, or marked by another clone.
+fn not_made_by(vm: &VirtualMachine, created: &CreatedClone, mark: &str) -> Option<&'static str> {
+    let before = vm
+        .creation_timestamp()
+        .zip(created.created_at)
+        .is_some_and(|(vm, clone)| vm.0 < clone);
+    let marked_else = vm
+        .annotations()
+        .get(CREATION_MARK_ANNOTATION)
+        .is_some_and(|m| m != mark);
+    if before {
+        Some("it was created before the clone")
+    } else if marked_else {
+        Some("it carries another clone's creation mark")
+    } else {
+        None
+    }
 }
 
 /// How waiting for one clone ended.
@@ -191,6 +214,7 @@ impl<P: Fn(CreateProgress) + Send + Sync> Run<'_, P> {
         Ok(CreatedClone {
             name: created.name_any(),
             uid: created.uid(),
+            created_at: created.creation_timestamp().map(|t| t.0),
         })
     }
 
@@ -421,16 +445,30 @@ impl<P: Fn(CreateProgress) + Send + Sync> Run<'_, P> {
             }
         };
 
+        // Only the VM this clone made is labelled: one created before the clone object, or
+        // carrying another clone's creation mark, took the target name some other way (SPEC
+        // "Pool list / delete": only what this product can prove it made).
+        let mark = creation_mark(&created.name, &self.run_id);
+        if let Some(not_ours) = not_made_by(&vm, created, &mark) {
+            let leftovers = self.delete_clone(created).await;
+            let why = format!(
+                "VirtualMachine \"{member}\" is not the one {CLONE_KIND} \"{}\" made \
+                 ({not_ours}): it was left alone, unlabelled",
+                created.name
+            );
+            return self.failed(member, why, false, leftovers);
+        }
         // The golden VM goes on with the label (`pool adopt` reads it), and the creation mark
         // where the clone could not write it (v1alpha1); a mark already there, from the clone,
-        // is left as it is.
+        // is left as it is. The patch names the VM's uid: a VM replaced meanwhile is not
+        // labelled (409).
         let mut label = json!({ "metadata": {
+            "uid": vm.uid(),
             "labels": { POOL_LABEL: self.scope.pool },
             "annotations": { GOLDEN_ANNOTATION: self.golden },
         } });
         if !vm.annotations().contains_key(CREATION_MARK_ANNOTATION) {
-            label["metadata"]["annotations"][CREATION_MARK_ANNOTATION] =
-                json!(creation_mark(&created.name, &self.run_id));
+            label["metadata"]["annotations"][CREATION_MARK_ANNOTATION] = json!(mark);
         }
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.into()),
@@ -596,6 +634,41 @@ impl<P: Fn(CreateProgress) + Send + Sync> Run<'_, P> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_vm_the_clone_made_is_taken_for_its_member() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let created = CreatedClone {
+            name: "p-1-clone".into(),
+            uid: None,
+            created_at: Some("2026-12-06T10:00:00Z".parse().unwrap()),
+        };
+        let vm = |at: &str, mark: Option<&str>| {
+            let mut vm = VirtualMachine::new("p-1", Default::default());
+            vm.metadata.creation_timestamp = Some(Time(at.parse().unwrap()));
+            vm.metadata.annotations =
+                mark.map(|m| [(CREATION_MARK_ANNOTATION.to_owned(), m.to_owned())].into());
+            vm
+        };
+        let mark = "p-1-clone/run";
+        assert_eq!(
+            not_made_by(&vm("2026-12-06T10:00:05Z", Some(mark)), &created, mark),
+            None
+        );
+        assert_eq!(
+            not_made_by(&vm("2026-12-06T10:00:05Z", None), &created, mark),
+            None
+        );
+        assert!(not_made_by(&vm("2026-12-06T09:00:00Z", None), &created, mark).is_some());
+        assert!(
+            not_made_by(
+                &vm("2026-12-06T10:00:05Z", Some("other/run")),
+                &created,
+                mark
+            )
+            .is_some()
+        );
+    }
 
     #[test]
     fn durations_read_like_people_write_them() {
