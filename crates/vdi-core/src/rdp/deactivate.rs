@@ -47,6 +47,10 @@ const IGNORABLE_PDUTYPE2: [u8; 4] = [34, 45, 54, 55];
 const PDUTYPE_DATAPDU: u16 = 0x7;
 /// The most bytes held back during one reactivation; past it everything goes on at once.
 const HOLD_LIMIT: usize = 16 << 20;
+/// The most PDUs held back during one reactivation (a guest sending tiny PDUs would otherwise
+/// fill memory with their bookkeeping well before [`HOLD_LIMIT`] bytes); past it everything goes
+/// on at once.
+const HOLD_COUNT: usize = 4096;
 
 /// Mends the Deactivation-Reactivation Sequence on one connection (server to client): lengthens
 /// xrdp's short Deactivate All and holds back what comes before the Font Map.
@@ -167,7 +171,9 @@ impl DeactivateAll {
             Share::Finalization { font_map: false } => vec![pdu],
             Share::Ignorable => Vec::new(),
             Share::Other => match &mut self.held {
-                Some(held) if self.held_bytes + pdu.len() <= HOLD_LIMIT => {
+                Some(held)
+                    if self.held_bytes + pdu.len() <= HOLD_LIMIT && held.len() < HOLD_COUNT =>
+                {
                     self.held_bytes += pdu.len();
                     held.push(pdu);
                     Vec::new()
@@ -350,5 +356,15 @@ mod tests {
             "past the limit all goes on"
         );
         assert_eq!(adapter.adapt(big.clone()), [big], "and is not held again");
+        // Many tiny PDUs: held up to their own count, then all go on.
+        let mut adapter = DeactivateAll::default();
+        adapter.adapt(short_deactivate());
+        let tiny = Bytes::from_static(&[0x00, 0x03, 0]);
+        let mut out = Vec::new();
+        for _ in 0..HOLD_COUNT {
+            out.extend(adapter.adapt(tiny.clone()));
+        }
+        assert!(out.is_empty(), "held up to {HOLD_COUNT}");
+        assert_eq!(adapter.adapt(tiny.clone()).len(), HOLD_COUNT + 1);
     }
 }
