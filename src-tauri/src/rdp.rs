@@ -69,21 +69,28 @@ pub async fn open_rdp_in_app(
         .start_rdp(client, &namespace, &member)
         .await
         .map_err(|e| e.view())?;
-    let trust = known(&app)?.check(&namespace, &member, &endpoint.probe.fingerprint);
+    let trust = known(&app)?.check(
+        &namespace,
+        &member,
+        endpoint.vm_uid.as_deref(),
+        &endpoint.probe.fingerprint,
+    );
     Ok(RdpOpened { endpoint, trust })
 }
 
-/// Records that the user accepted `fingerprint` as `member`'s RDP certificate.
+/// Records that the user accepted `fingerprint` as `member`'s RDP certificate, on its
+/// VirtualMachine with `vm_uid` (the session's, [`RdpEndpoint::vm_uid`]).
 #[tauri::command]
 #[specta::specta]
 pub async fn accept_rdp_certificate(
     app: AppHandle,
     namespace: String,
     member: String,
+    vm_uid: Option<String>,
     fingerprint: String,
 ) -> Result<(), ErrorView> {
     known(&app)?
-        .accept(&namespace, &member, &fingerprint)
+        .accept(&namespace, &member, vm_uid.as_deref(), &fingerprint)
         .map_err(|why| failure(ErrorKind::Config, why, "check the app's data folder"))
 }
 

@@ -674,9 +674,13 @@ async fn rdp_in_the_app_shares_the_clipboard_and_follows_the_window() {
     let mut known: serde_json::Map<String, serde_json::Value> =
         serde_json::from_slice(&std::fs::read(&store).expect("the accepted certificates")).unwrap();
     let key = format!("corral-vms/{member}");
-    let accepted = known[&key].as_str().unwrap().to_owned();
+    let accepted = known[&key]["fingerprint"].as_str().unwrap().to_owned();
+    assert!(
+        known[&key]["vmUid"].is_string(),
+        "a pin names its VM: {known:?}"
+    );
     let other = ["AB"; 32].join(":");
-    known.insert(key, serde_json::json!(other));
+    known[&key]["fingerprint"] = serde_json::json!(other);
     std::fs::write(&store, serde_json::to_vec(&known).unwrap()).unwrap();
     open_rdp_in_app(client, &member).await;
     let prompt = text_of(client, "[data-testid='rdp-trust']").await;

@@ -251,13 +251,17 @@ export function openRdpInApp(namespace: string, member: string): Promise<Result<
   return call(() => commands.openRdpInApp(namespace, member));
 }
 
-/** Records that the user accepted `fingerprint` as `member`'s RDP certificate. */
+/**
+ * Records that the user accepted `fingerprint` as `member`'s RDP certificate, on its
+ * VirtualMachine `vmUid` (the session's): a member made again is asked about again.
+ */
 export function acceptRdpCertificate(
   namespace: string,
   member: string,
+  vmUid: string | null,
   fingerprint: string,
 ): Promise<Result<null>> {
-  return call(() => commands.acceptRdpCertificate(namespace, member, fingerprint));
+  return call(() => commands.acceptRdpCertificate(namespace, member, vmUid, fingerprint));
 }
 
 /** The login remembered in the OS keyring for `member`, or null. */

@@ -136,8 +136,11 @@ export const commands = {
 	 *  [`Supervisor::start_rdp`]: vdi_core::session::Supervisor::start_rdp
 	 */
 	openRdpInApp: (namespace: string, member: string) => __TAURI_INVOKE<RdpOpened>("open_rdp_in_app", { namespace, member }),
-	/**  Records that the user accepted `fingerprint` as `member`'s RDP certificate. */
-	acceptRdpCertificate: (namespace: string, member: string, fingerprint: string) => __TAURI_INVOKE<null>("accept_rdp_certificate", { namespace, member, fingerprint }),
+	/**
+	 *  Records that the user accepted `fingerprint` as `member`'s RDP certificate, on its
+	 *  VirtualMachine with `vm_uid` (the session's, [`RdpEndpoint::vm_uid`]).
+	 */
+	acceptRdpCertificate: (namespace: string, member: string, vmUid: string | null, fingerprint: string) => __TAURI_INVOKE<null>("accept_rdp_certificate", { namespace, member, vmUid, fingerprint }),
 	/**
 	 *  The login remembered for `member`, if any. A keyring that is not available remembers
 	 *  nothing.
@@ -320,13 +323,14 @@ export type BrokerReplica = {
 /**  Whether a broker acts on this cluster. */
 export type BrokerState = 
 /**
- *  A replica holds the leader Lease, renewed within its duration by the API server's clock:
- *  access follows the claim.
+ *  A replica (one with a heartbeat) holds the leader Lease, renewed within its duration by
+ *  the API server's clock: access follows the claim (unless [`BrokerStatus::refusing`]).
  */
 "running" | 
 /**
- *  The leader Lease exists but no replica holds it (released, or not renewed within its
- *  duration): claims made now are not granted until a replica leads.
+ *  The leader Lease exists but no replica holds it (released, not renewed within its
+ *  duration, or held by a name no replica has recorded a heartbeat under): claims made
+ *  now are not granted until a replica leads.
  */
 "noLeader" | 
 /**
@@ -356,6 +360,11 @@ export type BrokerStatus = {
 	 *  could not be read.
 	 */
 	summary: string,
+	/**
+	 *  Why the leading broker grants no claim ([`BROKER_REFUSING_ANNOTATION`]: the cluster
+	 *  does not enforce the claim rules); `None` while it grants, or when none leads.
+	 */
+	refusing: string | null,
 };
 
 /**  The live Capacity view, now and on every change while it is watched. */
@@ -1488,6 +1497,11 @@ export type RdpEndpoint = {
 	 *  this session accepts and no other.
 	 */
 	probe: Probe,
+	/**
+	 *  The uid of the member's VirtualMachine as the session started (a certificate is trusted
+	 *  for that VM only, [`crate::rdp::trust`]); `None` when it could not be read.
+	 */
+	vmUid: string | null,
 };
 
 /**  What "Save .rdp file" made: the forward's session and the file. */
@@ -1725,7 +1739,12 @@ export type Trust =
  */
 { kind: "changed"; 
 /**  The fingerprint accepted before. */
-previous: string };
+previous: string } | 
+/**
+ *  The one accepted before, but on another VirtualMachine of that name (the member was
+ *  made again since): the user is asked again.
+ */
+{ kind: "replaced" };
 
 /**  Whether this user may open the device node, and if not how to fix it. */
 export type UsbAccess = {

@@ -479,13 +479,15 @@ export function RdpView({ target, sessions, onClose }: RdpViewProps) {
             onAccept={() => {
               const { opened } = step;
               const request = requestRef.current;
-              void acceptRdpCertificate(namespace, member, opened.endpoint.probe.fingerprint).then(
-                (saved) => {
-                  if (!saved.ok)
-                    setNotice(`The certificate was not saved: ${saved.error.message}.`);
-                  void proceed(opened, request);
-                },
-              );
+              void acceptRdpCertificate(
+                namespace,
+                member,
+                opened.endpoint.vmUid,
+                opened.endpoint.probe.fingerprint,
+              ).then((saved) => {
+                if (!saved.ok) setNotice(`The certificate was not saved: ${saved.error.message}.`);
+                void proceed(opened, request);
+              });
             }}
             onCancel={onClose}
           />
@@ -552,7 +554,9 @@ function TrustPrompt({
       <p className="console-notice-title">
         {trust.kind === "changed"
           ? `The RDP certificate of ${member} has changed.`
-          : `First RDP connection to ${member}: check its certificate.`}
+          : trust.kind === "replaced"
+            ? `${member} was made again since you trusted its RDP certificate: check it again.`
+            : `First RDP connection to ${member}: check its certificate.`}
       </p>
       {trust.kind === "changed" ? (
         <p>

@@ -45,6 +45,9 @@ pub struct RdpEndpoint {
     /// What the guest's RDP server said: NLA or not, and its certificate's fingerprint, which
     /// this session accepts and no other.
     pub probe: Probe,
+    /// The uid of the member's VirtualMachine as the session started (a certificate is trusted
+    /// for that VM only, [`crate::rdp::trust`]); `None` when it could not be read.
+    pub vm_uid: Option<String>,
 }
 
 /// What a connection of the session needs.
@@ -133,6 +136,14 @@ impl Supervisor {
         namespace: &str,
         member: &str,
     ) -> Result<RdpEndpoint> {
+        let vms: kube::Api<crate::resources::VirtualMachine> =
+            kube::Api::namespaced(client.clone(), namespace);
+        let vm_uid = vms
+            .get_opt(member)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|vm| vm.metadata.uid);
         let io = open_guest(&client, namespace, member, Arc::default()).await?;
         let probe = rdp::probe(io, member).await.map_err(|why| {
             Error::rejected(
@@ -210,6 +221,7 @@ impl Supervisor {
             token,
             destination: format!("{member}:{RDP_PORT}"),
             probe,
+            vm_uid,
         })
     }
 }
