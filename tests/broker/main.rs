@@ -16,6 +16,7 @@
 //! the CLI does, reading grants, stream and power attempts, Events) is here.
 
 mod access;
+mod airtight;
 mod bad_leases;
 mod client;
 mod failover;
