@@ -127,6 +127,39 @@ async fn a_pool_is_cloned_labelled_stopped_and_unassigned() {
 }
 
 #[tokio::test]
+async fn a_password_in_the_golden_vms_user_data_is_said_when_the_pool_is_made() {
+    let admin = client_as("admin").await;
+    let ns = namespace("secrets").await;
+    golden_vm(&ns, "gold", "Halted", |vm| {
+        vm["spec"]["template"]["spec"]["volumes"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({ "name": "init", "cloudInitNoCloud": {
+                "userData": "#cloud-config\npassword: hunter2\nchpasswd: { expire: false }\n" } }));
+    })
+    .await;
+    let created = create_pool(
+        &admin,
+        &request(&ns, "sp", "gold", 1),
+        Recorder::default().sink(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(created.members, ["sp-1"], "a warning, not a refusal");
+    assert!(
+        created.warnings.iter().any(|w| w.contains(
+            "golden VM \"gold\" has cloud-init userData with what looks like a secret (volume init"
+        ) && w.contains("userDataSecretRef")),
+        "{:?}",
+        created.warnings
+    );
+    assert!(
+        !created.warnings.iter().any(|w| w.contains("hunter2")),
+        "the secret is not repeated"
+    );
+}
+
+#[tokio::test]
 async fn a_stalled_clone_times_out_naming_member_clone_phase_and_hint() {
     let admin = client_as("admin").await;
     let ns = namespace("stall").await;

@@ -291,8 +291,9 @@ export type BrokerBadge = {
 	/**  The broker's status as read; `None` when the cluster did not answer. */
 	status: BrokerStatus | null,
 	/**
-	 *  The badge: "broker: <leader>" (one leads), "broker: no leader" (installed, none leads),
-	 *  "no broker" (the client-side flow applies).
+	 *  The badge: "broker: <leader>" (one leads), "broker: grants nothing" (one leads but the
+	 *  cluster does not enforce the claim rules, [`BrokerStatus::refusing`]), "broker: no
+	 *  leader" (installed, none leads), "no broker" (the client-side flow applies).
 	 */
 	text: string,
 	/**

@@ -38,6 +38,53 @@ pub(super) async fn check_golden(
     Ok(golden)
 }
 
+/// Warnings about secrets in `vm`'s cloud-init `userData` (a `cloudInitNoCloud` or
+/// `cloudInitConfigDrive` volume's inline `userData`): a password (`password:`, `passwd:`,
+/// `chpasswd`, `plain_text_passwd`, `hashed_passwd`) or a private key (`PRIVATE KEY-----`).
+/// Whoever may read VMs in the namespace (every claimant) reads it, in the golden VM and in
+/// every member cloned from it; a Secret named by `userDataSecretRef` is not theirs to read.
+/// One sentence per volume; empty when none is found. A warning, not a refusal: pool create
+/// goes on and says it.
+pub fn secrets_in_user_data(vm: &VirtualMachine) -> Vec<String> {
+    const SIGNS: [&str; 6] = [
+        "password:",
+        "passwd:",
+        "chpasswd",
+        "plain_text_passwd",
+        "hashed_passwd",
+        "private key-----",
+    ];
+    let name = vm.name_any();
+    let volumes = vm
+        .spec
+        .template
+        .as_ref()
+        .and_then(|t| t.pointer("/spec/volumes"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    volumes
+        .iter()
+        .filter_map(|volume| {
+            let data = ["cloudInitNoCloud", "cloudInitConfigDrive"]
+                .iter()
+                .find_map(|kind| volume.get(kind)?.get("userData")?.as_str())?
+                .to_lowercase();
+            let found: Vec<&str> = SIGNS.iter().copied().filter(|s| data.contains(s)).collect();
+            (!found.is_empty()).then(|| {
+                format!(
+                    "golden VM \"{name}\" has cloud-init userData with what looks like a secret \
+                     (volume {}: {}): everyone who may read VMs in this namespace, every claimant \
+                     included, reads it in the golden VM and in each member; keep secrets in a \
+                     Secret named by userDataSecretRef, which claimants cannot read",
+                    volume.get("name").and_then(Value::as_str).unwrap_or("?"),
+                    found.join(", ")
+                )
+            })
+        })
+        .collect()
+}
+
 /// Something about a golden VM that would make KubeVirt fail its clones late (or make them
 /// unsafe), found before anything is created.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -264,6 +311,40 @@ mod tests {
             { "name": "rootdisk", "dataVolume": { "name": "gold-root" } },
             { "name": "cloudinit", "cloudInitNoCloud": { "userData": "#cloud-config" } },
         ] } })
+    }
+
+    #[test]
+    fn a_password_or_private_key_in_user_data_is_warned_about() {
+        let with = |user_data: &str| {
+            let template = serde_json::json!({ "spec": { "volumes": [
+                { "name": "disk", "dataVolume": { "name": "d" } },
+                { "name": "init", "cloudInitNoCloud": { "userData": user_data } },
+            ] } });
+            golden(template, "Stopped", serde_json::json!([]))
+        };
+        let warned = secrets_in_user_data(&with("#cloud-config\nchpasswd:\n  list: root:secret\n"));
+        assert_eq!(warned.len(), 1, "{warned:?}");
+        assert!(
+            warned[0].contains("(volume init: passwd:, chpasswd)"),
+            "{warned:?}"
+        );
+        let key =
+            "#cloud-config\nwrite_files:\n- content: |\n    -----BEGIN OPENSSH PRIVATE KEY-----";
+        assert_eq!(secrets_in_user_data(&with(key)).len(), 1);
+        assert!(
+            secrets_in_user_data(&with(
+                "#cloud-config\nssh_authorized_keys: [ssh-ed25519 AAAA]"
+            ))
+            .is_empty()
+        );
+        assert!(
+            secrets_in_user_data(&golden(
+                serde_json::json!({}),
+                "Stopped",
+                serde_json::json!([])
+            ))
+            .is_empty()
+        );
     }
 
     #[test]

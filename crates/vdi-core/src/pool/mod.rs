@@ -331,8 +331,13 @@ where
     // 4. Capacity admission for GPUs and host devices: a check, not a reservation.
     capacity::admit(client, &golden, request).await?;
 
-    // 5–7. The clones, the labels, the cleanup.
-    clone::clone_members(client, request, scope, clone_api, started, progress).await
+    // 5–7. The clones, the labels, the cleanup; what the golden VM's userData shows to every
+    // reader of the namespace said first.
+    let secrets = golden_vm::secrets_in_user_data(&golden);
+    let mut created =
+        clone::clone_members(client, request, scope, clone_api, started, progress).await?;
+    created.warnings.splice(0..0, secrets);
+    Ok(created)
 }
 
 /// The golden VM `golden` in `namespace`, as pool create reads it (its own namespace only).
