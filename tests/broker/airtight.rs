@@ -74,7 +74,7 @@ async fn managed(prefix: &str, pool: &str, spec: DesktopPoolSpec) -> String {
 /// The `why` of the broker's `Reclaimed` Event on `member` naming `user`, and how long after
 /// `since` it came.
 async fn reclaimed(ns: &str, member: &str, user: &str, since: jiff::Timestamp) -> (String, i64) {
-    let event = wait_event(ns, member, "Reclaimed", user, Duration::from_secs(90)).await;
+    let event = wait_event(ns, member, "Reclaimed", user, Duration::from_secs(150)).await;
     let note = event.note.unwrap_or_default();
     let why = vdi_core::audit::parse_note(&note)
         .0
@@ -136,8 +136,10 @@ async fn a_holder_cannot_stretch_max_session_with_the_times_on_her_lease() {
         .expect("alice renews her own Lease with a longer duration");
     let (why, after) = reclaimed(&ns, &member, "alice", claimed).await;
     assert_eq!(why, "maxSession");
+    // Its 20 s, with room for a loaded machine: what is asserted is that nothing the holder
+    // wrote (a start in 8999, a week's Lease) stretched it.
     assert!(
-        after <= 30,
+        after <= 60,
         "reclaimed {after} s after the claim, not near its 20 s"
     );
 }
@@ -178,8 +180,10 @@ async fn a_claim_created_with_a_start_in_the_future_counts_from_when_the_broker_
     );
     let (why, after) = reclaimed(&ns, &member, "bob", created).await;
     assert_eq!(why, "maxSession");
+    // Its 20 s, with room for a loaded machine: what is asserted is that nothing the holder
+    // wrote (a start in 8999, a week's Lease) stretched it.
     assert!(
-        after <= 30,
+        after <= 60,
         "reclaimed {after} s after the claim, not near its 20 s"
     );
 }
@@ -207,7 +211,8 @@ async fn a_lease_longer_than_disconnect_grace_counts_as_disconnect_grace() {
     // 10 s of disconnectGrace and the broker's 30 s margin, not a week.
     let (why, after) = reclaimed(&ns, &member, "alice", renewed).await;
     assert_eq!(why, "disconnected");
-    assert!(after <= 60, "reclaimed {after} s after the last renewal");
+    // 10 s and the 30 s margin, with room for a loaded machine; a week's Lease would be a week.
+    assert!(after <= 120, "reclaimed {after} s after the last renewal");
 }
 
 #[tokio::test]
@@ -273,7 +278,7 @@ async fn the_next_holder_waits_for_the_last_session() {
         }
         waited = released.elapsed();
         assert!(
-            waited < Duration::from_secs(GRACE_SECONDS + 30),
+            waited < Duration::from_secs(GRACE_SECONDS + 60),
             "alice's VMI never ended"
         );
         tokio::time::sleep(Duration::from_millis(250)).await;

@@ -392,7 +392,11 @@ async fn guard_status_says_the_sandbox_enforces_the_claim_rules() {
         stdout.starts_with("the Corral VDI guard is installed: the API server itself enforces"),
         "{stdout}"
     );
-    assert_eq!(stdout.matches(" current").count(), 4, "{stdout}");
+    assert_eq!(
+        stdout.matches(" current").count(),
+        6,
+        "three policies and their bindings: {stdout}"
+    );
     // Every signed-in user may read it.
     let out = corral(&["--context", "bob", "guard", "status"]);
     assert!(

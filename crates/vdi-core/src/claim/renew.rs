@@ -119,6 +119,7 @@ pub async fn keep(actor: &Actor, namespace: &str, member: &str) -> Result<Kept> 
     let renewed = write(actor, namespace, member, lease, Some(now)).await?;
     let after = LeaseView {
         renewed_at: Some(renewed.renewed_at),
+        expires_at: Some(renewed.expires_at),
         ..judged.clone()
     };
     let next_reclaim = policy.as_ref().and_then(|policy| {
