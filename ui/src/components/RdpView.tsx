@@ -25,7 +25,12 @@ import {
   sessionSaysLoginRefused,
   type IronFacts,
 } from "../lib/rdp";
-import { syncRdpClipboard } from "../lib/clipboard";
+import {
+  COPY_GESTURE_MS,
+  isCopyGesture,
+  syncRdpClipboard,
+  type RdpClipboardSync,
+} from "../lib/clipboard";
 import { formatScreenSize } from "../lib/console";
 import { findSession } from "../lib/sessions";
 import { ActionError } from "./ActionNotice";
@@ -89,7 +94,33 @@ function RdpScreen({ opened, login, uiRef, onStatus }: RdpScreenProps) {
     const gone = () => disposed;
     let element: HTMLElement | null = null;
     let resizeTimer: ReturnType<typeof setTimeout> | undefined;
-    let stopClipboard = () => {};
+    let clipboard: RdpClipboardSync | null = null;
+    // The clipboard moves only while this view has the focus in a focused window, and the
+    // guest's copy only after a copy gesture in it (lib/clipboard's syncRdpClipboard).
+    let windowFocused = true;
+    let copiedAt = -Infinity;
+    const gate = {
+      focused: () => windowFocused && host.contains(document.activeElement),
+      copying: () => Date.now() - copiedAt <= COPY_GESTURE_MS,
+    };
+    const onWindowBlur = () => {
+      windowFocused = false;
+    };
+    const onWindowFocus = () => {
+      windowFocused = true;
+      clipboard?.viewFocused();
+    };
+    const onViewFocus = () => clipboard?.viewFocused();
+    const onKey = (event: KeyboardEvent) => {
+      if (!isCopyGesture(event)) return;
+      copiedAt = Date.now();
+      clipboard?.copyGesture();
+    };
+    window.addEventListener("blur", onWindowBlur);
+    window.addEventListener("focus", onWindowFocus);
+    host.addEventListener("focusin", onViewFocus);
+    // Capture: the web component may keep its keys to itself.
+    host.addEventListener("keydown", onKey, true);
     const observer = new ResizeObserver(() => {
       clearTimeout(resizeTimer);
       resizeTimer = setTimeout(() => {
@@ -124,13 +155,14 @@ function RdpScreen({ opened, login, uiRef, onStatus }: RdpScreenProps) {
         ui.setVisibility(true);
         report({ kind: "connected", ...info.initialDesktopSize });
         observer.observe(host);
-        stopClipboard = syncRdpClipboard(ui, navigator.clipboard);
+        clipboard = syncRdpClipboard(ui, navigator.clipboard, gate);
         const end = await info.run();
         if (!gone()) report({ kind: "ended", reason: end.reason() });
       } catch (reason: unknown) {
         if (!gone()) report({ kind: "failed", facts: ironFacts(reason) });
       } finally {
-        stopClipboard();
+        clipboard?.stop();
+        clipboard = null;
         uiRef.current = null;
       }
     };
@@ -175,7 +207,11 @@ function RdpScreen({ opened, login, uiRef, onStatus }: RdpScreenProps) {
       clearTimeout(timer);
       clearTimeout(resizeTimer);
       observer.disconnect();
-      stopClipboard();
+      clipboard?.stop();
+      window.removeEventListener("blur", onWindowBlur);
+      window.removeEventListener("focus", onWindowFocus);
+      host.removeEventListener("focusin", onViewFocus);
+      host.removeEventListener("keydown", onKey, true);
       uiRef.current?.shutdown();
       uiRef.current = null;
       element?.remove();

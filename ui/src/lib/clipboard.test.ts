@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import {
   CLIPBOARD_POLL_MS,
   backendClipboard,
+  isCopyGesture,
   syncRdpClipboard,
   type RdpClipboardPeer,
   type TextClipboard,
@@ -70,6 +71,12 @@ function fixture() {
   return { local, guest, clipboard, peer, guestCopies };
 }
 
+/** A gate that says yes to both until told otherwise. */
+function gate() {
+  const g = { focused: true, copying: true };
+  return { g, gate: { focused: () => g.focused, copying: () => g.copying } };
+}
+
 describe("syncRdpClipboard", () => {
   beforeEach(() => {
     vi.useFakeTimers();
@@ -81,7 +88,7 @@ describe("syncRdpClipboard", () => {
   it("gives the guest the local text at start and each new local copy once", async () => {
     const f = fixture();
     f.local.text = "before";
-    const stop = syncRdpClipboard(f.peer, f.clipboard);
+    const sync = syncRdpClipboard(f.peer, f.clipboard, gate().gate);
     await vi.advanceTimersByTimeAsync(0);
     expect(f.guest).toEqual({ text: "before", sent: 1 });
     await vi.advanceTimersByTimeAsync(CLIPBOARD_POLL_MS * 3);
@@ -89,19 +96,44 @@ describe("syncRdpClipboard", () => {
     f.local.text = "after";
     await vi.advanceTimersByTimeAsync(CLIPBOARD_POLL_MS);
     expect(f.guest).toEqual({ text: "after", sent: 2 });
-    stop();
+    sync.stop();
   });
 
-  it("puts the guest's copy on the local clipboard and does not send it back", async () => {
+  it("offers the local text only while the view has the focus", async () => {
     const f = fixture();
-    const stop = syncRdpClipboard(f.peer, f.clipboard);
-    await vi.advanceTimersByTimeAsync(0);
+    const { g, gate: asked } = gate();
+    g.focused = false;
+    f.local.text = "a password copied elsewhere";
+    const sync = syncRdpClipboard(f.peer, f.clipboard, asked);
+    await vi.advanceTimersByTimeAsync(CLIPBOARD_POLL_MS * 4);
     expect(f.guest.sent).toBe(0);
+    g.focused = true;
+    sync.viewFocused();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(f.guest).toEqual({ text: "a password copied elsewhere", sent: 1 });
+    sync.stop();
+  });
+
+  it("puts the guest's copy on the local clipboard after a copy gesture, not before", async () => {
+    const f = fixture();
+    const { g, gate: asked } = gate();
+    g.copying = false;
+    f.local.text = "mine";
+    const sync = syncRdpClipboard(f.peer, f.clipboard, asked);
+    await vi.advanceTimersByTimeAsync(0);
     f.guestCopies("from the guest");
     await vi.advanceTimersByTimeAsync(CLIPBOARD_POLL_MS * 3);
+    expect(f.local.text).toBe("mine");
+    sync.copyGesture();
+    await vi.advanceTimersByTimeAsync(0);
     expect(f.local.text).toBe("from the guest");
-    expect(f.guest.sent).toBe(0);
-    stop();
+    // Within a gesture's window a copy is taken at once, and not sent back.
+    g.copying = true;
+    f.guestCopies("again");
+    await vi.advanceTimersByTimeAsync(CLIPBOARD_POLL_MS * 3);
+    expect(f.local.text).toBe("again");
+    expect(f.guest.sent).toBe(1);
+    sync.stop();
   });
 
   it("does nothing after stop, and a failing step does not end the others", async () => {
@@ -112,15 +144,25 @@ describe("syncRdpClipboard", () => {
       readText: () => (fail ? Promise.reject(new Error("busy")) : Promise.resolve(f.local.text)),
     };
     f.local.text = "first";
-    const stop = syncRdpClipboard(f.peer, flaky);
+    const sync = syncRdpClipboard(f.peer, flaky, gate().gate);
     await vi.advanceTimersByTimeAsync(0);
     expect(f.guest.sent).toBe(0);
     fail = false;
     await vi.advanceTimersByTimeAsync(CLIPBOARD_POLL_MS);
     expect(f.guest.text).toBe("first");
-    stop();
+    sync.stop();
     f.local.text = "later";
     await vi.advanceTimersByTimeAsync(CLIPBOARD_POLL_MS * 2);
     expect(f.guest.text).toBe("first");
+  });
+});
+
+describe("isCopyGesture", () => {
+  it("is Ctrl+C, Ctrl+Shift+C or Ctrl+Insert", () => {
+    expect(isCopyGesture({ ctrlKey: true, key: "c" })).toBe(true);
+    expect(isCopyGesture({ ctrlKey: true, key: "C" })).toBe(true);
+    expect(isCopyGesture({ ctrlKey: true, key: "Insert" })).toBe(true);
+    expect(isCopyGesture({ ctrlKey: false, key: "c" })).toBe(false);
+    expect(isCopyGesture({ ctrlKey: true, key: "v" })).toBe(false);
   });
 });

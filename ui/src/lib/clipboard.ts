@@ -55,21 +55,54 @@ export type RdpClipboardPeer = {
 /** How often the local clipboard is looked at during an RDP session (milliseconds). */
 export const CLIPBOARD_POLL_MS = 500;
 
+/** How long after a copy gesture in the view the guest's copy is taken (milliseconds). */
+export const COPY_GESTURE_MS = 10_000;
+
+/** When text may move: asked by {@link syncRdpClipboard} before each step. */
+export type ClipboardGate = {
+  /** Whether the session's view has the keyboard focus in a focused window now. */
+  focused(): boolean;
+  /** Whether the user made a copy gesture in the view within {@link COPY_GESTURE_MS}. */
+  copying(): boolean;
+};
+
+/** A running clipboard sync: stop it, and tell it of the view's focus and copy gestures. */
+export type RdpClipboardSync = {
+  stop(): void;
+  /** The view got the focus: the local clipboard is offered now. */
+  viewFocused(): void;
+  /** The user made a copy gesture in the view: the guest's held copy, if any, is taken. */
+  copyGesture(): void;
+};
+
 /**
- * Keeps the local clipboard and an RDP session's in step, text only: what the guest copies is
- * put on the local clipboard at once; what is copied locally is announced to the guest within
- * {@link CLIPBOARD_POLL_MS} (and at once on start). Text that came from one side is not sent
- * back to it. Steps run one at a time. Returns the function that stops it.
+ * Keeps the local clipboard and an RDP session's in step, text only, and only when the user
+ * means it (what the guest or an earlier holder left running there must not read or write
+ * this computer's clipboard behind the user's back):
+ * - what is copied locally is announced to the guest only while the view has the focus
+ *   (`gate.focused`): at once when it gets it, then within {@link CLIPBOARD_POLL_MS};
+ * - what the guest copies is put on the local clipboard only after a copy gesture in the view
+ *   (`gate.copying`, within {@link COPY_GESTURE_MS}); otherwise it is held until the next one
+ *   ({@link RdpClipboardSync.copyGesture}).
+ *
+ * Text that came from one side is not sent back to it. Steps run one at a time.
  */
-export function syncRdpClipboard(peer: RdpClipboardPeer, clipboard: TextClipboard): () => void {
+export function syncRdpClipboard(
+  peer: RdpClipboardPeer,
+  clipboard: TextClipboard,
+  gate: ClipboardGate,
+): RdpClipboardSync {
   let stopped = false;
   /** The text both sides have: the last sent or received. */
   let known: string | null = null;
+  /** The guest copied text that has not been taken yet. */
+  let held = false;
   let queue = Promise.resolve();
   const step = (work: () => Promise<void>) => {
     queue = queue.then(() => (stopped ? undefined : work())).catch(() => undefined);
   };
   const offerLocal = () => {
+    if (!gate.focused()) return;
     step(async () => {
       const text = await clipboard.readText();
       if (text === "" || text === known) return;
@@ -77,16 +110,32 @@ export function syncRdpClipboard(peer: RdpClipboardPeer, clipboard: TextClipboar
       await peer.sendClipboardData();
     });
   };
-  peer.onClipboardRemoteUpdateCallback(() => {
+  const takeRemote = () => {
+    held = false;
     step(async () => {
       await peer.saveRemoteClipboardData();
       known = await clipboard.readText();
     });
+  };
+  peer.onClipboardRemoteUpdateCallback(() => {
+    if (gate.copying()) takeRemote();
+    else held = true;
   });
   offerLocal();
   const timer = setInterval(offerLocal, CLIPBOARD_POLL_MS);
-  return () => {
-    stopped = true;
-    clearInterval(timer);
+  return {
+    stop() {
+      stopped = true;
+      clearInterval(timer);
+    },
+    viewFocused: offerLocal,
+    copyGesture() {
+      if (held) takeRemote();
+    },
   };
+}
+
+/** Whether `event` is a copy gesture: Ctrl+C, Ctrl+Shift+C or Ctrl+Insert. */
+export function isCopyGesture(event: Pick<KeyboardEvent, "ctrlKey" | "key">): boolean {
+  return event.ctrlKey && (event.key === "c" || event.key === "C" || event.key === "Insert");
 }
