@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use vdi_core::labels::{POOL_LABEL, lease_name};
+use vdi_core::labels::{MEMBER_LABEL, POOL_LABEL, lease_name};
 
 use crate::{client, denied, install_and_wait, serial, uninstall};
 
@@ -328,6 +328,14 @@ async fn with_the_guard_a_held_claim_has_both_times_no_users_finalizer_and_its_m
             &lease_name("k-3"),
             claim_labels("k-2"),
             "is labelled for member k-2",
+        ),
+        (
+            "a stray with an empty member label",
+            "spam-3",
+            json!({ POOL_LABEL: "k", MEMBER_LABEL: "" }),
+            "Lease spam-3 is labelled for member \"\" (an empty member label): a Lease labelled \
+             corral.dev/vdi-pool or corral.dev/vdi-member is a claim, named corral-vdi-<member> \
+             after its corral.dev/vdi-member label; label it with its member or drop the labels",
         ),
     ] {
         denied(

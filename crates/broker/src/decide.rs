@@ -160,8 +160,8 @@ fn claim<'a>(facts: &MemberFacts<'a>) -> Claim<'a> {
             };
             match managed::next_reclaim(policy, &written, now, margin) {
                 Some(next) if next.at <= now => {
-                    let started = trusted_times(policy, &written, now).acquired_at;
-                    let why = managed::explain(policy, lease, started, &next);
+                    let times = trusted_times(policy, &written, now);
+                    let why = managed::explain(policy, lease, &times, &next);
                     reclaim(Some(why), Some(next.why))
                 }
                 next => Claim::Active(holder, next),

@@ -9,7 +9,9 @@
 
 use jiff::{SignedDuration, Timestamp};
 use vdi_core::lease::LeaseView;
-use vdi_core::policy::reclaim::{ReclaimDue, ReclaimWhy, WrittenTimes, due, trusted_times};
+use vdi_core::policy::reclaim::{
+    ClaimTimes, ReclaimDue, ReclaimWhy, WrittenTimes, due, trusted_times,
+};
 use vdi_core::policy::{Policy, duration};
 
 /// VM annotation the broker writes on a claimed member of a managed pool once its next
@@ -34,12 +36,13 @@ pub fn next_reclaim(
     due(policy, &times)
 }
 
-/// Why `reclaim` is due, as a sentence for the Event; `started` is the claim's start as
-/// [`trusted_times`] counts it.
+/// Why `reclaim` is due, as a sentence for the Event; `times` are the claim's as
+/// [`trusted_times`] believes them (its start, and an expiry no later than `disconnectGrace`
+/// after the last renewal), so the sentence names what the broker acted on.
 pub fn explain(
     policy: &Policy,
     lease: &LeaseView,
-    started: Option<Timestamp>,
+    times: &ClaimTimes,
     reclaim: &ReclaimDue,
 ) -> String {
     let at = crate::rfc3339(reclaim.at);
@@ -50,7 +53,7 @@ pub fn explain(
             policy
                 .max_session
                 .map_or_else(String::new, duration::format),
-            since(started)
+            since(times.acquired_at)
         ),
         ReclaimWhy::Idle => format!(
             "no user logged in to the guest for idleTimeout {} (reached at {at})",
@@ -61,7 +64,7 @@ pub fn explain(
         ReclaimWhy::Disconnected => format!(
             "disconnected: its Lease was not renewed after {} and expired at {}",
             since(lease.renewed_at.or(lease.acquired_at)),
-            since(lease.expires_at)
+            since(times.expires_at)
         ),
     }
 }

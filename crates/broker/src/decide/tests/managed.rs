@@ -335,6 +335,13 @@ fn a_lease_longer_than_disconnect_grace_counts_as_disconnect_grace() {
     let d = decide_managed(alices_running(), Some(&week), granted("alice"), &p, None);
     let t = teardown_plan(&d);
     assert_eq!(t.reclaim_why, Some(ReclaimWhy::Disconnected), "{t:?}");
+    assert!(
+        t.why
+            .as_deref()
+            .unwrap()
+            .ends_with("expired at 2026-12-03T11:50:00Z"),
+        "the expiry acted on, not the Lease's week: {t:?}"
+    );
 }
 
 #[test]
