@@ -23,9 +23,8 @@ use std::pin::pin;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt, TryStreamExt};
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event, watcher};
@@ -499,20 +498,10 @@ fn member_keys(stores: &Stores) -> HashSet<Work> {
         .collect()
 }
 
-/// Writes `corral.dev/broker-last-reconcile` = now (RFC 3339) on the leader Lease: a merge
-/// patch of that one annotation.
+/// Writes `corral.dev/broker-last-reconcile` = now (RFC 3339) on the leader Lease.
 async fn last_reconcile(client: &Client, clock: &ServerClock) {
-    let api: Api<Lease> = Api::namespaced(client.clone(), BROKER_NAMESPACE);
-    let patch = serde_json::json!({ "metadata": { "annotations": {
-        BROKER_LAST_RECONCILE_ANNOTATION: crate::rfc3339(clock.now()),
-    } } });
-    let params = PatchParams {
-        field_manager: Some(BROKER_NAME.into()),
-        ..PatchParams::default()
-    };
-    if let Err(e) = api.patch(BROKER_NAME, &params, &Patch::Merge(&patch)).await {
-        tracing::warn!(error = %e, "cannot write {BROKER_LAST_RECONCILE_ANNOTATION} on Lease {BROKER_NAMESPACE}/{BROKER_NAME}");
-    }
+    let now = crate::rfc3339(clock.now());
+    crate::election::annotate_leader(client, BROKER_LAST_RECONCILE_ANNOTATION, Some(&now)).await;
 }
 
 #[cfg(test)]

@@ -229,3 +229,18 @@ async fn heartbeat(client: Client, identity: String, period: Duration, clock: Se
         }
     }
 }
+
+/// Writes (`Some`) or removes (`None`) the annotation `key` on the leader Lease as the leader:
+/// a merge patch of that one annotation, field manager `corral-vdi-broker` (the leader's
+/// records: its last full reconcile, why it grants nothing). A failure is logged, never fatal.
+pub async fn annotate_leader(client: &Client, key: &str, value: Option<&str>) {
+    let api: Api<Lease> = Api::namespaced(client.clone(), BROKER_NAMESPACE);
+    let patch = serde_json::json!({ "metadata": { "annotations": { key: value } } });
+    let params = PatchParams {
+        field_manager: Some(BROKER_NAME.into()),
+        ..PatchParams::default()
+    };
+    if let Err(e) = api.patch(BROKER_NAME, &params, &Patch::Merge(&patch)).await {
+        tracing::warn!(error = %e, "cannot write {key} on Lease {BROKER_NAMESPACE}/{BROKER_NAME}");
+    }
+}

@@ -16,10 +16,8 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams};
 use vdi_core::guard::{self, GuardState};
-use vdi_core::labels::{BROKER_NAME, BROKER_NAMESPACE, BROKER_REFUSING_ANNOTATION};
-use vdi_core::lease::ClaimLease;
+use vdi_core::labels::BROKER_REFUSING_ANNOTATION;
 
 /// How often the leader reads the guard's status again (seconds: a removed guard stops grants
 /// within this, plus a reconcile).
@@ -91,16 +89,6 @@ pub async fn refresh(client: &Client, enforcement: &Enforcement) -> bool {
         Some(why) => tracing::warn!(%why, "refusing every claim"),
         None => tracing::info!("the claim rules are enforced: granting claims"),
     }
-    let api: Api<ClaimLease> = Api::namespaced(client.clone(), BROKER_NAMESPACE);
-    let patch = serde_json::json!({ "metadata": { "annotations": {
-        BROKER_REFUSING_ANNOTATION: now,
-    } } });
-    let params = PatchParams {
-        field_manager: Some(BROKER_NAME.into()),
-        ..PatchParams::default()
-    };
-    if let Err(e) = api.patch(BROKER_NAME, &params, &Patch::Merge(&patch)).await {
-        tracing::warn!(error = %e, "cannot write {BROKER_REFUSING_ANNOTATION} on Lease {BROKER_NAMESPACE}/{BROKER_NAME}");
-    }
+    crate::election::annotate_leader(client, BROKER_REFUSING_ANNOTATION, now.as_deref()).await;
     true
 }
