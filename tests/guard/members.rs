@@ -1,4 +1,5 @@
-//! With the guard, ordinary users change a pool member only through the claim flow.
+//! With the guard, ordinary users change a pool member only through the claim flow, and a
+//! golden image not at all.
 
 use corral_tests::{grant_role, namespace, pool_vms};
 use kube::Client;
@@ -7,7 +8,8 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use vdi_core::claim::{ClaimOptions, UnassignOptions, assign, unassign};
 use vdi_core::identity::Actor;
-use vdi_core::labels::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, POOL_LABEL};
+use vdi_core::labels::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, GOLDEN_IMAGE_LABEL, POOL_LABEL};
+use vdi_core::pool::{CreateOptions, CreatePool, create_pool};
 use vdi_core::resources::VirtualMachine;
 
 use crate::{client, denied, install_and_wait, serial, uninstall, vm_version};
@@ -323,5 +325,119 @@ async fn with_the_guard_ordinary_users_change_a_pool_member_only_through_the_cla
         .delete(free, &DeleteParams::default())
         .await
         .expect("and deletes a member");
+    uninstall(&admin).await;
+}
+
+#[tokio::test]
+async fn with_the_guard_a_golden_image_is_an_administrators_and_pool_create_marks_it() {
+    let _serial = serial().await;
+    let admin = client("admin").await;
+    let bob = client("bob").await;
+    let ns = namespace("guard-golden").await;
+    pool_vms(&admin, &ns, "m", 1).await.unwrap();
+    // bob may write VMs here (RBAC): what stops him is the guard alone.
+    grant_role(
+        &ns,
+        "bob",
+        json!([{ "apiGroups": ["kubevirt.io"], "resources": ["virtualmachines"],
+                 "verbs": ["create", "update", "patch", "delete"] }]),
+    )
+    .await;
+    corral_tests::golden_vm(&ns, "gold", "Halted", |_| {}).await;
+    install_and_wait(&admin, &ns, "m-1").await;
+
+    // Pool create marks the golden VM it cloned; its member does not copy the mark.
+    let request = CreatePool {
+        namespace: ns.clone(),
+        name: "gp".into(),
+        golden: "gold".into(),
+        size: 1,
+        options: CreateOptions::default(),
+    };
+    let created = create_pool(&admin, &request, |_| {}).await.unwrap();
+    assert_eq!(created.warnings, Vec::<String>::new());
+    let vms_as = |c: &Client| Api::<VirtualMachine>::namespaced(c.clone(), &ns);
+    let gold = vms_as(&admin).get("gold").await.unwrap();
+    assert_eq!(
+        gold.labels().get(GOLDEN_IMAGE_LABEL).map(String::as_str),
+        Some("true")
+    );
+    let member = vms_as(&admin).get("gp-1").await.unwrap();
+    assert!(!member.labels().contains_key(GOLDEN_IMAGE_LABEL));
+
+    // bob may not change what every future member copies, nor delete it, nor unmark it.
+    let before = vm_version(&ns, "gold").await;
+    let cases = [
+        (
+            "change its cloud-init",
+            json!({ "spec": { "template": { "spec": { "volumes": [] } } } }),
+        ),
+        (
+            "start it for good",
+            json!({ "spec": { "runStrategy": "Always" } }),
+        ),
+        (
+            "add a label every clone would copy",
+            json!({ "metadata": { "labels": { "team": "bob" } } }),
+        ),
+        (
+            "add an annotation",
+            json!({ "metadata": { "annotations": { "note": "bob" } } }),
+        ),
+        (
+            "unmark it",
+            json!({ "metadata": { "labels": { GOLDEN_IMAGE_LABEL: null } } }),
+        ),
+    ];
+    for (what, patch) in cases {
+        denied(
+            what,
+            vms_as(&bob)
+                .patch("gold", &PatchParams::default(), &Patch::Merge(&patch))
+                .await,
+            "gold is a golden image",
+        );
+    }
+    denied(
+        "delete it",
+        vms_as(&bob).delete("gold", &DeleteParams::default()).await,
+        "may not delete it",
+    );
+    assert_eq!(vm_version(&ns, "gold").await, before, "nothing moved");
+
+    // bob's own VM is his to change; marking one a golden image is his to do, and then it is
+    // an administrator's too.
+    let mut own = VirtualMachine::new("bobs", Default::default());
+    own.spec.run_strategy = Some("Halted".into());
+    vms_as(&bob)
+        .create(&PostParams::default(), &own)
+        .await
+        .unwrap();
+    let mark = json!({ "metadata": { "labels": { GOLDEN_IMAGE_LABEL: "true" } } });
+    vms_as(&bob)
+        .patch("bobs", &PatchParams::default(), &Patch::Merge(&mark))
+        .await
+        .expect("anyone may mark a VM as a golden image");
+    denied(
+        "change his VM once marked",
+        vms_as(&bob)
+            .patch(
+                "bobs",
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "spec": { "runStrategy": "Always" } })),
+            )
+            .await,
+        "bobs is a golden image",
+    );
+
+    // An administrator changes it.
+    vms_as(&admin)
+        .patch(
+            "gold",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "labels": { "tier": "gold" } } })),
+        )
+        .await
+        .expect("an administrator changes a golden image");
     uninstall(&admin).await;
 }

@@ -394,8 +394,8 @@ async fn guard_status_says_the_sandbox_enforces_the_claim_rules() {
     );
     assert_eq!(
         stdout.matches(" current").count(),
-        6,
-        "three policies and their bindings: {stdout}"
+        8,
+        "four policies and their bindings: {stdout}"
     );
     // Every signed-in user may read it.
     let out = corral(&["--context", "bob", "guard", "status"]);

@@ -8,6 +8,11 @@ use sha2::{Digest, Sha256};
 
 /// VM label that makes a VirtualMachine a pool member: `corral.dev/vdi-pool=<pool>`.
 pub const POOL_LABEL: &str = "corral.dev/vdi-pool";
+/// VM label marking a golden image, a VM that pools are cloned from (value `"true"`), written by
+/// pool create ([`crate::pool::mark_golden_image`]). With the guard, only administrators change
+/// such a VM or delete it (`guard/guard.yaml`, policy `corral-vdi-golden-images`). A
+/// `corral.dev/vdi-*` key, so clones do not copy it ([`crate::pool::CLONE_FILTERS`]).
+pub const GOLDEN_IMAGE_LABEL: &str = "corral.dev/vdi-golden-image";
 /// VM label presenting who a member is assigned to (encoded with [`encode_identity`]).
 pub const ASSIGNED_TO_LABEL: &str = "corral.dev/vdi-assigned-to";
 /// VM annotation with the RFC 3339 UTC time the member was claimed.

@@ -3,13 +3,13 @@
 //! refused if KubeVirt would fail or stall its clones late ([`golden_problems`]).
 
 use jiff::Timestamp;
-use kube::api::Api;
+use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 
 use super::CreatePool;
 use crate::error::{Error, ErrorKind, Result};
-use crate::labels::{POOL_LABEL, lease_name};
+use crate::labels::{GOLDEN_IMAGE_LABEL, POOL_LABEL, lease_name};
 use crate::resources::VirtualMachine;
 use crate::state::member_view;
 
@@ -278,6 +278,39 @@ pub(crate) async fn golden_vm(
             e,
         )),
     }
+}
+
+/// Marks `golden` (in `namespace`) as a golden image ([`GOLDEN_IMAGE_LABEL`]), unless it is
+/// marked already: pool create's last step, so that with the guard only administrators change
+/// what every future member copies. `None` when marked; else a warning naming the VM, the
+/// failure and what an administrator runs (the pool is made all the same).
+pub async fn mark_golden_image(
+    client: &Client,
+    namespace: &str,
+    golden: &VirtualMachine,
+) -> Option<String> {
+    if golden.labels().contains_key(GOLDEN_IMAGE_LABEL) {
+        return None;
+    }
+    let name = golden.name_any();
+    let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), namespace);
+    let patch = serde_json::json!({ "metadata": { "labels": { GOLDEN_IMAGE_LABEL: "true" } } });
+    let params = PatchParams {
+        field_manager: Some(super::FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    vms.patch(&name, &params, &Patch::Merge(&patch))
+        .await
+        .err()
+        .map(|e| {
+            format!(
+                "golden VM \"{name}\" in namespace \"{namespace}\" could not be marked as a golden \
+                 image ({}): until it is, the guard does not stop non-administrators from \
+                 changing what every new member copies; an administrator runs `kubectl label vm \
+                 {name} -n {namespace} {GOLDEN_IMAGE_LABEL}=true`",
+                crate::error::describe(&e)
+            )
+        })
 }
 
 #[cfg(test)]
