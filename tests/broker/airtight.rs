@@ -9,7 +9,9 @@
 //!   included, and says why on its Lease (what `broker status` reads);
 //! - nobody but the broker writes its leader Lease, and a ClusterRoleBinding that gives a user
 //!   Lease writes everywhere is named;
-//! - who may claim in a namespace is the claimant Role's binding there (`broker allow`).
+//! - who may claim in a namespace is the claimant Role's binding there (`broker allow`);
+//! - the broker acts only in the namespaces that hold desktops (its RoleBinding there), and
+//!   there writes only its own objects (its policy), as its own ServiceAccount finds.
 
 use std::time::Duration;
 
@@ -568,9 +570,10 @@ async fn who_may_claim_in_a_namespace_is_its_claimant_binding() {
     let said = claimants::allow(&admin, &ns, &carol).await.unwrap();
     assert_eq!(
         said,
-        [format!(
-            "user carol may claim desktops in namespace \"{ns}\""
-        )]
+        [
+            format!("user carol may claim desktops in namespace \"{ns}\""),
+            format!("the broker may act in namespace \"{ns}\""),
+        ]
     );
     eventually("carol may claim", FOLLOW, || async {
         may_claim("carol", &ns).await.then_some(())
@@ -591,6 +594,228 @@ async fn who_may_claim_in_a_namespace_is_its_claimant_binding() {
     .await;
     Api::<Namespace>::all(admin)
         .delete(&ns, &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
+/// A client acting as the broker's ServiceAccount (the admin impersonates it, with the groups
+/// the API server gives a service account's token).
+async fn as_the_broker() -> Client {
+    sandbox::kubeconfig::client_impersonating(
+        &corral_tests::sandbox().kubeconfig,
+        "admin",
+        vdi_core::labels::BROKER_USER,
+        &[
+            "system:serviceaccounts",
+            "system:serviceaccounts:corral-vdi-system",
+            "system:authenticated",
+        ],
+    )
+    .await
+    .unwrap()
+}
+
+/// The status `client` gets for a GET of VMI `vmi`'s screenshot in `ns` (a stream right a grant
+/// gives): the aggregator checks RBAC first (403), then virt-api looks for the VMI (404).
+async fn screenshot_code(client: &Client, ns: &str, vmi: &str) -> u16 {
+    let path = format!(
+        "/apis/subresources.kubevirt.io/v1/namespaces/{ns}/virtualmachineinstances/{vmi}/vnc/screenshot"
+    );
+    let request = http::Request::get(path).body(Vec::new()).unwrap();
+    match client.request_text(request).await {
+        Ok(_) => 200,
+        Err(kube::Error::Api(status)) => status.code,
+        Err(e) => panic!("screenshot of {vmi} in {ns}: {e}"),
+    }
+}
+
+/// The code and message of a refused write, or a panic when it was let through.
+fn refused<T: std::fmt::Debug>(what: &str, result: kube::Result<T>) -> (u16, String) {
+    match result {
+        Err(kube::Error::Api(status)) => (status.code, status.message),
+        other => panic!("{what} as the broker: not refused: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_broker_acts_only_in_the_namespaces_that_hold_desktops_and_writes_only_its_own() {
+    let _steady = replicas_steady().await;
+    let admin = client_as("admin").await;
+    let broker = as_the_broker().await;
+    // A namespace that holds desktops (let in with `broker allow`, as the sandbox does) and one
+    // nobody served, each with a VM that is no pool member and a pool member.
+    let served = namespace("acts").await;
+    let other = format!("elsewhere-{}", std::process::id() % 10_000);
+    let created: Namespace =
+        serde_json::from_value(json!({ "metadata": { "name": other } })).unwrap();
+    Api::<Namespace>::all(admin.clone())
+        .create(&PostParams::default(), &created)
+        .await
+        .unwrap();
+    for ns in [&served, &other] {
+        golden_vm(ns, "golden", "Halted", |_| {}).await;
+        desktop_member(ns, "p", "p-1", false).await;
+    }
+    let found = vdi_core::broker::namespaces::served(&admin)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        found.contains(&served) && !found.contains(&other),
+        "{found:?}"
+    );
+    let unserved = vdi_core::broker::namespaces::unserved(&admin, &found)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        unserved.iter().any(|w| w.contains(&format!(
+            "namespace \"{other}\" holds desktops but the broker may not act there"
+        )) && w.contains(&format!("broker install --namespace {other}"))),
+        "{unserved:?}"
+    );
+    assert!(
+        !unserved.iter().any(|w| w.contains(&served)),
+        "{unserved:?}"
+    );
+
+    let versions = |ns: String| {
+        let admin = admin.clone();
+        async move {
+            let mut seen = Vec::new();
+            for vm in vms(&admin, &ns).list(&Default::default()).await.unwrap() {
+                seen.push((vm.name_any(), vm.resource_version()));
+            }
+            for lease in Api::<Lease>::namespaced(admin.clone(), &ns)
+                .list(&Default::default())
+                .await
+                .unwrap()
+            {
+                seen.push((lease.name_any(), lease.resource_version()));
+            }
+            for rb in Api::<RoleBinding>::namespaced(admin.clone(), &ns)
+                .list(&Default::default())
+                .await
+                .unwrap()
+            {
+                seen.push((rb.name_any(), rb.resource_version()));
+            }
+            seen
+        }
+    };
+    let before = (
+        versions(served.clone()).await,
+        versions(other.clone()).await,
+        versions(BROKER_NAMESPACE.into()).await,
+    );
+
+    // Where no desktops are, RBAC refuses it everything a grant gives or a claim needs.
+    assert_eq!(screenshot_code(&broker, &other, "golden").await, 403);
+    assert_eq!(screenshot_code(&broker, &served, "golden").await, 404);
+    let label = json!({ "metadata": { "labels": { "stolen": "yes" } } });
+    let (code, _) = refused(
+        "label a member where it does not act",
+        vms(&broker, &other)
+            .patch("p-1", &PatchParams::default(), &Patch::Merge(&label))
+            .await,
+    );
+    assert_eq!(code, 403);
+    for ns in [other.as_str(), "kube-system"] {
+        let lease: Lease = serde_json::from_value(
+            json!({ "metadata": { "name": "corral-vdi-p-1", "namespace": ns } }),
+        )
+        .unwrap();
+        let (code, _) = refused(
+            "create a Lease where it does not act",
+            Api::<Lease>::namespaced(broker.clone(), ns)
+                .create(&PostParams::default(), &lease)
+                .await,
+        );
+        assert_eq!(code, 403, "{ns}");
+    }
+
+    // Where it acts, its policy lets it write only its own objects.
+    let (code, message) = refused(
+        "label a VM that is no pool member",
+        vms(&broker, &served)
+            .patch("golden", &PatchParams::default(), &Patch::Merge(&label))
+            .await,
+    );
+    assert_eq!(code, 403);
+    assert!(
+        message.contains("corral-vdi broker policy") && message.contains("golden"),
+        "{message}"
+    );
+    let (code, _) = refused(
+        "delete a VM that is no pool member",
+        vms(&broker, &served)
+            .delete("golden", &DeleteParams::default())
+            .await,
+    );
+    assert_eq!(code, 403);
+    let role: k8s_openapi::api::rbac::v1::Role =
+        serde_json::from_value(json!({ "metadata": { "name": "admin-too" }, "rules": [] }))
+            .unwrap();
+    let (code, message) = refused(
+        "create a Role that is no grant",
+        Api::<k8s_openapi::api::rbac::v1::Role>::namespaced(broker.clone(), &served)
+            .create(&PostParams::default(), &role)
+            .await,
+    );
+    assert_eq!(code, 403);
+    assert!(message.contains("admin-too"), "{message}");
+    let lease: Lease =
+        serde_json::from_value(json!({ "metadata": { "name": "not-a-claim" } })).unwrap();
+    let (code, _) = refused(
+        "create a Lease that is no claim",
+        Api::<Lease>::namespaced(broker.clone(), &served)
+            .create(&PostParams::default(), &lease)
+            .await,
+    );
+    assert_eq!(code, 403);
+    // In its own namespace, only its leader Lease.
+    let (code, _) = refused(
+        "create another Lease beside its leader Lease",
+        Api::<Lease>::namespaced(broker.clone(), BROKER_NAMESPACE)
+            .create(&PostParams::default(), &lease)
+            .await,
+    );
+    assert_eq!(code, 403);
+
+    let after = (
+        versions(served.clone()).await,
+        versions(other.clone()).await,
+        versions(BROKER_NAMESPACE.into()).await,
+    );
+    // The leader Lease is renewed all along: compare the rest.
+    let without_leader = |mut v: Vec<(String, Option<String>)>| {
+        v.retain(|(name, _)| name != BROKER_NAME);
+        v
+    };
+    assert_eq!(after.0, before.0, "nothing moved where it acts");
+    assert_eq!(after.1, before.1, "nothing moved where it does not");
+    assert_eq!(
+        without_leader(after.2),
+        without_leader(before.2),
+        "nothing moved in its namespace"
+    );
+    // kube-system's own leader elections renew themselves: no Lease of the broker's there.
+    assert!(
+        Api::<Lease>::namespaced(admin.clone(), "kube-system")
+            .get_opt("corral-vdi-p-1")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // `broker install --namespace` lets it act there.
+    let said = vdi_core::broker::namespaces::serve(&admin, &other)
+        .await
+        .unwrap();
+    assert_eq!(said, format!("the broker may act in namespace \"{other}\""));
+    assert_eq!(screenshot_code(&broker, &other, "golden").await, 404);
+    Api::<Namespace>::all(admin)
+        .delete(&other, &DeleteParams::default())
         .await
         .unwrap();
 }

@@ -2,6 +2,7 @@
 
 use clap::Subcommand;
 use vdi_core::broker::claimants::{self, Claimant};
+use vdi_core::broker::namespaces;
 use vdi_core::broker::{self, BrokerState, BrokerStatus, ManifestStatus};
 use vdi_core::clock::{ServerClock, describe_instant};
 use vdi_core::cluster::KubeconfigSource;
@@ -13,7 +14,13 @@ pub enum BrokerCommand {
     /// Install (or update) the in-cluster broker: the guard (whose claim rules its grants rest
     /// on), its namespace, ServiceAccount, RBAC, its admission policy and the Deployment of two
     /// replicas (needs cluster-admin rights). Then `broker allow` says who may claim where.
-    Install,
+    Install {
+        /// A namespace that holds desktops, where the broker may then act (its RoleBinding
+        /// corral-vdi:broker; it writes nowhere else). May be repeated; `broker allow` and pool
+        /// create add theirs too.
+        #[arg(short = 'n', long = "namespace")]
+        namespaces: Vec<String>,
+    },
     /// Say whether a broker runs: the leader, each replica's last heartbeat, the last reconcile,
     /// whether it grants (it grants nothing while the guard is missing), and (for
     /// administrators) how its objects differ from this version's. Exit status 1 unless a
@@ -123,9 +130,15 @@ pub async fn run(
 ) -> vdi_core::Result<std::process::ExitCode> {
     let conn = source.connect(context).await?;
     match command {
-        BrokerCommand::Install => {
+        BrokerCommand::Install { namespaces } => {
+            for ns in &namespaces {
+                vdi_core::validate::namespace(ns)?;
+            }
             for done in broker::install(&conn.client).await? {
                 out!("{done}");
+            }
+            for ns in &namespaces {
+                out!("{}", namespaces::serve(&conn.client, ns).await?);
             }
             out!(
                 "installed the Corral VDI broker: its replicas elect a leader once their pods \
@@ -146,9 +159,24 @@ pub async fn run(
             if manifests.verdict.is_some() {
                 print_manifests(&manifests);
             }
+            // Where it acts, and where desktops are that it cannot reach (administrators only
+            // may list them).
+            let served = namespaces::served(&conn.client).await?;
+            if let Some(served) = &served {
+                let list = if served.is_empty() {
+                    "none (`corral-vdi broker install --namespace NS`)".to_owned()
+                } else {
+                    served.join(", ")
+                };
+                out!("  acts in         {list}");
+            }
+            let unserved = match &served {
+                Some(served) => namespaces::unserved(&conn.client, served).await?,
+                None => None,
+            };
             // Lease writes given to people cluster-wide (administrators only may list them).
             let wide = claimants::cluster_wide_lease_writers(&conn.client).await?;
-            for warning in wide.iter().flatten() {
+            for warning in wide.iter().chain(unserved.iter()).flatten() {
                 out!("warning: {warning}");
             }
             // A script that watches the broker sees one that does not lead, or whose objects

@@ -1,7 +1,8 @@
 //! The broker in a sandbox with [`crate::Options::broker`], run as its Deployment's pods would
 //! run on a cluster: its manifests installed with `vdi_core::broker::install` (namespace
-//! `corral-vdi-system`, the ServiceAccount `corral-vdi-broker`, its ClusterRole, the claimant
-//! ClusterRole `corral-vdi:desktop-user`), then [`REPLICAS`] `corral-vdi-broker` processes, each
+//! `corral-vdi-system`, the ServiceAccount `corral-vdi-broker`, its read-only ClusterRole, the
+//! ClusterRole it is bound to per namespace; `bootstrap::grant_users` lets it act in each
+//! sandbox namespace as `broker allow` does), then [`REPLICAS`] `corral-vdi-broker` processes, each
 //! under a token of that ServiceAccount of its own (the TokenRequest API, valid
 //! [`TOKEN_SECONDS`]), read from a kubeconfig of its own (`<dir>/broker/replica-<i>.kubeconfig`,
 //! mode 0600, the token in no log), as `--identity <name>-broker-<i>`, logging to

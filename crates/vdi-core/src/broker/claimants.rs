@@ -16,7 +16,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBind
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 
-use super::FIELD_MANAGER;
+use super::{FIELD_MANAGER, PART_OF};
 use crate::error::{Error, Result, is_status};
 use crate::validate;
 
@@ -24,8 +24,6 @@ use crate::validate;
 pub const CLAIMANT_ROLE: &str = "corral-vdi:desktop-user";
 /// The claimant Role, as shipped (`broker/claimant-role.yaml`; no namespace: written into each).
 pub const CLAIMANT_ROLE_MANIFEST: &str = include_str!("../../../../broker/claimant-role.yaml");
-/// The label every object of the broker's carries (`app.kubernetes.io/part-of`).
-const PART_OF: (&str, &str) = ("app.kubernetes.io/part-of", "corral-vdi-broker");
 
 /// One who may claim: an RBAC subject.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -157,8 +155,8 @@ pub fn claimant_role(namespace: &str) -> Result<Role> {
 /// Lets `claimants` claim desktops in `namespace`: writes the claimant Role there (server-side
 /// apply, field manager [`FIELD_MANAGER`]) and adds them to its RoleBinding (created when
 /// missing; updated with the resourceVersion read, so a concurrent change is not lost).
-/// Returns a phrase per claimant ("user alice may claim in namespace "corral-vms"", or "… may
-/// already …").
+/// Then lets the broker act there ([`super::namespaces::serve`]). Returns a phrase per claimant
+/// ("user alice may claim in namespace "corral-vms"", or "… may already …"), then the broker's.
 ///
 /// Errors: [`Error::Invalid`] for a bad namespace or an empty list (no request); 403 for a
 /// caller who may not write Roles there (an administrator's job; RBAC also refuses anyone who
@@ -184,7 +182,7 @@ pub async fn allow(
                 e,
             )
         })?;
-    edit_binding(client, namespace, |subjects| {
+    let mut said = edit_binding(client, namespace, |subjects| {
         claimants
             .iter()
             .map(|c| {
@@ -197,7 +195,10 @@ pub async fn allow(
             })
             .collect()
     })
-    .await
+    .await?;
+    // A namespace where people claim holds desktops: the broker acts there.
+    said.push(super::namespaces::serve(client, namespace).await?);
+    Ok(said)
 }
 
 /// Takes `claimants` off the claimant RoleBinding of `namespace` (deleted once it lists no

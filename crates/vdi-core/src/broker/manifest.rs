@@ -7,6 +7,7 @@ use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use kube::{Client, ResourceExt};
 
+use super::FIELD_MANAGER;
 use crate::error::{Error, Result, is_status};
 use crate::labels::{BROKER_NAME, BROKER_NAMESPACE, MANAGED_BY_LABEL};
 use crate::manifests::{Comparison, Found, Manifest, Verdict};
@@ -21,9 +22,6 @@ pub const MANIFEST: &str = include_str!("../../../../broker/broker.yaml");
 pub const MEMBERS_POLICY: &str = include_str!("../../../../broker/members-policy.yaml");
 /// Annotation carrying the digest of the manifests an object was installed from.
 pub const DIGEST_ANNOTATION: &str = "corral.dev/broker-digest";
-/// Field manager of [`install`]'s writes (the broker's own writes use
-/// `corral-vdi-broker/<identity>`).
-pub const FIELD_MANAGER: &str = "corral-vdi-broker-install";
 /// The value of [`MANAGED_BY_LABEL`] on everything the broker makes: its per-claim grants.
 pub const MANAGED_BY: &str = BROKER_NAME;
 
@@ -97,7 +95,9 @@ pub async fn install(client: &Client) -> Result<Vec<String>> {
     Ok(done)
 }
 
-/// Removes the broker: its policy, Deployment, RBAC objects and ServiceAccount (the Namespace
+/// Removes the broker: its RoleBindings in the namespaces it served
+/// ([`super::namespaces::SERVE_BINDING`]), its policies, Deployment, RBAC objects and
+/// ServiceAccount (the Namespace
 /// `corral-vdi-system` stays: deleting one is asynchronous, and an install right after would
 /// find it terminating; `kubectl delete namespace corral-vdi-system` removes it; the
 /// DesktopPool CustomResourceDefinition stays too, since deleting it deletes every
@@ -109,7 +109,9 @@ pub async fn install(client: &Client) -> Result<Vec<String>> {
 ///
 /// Errors: 403 for callers who may not delete them (an administrator's job).
 pub async fn uninstall(client: &Client) -> Result<Vec<String>> {
-    let mut deleted = BROKER.uninstall(client).await?;
+    // Its RoleBindings in desktop namespaces first: while it is there to see them.
+    let mut deleted = super::namespaces::unserve_all(client).await?;
+    deleted.extend(BROKER.uninstall(client).await?);
     deleted.extend(delete_grants::<Role>(client).await?);
     deleted.extend(delete_grants::<RoleBinding>(client).await?);
     let lease = Lease {
@@ -392,26 +394,44 @@ mod tests {
         }
     }
 
+    /// Whether a (Cluster)Role's right writes something or opens a VMI.
+    fn writes_or_opens(group: &str, verb: &str) -> bool {
+        !["get", "list", "watch"].contains(&verb) || group == GRANT_API_GROUP
+    }
+
     #[test]
-    fn no_cluster_role_but_the_brokers_own_writes_leases() {
+    fn what_is_bound_cluster_wide_only_reads() {
+        use super::super::namespaces::DESKTOPS_ROLE;
+        let bound: Vec<String> = objects()
+            .unwrap()
+            .iter()
+            .filter(|o| o.types.as_ref().unwrap().kind == "ClusterRoleBinding")
+            .map(|b| b.data["roleRef"]["name"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(bound, ["corral-vdi:broker"]);
+        assert!(!bound.iter().any(|r| r == DESKTOPS_ROLE));
         for role in objects()
             .unwrap()
             .iter()
             .filter(|o| o.types.as_ref().unwrap().kind == "ClusterRole")
-            .filter(|o| o.name_any() != "corral-vdi:broker")
+            .filter(|o| bound.contains(&o.name_any()))
         {
-            let writes = rights(role).into_iter().any(|(g, r, v, _)| {
-                g == "coordination.k8s.io"
-                    && r == "leases"
-                    && !["get", "list", "watch"].contains(&v.as_str())
-            });
-            assert!(!writes, "ClusterRole {} writes Leases", role.name_any());
+            for (g, r, v, _) in rights(role) {
+                // Its DesktopPools' status is the one write: it says there when it may not act.
+                let status = g == "corral.dev" && r == "desktoppools/status";
+                assert!(
+                    status || !writes_or_opens(&g, &v),
+                    "ClusterRole {} is bound cluster-wide and gives {g} {r} {v}",
+                    role.name_any()
+                );
+            }
         }
     }
 
     #[test]
-    fn the_broker_holds_every_right_a_grant_gives_and_reads_only_its_lease_for_others() {
-        let role = find("ClusterRole", "corral-vdi:broker");
+    fn the_broker_holds_every_right_a_grant_gives_where_it_acts_only() {
+        use super::super::namespaces::DESKTOPS_ROLE;
+        let role = find("ClusterRole", DESKTOPS_ROLE);
         let held = rights(&role);
         for (resource, verb) in GRANTED_RIGHTS {
             assert!(
@@ -419,27 +439,49 @@ mod tests {
                     && r == resource
                     && v == verb
                     && names.is_null()),
-                "the broker must hold {GRANT_API_GROUP} {resource} {verb} in every namespace \
-                 to grant it"
+                "the broker must hold {GRANT_API_GROUP} {resource} {verb} where it acts to \
+                 grant it"
             );
         }
         // No wildcard, no escalate or bind: it grants only what it holds.
-        for (group, resource, verb, _) in &held {
-            assert!(
-                group != "*" && resource != "*" && verb != "*",
-                "a wildcard: {group} {resource} {verb}"
-            );
-            assert!(
-                !["escalate", "bind", "impersonate"].contains(&verb.as_str()),
-                "{verb}"
+        for role in objects()
+            .unwrap()
+            .iter()
+            .filter(|o| ["ClusterRole", "Role"].contains(&o.types.as_ref().unwrap().kind.as_str()))
+        {
+            for (group, resource, verb, _) in rights(role) {
+                assert!(
+                    group != "*" && resource != "*" && verb != "*",
+                    "a wildcard: {group} {resource} {verb}"
+                );
+                assert!(
+                    !["escalate", "bind", "impersonate"].contains(&verb.as_str()),
+                    "{verb}"
+                );
+            }
+        }
+        for name in ["corral-vdi:broker", "corral-vdi:broker-leader"] {
+            let kind = if name.ends_with("leader") {
+                "RoleBinding"
+            } else {
+                "ClusterRoleBinding"
+            };
+            assert_eq!(
+                find(kind, name).data["subjects"],
+                serde_json::json!([{ "kind": "ServiceAccount", "name": BROKER_NAME,
+                                     "namespace": BROKER_NAMESPACE }])
             );
         }
-        let binding = find("ClusterRoleBinding", "corral-vdi:broker");
-        assert_eq!(
-            binding.data["subjects"],
-            serde_json::json!([{ "kind": "ServiceAccount", "name": BROKER_NAME,
-                                 "namespace": BROKER_NAMESPACE }])
-        );
+        // In its own namespace it writes its leader Lease by name (a create cannot be named:
+        // the policy corral-vdi-broker-writes limits that one).
+        for (g, r, v, names) in rights(&find("Role", "corral-vdi:broker-leader")) {
+            assert_eq!((g.as_str(), r.as_str()), ("coordination.k8s.io", "leases"));
+            assert!(
+                v == "create" || names == serde_json::json!([BROKER_NAME]),
+                "{v} {names}"
+            );
+        }
+        assert!(MEMBERS_POLICY.contains("name: corral-vdi-broker-writes"));
         // Everyone signed in reads the leader Lease, by name only.
         let reader = find("Role", super::super::STATUS_ROLE);
         assert_eq!(
@@ -486,7 +528,7 @@ mod tests {
             "verbs": ["get"] }));
         assert_eq!(
             crate::manifests::compared_part("ClusterRole", &shipped, &live),
-            ["rules has 17 entries, this version ships 16"]
+            ["rules has 12 entries, this version ships 11"]
         );
     }
 }

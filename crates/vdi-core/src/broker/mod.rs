@@ -6,11 +6,12 @@
 
 pub mod claimants;
 mod manifest;
+pub mod namespaces;
 mod status;
 
 pub use manifest::{
-    DIGEST_ANNOTATION, FIELD_MANAGER, GRANT_API_GROUP, GRANTED_RIGHTS, MANAGED_BY, MANIFEST,
-    MEMBERS_POLICY, ManifestStatus, install, manifest_digest, manifest_status, objects, uninstall,
+    DIGEST_ANNOTATION, GRANT_API_GROUP, GRANTED_RIGHTS, MANAGED_BY, MANIFEST, MEMBERS_POLICY,
+    ManifestStatus, install, manifest_digest, manifest_status, objects, uninstall,
 };
 
 pub use status::{
@@ -22,3 +23,11 @@ pub use status::{
 /// there. RBAC's `resourceNames` limits them to that one Lease, so a `list` or `watch` must
 /// carry the field selector `metadata.name=corral-vdi-broker`.
 pub const STATUS_ROLE: &str = "corral-vdi:broker-status";
+
+/// The label every object of the broker's carries (`app.kubernetes.io/part-of`), as
+/// (key, value).
+pub(crate) const PART_OF: (&str, &str) = ("app.kubernetes.io/part-of", "corral-vdi-broker");
+
+/// Field manager of the writes of [`install`], [`namespaces::serve`] and [`claimants::allow`]
+/// (the broker's own writes use `corral-vdi-broker/<identity>`).
+pub const FIELD_MANAGER: &str = "corral-vdi-broker-install";

@@ -31,7 +31,10 @@
 //!    and unassigned;
 //! 7. finished clone objects are removed; a clone that fails or stalls is deleted (so it cannot
 //!    produce an unlabelled VM later), as is a VM it produced that could not be labelled; the
-//!    error says exactly which members exist ([`PoolCreateFailure`], `failure.rs`).
+//!    error says exactly which members exist ([`PoolCreateFailure`], `failure.rs`);
+//! 8. the golden VM is labelled [`crate::labels::GOLDEN_IMAGE_LABEL`] (the guard then keeps it
+//!    an administrator's); on a cluster with a broker, it is let act in the namespace
+//!    ([`crate::broker::namespaces::serve_if_brokered`]); a warning says so when that fails.
 //!
 //! Before a create, [`golden_candidates`] (`candidates.rs`) lists the VMs of a namespace a
 //! pool could be made from, each with the problems `golden_vm.rs` would refuse it for, for the
@@ -90,7 +93,7 @@ pub use clone::format_duration;
 pub use clone_object::{CloneApi, choose_clone_version, clone_name, discover_clone_api};
 pub use create_input::{member_name, member_names, validate_create};
 pub use delete::{DeletePool, PoolDeleted, delete_pool};
-pub use golden_vm::{GoldenProblem, golden_problems};
+pub use golden_vm::{GoldenProblem, golden_problems, mark_golden_image};
 pub use members::{list_member_metadata, list_members};
 
 use crate::error::Result;
@@ -337,6 +340,14 @@ where
     let mut created =
         clone::clone_members(client, request, scope, clone_api, started, progress).await?;
     created.warnings.splice(0..0, secrets);
+    // 8. The golden VM is marked as one (the guard keeps it an administrator's); with a
+    // broker, it acts in this namespace, so that the pool's claims get access.
+    created
+        .warnings
+        .extend(golden_vm::mark_golden_image(client, ns, &golden).await);
+    created
+        .warnings
+        .extend(crate::broker::namespaces::serve_if_brokered(client, ns).await);
     Ok(created)
 }
 
