@@ -282,3 +282,61 @@ async fn an_interrupted_create_of_ours_is_cleaned_up_and_an_unmarked_vm_is_not()
     let half2 = vms.get("half-2").await.unwrap();
     assert!(half2.metadata.deletion_timestamp.is_none());
 }
+
+/// Issue 36: pool create and pool delete read one rule of what belongs to a pool
+/// (`vdi_core::policy::plan::claim_of_pool`): a claim Lease left over from a member whose VM
+/// was deleted by hand is one pool create refuses, naming `pool delete`, and `pool delete`
+/// removes it, so that the hint works; a Lease named for a VM of another pool stays.
+#[tokio::test]
+async fn a_leftover_claim_lease_that_pool_create_refuses_is_one_pool_delete_removes() {
+    let ns = namespace("leftover").await;
+    let admin = client_as("admin").await;
+    golden_vm(&ns, "golden-desktop", "Halted", |_| {}).await;
+    let request = CreatePool {
+        namespace: ns.clone(),
+        name: "op".into(),
+        golden: "golden-desktop".into(),
+        size: 1,
+        options: CreateOptions::default(),
+    };
+    create_pool(&admin, &request, |_| {})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Its member was claimed, then its VM deleted by hand: the Lease stays.
+    lease(&admin, &ns, &lease_name("op-1"), Some("op"), "alice").await;
+    let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), &ns);
+    vms.delete("op-1", &Default::default()).await.unwrap();
+    eventually("op-1 gone", Duration::from_secs(20), || async {
+        vms.get_opt("op-1").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    // A VM of another pool named like a member of "op", with its own claim: not op's.
+    let mut other = VirtualMachine::new("op-2", Default::default());
+    other.metadata.labels = Some(BTreeMap::from([(POOL_LABEL.to_owned(), "x".to_owned())]));
+    other.spec.run_strategy = Some("Halted".into());
+    vms.create(&PostParams::default(), &other).await.unwrap();
+    lease(&admin, &ns, &lease_name("op-2"), Some("x"), "bob").await;
+
+    let refused = create_pool(&admin, &request, |_| {}).await.unwrap_err();
+    let said = refused.to_string();
+    assert!(
+        said.contains("claim Lease \"corral-vdi-op-1\" already exists"),
+        "{said}"
+    );
+    assert!(
+        refused
+            .suggestion()
+            .is_some_and(|s| s.contains("corral-vdi pool delete op")),
+        "{refused:?}"
+    );
+
+    let deleted = delete(&admin, &ns, "op").await;
+    assert_eq!(deleted.leases, [lease_name("op-1")], "{deleted:?}");
+    let leases = Api::<Lease>::namespaced(admin.clone(), &ns);
+    assert!(leases.get_opt(&lease_name("op-1")).await.unwrap().is_none());
+    assert!(
+        leases.get_opt(&lease_name("op-2")).await.unwrap().is_some(),
+        "the other pool's claim stays"
+    );
+    assert!(vms.get_opt("op-2").await.unwrap().is_some());
+}

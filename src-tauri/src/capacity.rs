@@ -7,8 +7,8 @@ use vdi_core::capacity::{CapacityFeed, CapacityPlan};
 use vdi_core::error::ErrorView;
 
 use crate::AppState;
-use crate::bindings::CapacityEvent;
 use crate::commands::{current, poisoned};
+use crate::events::CapacityEvent;
 
 /// The live Capacity view while it is open: dropping it stops the watches and forwarding.
 pub struct CapacityWatch {

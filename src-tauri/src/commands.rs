@@ -22,7 +22,7 @@ use vdi_core::scope::Scope;
 use vdi_core::watch::{PoolsDiff, PoolsUpdate};
 
 use crate::AppState;
-use crate::bindings::{BrokerEvent, ClaimProgressEvent, CreateProgressEvent};
+use crate::events::{BrokerEvent, ClaimProgressEvent, CreateProgressEvent};
 
 /// The number of the next cluster link's pools feed (see [`vdi_core::watch::PoolsUpdate::feed`]).
 static NEXT_FEED: AtomicU32 = AtomicU32::new(1);
@@ -273,11 +273,17 @@ pub fn stream_client(state: &State<'_, AppState>) -> Result<kube::Client, ErrorV
     Ok(cluster.link.conn.streams.clone())
 }
 
-/// The open cluster link's pools view as it is now (the snapshot the window was last sent).
-pub fn pools_now(state: &State<'_, AppState>) -> Result<vdi_core::watch::PoolsSnapshot, ErrorView> {
+/// The members of `pool` in `namespace` as the broker's pool loop reads them, from the open
+/// cluster link's watches, by the API server's clock now.
+pub fn pool_seen(
+    state: &State<'_, AppState>,
+    namespace: &str,
+    pool: &str,
+) -> Result<Vec<vdi_core::policy::plan::Seen>, ErrorView> {
     let guard = state.cluster.lock().map_err(|_| poisoned())?;
     let cluster = guard.as_ref().ok_or_else(not_connected)?;
-    Ok(cluster.link.feed.subscribe().borrow().clone())
+    let now = cluster.link.clock.now();
+    Ok(cluster.link.feed.pool_seen(namespace, pool, now))
 }
 
 fn not_connected() -> ErrorView {

@@ -9,8 +9,8 @@ use vdi_core::error::{ErrorKind, ErrorView};
 use vdi_core::session::{ConsoleEndpoint, SessionView};
 
 use crate::AppState;
-use crate::bindings::SessionsEvent;
 use crate::commands::stream_client;
+use crate::events::SessionsEvent;
 
 /// Forwards the supervisor's changes to the window as [`SessionsEvent`]s (the whole list).
 pub fn forward_session_changes(app: &AppHandle) {

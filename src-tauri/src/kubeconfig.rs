@@ -11,7 +11,7 @@ use tauri::AppHandle;
 use tauri_specta::Event;
 use vdi_core::cluster::{KubeconfigChanged, KubeconfigSource};
 
-use crate::bindings::KubeconfigEvent;
+use crate::events::KubeconfigEvent;
 
 /// Tools write a kubeconfig in several steps (a temporary file, then a rename): one event per
 /// burst, once it has been quiet this long.

@@ -8,15 +8,16 @@
 use serde::{Deserialize, Serialize};
 use tauri::State;
 use vdi_core::error::{ErrorKind, ErrorView};
-use vdi_core::managed::change::{self, NO_LIMIT, PolicyChanges, shrink_victims};
+use vdi_core::managed::change::{self, NO_LIMIT, PolicyChanges};
 use vdi_core::managed::ops;
-use vdi_core::policy::{DesktopPool, DesktopPoolSpec, OnRelease};
+use vdi_core::policy::plan::resize_preview;
+use vdi_core::policy::{DesktopPool, DesktopPoolSpec, OnRelease, PolicyError};
 
 use vdi_core::audit::{AuditEntry, AuditFilter, TTL_NOTICE};
 use vdi_core::claim::renew::{self, Kept};
 
 use crate::AppState;
-use crate::commands::{actor, current, pools_now};
+use crate::commands::{actor, current, pool_seen};
 
 /// A managed pool's settings as the dialog edits them. Durations are texts like `"90s"`,
 /// `"15m"` or `"1h30m"` ([`vdi_core::policy::duration`]); `null` is the default (one hour for
@@ -114,7 +115,7 @@ impl PoolPolicy {
             pool: pool.to_owned(),
             settings: object.map(|o| PoolSettings::of(&o.spec)),
             golden: object.map(|o| o.spec.golden.clone()),
-            problem: object.and_then(|o| o.policy().err()),
+            problem: object.and_then(|o| o.policy().err()).map(|e| e.to_string()),
         }
     }
 }
@@ -126,34 +127,31 @@ impl PoolPolicy {
 pub struct PolicyCheck {
     /// The first value out of range or unreadable; `null` when all read.
     pub problem: Option<PolicyProblem>,
-    /// The members a resize to this size removes, highest index first, as the live view shows
-    /// the pool now (free members only: a claimed one is never removed;
-    /// [`vdi_core::managed::change::shrink_victims`], the broker's choice).
+    /// The free members above this size, highest index first: the broker removes them at once
+    /// ([`vdi_core::policy::plan::resize_preview`] over the live watches: the broker's own
+    /// rule).
     pub removed: Vec<String>,
-    /// How many of the members over the new size are claimed (they stay).
-    pub kept_claimed: u32,
+    /// The claimed members above this size, highest index first: removed once released.
+    pub removed_once_released: Vec<String>,
 }
 
 /// One value the rules refuse.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyProblem {
-    /// The field, as the spec names it (`size`, `warm`, `disconnectGrace`, `maxSession`,
-    /// `idleTimeout`); `null` when the sentence names none.
-    pub field: Option<String>,
+    /// The field, as the spec names it (`golden`, `size`, `warm`, `disconnectGrace`,
+    /// `maxSession`, `idleTimeout`; [`vdi_core::policy::PolicyField::name`]).
+    pub field: String,
     /// The rule's sentence (`spec.warm: 5 is out of range (0 to the size, 4)`).
     pub message: String,
 }
 
-impl PolicyProblem {
-    /// The problem of [`DesktopPoolSpec::policy`]'s sentence, which starts with `spec.<field>`.
-    fn of(message: String) -> PolicyProblem {
-        let field = message
-            .strip_prefix("spec.")
-            .and_then(|rest| rest.split([':', ' ']).next())
-            .filter(|f| !f.is_empty())
-            .map(str::to_owned);
-        PolicyProblem { field, message }
+impl From<PolicyError> for PolicyProblem {
+    fn from(error: PolicyError) -> Self {
+        PolicyProblem {
+            field: error.field.name().to_owned(),
+            message: error.message,
+        }
     }
 }
 
@@ -191,25 +189,17 @@ pub fn check_pool_settings(
         golden,
         ..Default::default()
     };
-    let problem = settings.apply(&base).policy().err().map(PolicyProblem::of);
-    let (removed, kept_claimed) = match pools_now(&state)?
-        .pools
-        .iter()
-        .find(|p| p.namespace == namespace && p.name == pool)
-    {
-        Some(view) => {
-            let removed = shrink_victims(view, settings.size);
-            // Members above the size that are not free: claimed ones, which stay.
-            let above = view.members.len().saturating_sub(settings.size as usize);
-            let kept = above.saturating_sub(removed.len());
-            (removed, u32::try_from(kept).unwrap_or(u32::MAX))
-        }
-        None => (Vec::new(), 0),
-    };
+    let problem = settings
+        .apply(&base)
+        .policy()
+        .err()
+        .map(PolicyProblem::from);
+    let seen = pool_seen(&state, &namespace, &pool)?;
+    let preview = resize_preview(&pool, settings.size, &seen);
     Ok(PolicyCheck {
         problem,
-        removed,
-        kept_claimed,
+        removed: preview.now,
+        removed_once_released: preview.once_released,
     })
 }
 
@@ -367,10 +357,9 @@ mod tests {
             warm: Some(3),
             ..Default::default()
         };
-        let problem = PolicyProblem::of(spec.policy().unwrap_err());
-        assert_eq!(problem.field.as_deref(), Some("warm"));
-        let problem = PolicyProblem::of("golden VM missing".into());
-        assert_eq!(problem.field, None);
+        let problem = PolicyProblem::from(spec.policy().unwrap_err());
+        assert_eq!(problem.field, "warm");
+        assert!(problem.message.starts_with("spec.warm: 3"), "{problem:?}");
     }
 
     #[test]

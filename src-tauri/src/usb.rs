@@ -9,8 +9,8 @@ use vdi_core::session::SessionView;
 use vdi_core::usb::{self, DeviceSpec, UsbList};
 
 use crate::AppState;
-use crate::bindings::UsbEvent;
 use crate::commands::{actor, stream_client};
+use crate::events::UsbEvent;
 
 /// Follows local USB devices (libusb hot-plug, else a re-list each second) and sends every
 /// change to the window as a [`UsbEvent`] (the whole [`UsbList`]). Runs for the app's lifetime.

@@ -104,7 +104,6 @@ async fn pool_settings_change_the_desktop_pool_and_the_history_lists_a_claim() {
     .expect("alice's claim within the broker's time")
     .expect("alice's claim");
     let mine = claimed.member.clone();
-    let other = if mine == "pol-1" { "pol-2" } else { "pol-1" };
 
     let gui = Gui::launch_on(&kubeconfig, &[]).await;
     let client = &gui.client;
@@ -182,9 +181,22 @@ async fn pool_settings_change_the_desktop_pool_and_the_history_lists_a_claim() {
     })
     .await;
     eprintln!("written: {:?}", grown.spec);
+    // The broker clones pol-3; the view shows it once it exists (stopped: warm 1 runs pol-1).
+    wait_text_within(
+        client,
+        "[data-testid='member-pol-3']",
+        "Stopped",
+        BROKER_WORK,
+    )
+    .await;
+    assert_eq!(
+        mine, "pol-2",
+        "alice's claim lands on pol-2 (the order is spread by identity)"
+    );
 
-    // Size 1: the confirmation names the free members it removes, never alice's. (The notice
-    // of the save above is dismissed first, so the next one is a new element.)
+    // Size 1, alice's claim in the middle: the confirmation names exactly what goes, pol-3 now,
+    // alice's pol-2 once released, never pol-1. (The notice of the save above is dismissed
+    // first, so the next one is a new element.)
     click(client, "[data-testid='action-result'] .notice-close").await;
     click(client, "[data-testid='settings-corral-vms-pol']").await;
     wait_text(
@@ -201,16 +213,38 @@ async fn pool_settings_change_the_desktop_pool_and_the_history_lists_a_claim() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     click(client, "[data-testid='settings-save']").await;
-    let confirm = wait_text(client, "[data-testid='settings-confirm']", "never removed").await;
+    let confirm = wait_text(
+        client,
+        "[data-testid='settings-confirm']",
+        "Every other member stays",
+    )
+    .await;
     eprintln!("shrink confirmation: {confirm}");
+    // Exactly what the broker does (the core's plan): pol-1 is within the size and stays;
+    // above it, a free member goes now, alice's once she releases it.
     assert!(
-        exists(client, &format!("[data-testid='settings-removed-{other}']")).await,
-        "{confirm}"
+        !confirm.contains("pol-1"),
+        "a member within the size is named: {confirm}"
     );
-    assert!(
-        !exists(client, &format!("[data-testid='settings-removed-{mine}']")).await,
-        "the claimed member is offered for removal: {confirm}"
-    );
+    for member in ["pol-2", "pol-3"] {
+        let (now, later) = (
+            exists(
+                client,
+                &format!("[data-testid='settings-removed-{member}']"),
+            )
+            .await,
+            exists(
+                client,
+                &format!("[data-testid='settings-removed-later-{member}']"),
+            )
+            .await,
+        );
+        assert_eq!(
+            (now, later),
+            (member != mine, member == mine),
+            "{member} (alice holds {mine}): {confirm}"
+        );
+    }
     gui.screenshot("e2e-policy-shrink.png");
     click(client, "[data-testid='settings-confirm-submit']").await;
     wait_text(

@@ -137,7 +137,10 @@ async fn create_with_policy_flags_list_set_resize_and_delete() {
     ]));
     assert!(err.contains("\"soon\" is not a duration"), "{err}");
     assert_eq!(fingerprint(&ns, "lo").await, before);
-    ok(&cli(&["pool", "resize", "lo", "--size", "2", "-n", &ns]));
+    // resize says what the broker will do, member by member (by its own rule).
+    let out = ok(&cli(&["pool", "resize", "lo", "--size", "2", "-n", &ns]));
+    assert!(out.contains("\n  clones lo-2\n"), "{out}");
+    assert!(!out.contains("removes"), "{out}");
     let spec = desktop_pool(&ns, "lo").await.unwrap().spec;
     assert_eq!(
         (
@@ -147,6 +150,11 @@ async fn create_with_policy_flags_list_set_resize_and_delete() {
         ),
         (2, Some("30m"), Some("1h"))
     );
+
+    // A shrink names the free member above the size, and not the one within it.
+    let out = ok(&cli(&["pool", "resize", "cp", "--size", "1", "-n", &ns]));
+    assert!(out.contains("\n  removes cp-2 now\n"), "{out}");
+    assert!(!out.contains("cp-1"), "{out}");
 
     // delete: the DesktopPool goes (first), then the members.
     let out = ok(&cli(&["pool", "delete", "cp", "-n", &ns]));

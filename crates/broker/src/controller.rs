@@ -40,10 +40,11 @@ use vdi_core::lease::ClaimLease;
 use vdi_core::policy::DesktopPool;
 use vdi_core::resources::{VirtualMachine, VirtualMachineInstance};
 
+use crate::context::{Context, Key, PoolKey, Stores};
 use crate::enforcement::{self, Enforcement};
-use crate::pool::{PoolKey, apply::index_of};
-use crate::reconcile::{Context, Key, Stores, reconcile};
+use crate::reconcile::reconcile;
 use vdi_core::clock::ServerClock;
+use vdi_core::policy::plan::index_of;
 
 /// How many members are reconciled at once.
 pub const CONCURRENCY: usize = 16;
@@ -318,7 +319,6 @@ pub async fn lead(
         pools,
         vmis,
     };
-    crate::pool::set_identity(&identity);
     let enforcement = Enforcement::default();
     enforcement::refresh(&client, &enforcement).await;
     let ctx = std::sync::Arc::new(Context::new(
@@ -500,7 +500,7 @@ fn member_keys(stores: &Stores) -> HashSet<Work> {
 
 /// Writes `corral.dev/broker-last-reconcile` = now (RFC 3339) on the leader Lease.
 async fn last_reconcile(client: &Client, clock: &ServerClock) {
-    let now = crate::rfc3339(clock.now());
+    let now = vdi_core::clock::annotation_time(clock.now());
     crate::election::annotate_leader(client, BROKER_LAST_RECONCILE_ANNOTATION, Some(&now)).await;
 }
 

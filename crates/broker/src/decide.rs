@@ -331,7 +331,7 @@ fn grant(
     let claimed_at = if handover {
         // A new holder: the Lease's acquireTime when the editor set it anew (later than the old
         // holder's claimed-at, not ahead of now), else now, when the broker saw the new holder.
-        crate::rfc3339(
+        vdi_core::clock::annotation_time(
             anew.filter(|a| written.is_none_or(|w| *a > w))
                 .unwrap_or(now),
         )
@@ -343,9 +343,9 @@ fn grant(
         // now; never ahead of now.
         let handed_over = written.filter(|_| vm.last_session.is_some());
         let at = handed_over.or(anew).or(written).map_or(now, |t| t.min(now));
-        crate::rfc3339(at)
+        vdi_core::clock::annotation_time(at)
     };
-    let start = !vdi_core::claim::runs(vm.power)
+    let start = !vdi_core::resources::runs(vm.power)
         && vm.power != "Paused"
         && (!granted || vm.reason.is_some());
     // A managed pool's next reclaim, once its notice time passed.
@@ -480,7 +480,7 @@ fn handover(
     plan.handover = Some(Handover {
         holder: holder.to_owned(),
         label: encoded,
-        claimed_at: crate::rfc3339(facts.now),
+        claimed_at: vdi_core::clock::annotation_time(facts.now),
     });
     plan
 }

@@ -221,7 +221,7 @@ async fn heartbeat(client: Client, identity: String, period: Duration, clock: Se
             "metadata": {
                 "name": BROKER_NAME,
                 "namespace": BROKER_NAMESPACE,
-                "annotations": { &key: crate::rfc3339(clock.now()) },
+                "annotations": { &key: vdi_core::clock::annotation_time(clock.now()) },
             },
         });
         if let Err(e) = api.patch(BROKER_NAME, &params, &Patch::Apply(patch)).await {

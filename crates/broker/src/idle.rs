@@ -14,14 +14,13 @@
 //! is no reading (the annotation stays as it is; logged at debug).
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use kube::Client;
 use serde::Deserialize;
 use tokio::sync::{Semaphore, SemaphorePermit};
-
-use crate::reconcile::Key;
 
 /// How often one member's guest is asked, at most.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(30);
@@ -77,13 +76,14 @@ pub async fn users(
     client.request::<GuestUsers>(request).await
 }
 
-/// When each member was last asked, and the permits that bound how many are asked at once.
-pub struct Polls {
-    last: Mutex<HashMap<Key, Instant>>,
+/// When each member (keyed by `K`) was last asked, and the permits that bound how many are
+/// asked at once.
+pub struct Polls<K> {
+    last: Mutex<HashMap<K, Instant>>,
     permits: Semaphore,
 }
 
-impl Default for Polls {
+impl<K> Default for Polls<K> {
     fn default() -> Self {
         Polls {
             last: Mutex::default(),
@@ -92,10 +92,10 @@ impl Default for Polls {
     }
 }
 
-impl Polls {
+impl<K: Eq + Hash + Clone> Polls<K> {
     /// How long until `key` may be asked again; `None`: now (never asked, or
     /// [`POLL_INTERVAL`] ago), and it counts as asked from `now` on.
-    pub fn wait(&self, key: &Key, now: Instant) -> Option<Duration> {
+    pub fn wait(&self, key: &K, now: Instant) -> Option<Duration> {
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(at) = last.get(key) {
             let since = now.saturating_duration_since(*at);
@@ -108,7 +108,7 @@ impl Polls {
     }
 
     /// `key` is no longer asked (its claim ended or it stopped): the next ask is at once.
-    pub fn forget(&self, key: &Key) {
+    pub fn forget(&self, key: &K) {
         self.last
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -159,10 +159,7 @@ mod tests {
     #[test]
     fn a_member_is_asked_at_most_once_per_interval_and_at_once_when_forgotten() {
         let polls = Polls::default();
-        let key = Key {
-            namespace: "ns".into(),
-            member: "dev-1".into(),
-        };
+        let key = ("ns", "dev-1");
         let t0 = Instant::now();
         assert_eq!(polls.wait(&key, t0), None);
         assert_eq!(

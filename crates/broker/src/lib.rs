@@ -6,6 +6,7 @@
 //! starts the member, and on release or expiry revokes the grant, cuts the console, clears the
 //! labels and stops the VM.
 
+pub mod context;
 pub mod controller;
 pub mod decide;
 pub mod election;
@@ -17,16 +18,9 @@ pub mod options;
 pub mod pool;
 pub mod reconcile;
 
-use jiff::Timestamp;
 use kube::Client;
 
 pub use options::Options;
-
-/// An instant as the broker writes it in annotations: RFC 3339 UTC to the second
-/// (`2026-12-03T19:07:22Z`), as `corral-vdi assign` writes claimed-at.
-pub fn rfc3339(at: Timestamp) -> String {
-    at.round(jiff::Unit::Second).unwrap_or(at).to_string()
-}
 
 /// Runs the broker until SIGTERM or SIGINT: connects with kube's `Config::infer()` (KUBECONFIG,
 /// else the in-cluster service account), reads the API server's clock, and takes part in the

@@ -23,97 +23,21 @@ mod teardown;
 mod writes;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::Client;
 use kube::ResourceExt;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
-use vdi_core::clock::ServerClock;
 use vdi_core::labels::{
     ASSIGNED_TO_LABEL, BROKER_NAME, BROKER_REASON_ANNOTATION, CLAIMED_AT_ANNOTATION,
     GRANTED_TO_ANNOTATION, IDLE_SINCE_ANNOTATION, KEPT_AT_ANNOTATION, LAST_SESSION_ANNOTATION,
     POOL_LABEL, REMOVING_ANNOTATION, grant_name, lease_name,
 };
-use vdi_core::lease::{ClaimLease, lease_view};
-use vdi_core::policy::DesktopPool;
-use vdi_core::resources::{VirtualMachine, VirtualMachineInstance};
+use vdi_core::lease::lease_view;
+use vdi_core::resources::VirtualMachine;
 
+use crate::context::{Context, Key};
 use crate::decide::{GrantFacts, MemberFacts, NOTICE_ANNOTATION, Plan, VmFacts, decide};
-use crate::enforcement::Enforcement;
 use crate::grant::{self, Owner, Target};
-use crate::idle::Polls;
-
-/// A member: its namespace and name (the work queue's key).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Key {
-    /// The member's namespace.
-    pub namespace: String,
-    /// The member (VM) name.
-    pub member: String,
-}
-
-/// The cluster as the broker's watches hold it (objects trimmed to what the rules read).
-#[derive(Clone)]
-pub struct Stores {
-    /// Pool members (VMs labelled `corral.dev/vdi-pool`).
-    pub vms: Store<VirtualMachine>,
-    /// Claim Leases (`corral-vdi-<member>`).
-    pub leases: Store<ClaimLease>,
-    /// The broker's grant Roles.
-    pub roles: Store<Role>,
-    /// The broker's grant RoleBindings.
-    pub bindings: Store<RoleBinding>,
-    /// Managed pools' policies (`DesktopPool`, named like their pool, in its namespace).
-    pub pools: Store<DesktopPool>,
-    /// The members' VMIs (metadata only): which VMI runs a member now, by its uid.
-    pub vmis: Store<VirtualMachineInstance>,
-}
-
-/// What every reconcile shares.
-pub struct Context {
-    /// The broker's client.
-    pub client: Client,
-    /// A client without automatic retries, for the `vnc` stream that cuts a console.
-    pub streams: Client,
-    /// The API server's clock.
-    pub clock: ServerClock,
-    /// The reclaim margin.
-    pub margin: SignedDuration,
-    /// This replica's identity (the Events' reportingInstance).
-    pub identity: String,
-    /// The watched state.
-    pub stores: Stores,
-    /// When each member's guest was last asked who is logged in ([`crate::idle`]).
-    pub idle: Polls,
-    /// Whether the cluster enforces the claim rules ([`crate::enforcement`]): no grant while
-    /// it does not.
-    pub enforcement: Enforcement,
-}
-
-impl Context {
-    /// What every reconcile of the leader `identity` shares.
-    pub fn new(
-        client: Client,
-        streams: Client,
-        clock: ServerClock,
-        margin: SignedDuration,
-        identity: String,
-        stores: Stores,
-        enforcement: Enforcement,
-    ) -> Self {
-        Context {
-            client,
-            streams,
-            clock,
-            margin,
-            identity,
-            stores,
-            idle: Polls::default(),
-            enforcement,
-        }
-    }
-}
 
 /// How soon a member is looked at again when a start failed.
 const START_RETRY: SignedDuration = SignedDuration::from_secs(30);

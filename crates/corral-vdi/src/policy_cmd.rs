@@ -4,7 +4,7 @@
 
 use clap::Args;
 use vdi_core::cluster::KubeconfigSource;
-use vdi_core::managed::change::{PolicyChanges, resize, set};
+use vdi_core::managed::change::{PolicyChanges, preview_resize, resize, set};
 use vdi_core::managed::ops::{adopt, parse_on_release};
 use vdi_core::policy::{DesktopPool, OnRelease, duration};
 
@@ -188,10 +188,18 @@ pub async fn run_resize(
     let ns = args.namespace.unwrap_or(conn.default_namespace.clone());
     let written = resize(&conn.client, &ns, &args.pool, args.size, args.warm).await?;
     print_written("resized", &written);
-    out!(
-        "the broker clones missing members or removes free ones (highest index first); \
-         corral-vdi pool list -n {ns} shows its progress"
-    );
+    // What the broker will do, by its own rule, member by member (one that stays is not named).
+    let preview = preview_resize(&conn.client, &ns, &args.pool, args.size).await?;
+    for member in &preview.now {
+        out!("  removes {member} now");
+    }
+    for member in &preview.once_released {
+        out!("  removes {member} once released");
+    }
+    for member in &preview.cloned {
+        out!("  clones {member}");
+    }
+    out!("corral-vdi pool list -n {ns} shows the broker's progress");
     Ok(())
 }
 

@@ -84,6 +84,13 @@ impl ServerClock {
     }
 }
 
+/// An instant as the product writes it in annotations (claimed-at, idle-since, the broker's
+/// marks): RFC 3339 UTC to the nearest second (`2026-12-03T19:07:22Z`), the form the guard
+/// checks a claimed-at against.
+pub fn annotation_time(at: Timestamp) -> String {
+    at.round(jiff::Unit::Second).unwrap_or(at).to_string()
+}
+
 /// An instant to the nearest second with its zone, as every message and table gives it:
 /// "2026-12-01 12:10:04 UTC" (the app's tables give the same, in the local zone).
 pub fn exact_instant(at: Timestamp) -> String {

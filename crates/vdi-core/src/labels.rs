@@ -19,6 +19,16 @@ pub const ASSIGNED_TO_LABEL: &str = "corral.dev/vdi-assigned-to";
 pub const CLAIMED_AT_ANNOTATION: &str = "corral.dev/vdi-claimed-at";
 /// Lease label naming the member the Lease guards.
 pub const MEMBER_LABEL: &str = "corral.dev/vdi-member";
+/// Name of the member `index` (1-based) of `pool`: `<pool>-<index>`.
+pub fn member_name(pool: &str, index: u32) -> String {
+    format!("{pool}-{index}")
+}
+
+/// The members of a pool of `size`: `<pool>-1` … `<pool>-<size>`.
+pub fn member_names(pool: &str, size: u32) -> Vec<String> {
+    (1..=size).map(|i| member_name(pool, i)).collect()
+}
+
 /// Prefix of the ownership Lease's name: `corral-vdi-<member>`.
 pub const LEASE_PREFIX: &str = "corral-vdi-";
 /// Default `spec.leaseDurationSeconds` of a claim Lease, in seconds (one hour).

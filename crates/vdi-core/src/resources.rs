@@ -75,6 +75,16 @@ pub struct VirtualMachineInstanceSpec {
     pub other: BTreeMap<String, Value>,
 }
 
+/// Whether a VM with printableStatus `status` runs or is on its way to running (KubeVirt's
+/// `Running`, `Starting`, `Provisioning`, `Migrating`), so that a claim has nothing to start
+/// and a warm buffer counts it.
+pub fn runs(status: &str) -> bool {
+    matches!(
+        status,
+        "Running" | "Starting" | "Provisioning" | "Migrating"
+    )
+}
+
 impl VirtualMachine {
     /// `status.printableStatus`, or `Unknown` when the VM has no status yet.
     pub fn printable_status(&self) -> &str {

@@ -319,7 +319,8 @@ pub fn group_pools_with<'a>(
                 stray_leases,
                 managed: policy.is_some(),
                 policy: policy.and_then(|m| m.policy.as_ref().ok().map(PolicySummary::from)),
-                policy_problem: policy.and_then(|m| m.policy.as_ref().err().cloned()),
+                policy_problem: policy
+                    .and_then(|m| m.policy.as_ref().err().map(ToString::to_string)),
             }
         })
         .collect()

@@ -30,6 +30,7 @@ use crate::error::{Error, ErrorView, Result};
 use crate::labels::POOL_LABEL;
 use crate::lease::{ClaimLease, concerns_claims};
 use crate::policy::DesktopPool;
+use crate::policy::plan::{DEFAULT_RECLAIM_MARGIN, PoolObjects, Seen};
 use crate::resources::VirtualMachine;
 use crate::scope::Scope;
 use crate::state::{ClaimSide, PoolView, group_pools_with, next_expiry};
@@ -167,6 +168,8 @@ pub async fn list_pools_on(
 pub struct PoolFeed {
     rx: watch::Receiver<PoolsSnapshot>,
     task: JoinHandle<()>,
+    vms: Store<VirtualMachine>,
+    leases: Store<ClaimLease>,
 }
 
 impl PoolFeed {
@@ -195,10 +198,27 @@ impl PoolFeed {
             judged_at: clock.now(),
         };
         let (tx, rx) = watch::channel(initial);
+        let (vm_store, vm_writer) = reflector::store::<VirtualMachine>();
+        let (lease_store, lease_writer) = reflector::store::<ClaimLease>();
+        let writers = (vm_writer, lease_writer);
+        let stores = (vm_store.clone(), lease_store.clone());
         let task = tokio::spawn(async move {
-            supervise(&tx, run(client, scope, clock, side, &tx)).await;
+            supervise(&tx, run(client, scope, clock, side, stores, writers, &tx)).await;
         });
-        PoolFeed { rx, task }
+        PoolFeed {
+            rx,
+            task,
+            vms: vm_store,
+            leases: lease_store,
+        }
+    }
+
+    /// The members of `pool` in `namespace` as the broker's pool loop reads them
+    /// ([`PoolObjects::seen`] at `now`, with the broker's default margin), from this feed's
+    /// watches: what [`crate::policy::plan::resize_preview`] previews a resize with.
+    pub fn pool_seen(&self, namespace: &str, pool: &str, now: Timestamp) -> Vec<Seen> {
+        PoolObjects::gather(namespace, pool, self.vms.state(), self.leases.state())
+            .seen(now, DEFAULT_RECLAIM_MARGIN)
     }
 
     /// A receiver of snapshots; `changed()` wakes on every new one.
@@ -413,10 +433,13 @@ async fn run(
     scope: Scope,
     clock: ServerClock,
     side: watch::Receiver<ClaimSide>,
+    (vm_store, lease_store): (Store<VirtualMachine>, Store<ClaimLease>),
+    (vm_writer, lease_writer): (
+        reflector::store::Writer<VirtualMachine>,
+        reflector::store::Writer<ClaimLease>,
+    ),
     tx: &watch::Sender<PoolsSnapshot>,
 ) {
-    let (vm_store, vm_writer) = reflector::store::<VirtualMachine>();
-    let (lease_store, lease_writer) = reflector::store::<ClaimLease>();
     let vms = reflect(
         api::<VirtualMachine>(&client, &scope),
         watcher::Config::default().labels(POOL_LABEL),

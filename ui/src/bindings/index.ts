@@ -1220,22 +1220,22 @@ export type PolicyCheck = {
 	/**  The first value out of range or unreadable; `null` when all read. */
 	problem: PolicyProblem | null,
 	/**
-	 *  The members a resize to this size removes, highest index first, as the live view shows
-	 *  the pool now (free members only: a claimed one is never removed;
-	 *  [`vdi_core::managed::change::shrink_victims`], the broker's choice).
+	 *  The free members above this size, highest index first: the broker removes them at once
+	 *  ([`vdi_core::policy::plan::resize_preview`] over the live watches: the broker's own
+	 *  rule).
 	 */
 	removed: string[],
-	/**  How many of the members over the new size are claimed (they stay). */
-	keptClaimed: number,
+	/**  The claimed members above this size, highest index first: removed once released. */
+	removedOnceReleased: string[],
 };
 
 /**  One value the rules refuse. */
 export type PolicyProblem = {
 	/**
-	 *  The field, as the spec names it (`size`, `warm`, `disconnectGrace`, `maxSession`,
-	 *  `idleTimeout`); `null` when the sentence names none.
+	 *  The field, as the spec names it (`golden`, `size`, `warm`, `disconnectGrace`,
+	 *  `maxSession`, `idleTimeout`; [`vdi_core::policy::PolicyField::name`]).
 	 */
-	field: string | null,
+	field: string,
 	/**  The rule's sentence (`spec.warm: 5 is out of range (0 to the size, 4)`). */
 	message: string,
 };

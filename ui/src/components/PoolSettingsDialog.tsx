@@ -299,7 +299,7 @@ function SettingsForm({
       wanted,
     );
     if (!judged.ok || judged.value.problem !== null) return;
-    if (judged.value.removed.length > 0 || judged.value.keptClaimed > 0) {
+    if (judged.value.removed.length > 0 || judged.value.removedOnceReleased.length > 0) {
       setConfirm({ settings: wanted, check: judged.value });
       return;
     }
@@ -450,7 +450,7 @@ function SettingsForm({
 }
 
 /** A field name from the backend, if it is one of the dialog's. */
-function fieldOf(name: string | null): Field | null {
+function fieldOf(name: string): Field | null {
   const fields: readonly Field[] = ["size", "warm", "disconnectGrace", "maxSession", "idleTimeout"];
   return fields.find((f) => f === name) ?? null;
 }
@@ -554,13 +554,18 @@ function ConfirmShrink({
       aria-describedby={textId}
     >
       <p id={textId} className="form-warning">
-        {describeShrink(pool, settings.size, check.removed, check.keptClaimed)}
+        {describeShrink(pool, settings.size, check.removed, check.removedOnceReleased)}
       </p>
-      {check.removed.length > 0 ? (
+      {check.removed.length + check.removedOnceReleased.length > 0 ? (
         <ul className="delete-list" data-testid="settings-removed">
           {check.removed.map((name) => (
             <li key={name} className="delete-member" data-testid={`settings-removed-${name}`}>
-              <span className="mono">{name}</span>
+              <span className="mono">{name}</span> <span className="muted">now</span>
+            </li>
+          ))}
+          {check.removedOnceReleased.map((name) => (
+            <li key={name} className="delete-member" data-testid={`settings-removed-later-${name}`}>
+              <span className="mono">{name}</span> <span className="muted">once released</span>
             </li>
           ))}
         </ul>

@@ -57,14 +57,16 @@ describe("shrink words", () => {
     expect(listNames(["a-4", "a-3", "a-2"])).toBe("a-4, a-3 and a-2");
   });
 
-  it("names what is removed and that claimed members never are", () => {
-    const text = describeShrink("lab", 2, ["lab-4", "lab-3"], 0);
-    expect(text).toContain("removes 2 members lab-4 and lab-3");
-    expect(text).toContain("Claimed members are never removed.");
-    const kept = describeShrink("lab", 1, ["lab-3"], 1);
-    expect(kept).toContain("removes member lab-3");
-    expect(kept).toContain("1 claimed member stays over the size");
-    expect(describeShrink("lab", 1, [], 2)).toContain("removes no member now");
+  it("names what goes now, what goes once released, and nothing else", () => {
+    const text = describeShrink("lab", 2, ["lab-4", "lab-3"], []);
+    expect(text).toContain("removes 2 members lab-4 and lab-3 now");
+    expect(text).toContain("Every other member stays.");
+    const later = describeShrink("lab", 2, ["lab-4"], ["lab-3"]);
+    expect(later).toContain("removes member lab-4 now");
+    expect(later).toContain("removes claimed member lab-3 once released; until then it stays");
+    const none = describeShrink("lab", 1, [], ["lab-3", "lab-2"]);
+    expect(none).toContain("removes no member now");
+    expect(none).toContain("claimed 2 members lab-3 and lab-2 once released");
   });
 });
 

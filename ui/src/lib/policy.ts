@@ -105,24 +105,27 @@ export function listNames(names: readonly string[]): string {
 }
 
 /**
- * What a resize to `size` removes, for its confirmation: the members (highest index first),
- * and the claimed ones over the size, which stay.
+ * What a resize to `size` removes, for its confirmation, by the broker's own rule: the free
+ * members above the size go now, the claimed ones once released (highest index first); no other
+ * member is named, since none goes.
  */
 export function describeShrink(
   pool: string,
   size: number,
   removed: readonly string[],
-  keptClaimed: number,
+  onceReleased: readonly string[],
 ): string {
-  const what =
+  const members = (names: readonly string[]) =>
+    `${names.length === 1 ? "member" : `${names.length} members`} ${listNames(names)}`;
+  const now =
     removed.length === 0
       ? `Resizing ${pool} to ${size} removes no member now.`
-      : `Resizing ${pool} to ${size} removes ${removed.length === 1 ? "member" : `${removed.length} members`} ${listNames(removed)} (free ones, highest index first): their VMs and disks are deleted.`;
-  const kept =
-    keptClaimed === 0
+      : `Resizing ${pool} to ${size} removes ${members(removed)} now: their VMs and disks are deleted.`;
+  const later =
+    onceReleased.length === 0
       ? ""
-      : ` ${keptClaimed === 1 ? "1 claimed member stays" : `${keptClaimed} claimed members stay`} over the size until released.`;
-  return `${what}${kept} Claimed members are never removed.`;
+      : ` It removes claimed ${members(onceReleased)} once released; until then ${onceReleased.length === 1 ? "it stays" : "they stay"}.`;
+  return `${now}${later} Every other member stays.`;
 }
 
 /**

@@ -45,8 +45,9 @@ pub fn explain(
     times: &ClaimTimes,
     reclaim: &ReclaimDue,
 ) -> String {
-    let at = crate::rfc3339(reclaim.at);
-    let since = |t: Option<Timestamp>| t.map_or_else(|| "?".into(), crate::rfc3339);
+    let at = vdi_core::clock::annotation_time(reclaim.at);
+    let since =
+        |t: Option<Timestamp>| t.map_or_else(|| "?".into(), vdi_core::clock::annotation_time);
     match reclaim.why {
         ReclaimWhy::MaxSession => format!(
             "maxSession {} since its start {} passed at {at}",
@@ -71,5 +72,9 @@ pub fn explain(
 
 /// The notice annotation's value for `reclaim`.
 pub fn notice_value(reclaim: &ReclaimDue) -> String {
-    format!("{} {}", reclaim.why.as_str(), crate::rfc3339(reclaim.at))
+    format!(
+        "{} {}",
+        reclaim.why.as_str(),
+        vdi_core::clock::annotation_time(reclaim.at)
+    )
 }

@@ -12,9 +12,10 @@ use vdi_core::lease::ClaimLease;
 use vdi_core::pool::{CreateOptions, CreatePool, add_members};
 use vdi_core::resources::VirtualMachine;
 
-use super::apply::{Members, Work, lease_seen, vm_ref};
-use super::plan::{LeaseSeen, Plan};
-use super::take::{Removal, take_for_removal};
+use vdi_core::policy::plan::{LeaseSeen, Plan, Removal, lease_seen};
+
+use super::apply::{Members, Work, vm_ref};
+use super::take::take_for_removal;
 
 /// Delete with these preconditions; 404 and 409 (gone, or changed) are no error.
 async fn delete<K>(
@@ -99,7 +100,7 @@ impl Work<'_> {
         for &(i, why) in &planned.take {
             let member = self.member(i);
             let lease = members.leases.get(&i).map(|l| l.as_ref());
-            if let Err(e) = take_for_removal(client, ns, &member, why, lease).await {
+            if let Err(e) = take_for_removal(self.ctx, ns, &member, why, lease).await {
                 errors.push(e);
             }
         }

@@ -1,5 +1,6 @@
 //! One managed pool's reconcile: read its DesktopPool, members and claim Leases from the
-//! stores, [`plan`] what they ask for, do it, and write the status.
+//! stores, [`plan`] what they ask for (the core's rule, which the app and the CLI preview a
+//! resize with), do it, and write the status.
 //!
 //! Order: removals are finished and taken first, then the warm buffer, then the status is
 //! written, and last the missing members are cloned ([`vdi_core::pool::add_members`], which
@@ -14,36 +15,24 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Resource;
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::ObjectRef;
-use kube::{Resource, ResourceExt};
 use tokio::time::Instant;
 use vdi_core::audit::Facts;
-use vdi_core::labels::{
-    ASSIGNED_TO_LABEL, BROKER_USER, POOL_LABEL, REMOVING_ANNOTATION, member_of_lease,
-};
-use vdi_core::lease::{ClaimLease, lease_view};
+use vdi_core::labels::{BROKER_USER, member_name};
+use vdi_core::lease::ClaimLease;
 use vdi_core::policy::DesktopPool;
-use vdi_core::pool::member_name;
+use vdi_core::policy::plan::{PoolObjects, plan};
 use vdi_core::resources::VirtualMachine;
 
-use super::plan::{LeaseSeen, SETTLE, Seen, VmSeen, plan};
 use super::status::{self, judge, judged};
-use super::take::{self, Removal};
+use super::take;
+use crate::context::{Context, PoolKey};
 use crate::events::{self, Act};
-use crate::reconcile::Context;
 
 /// How soon a refused or failed grow is tried again.
 pub const GROW_RETRY: Duration = Duration::from_secs(60);
-
-/// A managed pool: its namespace and name (the DesktopPool's).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PoolKey {
-    /// The pool's namespace.
-    pub namespace: String,
-    /// The pool (and DesktopPool) name.
-    pub pool: String,
-}
 
 /// The last failed grow of each pool: when, and the sentence.
 static GROW_FAILURES: Mutex<Option<HashMap<PoolKey, (Instant, String)>>> = Mutex::new(None);
@@ -62,116 +51,16 @@ fn set_failure(key: &PoolKey, failed: Option<String>) {
     }
 }
 
-/// The index of `name` in `pool` (`<pool>-<index>`, written as [`member_name`] writes it).
-pub fn index_of(pool: &str, name: &str) -> Option<u32> {
-    let index: u32 = name.strip_prefix(pool)?.strip_prefix('-')?.parse().ok()?;
-    (index >= 1 && member_name(pool, index) == name).then_some(index)
-}
-
-/// What the loop reads of a claim Lease at `now` (see [`LeaseSeen`]).
-pub fn lease_seen(lease: &ClaimLease, now: Timestamp, margin: SignedDuration) -> LeaseSeen {
-    if lease.metadata.deletion_timestamp.is_some() {
-        return LeaseSeen::Claimed;
-    }
-    let view = lease_view(lease, now);
-    match view.holder.as_deref() {
-        None => LeaseSeen::Idle,
-        Some(BROKER_USER)
-            if view
-                .renewed_at
-                .or(view.acquired_at)
-                .and_then(|at| at.checked_add(SETTLE).ok())
-                .is_some_and(|settled| settled > now) =>
-        {
-            LeaseSeen::Taking
-        }
-        Some(BROKER_USER) => LeaseSeen::Broker,
-        Some(_) if view.problem.is_some() => LeaseSeen::Claimed,
-        Some(_) => match view.expires_at.and_then(|e| e.checked_add(margin).ok()) {
-            Some(end) if end <= now => LeaseSeen::Idle,
-            _ => LeaseSeen::Claimed,
-        },
-    }
-}
-
-fn vm_seen(vm: &VirtualMachine) -> VmSeen {
-    let power = vm.printable_status();
-    VmSeen {
-        running: vdi_core::claim::runs(power),
-        stopped: power == "Stopped",
-        labelled: vm
-            .labels()
-            .get(ASSIGNED_TO_LABEL)
-            .is_some_and(|l| !l.is_empty()),
-        removing: vm
-            .annotations()
-            .get(REMOVING_ANNOTATION)
-            .and_then(|w| Removal::parse(w)),
-        deleting: vm.metadata.deletion_timestamp.is_some(),
-    }
-}
-
 /// A pool's members and Leases as the stores hold them, by index.
-pub(super) struct Members {
-    pub(super) vms: HashMap<u32, Arc<VirtualMachine>>,
-    pub(super) leases: HashMap<u32, Arc<ClaimLease>>,
-}
+pub(super) type Members = PoolObjects<Arc<VirtualMachine>, Arc<ClaimLease>>;
 
 fn gather(ctx: &Context, key: &PoolKey) -> Members {
-    let PoolKey { namespace, pool } = key;
-    let ns = Some(namespace.as_str());
-    let mut vms = HashMap::new();
-    for vm in ctx.stores.vms.state() {
-        if vm.metadata.namespace.as_deref() == ns
-            && vm.labels().get(POOL_LABEL) == Some(pool)
-            && let Some(i) = index_of(pool, &vm.name_any())
-        {
-            vms.insert(i, vm);
-        }
-    }
-    let mut leases = HashMap::new();
-    for lease in ctx.stores.leases.state() {
-        let name = lease.name_any();
-        let Some(member) = member_of_lease(&name) else {
-            continue;
-        };
-        let Some(i) = index_of(pool, member) else {
-            continue;
-        };
-        // The Lease of a VM of another pool that happens to bear this pool's member name.
-        let other = ctx
-            .stores
-            .vms
-            .get(&ObjectRef::new(member).within(namespace));
-        if lease.metadata.namespace.as_deref() == ns
-            && other.is_none_or(|vm| vm.labels().get(POOL_LABEL) == Some(pool))
-        {
-            leases.insert(i, lease);
-        }
-    }
-    Members { vms, leases }
-}
-
-fn seen(members: &Members, now: Timestamp, margin: SignedDuration) -> Vec<Seen> {
-    let mut indices: Vec<u32> = members
-        .vms
-        .keys()
-        .chain(members.leases.keys())
-        .copied()
-        .collect();
-    indices.sort_unstable();
-    indices.dedup();
-    indices
-        .into_iter()
-        .map(|index| Seen {
-            index,
-            vm: members.vms.get(&index).map(|vm| vm_seen(vm)),
-            lease: members
-                .leases
-                .get(&index)
-                .map_or(LeaseSeen::None, |l| lease_seen(l, now, margin)),
-        })
-        .collect()
+    PoolObjects::gather(
+        &key.namespace,
+        &key.pool,
+        ctx.stores.vms.state(),
+        ctx.stores.leases.state(),
+    )
 }
 
 /// A VM's reference for an Event (one that may not be in the store yet).
@@ -236,11 +125,11 @@ pub async fn reconcile(ctx: &Context, key: &PoolKey) -> anyhow::Result<Option<Ti
     };
     let now = ctx.clock.now();
     let members = gather(ctx, key);
-    let seen = seen(&members, now, ctx.margin);
+    let seen = members.seen(now, ctx.margin);
     let work = Work {
         ctx,
         key,
-        recorder: take::recorder(&ctx.client),
+        recorder: take::recorder(ctx),
     };
     let PoolKey { namespace, pool } = key;
     let policy = match desktop_pool.policy() {

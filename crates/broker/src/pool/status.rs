@@ -1,5 +1,5 @@
 //! A managed pool's `.status` (the `status` subresource of its DesktopPool): the counts of
-//! [`super::plan::Counts`], `observedGeneration`, and three conditions (Kubernetes' `Condition`
+//! [`vdi_core::policy::plan::Counts`], `observedGeneration`, and three conditions (Kubernetes' `Condition`
 //! convention, `metav1.Condition`):
 //! - `Ready`: size and warm reached, nothing being cloned or removed, no problem; `False` with
 //!   a reason (`Resizing`, `GrowFailed`, `PolicyInvalid`) and a message naming the object and
@@ -21,9 +21,9 @@ use serde_json::json;
 use vdi_core::labels::BROKER_NAME;
 use vdi_core::policy::{DesktopPool, DesktopPoolStatus};
 
-use super::apply::PoolKey;
-use super::plan::{Counts, Plan};
+use crate::context::PoolKey;
 use vdi_core::labels::lease_name;
+use vdi_core::policy::plan::{Counts, Plan};
 use vdi_core::pool::member_name;
 
 /// One condition as the loop judges it (`type`, `True`/`False`, reason, message).

@@ -12,8 +12,8 @@ use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::events::Recorder;
-use kube::{Client, Resource, ResourceExt};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::{Resource, ResourceExt};
 use serde_json::json;
 use vdi_core::audit::Facts;
 use vdi_core::labels::{
@@ -21,38 +21,11 @@ use vdi_core::labels::{
     lease_name,
 };
 use vdi_core::lease::ClaimLease;
+use vdi_core::policy::plan::Removal;
 use vdi_core::resources::VirtualMachine;
 
+use crate::context::Context;
 use crate::events::{self, Act};
-
-/// Why a member is removed: the value of [`REMOVING_ANNOTATION`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Removal {
-    /// Its index is above the pool's size: deleted for good.
-    Shrink,
-    /// Released in a pool with `onRelease: reset`: deleted, then cloned again under the same
-    /// name from the golden VM.
-    Reset,
-}
-
-impl Removal {
-    /// The annotation's value: `shrink`, `reset`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Removal::Shrink => "shrink",
-            Removal::Reset => "reset",
-        }
-    }
-
-    /// Reads an annotation's value; `None` for anything else.
-    pub fn parse(value: &str) -> Option<Removal> {
-        match value {
-            "shrink" => Some(Removal::Shrink),
-            "reset" => Some(Removal::Reset),
-            _ => None,
-        }
-    }
-}
 
 /// The Lease the broker holds while it removes `member` of `pool` (labelled as a claim's, both
 /// times written so the guard's rules for a held claim hold), replacing `previous` if given.
@@ -101,12 +74,13 @@ fn broker_lease(
 /// Errors: a request failed otherwise (the Lease may then be the broker's without the mark: the
 /// pool loop gives such a Lease back).
 pub async fn take_for_removal(
-    client: &Client,
+    ctx: &Context,
     namespace: &str,
     member: &str,
     why: Removal,
     lease: Option<&ClaimLease>,
 ) -> anyhow::Result<bool> {
+    let client = &ctx.client;
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), namespace);
     let Some(vm) = vms
         .get_opt(member)
@@ -189,27 +163,23 @@ pub async fn take_for_removal(
             }
         ),
     };
-    events::record(&recorder(client), &vm.object_ref(&()), namespace, act).await;
+    events::record(&recorder(ctx), &vm.object_ref(&()), namespace, act).await;
     Ok(true)
 }
 
-/// The recorder of the pool loop's Events (reporting controller `corral-vdi-broker`, instance
-/// this replica: [`super::identity`]).
-pub(super) fn recorder(client: &Client) -> Recorder {
-    Recorder::new(client.clone(), super::reporter())
+/// The recorder of the pool loop's Events: reporting controller `corral-vdi-broker`, instance
+/// this replica ([`Context::identity`]).
+pub(super) fn recorder(ctx: &Context) -> Recorder {
+    let reporter = Reporter {
+        controller: BROKER_NAME.into(),
+        instance: Some(ctx.identity.clone()),
+    };
+    Recorder::new(ctx.client.clone(), reporter)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn removals_read_back_from_their_annotation() {
-        for why in [Removal::Shrink, Removal::Reset] {
-            assert_eq!(Removal::parse(why.as_str()), Some(why));
-        }
-        assert_eq!(Removal::parse("Shrink"), None);
-    }
 
     #[test]
     fn the_broker_lease_is_a_held_claim_replacing_the_one_read() {

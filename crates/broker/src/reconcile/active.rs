@@ -164,7 +164,7 @@ impl Member<'_> {
         let note = format!(
             "{user}'s claim on {member} will be reclaimed ({why}) at {}: {keep} (user {user}, \
              member {member}, pool {pool})",
-            crate::rfc3339(soon.at)
+            vdi_core::clock::annotation_time(soon.at)
         );
         self.record(vm, Reason::ReclaimSoon, &plan.holder, Some(why), note)
             .await;

@@ -50,7 +50,7 @@ impl Member<'_> {
                 return Ok(again(idle::POLL_INTERVAL));
             }
         };
-        let since = crate::rfc3339(self.ctx.clock.now());
+        let since = vdi_core::clock::annotation_time(self.ctx.clock.now());
         let patch = |fresh: &VirtualMachine| {
             let value = match fresh.annotations().get(IDLE_SINCE_ANNOTATION) {
                 _ if anyone => None,

@@ -16,7 +16,8 @@ use vdi_core::resources::VirtualMachine;
 use super::{CHANGED_RETRY, CONSOLE_CUT, Member, VmWrite, vm_facts};
 use crate::decide::{NOTICE_ANNOTATION, Reason, TeardownPlan, shown};
 use crate::grant::Target;
-use crate::pool::take::{Removal, take_for_removal};
+use crate::pool::take::take_for_removal;
+use vdi_core::policy::plan::Removal;
 
 impl Member<'_> {
     /// The claim ended: reclaim its Lease (a reset takes it instead), revoke, cut, apply
@@ -118,8 +119,7 @@ impl Member<'_> {
             // replaced.
             let lease =
                 lease.filter(|l| plan.reclaim.is_none() && l.metadata.deletion_timestamp.is_none());
-            let client = &self.ctx.client;
-            if !take_for_removal(client, namespace, member, Removal::Reset, lease).await? {
+            if !take_for_removal(self.ctx, namespace, member, Removal::Reset, lease).await? {
                 return Ok(Some(CHANGED_RETRY));
             }
             done.push("taken for a reset (deleted and cloned again from the golden VM)".into());

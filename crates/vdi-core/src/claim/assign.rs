@@ -13,7 +13,7 @@ use serde_json::json;
 use super::ClaimOptions;
 use super::Claimed;
 use super::granting::{ClaimProgress, await_grant};
-use super::power::{runs, start, stopping};
+use super::power::{start, stopping};
 use super::rules::{
     Claim, candidates, check_assign, guard_may_refuse, guard_refusal, held_by, labelled_for,
     lease_end, no_free_members, others_stale,
@@ -26,6 +26,7 @@ use crate::labels::{
 };
 use crate::lease::ClaimLease;
 use crate::resources::VirtualMachine;
+use crate::resources::runs;
 use crate::scope::Scope;
 use crate::state::{MemberView, group_pools_on, label_holder};
 
@@ -606,11 +607,11 @@ async fn label_member(
                 ),
             ));
         }
-        let claimed_at = clock.now().round(jiff::Unit::Second).unwrap_or(clock.now());
+        let claimed_at = crate::clock::annotation_time(clock.now());
         let patch = json!({ "metadata": {
             "resourceVersion": current.resource_version(),
             "labels": { ASSIGNED_TO_LABEL: label },
-            "annotations": { CLAIMED_AT_ANNOTATION: claimed_at.to_string() },
+            "annotations": { CLAIMED_AT_ANNOTATION: claimed_at },
         } });
         match vms
             .patch(&member, &PatchParams::default(), &Patch::Merge(&patch))

@@ -47,7 +47,7 @@ use serde::Serialize;
 
 pub use assign::{StartCheck, assign, assign_with_progress};
 pub use granting::ClaimProgress;
-pub use power::{PowerAction, STOPPING_WAIT_SECONDS, restart, runs, start, stop};
+pub use power::{PowerAction, STOPPING_WAIT_SECONDS, restart, start, stop};
 pub use rules::{check_assign, check_unassign};
 pub use unassign::{FORCE_RELEASE_REASON, unassign};
 

@@ -9,7 +9,7 @@ use kube::{Client, ResourceExt};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::resources::VirtualMachine;
+use crate::resources::{VirtualMachine, runs};
 use crate::state::halted;
 use crate::stream::vm_action_path;
 
@@ -39,15 +39,6 @@ pub enum PowerAction {
 /// How long a claim waits for a VM that is still stopping (from an earlier release) before
 /// starting it, in seconds.
 pub const STOPPING_WAIT_SECONDS: u64 = 90;
-
-/// Whether a VM with printableStatus `status` runs or is on its way to running, so that a
-/// claim has nothing to start.
-pub fn runs(status: &str) -> bool {
-    matches!(
-        status,
-        "Running" | "Starting" | "Provisioning" | "Migrating"
-    )
-}
 
 /// Whether a VM with printableStatus `status` is still going away (its VMI not yet gone).
 pub(super) fn stopping(status: &str) -> bool {

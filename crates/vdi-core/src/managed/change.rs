@@ -4,13 +4,17 @@
 //! by someone else in between is refused, not overwritten. The broker does the rest (it clones
 //! the missing members as pool create does, and removes free members highest index first).
 
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::ops::{FIELD_MANAGER, managed, object_words};
+use crate::clock::ServerClock;
 use crate::error::{Error, ErrorKind, Result};
-use crate::policy::{DesktopPool, DesktopPoolSpec, MAX_SIZE, OnRelease};
+use crate::labels::POOL_LABEL;
+use crate::lease::ClaimLease;
+use crate::policy::plan::{DEFAULT_RECLAIM_MARGIN, PoolObjects, ResizePreview, resize_preview};
+use crate::policy::{DesktopPool, DesktopPoolSpec, MAX_SIZE, OnRelease, PolicyError, PolicyField};
 use crate::resources::VirtualMachine;
 use crate::validate;
 
@@ -64,19 +68,17 @@ impl PolicyChanges {
         }
     }
 
-    /// The fix for a spec error `error` ([`DesktopPoolSpec::policy`]'s sentence, which starts
-    /// with the field): the flag that sets it.
-    pub(crate) fn fix_for(&self, error: &str) -> String {
-        let flag = [
-            ("spec.warm", "--warm (0 to the size)"),
-            ("spec.disconnectGrace", "--disconnect-grace (10s to 168h)"),
-            ("spec.maxSession", "--max-session (10s to 8784h, or none)"),
-            ("spec.idleTimeout", "--idle-timeout (10s to 8784h, or none)"),
-            ("spec.size", "--size (1 to 500)"),
-        ]
-        .into_iter()
-        .find(|(field, _)| error.starts_with(field))
-        .map_or("the flags", |(_, flag)| flag);
+    /// The fix for a spec error `error` ([`DesktopPoolSpec::policy`]'s): the flag that sets its
+    /// field.
+    pub(crate) fn fix_for(&self, error: &PolicyError) -> String {
+        let flag = match error.field {
+            PolicyField::Warm => "--warm (0 to the size)",
+            PolicyField::DisconnectGrace => "--disconnect-grace (10s to 168h)",
+            PolicyField::MaxSession => "--max-session (10s to 8784h, or none)",
+            PolicyField::IdleTimeout => "--idle-timeout (10s to 8784h, or none)",
+            PolicyField::Size => "--size (1 to 500)",
+            PolicyField::Golden => "--from (the golden VM)",
+        };
         format!("fix {flag}; durations are written like 90s, 30m or 1h30m; nothing was written")
     }
 }
@@ -195,19 +197,39 @@ pub async fn resize(
     write(client, ns, pool, &current, &spec).await
 }
 
-/// The members a resize of `pool` to `size` removes, as the broker chooses them (SPEC "Pool
-/// policy and lifecycle"): free members only (claimable: free, or with a stale Lease), highest
-/// index first, as many as the pool has above `size`. Fewer when too few are free: claimed
-/// members are never removed (they go once released, if the pool is still too big).
-pub fn shrink_victims(pool: &crate::state::PoolView, size: u32) -> Vec<String> {
-    let above = pool.members.len().saturating_sub(size as usize);
-    pool.members
-        .iter()
-        .rev()
-        .filter(|m| m.claimable)
-        .take(above)
-        .map(|m| m.name.clone())
-        .collect()
+/// What resizing `pool` in `ns` to `size` does to its members as they are now, by the
+/// broker's own rule ([`crate::policy::plan::resize_preview`]): which free members go now,
+/// which claimed ones go once released, which are cloned. Reads the pool's members (every
+/// pool member of the namespace, so that a Lease named for a VM of another pool is told apart)
+/// and the namespace's Leases, judged by the API server's clock, with the broker's default
+/// margin after a claim's expiry ([`crate::policy::plan::DEFAULT_RECLAIM_MARGIN`]).
+///
+/// Errors: [`Error::Invalid`] for a bad name; [`Error::Kube`] when a list fails.
+pub async fn preview_resize(
+    client: &Client,
+    ns: &str,
+    pool: &str,
+    size: u32,
+) -> Result<ResizePreview> {
+    validate::namespace(ns)?;
+    validate::pool_name(pool)?;
+    let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), ns);
+    let members = vms
+        .list(&ListParams::default().labels(POOL_LABEL))
+        .await
+        .map_err(|e| Error::kube(format!("list pool members in namespace \"{ns}\""), e))?;
+    let leases: Api<ClaimLease> = Api::namespaced(client.clone(), ns);
+    let leases = leases
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| Error::kube(format!("list Leases in namespace \"{ns}\""), e))?;
+    let now = ServerClock::measure(client).await?.now();
+    let objects = PoolObjects::gather(ns, pool, members.iter(), leases.iter());
+    Ok(resize_preview(
+        pool,
+        size,
+        &objects.seen(now, DEFAULT_RECLAIM_MARGIN),
+    ))
 }
 
 /// How many VMs carry `pool`'s label in `ns` (those being deleted excluded).
@@ -305,7 +327,6 @@ async fn write(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::labels::POOL_LABEL;
 
     fn spec() -> DesktopPoolSpec {
         DesktopPoolSpec {
@@ -343,26 +364,6 @@ mod tests {
         assert_eq!(patch["metadata"]["resourceVersion"], "42");
         assert_eq!(patch["spec"]["maxSession"], Value::Null);
         assert_eq!(patch["spec"]["size"], 4);
-    }
-
-    #[test]
-    fn a_shrink_takes_free_members_highest_index_first() {
-        let vm = |i: u32, assigned: bool| -> VirtualMachine {
-            let mut labels = serde_json::json!({ POOL_LABEL: "p" });
-            if assigned {
-                labels[crate::labels::ASSIGNED_TO_LABEL] = "alice".into();
-            }
-            serde_json::from_value(json!({
-                "metadata": { "name": format!("p-{i}"), "namespace": "ns", "labels": labels },
-                "spec": {},
-            }))
-            .unwrap()
-        };
-        let vms = [vm(1, false), vm(3, true), vm(4, false), vm(2, false)];
-        let pools = crate::state::group_pools(&vms, [], jiff::Timestamp::now());
-        assert_eq!(shrink_victims(&pools[0], 2), ["p-4", "p-2"]);
-        assert_eq!(shrink_victims(&pools[0], 0), ["p-4", "p-2", "p-1"]);
-        assert!(shrink_victims(&pools[0], 4).is_empty());
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! be read is left as it is by the broker and shown with its problem.
 
 pub mod duration;
+pub mod plan;
 pub mod reclaim;
 
 use jiff::SignedDuration;
@@ -165,19 +166,80 @@ impl Policy {
     }
 }
 
-/// `text` parsed and within `min ..= max`, or a sentence naming `field`.
+/// A field of [`DesktopPoolSpec`] that a policy check can refuse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyField {
+    /// `spec.golden`.
+    Golden,
+    /// `spec.size`.
+    Size,
+    /// `spec.warm`.
+    Warm,
+    /// `spec.disconnectGrace`.
+    DisconnectGrace,
+    /// `spec.maxSession`.
+    MaxSession,
+    /// `spec.idleTimeout`.
+    IdleTimeout,
+}
+
+impl PolicyField {
+    /// The field's name in the spec (`disconnectGrace`).
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyField::Golden => "golden",
+            PolicyField::Size => "size",
+            PolicyField::Warm => "warm",
+            PolicyField::DisconnectGrace => "disconnectGrace",
+            PolicyField::MaxSession => "maxSession",
+            PolicyField::IdleTimeout => "idleTimeout",
+        }
+    }
+}
+
+/// Why a spec is no policy: the first field out of range or unreadable, and the sentence
+/// (`spec.size: 0 is out of range (1 to 500)`), which is what it displays.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyError {
+    /// The field.
+    pub field: PolicyField,
+    /// The sentence, starting `spec.<field>`.
+    pub message: String,
+}
+
+impl std::fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for PolicyError {}
+
+impl PolicyError {
+    fn new(field: PolicyField, what: impl std::fmt::Display) -> Self {
+        PolicyError {
+            field,
+            message: format!("spec.{}{what}", field.name()),
+        }
+    }
+}
+
+/// `text` parsed and within `min ..= max`, or why not.
 fn bounded(
-    field: &str,
+    field: PolicyField,
     text: &str,
     min: SignedDuration,
     max: SignedDuration,
-) -> Result<SignedDuration, String> {
-    let d = duration::parse(text).map_err(|e| format!("spec.{field}: {e}"))?;
+) -> Result<SignedDuration, PolicyError> {
+    let d = duration::parse(text).map_err(|e| PolicyError::new(field, format!(": {e}")))?;
     if d < min || d > max {
-        return Err(format!(
-            "spec.{field}: \"{text}\" is out of range ({} to {})",
-            duration::format(min),
-            duration::format(max)
+        return Err(PolicyError::new(
+            field,
+            format!(
+                ": \"{text}\" is out of range ({} to {})",
+                duration::format(min),
+                duration::format(max)
+            ),
         ));
     }
     Ok(d)
@@ -186,38 +248,46 @@ fn bounded(
 impl DesktopPoolSpec {
     /// The spec checked against the CRD's bounds and parsed.
     ///
-    /// Errors: a sentence naming the first field out of range or unreadable
+    /// Errors: the first field out of range or unreadable, with its sentence
     /// (`spec.size: 0 is out of range (1 to 500)`).
-    pub fn policy(&self) -> Result<Policy, String> {
+    pub fn policy(&self) -> Result<Policy, PolicyError> {
         if self.golden.is_empty() {
-            return Err("spec.golden is empty: name the golden VM".into());
+            return Err(PolicyError::new(
+                PolicyField::Golden,
+                " is empty: name the golden VM",
+            ));
         }
         if !(1..=MAX_SIZE).contains(&self.size) {
-            return Err(format!(
-                "spec.size: {} is out of range (1 to {MAX_SIZE})",
-                self.size
+            return Err(PolicyError::new(
+                PolicyField::Size,
+                format!(": {} is out of range (1 to {MAX_SIZE})", self.size),
             ));
         }
         let warm = self.warm.unwrap_or(0);
         if !(0..=self.size).contains(&warm) {
-            return Err(format!(
-                "spec.warm: {warm} is out of range (0 to the size, {})",
-                self.size
+            return Err(PolicyError::new(
+                PolicyField::Warm,
+                format!(": {warm} is out of range (0 to the size, {})", self.size),
             ));
         }
         let disconnect_grace = match &self.disconnect_grace {
-            Some(text) => bounded("disconnectGrace", text, MIN_DURATION, MAX_DISCONNECT_GRACE)?,
+            Some(text) => bounded(
+                PolicyField::DisconnectGrace,
+                text,
+                MIN_DURATION,
+                MAX_DISCONNECT_GRACE,
+            )?,
             None => SignedDuration::from_secs(DEFAULT_LEASE_SECONDS.into()),
         };
         let max_session = self
             .max_session
             .as_deref()
-            .map(|t| bounded("maxSession", t, MIN_DURATION, MAX_TIMEOUT))
+            .map(|t| bounded(PolicyField::MaxSession, t, MIN_DURATION, MAX_TIMEOUT))
             .transpose()?;
         let idle_timeout = self
             .idle_timeout
             .as_deref()
-            .map(|t| bounded("idleTimeout", t, MIN_DURATION, MAX_TIMEOUT))
+            .map(|t| bounded(PolicyField::IdleTimeout, t, MIN_DURATION, MAX_TIMEOUT))
             .transpose()?;
         Ok(Policy {
             golden: self.golden.clone(),
@@ -234,8 +304,8 @@ impl DesktopPoolSpec {
 impl DesktopPool {
     /// This pool's policy ([`DesktopPoolSpec::policy`]).
     ///
-    /// Errors: the sentence of [`DesktopPoolSpec::policy`].
-    pub fn policy(&self) -> Result<Policy, String> {
+    /// Errors: those of [`DesktopPoolSpec::policy`].
+    pub fn policy(&self) -> Result<Policy, PolicyError> {
         self.spec.policy()
     }
 }
@@ -325,7 +395,8 @@ mod tests {
         ];
         for (spec, field) in cases {
             let err = spec.policy().unwrap_err();
-            assert!(err.starts_with(field), "{field}: {err}");
+            assert!(err.message.starts_with(field), "{field}: {err}");
+            assert_eq!(format!("spec.{}", err.field.name()), field);
         }
     }
 

@@ -14,11 +14,12 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions};
 use kube::{Client, ResourceExt};
 
 use super::clone_object::{discover_clone_api, target_of};
-use super::create_input::{check_namespace, member_name, pool_size};
+use super::create_input::{check_namespace, pool_size};
 use super::{CLONE_KIND, CreatePool, CreateProgress, MAX_MEMBER_NAME, PoolCreated};
 use super::{capacity, clone, delete, free, golden_vm};
 use crate::error::{Error, Result, is_status};
 use crate::labels::POOL_LABEL;
+use crate::labels::member_name;
 use crate::resources::VirtualMachine;
 use crate::validate;
 

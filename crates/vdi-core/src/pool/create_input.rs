@@ -8,17 +8,8 @@ use kube::api::Api;
 
 use super::{CreatePool, MAX_MEMBER_NAME, MAX_POOL_SIZE};
 use crate::error::{Error, ErrorKind, Result, is_status};
+use crate::labels::{member_name, member_names};
 use crate::validate;
-
-/// Name of the member `index` (1-based) of `pool`: `<pool>-<index>`.
-pub fn member_name(pool: &str, index: u32) -> String {
-    format!("{pool}-{index}")
-}
-
-/// The members of a pool of `size`: `<pool>-1` … `<pool>-<size>`.
-pub fn member_names(pool: &str, size: u32) -> Vec<String> {
-    (1..=size).map(|i| member_name(pool, i)).collect()
-}
 
 /// A pool's size: 1 ..= [`MAX_POOL_SIZE`] members.
 ///

@@ -9,6 +9,7 @@ use std::collections::{BTreeSet, HashMap};
 use k8s_openapi::api::coordination::v1::Lease;
 
 use crate::lease::ClaimLease;
+use crate::policy::plan::{claim_of_pool, index_of};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions};
 use kube::{Client, ResourceExt};
 use serde::Serialize;
@@ -69,13 +70,6 @@ pub struct DeletePool {
     pub name: String,
     /// Delete assigned members too.
     pub force: bool,
-}
-
-/// Whether `name` is `<pool>-<n>` for a number n: a member name of `pool`.
-fn is_member_name_of(name: &str, pool: &str) -> bool {
-    name.strip_prefix(pool)
-        .and_then(|rest| rest.strip_prefix('-'))
-        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Why a member blocks a delete, or `None` if it may go: an assigned-to label, or an active
@@ -218,6 +212,18 @@ pub async fn delete_pool(
         (index, name)
     });
     let member_names: BTreeSet<String> = members.iter().map(|vm| vm.name_any()).collect();
+    // Every VM of the namespace by name, with its pool label: whose a claim Lease is.
+    let vm_pools: HashMap<String, Option<String>> = vms
+        .list_metadata(&ListParams::default())
+        .await
+        .map_err(|e| Error::kube(format!("list VirtualMachines in namespace \"{ns}\""), e))?
+        .items
+        .into_iter()
+        .map(|vm| {
+            let label = vm.labels().get(POOL_LABEL).cloned();
+            (vm.name_any(), label)
+        })
+        .collect();
     let all_leases =
         crate::lease::list(client, &crate::scope::Scope::Namespace(ns.clone())).await?;
     let lease_of: HashMap<String, &ClaimLease> =
@@ -280,7 +286,7 @@ pub async fn delete_pool(
             let target = target_of(clone);
             let targets_member = target
                 .as_deref()
-                .is_some_and(|t| member_names.contains(t) || is_member_name_of(t, pool));
+                .is_some_and(|t| member_names.contains(t) || index_of(pool, t).is_some());
             if !(ours || targets_member) {
                 continue;
             }
@@ -380,13 +386,16 @@ pub async fn delete_pool(
         }
     }
 
-    // The claim Leases of the VMs deleted, by name alone; a Lease that only carries the pool
-    // label proves nothing.
+    // The pool's claim Leases (by name: those of its members, and those named for a member
+    // that no VM outside the pool bears, the rule pool create refuses leftovers by) and those
+    // of the unlabelled VMs deleted; a Lease that only carries the pool label proves nothing.
     let mut doomed_leases = Vec::new();
     for lease in &all_leases {
         let name = lease.name_any();
-        if crate::labels::member_of_lease(&name)
-            .is_some_and(|m| member_names.contains(m) || unlabelled_deleted.iter().any(|u| u == m))
+        let member = crate::labels::member_of_lease(&name);
+        let vm_pool = member.and_then(|m| vm_pools.get(m)).map(Option::as_deref);
+        if claim_of_pool(pool, &name, vm_pool).is_some()
+            || member.is_some_and(|m| unlabelled_deleted.iter().any(|u| u == m))
         {
             doomed_leases.push(name);
         } else if lease.labels().get(POOL_LABEL) == Some(pool) {

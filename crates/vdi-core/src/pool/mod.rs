@@ -86,12 +86,13 @@ use serde::Serialize;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+pub use crate::labels::{member_name, member_names};
 pub use add::add_members;
 pub use candidates::{GoldenCandidate, NewPool, golden_candidates};
 pub use capacity::capacity_preview;
 pub use clone::format_duration;
 pub use clone_object::{CloneApi, choose_clone_version, clone_name, discover_clone_api};
-pub use create_input::{member_name, member_names, validate_create};
+pub use create_input::validate_create;
 pub use delete::{DeletePool, PoolDeleted, delete_pool};
 pub use golden_vm::{GoldenProblem, golden_problems, mark_golden_image};
 pub use members::{list_member_metadata, list_members};

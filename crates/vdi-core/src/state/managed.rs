@@ -104,7 +104,7 @@ impl StateCounts {
 
 /// A pool's DesktopPool read for the views: its policy, or why it cannot be read.
 pub(super) struct Managed {
-    pub(super) policy: Result<Policy, String>,
+    pub(super) policy: Result<Policy, crate::policy::PolicyError>,
     pub(super) creating: u32,
 }
 

@@ -242,3 +242,97 @@ fn invariants_hold_for_every_small_pool() {
         }
     }
 }
+
+#[test]
+fn removals_read_back_from_their_annotation() {
+    for why in [Removal::Shrink, Removal::Reset] {
+        assert_eq!(Removal::parse(why.as_str()), Some(why));
+    }
+    assert_eq!(Removal::parse("Shrink"), None);
+}
+
+/// The example: p-1 free, p-2 free, p-3 claimed, p-4 free, size 2.
+#[test]
+fn a_resize_preview_names_what_goes_now_and_once_released_and_nothing_within_the_size() {
+    let seen = [free(1, false), free(2, false), claimed(3), free(4, false)];
+    let preview = resize_preview("p", 2, &seen);
+    assert_eq!(preview.now, ["p-4"]);
+    assert_eq!(preview.once_released, ["p-3"]);
+    assert!(preview.cloned.is_empty());
+    let grow = resize_preview("p", 6, &seen);
+    assert_eq!(
+        grow,
+        ResizePreview {
+            cloned: vec!["p-5".into(), "p-6".into()],
+            ..ResizePreview::default()
+        }
+    );
+}
+
+/// A small deterministic generator (xorshift64*), so that a failure names its case.
+struct Cases(u64);
+
+impl Cases {
+    fn next(&mut self, below: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % below
+    }
+}
+
+/// Over many random pools: what the preview says goes now is exactly what the broker's first
+/// pass takes; what it says goes once released is exactly what a pass after every holder
+/// released takes; nothing within the size is ever taken, and the pool ends within its size.
+#[test]
+fn the_preview_is_what_the_broker_does_over_random_pools() {
+    let mut rng = Cases(0x9E37_79B9_7F4A_7C15);
+    for case in 0..5000 {
+        let members = 1 + rng.next(9) as u32;
+        let size = 1 + rng.next(10) as u32;
+        let mut seen: Vec<Seen> = Vec::new();
+        for index in 1..=members {
+            // Some indices have no VM (deleted by hand, being cloned).
+            if rng.next(6) == 0 {
+                continue;
+            }
+            let running = rng.next(2) == 0;
+            seen.push(Seen {
+                index,
+                vm: Some(VmSeen {
+                    running,
+                    stopped: !running,
+                    labelled: rng.next(5) == 0,
+                    ..VmSeen::default()
+                }),
+                lease: [LeaseSeen::None, LeaseSeen::Idle, LeaseSeen::Claimed][rng.next(3) as usize],
+            });
+        }
+        let what = format!("case {case}: size {size}, {seen:?}");
+        let preview = resize_preview("p", size, &seen);
+        let names = |indices: &[u32]| -> Vec<String> {
+            indices.iter().map(|i| member_name("p", *i)).collect()
+        };
+
+        // The broker's first pass: it takes these now.
+        let first = plan(size, 0, &seen);
+        let taken: Vec<u32> = first.take.iter().map(|(i, _)| *i).collect();
+        assert_eq!(names(&taken), preview.now, "{what}");
+        assert!(taken.iter().all(|i| *i > size), "{what}");
+        seen.retain(|m| !taken.contains(&m.index));
+
+        // Every holder releases: the next pass takes these.
+        for m in &mut seen {
+            m.lease = LeaseSeen::None;
+            if let Some(vm) = &mut m.vm {
+                vm.labelled = false;
+            }
+        }
+        let second = plan(size, 0, &seen);
+        let mut later: Vec<u32> = second.take.iter().map(|(i, _)| *i).collect();
+        later.sort_unstable_by(|a, b| b.cmp(a));
+        assert_eq!(names(&later), preview.once_released, "{what}");
+        seen.retain(|m| !later.contains(&m.index));
+        assert!(seen.iter().all(|m| m.index <= size), "{what}");
+    }
+}

@@ -1,0 +1,96 @@
+//! What the broker's reconciles share, and the keys of its work queue: a member ([`Key`]),
+//! a managed pool ([`PoolKey`]), the watched state ([`Stores`]) and the [`Context`] every
+//! reconcile is given (the clients, the API server's clock, this replica's identity, the
+//! stores). Below every loop that uses them: it imports none of them.
+
+use jiff::SignedDuration;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::Client;
+use kube::runtime::reflector::Store;
+use vdi_core::clock::ServerClock;
+use vdi_core::lease::ClaimLease;
+use vdi_core::policy::DesktopPool;
+use vdi_core::resources::{VirtualMachine, VirtualMachineInstance};
+
+use crate::enforcement::Enforcement;
+use crate::idle::Polls;
+
+/// A member: its namespace and name (the work queue's key).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key {
+    /// The member's namespace.
+    pub namespace: String,
+    /// The member (VM) name.
+    pub member: String,
+}
+
+/// The cluster as the broker's watches hold it (objects trimmed to what the rules read).
+#[derive(Clone)]
+pub struct Stores {
+    /// Pool members (VMs labelled `corral.dev/vdi-pool`).
+    pub vms: Store<VirtualMachine>,
+    /// Claim Leases (`corral-vdi-<member>`).
+    pub leases: Store<ClaimLease>,
+    /// The broker's grant Roles.
+    pub roles: Store<Role>,
+    /// The broker's grant RoleBindings.
+    pub bindings: Store<RoleBinding>,
+    /// Managed pools' policies (`DesktopPool`, named like their pool, in its namespace).
+    pub pools: Store<DesktopPool>,
+    /// The members' VMIs (metadata only): which VMI runs a member now, by its uid.
+    pub vmis: Store<VirtualMachineInstance>,
+}
+
+/// What every reconcile shares.
+pub struct Context {
+    /// The broker's client.
+    pub client: Client,
+    /// A client without automatic retries, for the `vnc` stream that cuts a console.
+    pub streams: Client,
+    /// The API server's clock.
+    pub clock: ServerClock,
+    /// The reclaim margin.
+    pub margin: SignedDuration,
+    /// This replica's identity (the Events' reportingInstance).
+    pub identity: String,
+    /// The watched state.
+    pub stores: Stores,
+    /// When each member's guest was last asked who is logged in ([`crate::idle`]).
+    pub idle: Polls<Key>,
+    /// Whether the cluster enforces the claim rules ([`crate::enforcement`]): no grant while
+    /// it does not.
+    pub enforcement: Enforcement,
+}
+
+impl Context {
+    /// What every reconcile of the leader `identity` shares.
+    pub fn new(
+        client: Client,
+        streams: Client,
+        clock: ServerClock,
+        margin: SignedDuration,
+        identity: String,
+        stores: Stores,
+        enforcement: Enforcement,
+    ) -> Self {
+        Context {
+            client,
+            streams,
+            clock,
+            margin,
+            identity,
+            stores,
+            idle: Polls::default(),
+            enforcement,
+        }
+    }
+}
+
+/// A managed pool: its namespace and name (the DesktopPool's).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PoolKey {
+    /// The pool's namespace.
+    pub namespace: String,
+    /// The pool (and DesktopPool) name.
+    pub pool: String,
+}
