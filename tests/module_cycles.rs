@@ -1,7 +1,7 @@
-//! A test, not code of the product: no import cycle among vdi-core's modules (issue 24, "a
-//! bottom floor that is really the bottom").
+//! No import cycle among the modules of any crate of the workspace or of the app (issues 24
+//! and 36: "a bottom floor that is really the bottom", "no import loops anywhere").
 //!
-//! It reads this crate's own source files and draws, for every folder of modules (the crate root
+//! It reads each crate's source files and draws, for every folder of modules (the crate root
 //! and each `foo/` with a `mod.rs`), which child module names which other: a path rooted at
 //! `crate::`, `super::` or `self::` (in a `use` or in an expression) that leads from child `a`
 //! into child `b` is an edge `a -> b`. A name that the folder's `mod.rs` (or `lib.rs`) imports
@@ -42,7 +42,7 @@ fn load(dir: &Path, prefix: &[String], out: &mut Vec<Source>) {
             module.push(stem);
             load(&path, &module, out);
         } else if path.extension().is_some_and(|e| e == "rs") {
-            let face = stem == "lib" || stem == "mod";
+            let face = stem == "lib" || stem == "mod" || stem == "main";
             let mut module = prefix.to_vec();
             if !face {
                 module.push(stem);
@@ -421,7 +421,10 @@ fn tree(files: &[(&str, &str)]) -> Vec<Source> {
                 .split('/')
                 .map(str::to_owned)
                 .collect();
-            let face = matches!(module.last().map(String::as_str), Some("lib" | "mod"));
+            let face = matches!(
+                module.last().map(String::as_str),
+                Some("lib" | "mod" | "main")
+            );
             if face {
                 module.pop();
             }
@@ -435,16 +438,29 @@ fn tree(files: &[(&str, &str)]) -> Vec<Source> {
         .collect()
 }
 
+/// Every crate's source folder, from the workspace root: the core, the broker, the CLI, the
+/// sandbox, the app, and this crate's own support library.
+const CRATES: [&str; 6] = [
+    "crates/vdi-core/src",
+    "crates/broker/src",
+    "crates/corral-vdi/src",
+    "crates/sandbox/src",
+    "src-tauri/src",
+    "tests/support",
+];
+
 #[test]
-fn no_module_of_vdi_core_imports_one_that_imports_it_back() {
-    let mut sources = Vec::new();
-    load(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
-        &[],
-        &mut sources,
-    );
-    assert!(sources.len() > 20, "the sources were not found");
-    let found = cycles(&sources);
+fn no_module_of_any_crate_imports_one_that_imports_it_back() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace root");
+    let mut found = Vec::new();
+    for dir in CRATES {
+        let mut sources = Vec::new();
+        load(&root.join(dir), &[], &mut sources);
+        assert!(sources.len() > 3, "the sources of {dir} were not found");
+        found.extend(cycles(&sources).into_iter().map(|c| format!("{dir}: {c}")));
+    }
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 

@@ -118,7 +118,7 @@ fn print_table(entries: &[AuditEntry], ns: &str) {
                 ]
             }))
             .collect();
-        crate::print_table(&rows, "");
+        crate::terminal::print_table(&rows, "");
     }
     out!();
     out!("{TTL_NOTICE}");

@@ -98,7 +98,7 @@ fn print_status(status: &BrokerStatus, clock: &ServerClock) {
         ]
     }));
     if rows.len() > 1 {
-        crate::print_table(&rows, "  ");
+        crate::terminal::print_table(&rows, "  ");
     }
     if let Some(at) = status.last_reconcile {
         out!("  last reconcile  {}", describe_instant(at, now));
@@ -119,7 +119,7 @@ fn print_manifests(manifests: &ManifestStatus) {
             [o.kind.clone(), o.name.clone(), state.to_owned()]
         })
         .collect();
-    crate::print_table(&rows, "  ");
+    crate::terminal::print_table(&rows, "  ");
 }
 
 /// Runs a broker subcommand.
@@ -202,7 +202,7 @@ pub async fn run(
         }
         BrokerCommand::Uninstall { yes } => {
             if !yes
-                && !crate::ask_yes(
+                && !crate::terminal::ask_yes(
                     "Removing the Corral VDI broker: every desktop's holder loses the access it \
                      grants, and without a broker anyone who may claim can open any desktop's \
                      console.\nRemove it? [y/N] ",

@@ -37,7 +37,7 @@ pub async fn run(
     let Some(golden) = args.from else {
         let view = cluster_capacity(&conn.client).await?;
         out!("devices per node, and who holds them (VM, pool):");
-        crate::write_out(format_args!("{}", cluster_table(&view)));
+        crate::terminal::write_out(format_args!("{}", cluster_table(&view)));
         return Ok(ExitCode::SUCCESS);
     };
     let namespace = args.namespace.unwrap_or(conn.default_namespace.clone());
@@ -73,7 +73,7 @@ pub async fn run(
             .collect::<Vec<_>>()
             .join(" and ")
     );
-    crate::write_out(format_args!("{}", plan_table(&plan)));
+    crate::terminal::write_out(format_args!("{}", plan_table(&plan)));
     out!("{}", plan.words.verdict);
     for note in &plan.notes {
         out!("note: {note}");

@@ -5,13 +5,13 @@
 //! credentials (SelfSubjectReview), never a name typed on the command line.
 
 /// `println!` for the command's output, which ends the CLI quietly (exit 0) once stdout's
-/// reader has gone (`corral-vdi pool list | head`): see [`write_out`].
+/// reader has gone (`corral-vdi pool list | head`): see [`terminal::write_out`].
 macro_rules! out {
     () => {
-        $crate::write_out(format_args!("\n"))
+        $crate::terminal::write_out(format_args!("\n"))
     };
     ($($arg:tt)*) => {
-        $crate::write_out(format_args!("{}\n", format_args!($($arg)*)))
+        $crate::terminal::write_out(format_args!("{}\n", format_args!($($arg)*)))
     };
 }
 
@@ -49,24 +49,6 @@ use vdi_core::scope::Scope;
 use vdi_core::state::{ClaimSide, MemberState, MemberView, PoolView};
 use vdi_core::validate::parse_duration;
 use vdi_core::watch::list_pools_on;
-
-/// Writes `text` to stdout. A reader that closed the pipe (`| head`) chose to stop reading: the
-/// CLI then exits with 0 and says nothing, where `println!` would panic. Any other write failure
-/// (a full disk) ends it with 1 and the reason on stderr.
-pub(crate) fn write_out(text: std::fmt::Arguments<'_>) {
-    use std::io::Write;
-    let text = text.to_string();
-    if let Err(e) = std::io::stdout()
-        .lock()
-        .write_all(terminal::escaped(&text, true).as_bytes())
-    {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
-        }
-        eprintln!("corral-vdi: cannot write the output: {e}");
-        std::process::exit(1);
-    }
-}
 
 #[derive(Parser)]
 #[command(
@@ -365,48 +347,13 @@ fn print_pools(
         let rows: Vec<[String; 6]> = std::iter::once(header.clone())
             .chain(pool.members.iter().map(|m| member_row(m, now)))
             .collect();
-        print_table(&rows, "  ");
+        terminal::print_table(&rows, "  ");
         for lease in &pool.stray_leases {
             out!(
                 "  stray Lease {lease}: labelled for this pool, but not the claim of any of its \
                  members (a claim is the Lease corral-vdi-<member>); not joined, left alone"
             );
         }
-    }
-}
-
-/// Asks `question` on stderr and reads the answer from stdin: true for y or yes (any case);
-/// false for anything else, end of input included (a script that passes no answer changes
-/// nothing).
-pub(crate) fn ask_yes(question: &str) -> bool {
-    use std::io::{BufRead, Write};
-    eprint!("{}", terminal::escaped(question, true));
-    let _ = std::io::stderr().flush();
-    let mut answer = String::new();
-    if std::io::stdin().lock().read_line(&mut answer).is_err() {
-        return false;
-    }
-    matches!(answer.trim().to_lowercase().as_str(), "y" | "yes")
-}
-
-/// Prints `rows` (the header first) as columns as wide as their widest cell, two spaces
-/// apart, each line after `indent`.
-pub(crate) fn print_table<const N: usize>(rows: &[[String; N]], indent: &str) {
-    // Escaped and cut first: a cell from the cluster may hold anything (terminal::cell).
-    let rows: Vec<[String; N]> = rows
-        .iter()
-        .map(|row| row.each_ref().map(|c| terminal::cell(c)))
-        .collect();
-    let widths: Vec<usize> = (0..N)
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-        .collect();
-    for row in &rows {
-        let line: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect();
-        out!("{indent}{}", line.join("  ").trim_end());
     }
 }
 

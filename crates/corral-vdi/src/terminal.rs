@@ -3,7 +3,8 @@
 //! title, a cleared screen, colours, a cursor sent elsewhere), bidirectional overrides that
 //! reorder what is shown, or a line break that fakes a row; and a cell can be longer than
 //! formatting can pad (Rust's format width stops at 65,535). Everything the CLI prints passes
-//! through here.
+//! through here, and here it is written: [`write_out`] (the `out!` macro), [`print_table`],
+//! [`ask_yes`].
 
 use std::borrow::Cow;
 
@@ -49,6 +50,59 @@ pub(crate) fn cell(text: &str) -> String {
     }
     let kept: String = text.chars().take(CELL_MAX).collect();
     format!("{kept}… ({} more characters)", count - CELL_MAX)
+}
+
+/// Writes `text` to stdout. A reader that closed the pipe (`| head`) chose to stop reading: the
+/// CLI then exits with 0 and says nothing, where `println!` would panic. Any other write failure
+/// (a full disk) ends it with 1 and the reason on stderr.
+pub(crate) fn write_out(text: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let text = text.to_string();
+    if let Err(e) = std::io::stdout()
+        .lock()
+        .write_all(escaped(&text, true).as_bytes())
+    {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("corral-vdi: cannot write the output: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// Asks `question` on stderr and reads the answer from stdin: true for y or yes (any case);
+/// false for anything else, end of input included (a script that passes no answer changes
+/// nothing).
+pub(crate) fn ask_yes(question: &str) -> bool {
+    use std::io::{BufRead, Write};
+    eprint!("{}", escaped(question, true));
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    if std::io::stdin().lock().read_line(&mut answer).is_err() {
+        return false;
+    }
+    matches!(answer.trim().to_lowercase().as_str(), "y" | "yes")
+}
+
+/// Prints `rows` (the header first) as columns as wide as their widest cell, two spaces
+/// apart, each line after `indent`.
+pub(crate) fn print_table<const N: usize>(rows: &[[String; N]], indent: &str) {
+    // Escaped and cut first: a cell from the cluster may hold anything (cell).
+    let rows: Vec<[String; N]> = rows
+        .iter()
+        .map(|row| row.each_ref().map(|c| cell(c)))
+        .collect();
+    let widths: Vec<usize> = (0..N)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    for row in &rows {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        out!("{indent}{}", line.join("  ").trim_end());
+    }
 }
 
 #[cfg(test)]

@@ -80,7 +80,7 @@ fn list() {
                 ]
             }))
             .collect();
-    crate::print_table(&rows, "");
+    crate::terminal::print_table(&rows, "");
     for d in list.devices.iter().filter(|d| !d.access.writable) {
         if let Some(fix) = &d.access.fix {
             err!("to use {} ({}): {fix}", d.id, d.describe());
@@ -91,7 +91,7 @@ fn list() {
 fn confirm(member: &str, device: &str) -> bool {
     err!("Redirecting {device} into {member}.");
     err!("{}", usb::SECURITY_NOTICE);
-    crate::ask_yes("Attach it? [y/N] ")
+    crate::terminal::ask_yes("Attach it? [y/N] ")
 }
 
 /// Runs a usb subcommand.

@@ -5,9 +5,10 @@
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{Context, Result, bail};
+use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 
 /// A free TCP port on 127.0.0.1 (the listener is closed before the port is used, so a caller
@@ -83,4 +84,49 @@ pub(crate) fn log_tail(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<_> = text.lines().rev().take(25).collect();
     lines.into_iter().rev().collect::<Vec<_>>().join("\n")
+}
+
+/// The path of program `name`.
+///
+/// Errors: not installed (the error names Debian's `package`).
+pub(crate) fn program(name: &str, package: &str) -> Result<PathBuf> {
+    find_program(name).with_context(|| {
+        format!("{name} not found: install Debian's {package} (scripts/install-deps.sh does)")
+    })
+}
+
+/// Starts a server that listens on the port it is given: `command(port)` for a free port of
+/// 127.0.0.1, up to three ports (another process may take a free port first). Returns the port
+/// once it accepts connections, and the process.
+///
+/// Errors: the command could not be made or spawned, or the server exited or did not listen
+/// within 15 s on every try (the last failure, with the tail of `log`, its output).
+pub(crate) async fn spawn_listening(
+    log: &Path,
+    mut command: impl FnMut(u16) -> Result<tokio::process::Command>,
+) -> Result<(u16, Child)> {
+    let mut last = String::new();
+    for _ in 0..3 {
+        let port = free_port()?;
+        let mut cmd = command(port)?;
+        let program = cmd.as_std().get_program().to_string_lossy().into_owned();
+        let mut child = cmd.spawn().with_context(|| format!("start {program}"))?;
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(status) = child.try_wait()? {
+                last = format!("{program} exited ({status}): {}", log_tail(log));
+                break;
+            }
+            if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+                return Ok((port, child));
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill().await;
+                last = format!("{program} did not listen within 15 s: {}", log_tail(log));
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    bail!("{last}")
 }

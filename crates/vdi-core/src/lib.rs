@@ -20,8 +20,6 @@ pub mod lease;
 pub mod link;
 pub mod managed;
 pub mod manifests;
-#[cfg(test)]
-mod module_cycles;
 pub mod peer;
 pub mod policy;
 pub mod pool;

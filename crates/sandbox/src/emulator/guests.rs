@@ -42,7 +42,7 @@ use super::knobs::{
 };
 use super::sam::write_sam;
 use super::types::{VirtualMachine, VirtualMachineInstance};
-use crate::process::{command, find_program, free_port, log_tail, terminate};
+use crate::process::{command, free_port, log_tail, program, spawn_listening, terminate};
 
 /// USB redirection slots per VMI (KubeVirt gives a VMI with `clientPassthrough` four).
 pub const USBREDIR_SLOTS: usize = 4;
@@ -522,51 +522,6 @@ pub fn screen_colour(key: &GuestKey) -> String {
         channel(digest[1]),
         channel(digest[2])
     )
-}
-
-/// The path of program `name`.
-///
-/// Errors: not installed (the error names Debian's `package`).
-pub(super) fn program(name: &str, package: &str) -> Result<PathBuf> {
-    find_program(name).with_context(|| {
-        format!("{name} not found: install Debian's {package} (scripts/install-deps.sh does)")
-    })
-}
-
-/// Starts a server that listens on the port it is given: `command(port)` for a free port of
-/// 127.0.0.1, up to three ports (another process may take a free port first). Returns the port
-/// once it accepts connections, and the process.
-///
-/// Errors: the command could not be made or spawned, or the server exited or did not listen
-/// within 15 s on every try (the last failure, with the tail of `log`, its output).
-pub(super) async fn spawn_listening(
-    log: &Path,
-    mut command: impl FnMut(u16) -> Result<tokio::process::Command>,
-) -> Result<(u16, Child)> {
-    let mut last = String::new();
-    for _ in 0..3 {
-        let port = free_port()?;
-        let mut cmd = command(port)?;
-        let program = cmd.as_std().get_program().to_string_lossy().into_owned();
-        let mut child = cmd.spawn().with_context(|| format!("start {program}"))?;
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            if let Some(status) = child.try_wait()? {
-                last = format!("{program} exited ({status}): {}", log_tail(log));
-                break;
-            }
-            if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
-                return Ok((port, child));
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill().await;
-                last = format!("{program} did not listen within 15 s: {}", log_tail(log));
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-    bail!("{last}")
 }
 
 impl Display {

@@ -44,8 +44,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use tokio::process::{Child, Command};
 
-use super::guests::{program, spawn_listening};
-use crate::process::{command, log_tail};
+use crate::process::{command, log_tail, program, spawn_listening};
 
 /// The one session in the guest's xrdp.ini, run for every connection.
 const SESSION: &str = "corral-guest";
