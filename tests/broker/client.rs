@@ -21,7 +21,7 @@ use vdi_core::scope::Scope;
 use vdi_core::state::{ClaimSide, MemberState, MemberView};
 use vdi_core::watch::list_pools_on;
 
-use crate::{FOLLOW, power_code, replicas_mine, replicas_steady, wait_no_grant};
+use crate::{CONVERGE, power_code, replicas_mine, replicas_steady, wait_no_grant};
 
 /// `member` of `pool` in `ns` as `pool list` shows it with a broker.
 async fn listed(ns: &str, pool: &str, member: &str) -> MemberView {
@@ -120,8 +120,8 @@ async fn a_claim_waits_for_the_brokers_grant_and_a_release_is_the_lease_alone() 
             .unwrap()
             .is_none()
     );
-    wait_no_grant(&ns, "cf-1", FOLLOW).await;
-    corral_tests::eventually("the broker removes the label", FOLLOW, || async {
+    wait_no_grant(&ns, "cf-1", CONVERGE).await;
+    corral_tests::eventually("the broker removes the label", CONVERGE, || async {
         let vm = vms(&admin, &ns).get("cf-1").await.ok()?;
         (!vm.labels().contains_key(ASSIGNED_TO_LABEL)).then_some(())
     })
@@ -295,7 +295,7 @@ async fn without_a_leader_a_claim_says_so_and_waits_and_the_badge_follows() {
         )
         .await
     });
-    corral_tests::eventually("the claim reports its first step", FOLLOW, || async {
+    corral_tests::eventually("the claim reports its first step", CONVERGE, || async {
         (!steps.lock().unwrap().is_empty()).then_some(())
     })
     .await;

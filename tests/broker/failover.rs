@@ -8,11 +8,11 @@ use sandbox::broker::Signal;
 use tokio::time::Instant;
 use vdi_core::labels::lease_name;
 
-use crate::{FOLLOW, claim, grant, leader, replicas_mine, wait_granted};
+use crate::{CONVERGE, claim, grant, leader, replicas_mine, wait_granted};
 
 /// What the other replica may take beyond the Lease's duration to notice it ended and write
-/// itself in (its polling, a request's round trip).
-const SLACK: Duration = Duration::from_secs(3);
+/// itself in (its polling, a request's round trip), on a loaded machine.
+const SLACK: Duration = Duration::from_secs(10);
 
 #[tokio::test]
 async fn the_other_replica_leads_within_the_lease_duration_and_grants_what_waited() {
@@ -84,5 +84,5 @@ async fn the_other_replica_leads_within_the_lease_duration_and_grants_what_waite
         .expect("the claim waiting for the broker ended within 30 s of the new leader")
         .unwrap();
     assert_eq!(claimed.member, "fo-1");
-    wait_granted(&ns, "fo-1", "alice", FOLLOW).await;
+    wait_granted(&ns, "fo-1", "alice", CONVERGE).await;
 }

@@ -19,7 +19,7 @@ use serde_json::json;
 use vdi_core::labels::{BROKER_USER, MEMBER_LABEL, POOL_LABEL, REMOVING_ANNOTATION, lease_name};
 use vdi_core::policy::{DesktopPool, DesktopPoolSpec};
 
-use crate::{FOLLOW, claim, replicas_mine, replicas_steady, wait_granted};
+use crate::{CONVERGE, claim, replicas_mine, replicas_steady, wait_granted};
 
 /// How long the broker may take to clone a pool's members in the sandbox.
 const CLONING: Duration = Duration::from_secs(120);
@@ -98,7 +98,7 @@ async fn a_resize_clones_and_removes_free_members_and_never_touches_claimed_ones
     let alice = claim("alice", &ns, "rs").await.member;
     let bob = if alice == "rs-7" { "rs-8" } else { "rs-7" };
     hold(&ns, "rs", bob, "bob").await;
-    wait_granted(&ns, bob, "bob", FOLLOW).await;
+    wait_granted(&ns, bob, "bob", CONVERGE).await;
     let before = corral_tests::pool_members(&ns, "rs").await;
 
     corral_tests::set_pool_spec(&ns, "rs", json!({ "size": 2 })).await;
@@ -124,8 +124,9 @@ async fn a_resize_clones_and_removes_free_members_and_never_touches_claimed_ones
                 .contains_key(REMOVING_ANNOTATION)
         );
     }
-    wait_granted(&ns, bob, "bob", FOLLOW).await;
-    let status = eventually("the status counts the claimed members", FOLLOW, || async {
+    wait_granted(&ns, bob, "bob", CONVERGE).await;
+    let what = "the status counts the claimed members";
+    let status = eventually(what, CONVERGE, || async {
         let status = desktop_pool(&ns, "rs").await.status?;
         (status.members == keep.len() as i32 && status.claimed == 2).then_some(status)
     })
@@ -157,7 +158,7 @@ async fn a_resize_clones_and_removes_free_members_and_never_touches_claimed_ones
         |m| m.keys().cloned().collect::<Vec<_>>() == after,
     )
     .await;
-    eventually("bob's member's Lease is gone", FOLLOW, || async {
+    eventually("bob's member's Lease is gone", CONVERGE, || async {
         let lease = leases(&client_as("admin").await, &ns)
             .get_opt(&lease_name(bob))
             .await
@@ -257,7 +258,7 @@ async fn a_broker_restarted_halfway_through_a_shrink_finishes_it() {
         Some(())
     })
     .await;
-    let status = eventually("Ready at size 2", FOLLOW, || async {
+    let status = eventually("Ready at size 2", CONVERGE, || async {
         let status = desktop_pool(&ns, "hs").await.status?;
         let ready = status
             .conditions

@@ -20,7 +20,7 @@ use vdi_core::labels::{
     grant_name, lease_name,
 };
 
-use crate::{FOLLOW, assert_grant_shape, claim, managed_grants, replicas_mine, wait_granted};
+use crate::{CONVERGE, assert_grant_shape, claim, managed_grants, replicas_mine, wait_granted};
 
 /// Pools of the test, each of [`MEMBERS`] members.
 const POOLS: usize = 10;
@@ -102,7 +102,7 @@ async fn a_broker_restarted_after_100_missed_claims_and_releases_has_exactly_the
             let ns = ns.clone();
             async move {
                 let member = claim("alice", &ns, &format!("r{p}")).await.member;
-                wait_granted(&ns, &member, "alice", FOLLOW).await;
+                wait_granted(&ns, &member, "alice", CONVERGE).await;
                 (p, member)
             }
         })
@@ -205,13 +205,14 @@ async fn a_broker_restarted_after_100_missed_claims_and_releases_has_exactly_the
             let name = name.clone();
             match holders.get(&name) {
                 Some(holder) => {
-                    wait_granted(&ns, &name, holder, FOLLOW).await;
+                    wait_granted(&ns, &name, holder, CONVERGE).await;
                     assert_grant_shape(&ns, &pool, &name, holder).await;
                     wait_power(&ns, &name, "Running").await;
                 }
                 None => {
                     // Released: no claim marks (the wait's own condition), and stopped.
-                    eventually(&format!("{name}'s claim marks cleared"), FOLLOW, || async {
+                    let what = format!("{name}'s claim marks cleared");
+                    eventually(&what, CONVERGE, || async {
                         let vm = api.get(&name).await.ok()?;
                         let marked = vm.labels().contains_key(ASSIGNED_TO_LABEL)
                             || vm.annotations().contains_key(CLAIMED_AT_ANNOTATION)

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use corral_tests::{actor_as, client_as, member_state, namespace};
+use corral_tests::{actor_as, client_as, eventually, member_state, namespace};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use vdi_core::claim::{PowerAction, assign};
@@ -21,7 +21,9 @@ async fn a_refused_label_patch_keeps_the_lease_until_expiry() {
     let admin_actor = actor_as("admin").await;
     let carol = actor_as("carol").await; // may manage Leases, may not change VMs
     pool(&admin, &ns, "p", 1).await;
-    let err = assign(&carol, &ns, "p", "carol", &lasting(2))
+    // A 10 s Lease: long enough that it is still active while the checks below run on a loaded
+    // machine, short enough to wait out.
+    let err = assign(&carol, &ns, "p", "carol", &lasting(10))
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Partial, "{err}");
@@ -39,17 +41,16 @@ async fn a_refused_label_patch_keeps_the_lease_until_expiry() {
         MemberState::Claiming
     );
     // The holder's retry resumes the same member (and fails the same way); others cannot take it.
-    let err = assign(&carol, &ns, "p", "carol", &lasting(2))
+    let err = assign(&carol, &ns, "p", "carol", &lasting(10))
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Partial);
     refused(claim(&actor_as("bob").await, &ns, "p", "bob").await);
     // After expiry an administrator recovers it.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert_eq!(
-        member_state(&admin, &ns, "p-1").await,
-        MemberState::FreeStaleLease
-    );
+    eventually("p-1's claim expired", Duration::from_secs(30), || async {
+        (member_state(&admin, &ns, "p-1").await == MemberState::FreeStaleLease).then_some(())
+    })
+    .await;
     let r = release(&admin_actor, &ns, "p-1").await.unwrap();
     assert!(r.lease_released);
     assert_eq!(member_state(&admin, &ns, "p-1").await, MemberState::Free);

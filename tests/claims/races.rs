@@ -5,7 +5,9 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use corral_tests::{actor_as, actor_impersonating, client_as, member_state, namespace, sandbox};
+use corral_tests::{
+    actor_as, actor_impersonating, client_as, eventually, member_state, namespace, sandbox,
+};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
@@ -111,11 +113,17 @@ async fn stale_lease_takeovers_race_too() {
     for i in 1..=4 {
         unassign_label_only(&admin, &ns, &format!("st-{i}")).await;
     }
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(
-        member_state(&admin, &ns, "st-1").await,
-        MemberState::FreeStaleLease
-    );
+    let what = "every member's Lease stale";
+    eventually(what, Duration::from_secs(30), || async {
+        for i in 1..=4 {
+            let state = member_state(&admin, &ns, &format!("st-{i}")).await;
+            if state != MemberState::FreeStaleLease {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
     race(&ns, "st", 4, 12, 99).await;
     let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns);
     for i in 1..=4 {
@@ -154,10 +162,11 @@ async fn a_skewed_workstation_neither_steals_nor_blocks() {
         .unwrap()
         .0;
     let other = if bobs == "k-1" { "k-2" } else { "k-1" };
-    // carol's Lease on the other member truly expires after a second.
+    // carol's Lease on the other member truly expires after a second: waited out with two
+    // more (room for the clocks' measured offsets and a loaded machine).
     claim_lasting(&admin_actor, &ns, "k", "carol", 1).await;
     unassign_label_only(&admin, &ns, other).await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
 
     // Ahead: takes the really stale member, never bob's.
     let got = claim(&admin_ahead, &ns, "k", "erin").await.unwrap();
@@ -193,7 +202,7 @@ async fn a_skewed_workstation_neither_steals_nor_blocks() {
     release(&erin_behind, &ns, other).await.unwrap();
     claim_lasting(&admin_actor, &ns, "k", "gina", 1).await;
     unassign_label_only(&admin, &ns, other).await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
     let got = claim(&admin_behind, &ns, "k", "hank").await.unwrap();
     assert_eq!(
         got.member, other,

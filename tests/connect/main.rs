@@ -337,7 +337,7 @@ async fn sixty_four_parallel_connections_through_one_forward_arrive_intact() {
     assert!(supervisor.stop(started.id));
     corral_tests::eventually(
         "the port free once the forward stops",
-        Duration::from_secs(2),
+        Duration::from_secs(10),
         || async { free(port).then_some(()) },
     )
     .await;
@@ -374,18 +374,19 @@ async fn helpers_live_and_die_with_their_sessions() {
     // Stopped one by one: its helper and port go, the others stay.
     let (first, first_pid) = sessions[0];
     assert!(supervisor.stop(first.id));
-    corral_tests::eventually("the first helper gone", Duration::from_secs(2), || async {
-        (!alive(first_pid)).then_some(())
+    let what = "the first helper gone, its port free";
+    corral_tests::eventually(what, Duration::from_secs(10), || async {
+        (!alive(first_pid) && free(first.local.port())).then_some(())
     })
     .await;
-    assert!(free(first.local.port()));
     assert!(alive(sessions[1].1) && alive(sessions[2].1));
     assert!(matches!(
         supervisor.get(first.id).unwrap().state,
         SessionState::Ended { .. }
     ));
 
-    // A helper that exits by itself ends its session within a second, saying so.
+    // A helper that exits by itself ends its session, saying so (the time is printed: a second
+    // is the target, the bound a loaded machine's).
     let started = supervisor
         .start_forward(
             alice.clone(),
@@ -406,7 +407,7 @@ async fn helpers_live_and_die_with_their_sessions() {
         )
         .unwrap();
     let noticed = Instant::now();
-    let reason = corral_tests::eventually("the helper's exit", Duration::from_secs(1), || async {
+    let reason = corral_tests::eventually("the helper's exit", Duration::from_secs(10), || async {
         match supervisor.get(started.id)?.state {
             SessionState::Ended { reason, .. } => Some(reason),
             SessionState::Active => None,
@@ -432,7 +433,7 @@ async fn helpers_live_and_die_with_their_sessions() {
         .collect();
     drop(supervisor);
     for (port, pid) in rest {
-        corral_tests::eventually("helpers gone", Duration::from_secs(2), || async {
+        corral_tests::eventually("helpers gone", Duration::from_secs(10), || async {
             (!alive(pid) && free(port)).then_some(())
         })
         .await;

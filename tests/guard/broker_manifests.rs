@@ -5,8 +5,9 @@
 //! read its status once it is installed.
 
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use corral_tests::{cli_binary, namespace, sandbox};
+use corral_tests::{cli_binary, eventually, namespace, sandbox};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -90,9 +91,13 @@ async fn broker_install_status_and_uninstall_as_an_administrator_and_as_a_user()
     assert_eq!(status.state, BrokerState::Absent, "{status:?}");
 
     // Before the install, an ordinary user may not read the Lease: the Role that lets her is
-    // named.
-    let status = broker::status(&alice).await.unwrap();
-    assert_eq!(status.state, BrokerState::Unknown, "{status:?}");
+    // named (RBAC follows the uninstall of its binding a moment later).
+    let what = "alice refused the broker's status";
+    let status = eventually(what, Duration::from_secs(10), || async {
+        let status = broker::status(&alice).await.unwrap();
+        (status.state == BrokerState::Unknown).then_some(status)
+    })
+    .await;
     assert!(status.summary.contains(STATUS_ROLE), "{}", status.summary);
 
     // She may not install it either: refused with who may (the guard, which it installs first),
@@ -149,11 +154,16 @@ async fn broker_install_status_and_uninstall_as_an_administrator_and_as_a_user()
     assert_eq!(broker::manifest_status(&alice).await.unwrap().verdict, None);
 
     // Installed, no replica has run (this sandbox runs none): no Lease, for everyone; that
-    // alice is told so (404), not refused (403), is the status Role at work.
-    for who in [&admin, &alice] {
-        let status = broker::status(who).await.unwrap();
-        assert_eq!(status.state, BrokerState::Absent, "{status:?}");
-    }
+    // alice is told so (404), not refused (403), is the status Role at work (RBAC follows its
+    // new binding a moment later).
+    let status = broker::status(&admin).await.unwrap();
+    assert_eq!(status.state, BrokerState::Absent, "{status:?}");
+    let what = "alice told the broker is absent";
+    eventually(what, Duration::from_secs(10), || async {
+        let status = broker::status(&alice).await.unwrap();
+        (status.state == BrokerState::Absent).then_some(())
+    })
+    .await;
     let (code, said) = cli("alice", &["status"]);
     assert_eq!(code, Some(1), "{said}");
     assert!(said.contains("broker: absent"), "{said}");

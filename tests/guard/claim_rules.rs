@@ -47,11 +47,13 @@ async fn the_guard_is_absent_until_installed_then_the_api_server_enforces_the_cl
     let status = guard::install(&admin).await.unwrap();
     assert_eq!(status.state, GuardState::Installed, "{status:?}");
     assert!(status.objects.iter().all(|o| o.present && o.current));
-    assert_eq!(
-        guard::status(&bob).await.unwrap().state,
-        GuardState::Installed,
-        "with it, everyone may read it"
-    );
+    // With it, everyone may read it (RBAC follows the new binding a moment later).
+    let what = "bob to read that the guard is installed";
+    corral_tests::eventually(what, Duration::from_secs(10), || async {
+        let state = guard::status(&bob).await.unwrap().state;
+        (state == GuardState::Installed).then_some(())
+    })
+    .await;
 
     // alice's claim, made as the product makes it.
     let ns = corral_tests::namespace("guard").await;

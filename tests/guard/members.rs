@@ -1,7 +1,9 @@
 //! With the guard, ordinary users change a pool member only through the claim flow, and a
 //! golden image not at all.
 
-use corral_tests::{grant_role, namespace, pool_vms};
+use std::time::Duration;
+
+use corral_tests::{eventually, grant_role, namespace, pool_vms};
 use kube::Client;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -364,6 +366,25 @@ async fn with_the_guard_a_golden_image_is_an_administrators_and_pool_create_mark
     );
     let member = vms_as(&admin).get("gp-1").await.unwrap();
     assert!(!member.labels().contains_key(GOLDEN_IMAGE_LABEL));
+
+    // install_and_wait proves the claim policies enforced, not the golden-image one (the API
+    // server's policy cache follows each binding a moment later): until bob's dry run is refused.
+    let dry = PatchParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let note = json!({ "metadata": { "annotations": { "note": "bob" } } });
+    let as_bob = vms_as(&bob);
+    let what = "the golden-image policy enforced";
+    eventually(what, Duration::from_secs(10), || async {
+        match as_bob.patch("gold", &dry, &Patch::Merge(&note)).await {
+            Err(kube::Error::Api(status)) if status.message.contains("is a golden image") => {
+                Some(())
+            }
+            _ => None,
+        }
+    })
+    .await;
 
     // bob may not change what every future member copies, nor delete it, nor unmark it.
     let before = vm_version(&ns, "gold").await;

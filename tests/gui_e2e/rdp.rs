@@ -370,12 +370,14 @@ async fn alice_sees_and_types_into_her_desktop_over_rdp_in_the_app() {
     );
     gui.screenshot("e2e-rdp-refused.png");
     click(client, "[data-testid='rdp-login-cancel']").await;
-    let rdp_sessions = sessions_with(client, "RDP in the app").await;
-    assert!(!rdp_sessions.is_empty(), "the refused session is listed");
-    assert!(
-        rdp_sessions.iter().all(|(state, _)| state == "ended"),
-        "nothing left running after the refusal: {rdp_sessions:?}"
-    );
+    // The session ends a moment after the cancel.
+    let what = "the refused session listed, and nothing left running after the refusal";
+    corral_tests::eventually(what, Duration::from_secs(10), || async {
+        let rdp_sessions = sessions_with(client, "RDP in the app").await;
+        let ended = rdp_sessions.iter().all(|(state, _)| state == "ended");
+        (!rdp_sessions.is_empty() && ended).then_some(())
+    })
+    .await;
 
     // Second connection: the certificate is known now; the right login, remembered, shows the
     // desktop.
@@ -488,11 +490,14 @@ async fn alice_sees_and_types_into_her_desktop_over_rdp_in_the_app() {
     // Close ends the session.
     click(client, "[data-testid='rdp-close']").await;
     wait_text(client, "[data-testid='my-desktops']", &member).await;
-    let rdp_sessions = sessions_with(client, "RDP in the app").await;
-    assert!(
-        rdp_sessions.iter().all(|(state, _)| state == "ended"),
-        "Close ended the RDP session: {rdp_sessions:?}"
-    );
+    // The session ends a moment after the Close.
+    let what = "Close to end the RDP session";
+    corral_tests::eventually(what, Duration::from_secs(10), || async {
+        let rdp_sessions = sessions_with(client, "RDP in the app").await;
+        let ended = rdp_sessions.iter().all(|(state, _)| state == "ended");
+        (!rdp_sessions.is_empty() && ended).then_some(())
+    })
+    .await;
 
     // The remembered login comes from the keyring: no question the third time. The password
     // is in the keyring's file (encrypted) and in none of the app's files (data, logs).

@@ -47,28 +47,36 @@ pub async fn streams_as(user: &str) -> Client {
 }
 
 /// The RFB handshake as a client (RFB 3.8, security None, shared); returns the framebuffer
-/// size from ServerInit.
+/// size from ServerInit. Panics when it fails (see [`try_rfb_handshake`]).
 pub async fn rfb_handshake(tcp: &mut TcpStream) -> (u16, u16) {
+    try_rfb_handshake(tcp)
+        .await
+        .unwrap_or_else(|e| panic!("the RFB handshake: {e:#}"))
+}
+
+/// [`rfb_handshake`], failing instead of panicking: for a viewer that may be refused (the
+/// stream closed, or another answer than RFB 3.8 with security None) and tries again.
+pub async fn try_rfb_handshake(tcp: &mut TcpStream) -> anyhow::Result<(u16, u16)> {
     let mut version = [0u8; 12];
-    tcp.read_exact(&mut version).await.unwrap();
-    assert_eq!(&version, b"RFB 003.008\n");
-    tcp.write_all(b"RFB 003.008\n").await.unwrap();
-    let count = tcp.read_u8().await.unwrap();
+    tcp.read_exact(&mut version).await?;
+    anyhow::ensure!(&version == b"RFB 003.008\n", "RFB version {version:?}");
+    tcp.write_all(b"RFB 003.008\n").await?;
+    let count = tcp.read_u8().await?;
     let mut types = vec![0u8; usize::from(count)];
-    tcp.read_exact(&mut types).await.unwrap();
-    assert!(types.contains(&1), "security type None: {types:?}");
-    tcp.write_all(&[1]).await.unwrap();
-    assert_eq!(tcp.read_u32().await.unwrap(), 0, "SecurityResult OK");
-    tcp.write_all(&[1]).await.unwrap();
+    tcp.read_exact(&mut types).await?;
+    anyhow::ensure!(types.contains(&1), "no security type None: {types:?}");
+    tcp.write_all(&[1]).await?;
+    anyhow::ensure!(tcp.read_u32().await? == 0, "SecurityResult not OK");
+    tcp.write_all(&[1]).await?;
     let mut init = [0u8; 24];
-    tcp.read_exact(&mut init).await.unwrap();
+    tcp.read_exact(&mut init).await?;
     let name_len = u32::from_be_bytes([init[20], init[21], init[22], init[23]]);
     let mut name = vec![0u8; name_len as usize];
-    tcp.read_exact(&mut name).await.unwrap();
-    (
+    tcp.read_exact(&mut name).await?;
+    Ok((
         u16::from_be_bytes([init[0], init[1]]),
         u16::from_be_bytes([init[2], init[3]]),
-    )
+    ))
 }
 
 /// Asks for the whole screen and reads the FramebufferUpdate header; returns its rectangle

@@ -214,7 +214,8 @@ async fn pool_list_watch_prints_again_on_every_change_until_interrupted() {
         .status()
         .unwrap();
     assert!(status.success());
-    let deadline = Instant::now() + Duration::from_secs(5);
+    // A loaded machine's bound: what is tested is that it ends, and cleanly.
+    let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         if let Some(status) = child.try_wait().unwrap() {
             assert!(status.success(), "{status}");

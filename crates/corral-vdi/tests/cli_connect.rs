@@ -10,8 +10,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use corral_tests::{
-    OTHER_USER, assert_echoes, assert_other_gets_nothing, namespace, other_user,
-    rdp_connection_confirm, rfb_handshake, rfb_update, running_vm, sandbox, streams_as, wait_power,
+    OTHER_USER, assert_echoes, assert_other_gets_nothing, eventually, namespace, other_user,
+    rdp_connection_confirm, rfb_handshake, rfb_update, running_vm, sandbox, streams_as,
+    try_rfb_handshake, wait_power,
 };
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
@@ -200,6 +201,17 @@ async fn ssh_runs_a_command_through_our_forward() {
     );
 }
 
+/// A viewer through the proxy at `local`, its RFB handshake done (the framebuffer size it was
+/// told beside it), once virt-api lets it in: a moment after the last viewer's stream is gone.
+async fn next_viewer(local: SocketAddr, what: &str) -> (TcpStream, (u16, u16)) {
+    eventually(what, Duration::from_secs(10), || async {
+        let mut viewer = TcpStream::connect(local).await.ok()?;
+        let size = try_rfb_handshake(&mut viewer).await.ok()?;
+        Some((viewer, size))
+    })
+    .await
+}
+
 #[tokio::test]
 async fn vnc_proxy_only_speaks_rfb_over_and_over_and_respects_a_viewer() {
     let ns = namespace("clivnc").await;
@@ -217,18 +229,13 @@ async fn vnc_proxy_only_speaks_rfb_over_and_over_and_respects_a_viewer() {
     );
     drop(viewer);
     for cycle in 0..20 {
-        // virt-api lets the next viewer in once the old stream is gone.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let mut viewer = TcpStream::connect(local).await.unwrap();
-        let size = rfb_handshake(&mut viewer).await;
+        let (_, size) = next_viewer(local, &format!("the viewer of cycle {cycle}")).await;
         assert_eq!(size, (1024, 768), "cycle {cycle}");
     }
 
     // Someone views through the proxy (preserveSession): another viewer is refused with the
     // reason, and taking over disconnects the first.
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let mut first = TcpStream::connect(local).await.unwrap();
-    rfb_handshake(&mut first).await;
+    let (mut first, _) = next_viewer(local, "the first viewer").await;
     let supervisor = Supervisor::new();
     let alice = streams_as("alice").await;
     let err = supervisor

@@ -7,7 +7,7 @@ mod common;
 use std::process::{Command, Stdio};
 
 use common::{corral, text};
-use corral_tests::{add_knob, golden_vm, namespace, sandbox};
+use corral_tests::{add_knob, eventually, golden_vm, namespace, sandbox};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::json;
@@ -324,7 +324,14 @@ async fn ctrl_c_cancels_a_create_and_leaves_no_clone_behind() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("run corral-vdi");
-    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    // Once its clone object exists the create waits on it (until Ctrl-C): interrupt it then.
+    let clones = corral_tests::clones(&corral_tests::client_as("admin").await, &ns);
+    let within = std::time::Duration::from_secs(60);
+    eventually("the clone object of ctrlc-2", within, || async {
+        let clone = clones.get_opt("corral-vdi-clone-ctrlc-2").await.ok()?;
+        clone.map(|_| ())
+    })
+    .await;
     let killed = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
