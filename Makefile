@@ -60,6 +60,10 @@ lint: ui
 	@mkdir -p $(CORRAL_CACHE_DIR)/logs
 	set -o pipefail; cargo build --workspace --all-targets --all-features 2>&1 | tee $(CORRAL_CACHE_DIR)/logs/lint-build.log
 	@if grep -q '^warning' $(CORRAL_CACHE_DIR)/logs/lint-build.log; then echo "lint: the build above has warnings (clippy or rustc); each one fails the lint" >&2; exit 1; fi
+	@# The core's cluster floor and the broker on their own: no desktop floor, no bindings.
+	set -o pipefail; cargo check -p vdi-core -p corral-vdi-broker --all-targets 2>&1 | tee $(CORRAL_CACHE_DIR)/logs/lint-floors.log
+	@if grep -q '^warning' $(CORRAL_CACHE_DIR)/logs/lint-floors.log; then echo "lint: the floors' check above has warnings" >&2; exit 1; fi
+	@if cargo tree -p corral-vdi-broker -e normal | grep -E ' (rusb|ironrdp-[a-z]+|specta) v'; then echo "lint: the broker links the desktop floor or the bindings (above)" >&2; exit 1; fi
 	cd ui && npm run --silent lint && npm run --silent format:check && npm run --silent typecheck
 
 # The UI's TypeScript (ui/src/bindings/index.ts: a typed function per Tauri command, the events

@@ -22,12 +22,11 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::pin::pin;
 use std::time::Duration;
 
-use futures::{Stream, StreamExt, TryStreamExt};
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::Api;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::watcher::{self, Event, watcher};
+use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinSet;
@@ -55,9 +54,6 @@ const ERROR_RETRY: Duration = Duration::from_secs(5);
 /// The longest a member waits in the queue for its own time (a far expiry is looked at then).
 const LONGEST_WAIT: Duration = Duration::from_secs(24 * 3600);
 
-/// kubectl's copy of the last applied object: never read, often large.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
-
 /// What the work queue holds: a member, or a managed pool.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Work {
@@ -67,9 +63,8 @@ enum Work {
     Pool(PoolKey),
 }
 
-/// Watches `api` (with `config`, from the API server's watch cache) into a store, keeping only
-/// the objects `keep` accepts (decided by name, which never changes) and trimming each with
-/// `trim`; yields the work key of every object that changed.
+/// Watches `api` into a store as [`vdi_core::watch::reflected`] does (the objects `keep`
+/// accepts, each trimmed with `trim`); yields the work key of every object that changed.
 fn reflect<K>(
     api: Api<K>,
     config: watcher::Config,
@@ -88,37 +83,19 @@ where
         + 'static,
 {
     let (store, writer) = reflector::store();
-    // Listed from the API server's watch cache (resourceVersion "0"), not page by page from
-    // etcd: kube-core leaves resourceVersion "0" out of a list with a limit, so no page size
-    // (as vdi_core::watch lists).
-    let mut config = config.any_semantic();
-    config.page_size = None;
-    let stream = watcher(api, config)
-        .backoff(vdi_core::watch::default_backoff())
-        .try_filter(move |event| {
+    let backoff = vdi_core::watch::default_backoff();
+    let stream = vdi_core::watch::reflected(api, config, writer, keep, trim, backoff).filter_map(
+        move |event| {
             std::future::ready(match event {
-                Event::Apply(k) | Event::Delete(k) | Event::InitApply(k) => keep(k),
-                Event::Init | Event::InitDone => true,
-            })
-        })
-        .modify(move |k| {
-            k.meta_mut().managed_fields = None;
-            if let Some(annotations) = k.meta_mut().annotations.as_mut() {
-                annotations.remove(LAST_APPLIED);
-            }
-            trim(k);
-        })
-        .reflect(writer)
-        .touched_objects()
-        .filter_map(move |touched| {
-            std::future::ready(match touched {
-                Ok(k) => key(&k),
+                Ok(Event::Apply(k) | Event::Delete(k) | Event::InitApply(k)) => key(&k),
+                Ok(Event::Init | Event::InitDone) => None,
                 Err(e) => {
                     tracing::warn!(error = %e, "watch of {what} failed; retrying");
                     None
                 }
             })
-        });
+        },
+    );
     (store, stream)
 }
 

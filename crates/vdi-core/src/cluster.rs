@@ -16,7 +16,8 @@ use crate::identity::Identity;
 use crate::scope::Scope;
 
 /// A kubeconfig context the user can pick.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct ContextInfo {
     /// Context name.
@@ -53,7 +54,8 @@ impl ContextInfo {
 }
 
 /// The kubeconfig files were written: what the desktop app tells its window.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct KubeconfigChanged {
     /// Contexts whose definition changed (server, CA, credentials, namespace), appeared or
@@ -63,7 +65,8 @@ pub struct KubeconfigChanged {
 }
 
 /// The kubeconfig's contexts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct Contexts {
     /// All contexts, in file order.
@@ -73,7 +76,8 @@ pub struct Contexts {
 }
 
 /// What the desktop app shows about itself in its footer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct AppInfo {
     /// The app's version.
@@ -85,7 +89,8 @@ pub struct AppInfo {
 }
 
 /// What connecting to a cluster reached: the context, who you are there, the scope, the guard.
-#[derive(Debug, Clone, PartialEq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterInfo {
     /// The context asked for (`null`: the current context).

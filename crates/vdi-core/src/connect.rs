@@ -43,7 +43,8 @@ pub const RDP_PORT: u16 = 3389;
 pub const SSH_PORT: u16 = 22;
 
 /// A way to reach a desktop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub enum PathKind {
     /// The VM's console (VNC), in the app or a native viewer.
@@ -55,7 +56,8 @@ pub enum PathKind {
 }
 
 /// One path to a member, available or not.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct ConnectPath {
     /// Which path.
@@ -67,7 +69,8 @@ pub struct ConnectPath {
 }
 
 /// Every path to a member.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct MemberPaths {
     /// Namespace of the member.
@@ -255,7 +258,8 @@ pub async fn paths(client: &Client, namespace: &str, member: &str) -> Result<Mem
 }
 
 /// What "Save .rdp file" made: the forward's session and the file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct RdpFileSaved {
     /// The forward to guest port 3389 the file points at (ends with the session).
@@ -265,7 +269,8 @@ pub struct RdpFileSaved {
 }
 
 /// What "SSH" opened: the forward, the command line to copy, and whether a terminal runs it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct SshOpened {
     /// The forward to guest port 22.

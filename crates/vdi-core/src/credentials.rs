@@ -34,7 +34,8 @@ pub const FIRST_BACKOFF: Duration = Duration::from_secs(5);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
 /// Where the credentials of a connection stand.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(
     rename_all = "camelCase",
     rename_all_fields = "camelCase",

@@ -97,6 +97,7 @@ pub enum Error {
     PoolIncomplete(Box<PoolCreateFailure>),
     /// libusb could not start, or could not list this machine's USB devices (no USB bus, no
     /// access to `/dev/bus/usb`), so none can be listed or redirected (`crate::usb`).
+    #[cfg(feature = "desktop")]
     #[error("libusb could not {action} on this machine: {source}")]
     Usb {
         /// What libusb was asked to do: `start`, `list the USB devices`.
@@ -161,6 +162,7 @@ impl Error {
             Error::FeedStopped { .. } => ErrorKind::Other,
             Error::Stream(refusal) => refusal.kind(),
             Error::PoolIncomplete(failure) => failure.kind(),
+            #[cfg(feature = "desktop")]
             Error::Usb { .. } => ErrorKind::Other,
         }
     }
@@ -186,6 +188,7 @@ impl Error {
             ),
             Error::Stream(refusal) => Some(refusal.suggestion.clone()),
             Error::PoolIncomplete(failure) => Some(failure.suggestion()),
+            #[cfg(feature = "desktop")]
             Error::Usb { .. } => Some(
                 "check that this machine has a USB bus that you may read (/dev/bus/usb; lsusb \
                  lists its devices); in a container or a VM, pass the host's USB bus through"
@@ -307,8 +310,17 @@ impl From<&Error> for ErrorView {
     }
 }
 
+/// So that a front end's command returns the core's errors with `?`: one conversion, written
+/// once.
+impl From<Error> for ErrorView {
+    fn from(err: Error) -> Self {
+        err.view()
+    }
+}
+
 /// Kinds of failure, so that callers can react without parsing text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub enum ErrorKind {
     /// The input was refused before anything was sent.
@@ -339,7 +351,8 @@ pub enum ErrorKind {
 }
 
 /// An error as the UI shows it: what happened, naming the object, and the fix.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct ErrorView {
     /// What kind of failure.
@@ -353,7 +366,8 @@ pub struct ErrorView {
 }
 
 /// Why one member of a pool create failed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct MemberFailure {
     /// The member that does not exist.
@@ -365,7 +379,8 @@ pub struct MemberFailure {
 }
 
 /// A pool create that did not finish for every member: exactly what exists afterwards.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct PoolCreateFailure {
     /// Namespace of the pool.
@@ -386,7 +401,8 @@ pub struct PoolCreateFailure {
 
 /// Why virt-api (or the API server in front of it) refused to open a stream: the HTTP status,
 /// the server's own `Status` message, and what it means for this member.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct StreamRefusal {
     /// The member (VMI) the stream was for.

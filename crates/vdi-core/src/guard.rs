@@ -83,7 +83,8 @@ pub fn objects() -> Result<Vec<DynamicObject>> {
 }
 
 /// How far the cluster's guard is from the shipped one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub enum GuardState {
     /// Every object is there, as this version's manifest has it (field by field; fields the
@@ -103,7 +104,8 @@ pub enum GuardState {
 }
 
 /// One object of the guard on the cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct GuardObject {
     /// Its kind.
@@ -117,7 +119,8 @@ pub struct GuardObject {
 }
 
 /// Whether the cluster enforces the claim rules itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct GuardStatus {
     /// The verdict.

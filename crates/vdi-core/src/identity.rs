@@ -3,7 +3,7 @@
 //!
 //! Every action that depends on who acts takes an [`Actor`], which can only be made by asking
 //! the API server. Acting as someone else goes through the cluster's own impersonation
-//! (`--as`, [`crate::cluster::Impersonation`]), which RBAC checks.
+//! (`--as`, `cluster::Impersonation` on a workstation), which RBAC checks.
 
 use futures::future::join_all;
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
@@ -21,7 +21,8 @@ use crate::state::ClaimSide;
 
 /// The authenticated user of a kubeconfig context, as the API server reports it
 /// (SelfSubjectReview, authentication.k8s.io/v1).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct Identity {
     /// `status.userInfo.username`.
@@ -153,7 +154,8 @@ impl Actor {
 }
 
 /// Whether something is allowed, and if not, why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct Allowed {
     /// Whether the cluster allows it (the server stays the judge when it is tried).
@@ -314,7 +316,8 @@ pub async fn require(
 
 /// What the acting identity may do in one namespace, for the app to show actions it may not
 /// take as disabled with the reason. The API server stays the judge when an action runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct Permissions {
     /// The namespace these answers are for.

@@ -265,7 +265,8 @@ pub async fn get(client: &Client, namespace: &str, name: &str) -> Result<Option<
 }
 
 /// What the member's ownership Lease (`corral-vdi-<member>`) says.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, specta::Type)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct LeaseView {
     /// `spec.holderIdentity`: the full identity of the holder.

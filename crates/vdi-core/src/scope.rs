@@ -4,7 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 /// Which namespaces a view covers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase", tag = "kind", content = "namespace")]
 pub enum Scope {
     /// One namespace.

@@ -350,7 +350,8 @@ pub fn next_expiry(pools: &[PoolView], now: Timestamp) -> Option<Timestamp> {
 
 /// A member's claim state, derived from its VM's assigned-to label and its Lease
 /// (SPEC "Member state"). Never stored anywhere.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub enum MemberState {
     /// No label, no Lease: claimable.
@@ -410,7 +411,8 @@ impl MemberState {
 }
 
 /// One pool member, ready to show.
-#[derive(Debug, Clone, PartialEq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct MemberView {
     /// VirtualMachine name, `<pool>-<i>`.
@@ -452,7 +454,8 @@ pub struct MemberView {
 }
 
 /// Member counts of a pool, by claimability.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct PoolCounts {
     /// Members a new claimant may take.
@@ -464,7 +467,8 @@ pub struct PoolCounts {
 }
 
 /// A pool: the VMs labelled `corral.dev/vdi-pool=<name>` in one namespace.
-#[derive(Debug, Clone, PartialEq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct PoolView {
     /// Namespace the pool lives in.

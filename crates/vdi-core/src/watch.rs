@@ -257,17 +257,24 @@ enum Update {
     Tick,
 }
 
-/// Watches `api` into `writer`, keeping only the objects `keep` accepts: one that stops being
-/// kept (its labels changed) leaves the store, and a change to one never kept is no update at
-/// all, so the cluster's other objects cost no regrouping.
-fn reflect<K>(
+/// The annotation `kubectl apply` leaves on what it applied: a copy of the object, dropped from
+/// every watched object.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Watches `api` into `writer`, as both the app's pools feed and the broker's controller do:
+/// the first list served from the API server's watch cache, `backoff` between failures, only
+/// the objects `keep` accepts (one that stops being kept, its labels changed, leaves the store
+/// as a `Delete`; a change to one never kept is no event at all), each trimmed before it is
+/// stored (its managedFields and `kubectl apply`'s copy always, then `trim`). Yields each event
+/// after the store has it, and each watch error (the watcher retries by itself).
+pub fn reflected<K>(
     api: Api<K>,
     mut config: watcher::Config,
-    (store, writer): (Store<K>, reflector::store::Writer<K>),
+    writer: reflector::store::Writer<K>,
     keep: fn(&K) -> bool,
-    (source, backoff): (Source, impl Backoff + 'static),
-    what: String,
-) -> impl Stream<Item = Update>
+    trim: fn(&mut K),
+    backoff: impl Backoff + 'static,
+) -> impl Stream<Item = std::result::Result<Event<K>, watcher::Error>> + Send
 where
     K: Resource<DynamicType = ()>
         + Clone
@@ -284,6 +291,7 @@ where
     // would ignore the limit), which would make it a quorum read from etcd in pages of 500.
     config = config.any_semantic();
     config.page_size = None;
+    let store = writer.as_reader();
     watcher(api, config)
         .backoff(backoff)
         .try_filter_map(move |event| {
@@ -299,22 +307,49 @@ where
             };
             std::future::ready(Ok(event))
         })
-        .reflect(writer)
-        .filter_map(move |item| {
-            let update = match item {
-                Ok(Event::InitDone) => Some(Update::Synced(source)),
-                Ok(Event::Init | Event::InitApply(_)) => None,
-                Ok(Event::Apply(_) | Event::Delete(_)) => Some(Update::Changed(source)),
-                // 410 Gone ("too old resource version", after etcd compacted): the watcher
-                // lists again by itself. A relist is not a failure; its InitDone follows.
-                Err(watcher::Error::WatchError(status)) if status.code == 410 => {
-                    tracing::debug!(what, "watch expired (410 Gone); listing again");
-                    None
-                }
-                Err(err) => Some(Update::Failed(source, watch_error(&what, err))),
-            };
-            std::future::ready(update)
+        .modify(move |k| {
+            k.meta_mut().managed_fields = None;
+            if let Some(annotations) = k.meta_mut().annotations.as_mut() {
+                annotations.remove(LAST_APPLIED);
+            }
+            trim(k);
         })
+        .reflect(writer)
+}
+
+/// The feed's watch of `api` ([`reflected`]), as updates of `source`.
+fn reflect<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    writer: reflector::store::Writer<K>,
+    keep: fn(&K) -> bool,
+    (source, backoff): (Source, impl Backoff + 'static),
+    what: String,
+) -> impl Stream<Item = Update>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    reflected(api, config, writer, keep, |_| {}, backoff).filter_map(move |item| {
+        let update = match item {
+            Ok(Event::InitDone) => Some(Update::Synced(source)),
+            Ok(Event::Init | Event::InitApply(_)) => None,
+            Ok(Event::Apply(_) | Event::Delete(_)) => Some(Update::Changed(source)),
+            // 410 Gone ("too old resource version", after etcd compacted): the watcher
+            // lists again by itself. A relist is not a failure; its InitDone follows.
+            Err(watcher::Error::WatchError(status)) if status.code == 410 => {
+                tracing::debug!(what, "watch expired (410 Gone); listing again");
+                None
+            }
+            Err(err) => Some(Update::Failed(source, watch_error(&what, err))),
+        };
+        std::future::ready(update)
+    })
 }
 
 /// Asks the API server for its version every [`HEARTBEAT`]; an answer later than
@@ -443,7 +478,7 @@ async fn run(
     let vms = reflect(
         api::<VirtualMachine>(&client, &scope),
         watcher::Config::default().labels(POOL_LABEL),
-        (vm_store.clone(), vm_writer),
+        vm_writer,
         |_| true,
         (Source::Vms, retry_backoff()),
         format!("VirtualMachines {}", where_(&scope)),
@@ -456,7 +491,7 @@ async fn run(
     let leases = reflect(
         api::<ClaimLease>(&client, &scope),
         lease_config,
-        (lease_store.clone(), lease_writer),
+        lease_writer,
         concerns_claims,
         (Source::Leases, retry_backoff()),
         format!("Leases {}", where_(&scope)),
@@ -467,7 +502,7 @@ async fn run(
     let policy_updates = reflect(
         api::<DesktopPool>(&client, &scope),
         watcher::Config::default(),
-        (policy_store.clone(), policy_writer),
+        policy_writer,
         |_| true,
         (Source::Policies, default_backoff()),
         format!("DesktopPools {}", where_(&scope)),
@@ -570,7 +605,8 @@ async fn run(
 }
 
 /// The live view's state of its connection to the cluster.
-#[derive(Debug, Clone, PartialEq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase", tag = "kind")]
 pub enum FeedStatus {
     /// The first full list has not arrived yet.
@@ -586,7 +622,8 @@ pub enum FeedStatus {
 
 /// Everything the pools view shows at one moment (the CLI's view; the app gets
 /// [`PoolsUpdate`]s made from these).
-#[derive(Debug, Clone, PartialEq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct PoolsSnapshot {
     /// Namespaces covered.
@@ -600,7 +637,8 @@ pub struct PoolsSnapshot {
 }
 
 /// Names one pool: its namespace and its name.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct PoolKey {
     /// Namespace the pool lives in.
@@ -615,7 +653,8 @@ pub struct PoolKey {
 ///
 /// A receiver keeps the pools of the last `full` update of a feed and applies each later
 /// update of that feed in order: drop `removed`, replace or insert `changed`.
-#[derive(Debug, Clone, PartialEq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct PoolsUpdate {
     /// Which feed this is (a new one per cluster connection); updates of another feed do not apply.

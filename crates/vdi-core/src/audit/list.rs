@@ -14,7 +14,8 @@ use crate::error::{Error, Result};
 use crate::validate;
 
 /// One act of the trail.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct AuditEntry {
     /// When it happened (last time, for an Event repeated as a series).

@@ -28,7 +28,8 @@ use crate::lease::{ClaimLease, lease_view};
 pub const STALE_REPLICA_DURATIONS: i32 = 3;
 
 /// Whether a broker acts on this cluster.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub enum BrokerState {
     /// A replica (one with a heartbeat) holds the leader Lease, renewed within its duration by
@@ -48,7 +49,8 @@ pub enum BrokerState {
 }
 
 /// One replica of the broker, from its heartbeat annotation on the leader Lease.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct BrokerReplica {
     /// Its identity (the pod name, or `--identity`).
@@ -60,7 +62,8 @@ pub struct BrokerReplica {
 }
 
 /// What the cluster's broker is doing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct BrokerStatus {
     /// The verdict.

@@ -32,7 +32,8 @@ use crate::watch::FeedStatus;
 pub const SETTLE: Duration = Duration::from_millis(300);
 
 /// What the Capacity view shows, sent whole on every change.
-#[derive(Debug, Clone, PartialEq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct CapacitySnapshot {
     /// `syncing` until the first read; `failing` (with the error, naming the fix) while a

@@ -10,7 +10,8 @@ use serde::Serialize;
 /// `nvidia.com/GA102GL_A10`) to VMs, read from the KubeVirt CR's
 /// `spec.configuration.permittedHostDevices` (REFERENCE "Host-device capacity"; KubeVirt
 /// `staging/src/kubevirt.io/api/core/v1/types.go`, `PermittedHostDevices`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, specta::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub enum DeviceClass {
     /// A `pciHostDevices` entry, advertised by KubeVirt's own device plugin: a whole PCI device
@@ -51,7 +52,8 @@ impl DeviceClass {
 
 /// One device resource a VM asks for: the `deviceName`s of its
 /// `spec.template.spec.domain.devices.gpus[]` and `.hostDevices[]` entries, counted by name.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceNeed {
     /// The extended-resource name (`deviceName`), e.g. `nvidia.com/TU104GL_Tesla_T4`.
@@ -67,7 +69,8 @@ pub struct DeviceNeed {
 }
 
 /// One device resource on one node, for one VM's needs: the rows of the per-node table.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct NodeDeviceRow {
     /// The extended-resource name.
@@ -94,7 +97,8 @@ pub struct NodeDeviceRow {
 
 /// One node in a capacity plan: its rows, whether the VM may be scheduled there, and how many
 /// whole VMs it can hold.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct NodePlan {
     /// Node name.
@@ -112,7 +116,8 @@ pub struct NodePlan {
 
 /// Whether `size` VMs like one golden VM (or one pool member) can be placed now, node by node
 /// (SPEC "GPU and host-device capacity admission"). A check, not a reservation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct CapacityPlan {
     /// Namespace of the VM.
@@ -146,7 +151,8 @@ pub struct CapacityPlan {
 
 /// A capacity plan in words: the sentences the CLI prints and the app shows, written once
 /// (`crate::capacity::plan_words`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct PlanWords {
     /// What each VM asks for, with how KubeVirt hands each device out: `each VM needs 1
@@ -163,7 +169,8 @@ pub struct PlanWords {
 }
 
 /// A resource the KubeVirt CR permits (`spec.configuration.permittedHostDevices`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct PermittedDevice {
     /// The extended-resource name (`resourceName`).
@@ -176,7 +183,8 @@ pub struct PermittedDevice {
 }
 
 /// Who holds devices on a node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceHolder {
     /// Namespace of the VM.
@@ -196,7 +204,8 @@ pub struct DeviceHolder {
 }
 
 /// One device resource on one node, cluster-wide: what is there and who holds it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct NodeResource {
     /// The extended-resource name.
@@ -220,7 +229,8 @@ pub struct NodeResource {
 }
 
 /// One node's devices.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct NodeCapacity {
     /// Node name.
@@ -241,7 +251,8 @@ pub struct NodeCapacity {
 }
 
 /// The cluster's devices, node by node, and who holds them: the Capacity view.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterCapacity {
     /// Every node, sorted by name.
@@ -261,7 +272,8 @@ pub struct ClusterCapacity {
 }
 
 /// One device resource summed over the nodes that report it (the Capacity view's totals).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceTotal {
     /// The extended-resource name.

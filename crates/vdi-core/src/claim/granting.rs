@@ -30,7 +30,8 @@ use crate::resources::VirtualMachine;
 use crate::state::halted;
 
 /// One step of a claim the broker finishes, as both front ends show it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct ClaimProgress {
     /// Namespace of the pool.

@@ -93,7 +93,8 @@ pub struct UnassignOptions {
 }
 
 /// A successful claim.
-#[derive(Debug, Clone, PartialEq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct Claimed {
     /// Namespace of the pool.
@@ -115,7 +116,8 @@ pub struct Claimed {
 }
 
 /// A successful release.
-#[derive(Debug, Clone, PartialEq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct Released {
     /// Namespace of the member.

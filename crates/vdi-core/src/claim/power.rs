@@ -14,7 +14,8 @@ use crate::state::halted;
 use crate::stream::vm_action_path;
 
 /// What happened to the VM's power.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase", tag = "kind", content = "reason")]
 pub enum PowerAction {
     /// The start subresource accepted a start.

@@ -34,7 +34,8 @@ use crate::resources::VirtualMachine;
 const ATTEMPTS: usize = 3;
 
 /// A renewed claim.
-#[derive(Debug, Clone, PartialEq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct Renewed {
     /// Namespace of the member.
@@ -52,7 +53,8 @@ pub struct Renewed {
 }
 
 /// A claim kept on a reclaim notice.
-#[derive(Debug, Clone, PartialEq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct Kept {
     /// The renewal Keep made.

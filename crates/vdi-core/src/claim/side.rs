@@ -30,7 +30,8 @@ pub fn side(status: Option<&BrokerStatus>) -> ClaimSide {
 }
 
 /// The broker as the app's header shows it (a badge beside the guard's) and the CLI's notice.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct BrokerBadge {
     /// The broker's status as read; `None` when the cluster did not answer.

@@ -1,6 +1,7 @@
 //! Managed pools from the client's side (CLI, app): reading a pool's `DesktopPool`
 //! ([`crate::policy`]), making one ([`ops::adopt`], [`ops::create_for`]) and changing it
-//! ([`change::set`], [`change::resize`]), with every refusal before the write.
+//! ([`change::set`], [`change::resize`], and the settings dialog's [`settings::save`]), with
+//! every refusal before the write.
 //!
 //! A module of its own above [`crate::policy`] (the types and pure rules, which the broker,
 //! the views and pool delete read) and [`crate::pool`] (whose golden-VM mark and capacity
@@ -8,3 +9,4 @@
 
 pub mod change;
 pub mod ops;
+pub mod settings;

@@ -75,9 +75,8 @@ pub struct DesktopPoolSpec {
 }
 
 /// What a release (by the holder, a reclaim or a force release) does to the member.
-#[derive(
-    Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, specta::Type,
-)]
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub enum OnRelease {
     /// Stop it; its disk is kept for the next holder (the seed's behaviour).

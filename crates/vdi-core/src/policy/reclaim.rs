@@ -43,7 +43,8 @@ use crate::lease::{FUTURE_TOLERANCE, LeaseView};
 pub const NOTICE: SignedDuration = SignedDuration::from_secs(300);
 
 /// Why a claim is (to be) reclaimed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, specta::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub enum ReclaimWhy {
     /// The Lease expired: no session renewed it for `disconnectGrace`.
@@ -142,18 +143,19 @@ pub fn trusted_times(policy: &Policy, written: &WrittenTimes<'_>, now: Timestamp
 }
 
 /// The next reclaim of a claim.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct ReclaimDue {
     /// When (the API server's clock; the broker adds its margin to a disconnect).
-    #[specta(type = String)]
+    #[cfg_attr(feature = "bindings", specta(type = String))]
     pub at: Timestamp,
     /// Why.
     pub why: ReclaimWhy,
     /// Whether Keep postpones it (not a `maxSession` end).
     pub keepable: bool,
     /// When the holder is told: `at` less [`notice_lead`].
-    #[specta(type = String)]
+    #[cfg_attr(feature = "bindings", specta(type = String))]
     pub notice_at: Timestamp,
 }
 

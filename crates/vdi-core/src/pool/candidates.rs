@@ -12,7 +12,8 @@ use crate::labels::POOL_LABEL;
 use crate::resources::VirtualMachine;
 
 /// One VM that could be a golden VM.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct GoldenCandidate {
     /// VirtualMachine name.
@@ -62,7 +63,8 @@ pub async fn golden_candidates(client: &Client, namespace: &str) -> Result<Vec<G
 }
 
 /// What the app's "New pool" dialog asks for.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct NewPool {
     /// Namespace of the golden VM and of the pool.

@@ -25,7 +25,8 @@ use crate::state::{MemberState, member_view};
 use crate::validate;
 
 /// What a pool delete removed.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct PoolDeleted {
     /// Namespace of the pool.

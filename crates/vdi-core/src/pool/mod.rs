@@ -453,7 +453,8 @@ pub(super) mod tests {
 }
 
 /// Where one member of a pool being created stands (SPEC "Pool create" steps 5–7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub enum CreateStep {
     /// Waiting for a free slot (only when the number of clones in flight is bounded).
@@ -471,7 +472,8 @@ pub enum CreateStep {
 }
 
 /// One progress report about one member of a pool being created.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct MemberProgress {
     /// The member (VirtualMachine name), `<pool>-<i>`.
@@ -495,7 +497,8 @@ pub struct MemberProgress {
 }
 
 /// Progress of a pool create, in the order it happens.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase", tag = "kind")]
 pub enum CreateProgress {
     /// Every check passed; the members' clones are being created.
@@ -505,7 +508,8 @@ pub enum CreateProgress {
 }
 
 /// What a pool create is about to do, once every check has passed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct CreateStarted {
     /// Namespace of the pool.
@@ -524,7 +528,8 @@ pub struct CreateStarted {
 }
 
 /// A pool that was created whole.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct PoolCreated {
     /// Namespace of the pool.

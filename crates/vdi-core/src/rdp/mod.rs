@@ -50,7 +50,8 @@ pub fn fingerprint(der: &[u8]) -> String {
 
 /// What a guest's RDP server said before any credentials: the protocol it selected and its
 /// certificate.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct Probe {
     /// Whether it selected CredSSP: the user must give a user name and password (NLA) before

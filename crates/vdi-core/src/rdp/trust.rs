@@ -16,7 +16,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 /// What the certificate a guest shows now is to the user.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase", tag = "kind")]
 pub enum Trust {
     /// Never seen for this member: the user is shown the fingerprint and asked.

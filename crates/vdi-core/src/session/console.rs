@@ -22,7 +22,8 @@ use crate::stream::{self, Subresource, VmiStream};
 /// path holds a 128-bit secret made per session, only the app's own origins and its own user's
 /// connections are accepted, and a client that has not done its handshake within 10 s is
 /// closed), relaying RFB bytes to and from the VMI's `vnc` stream for noVNC.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct ConsoleEndpoint {
     /// The session's id.

@@ -30,7 +30,8 @@ use crate::rdp::{self, NEGOTIATION_TIMEOUT, Probe, RDP_PORT, tls, x224};
 use crate::stream::{self, Subresource};
 
 /// An RDP session of the app, ready for the web client.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct RdpEndpoint {
     /// The session's id.

@@ -16,7 +16,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 /// What a session is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub enum SessionKind {
     /// The VNC console shown inside the app.
@@ -34,7 +35,8 @@ pub enum SessionKind {
 }
 
 /// Where a session stands.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase", tag = "kind")]
 pub enum SessionState {
     /// Listening or connected.
@@ -51,7 +53,8 @@ pub enum SessionState {
 }
 
 /// One session, ready to show.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct SessionView {
     /// Unique within the supervisor, counting from 1.

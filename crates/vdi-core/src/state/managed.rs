@@ -20,7 +20,8 @@ use crate::resources::VirtualMachine;
 
 /// A managed pool's policy as the views show it: durations in the spec's own text (`"15m"`,
 /// [`duration::format`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct PolicySummary {
     /// The golden VM members are cloned from.
@@ -54,7 +55,8 @@ impl From<&Policy> for PolicySummary {
 }
 
 /// Members of a pool per state, as the pool's head shows them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct StateCounts {
     /// Claimable members (free, or with a stale Lease).

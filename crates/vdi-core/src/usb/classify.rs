@@ -33,7 +33,8 @@ pub const SECURITY_KEY_VENDORS: [(u16, &str); 6] = [
 ];
 
 /// What a device is, as far as redirection is concerned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, specta::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub enum UsbMark {
     /// An interface of class 0x0B (CCID): a smartcard reader or a token that is one.
@@ -45,7 +46,8 @@ pub enum UsbMark {
 }
 
 /// Whether this user may open the device node, and if not how to fix it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct UsbAccess {
     /// Whether the node can be opened for reading and writing by this user.
@@ -57,7 +59,8 @@ pub struct UsbAccess {
 }
 
 /// One local USB device, ready to show.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct UsbDevice {
     /// `idVendor`.

@@ -133,7 +133,8 @@ fn report_descriptor(interface_dir: &Path) -> Option<Vec<u8>> {
 }
 
 /// The device list as the app shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
 #[serde(rename_all = "camelCase")]
 pub struct UsbList {
     /// The devices, sorted by bus and address.
