@@ -97,19 +97,24 @@ async fn clone_phase(api: &Api<DynamicObject>, name: &str, phase: &str) {
     .await;
 }
 
+/// Pool create's request for a pool `pool` of one member in `ns`, cloned from
+/// `golden-desktop`.
+fn one_member(ns: &str, pool: &str) -> CreatePool {
+    CreatePool {
+        namespace: ns.to_owned(),
+        name: pool.into(),
+        golden: "golden-desktop".into(),
+        size: 1,
+        options: CreateOptions::default(),
+    }
+}
+
 #[tokio::test]
 async fn a_planted_clone_object_and_a_foreign_lease_survive_pool_delete() {
     let ns = namespace("planted").await;
     let admin = client_as("admin").await;
     let golden = golden_vm(&ns, "golden-desktop", "Halted", |_| {}).await;
-    let request = CreatePool {
-        namespace: ns.clone(),
-        name: "tpool".into(),
-        golden: "golden-desktop".into(),
-        size: 1,
-        options: CreateOptions::default(),
-    };
-    create_pool(&admin, &request, |_| {})
+    create_pool(&admin, &one_member(&ns, "tpool"), |_| {})
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), &ns);
@@ -292,13 +297,7 @@ async fn a_leftover_claim_lease_that_pool_create_refuses_is_one_pool_delete_remo
     let ns = namespace("leftover").await;
     let admin = client_as("admin").await;
     golden_vm(&ns, "golden-desktop", "Halted", |_| {}).await;
-    let request = CreatePool {
-        namespace: ns.clone(),
-        name: "op".into(),
-        golden: "golden-desktop".into(),
-        size: 1,
-        options: CreateOptions::default(),
-    };
+    let request = one_member(&ns, "op");
     create_pool(&admin, &request, |_| {})
         .await
         .unwrap_or_else(|e| panic!("{e}"));

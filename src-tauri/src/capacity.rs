@@ -36,7 +36,7 @@ pub async fn capacity_preview(
     let (client, _) = current(&state)?;
     vdi_core::pool::capacity_preview(&client, &namespace, &golden, size)
         .await
-        .map_err(|e| e.view())
+        .map_err(ErrorView::from)
 }
 
 /// Starts (or restarts, on the connected cluster) the live Capacity view: a snapshot now

@@ -71,7 +71,7 @@ pub fn app_info(state: State<'_, AppState>) -> AppInfo {
 #[tauri::command]
 #[specta::specta]
 pub fn list_contexts(state: State<'_, AppState>) -> Result<Contexts, ErrorView> {
-    state.source.contexts().map_err(|e| e.view())
+    state.source.contexts().map_err(ErrorView::from)
 }
 
 /// The cluster link the app opens while GTK, WebKit and its window start, for the kubeconfig's
@@ -154,13 +154,7 @@ pub async fn connect_cluster(
     let prepared = state.prepared.lock().map_err(|_| poisoned())?.take();
     let scope = match scope {
         Some(scope) => scope,
-        None => {
-            state
-                .source
-                .start_scope(context.as_deref())
-                .map_err(|e| e.view())?
-                .1
-        }
+        None => state.source.start_scope(context.as_deref())?.1,
     };
     let taken = match prepared {
         Some(prepared) => prepared.take_over(context.as_deref(), &scope).await,
@@ -169,9 +163,7 @@ pub async fn connect_cluster(
     let from_start = taken.is_some();
     let link = match taken {
         Some(link) => link,
-        None => link::establish(&state.source, context.as_deref(), &scope)
-            .await
-            .map_err(|e| e.view())?,
+        None => link::establish(&state.source, context.as_deref(), &scope).await?,
     };
     let actor = link.actor.as_ref().ok();
     // Logged here, not where it happened: a link prepared at start-up may get that far before
@@ -329,7 +321,7 @@ pub async fn permissions(
     state: State<'_, AppState>,
     namespace: String,
 ) -> Result<Permissions, ErrorView> {
-    vdi_core::validate::namespace(&namespace).map_err(|e| e.view())?;
+    vdi_core::validate::namespace(&namespace)?;
     let (actor, guarded) = actor(&state)?;
     let side = {
         let guard = state.cluster.lock().map_err(|_| poisoned())?;
@@ -392,7 +384,7 @@ async fn claim_with_progress(
         progress,
     )
     .await
-    .map_err(|e| e.view())
+    .map_err(ErrorView::from)
 }
 
 /// Releases `member` as the identity the cluster reports (only a Lease's holder may release
@@ -408,7 +400,7 @@ pub async fn unassign_member(
     let (actor, _) = actor(&state)?;
     claim::unassign(&actor, &namespace, &member, &UnassignOptions { force })
         .await
-        .map_err(|e| e.view())
+        .map_err(ErrorView::from)
 }
 
 /// The namespace's VMs that could be golden VMs, with power state and clone problems.
@@ -421,7 +413,7 @@ pub async fn golden_candidates(
     let (client, _) = current(&state)?;
     pool::golden_candidates(&client, &namespace)
         .await
-        .map_err(|e| e.view())
+        .map_err(ErrorView::from)
 }
 
 /// Checks a "New pool" request without contacting the cluster (the same rules as the CLI):
@@ -429,7 +421,7 @@ pub async fn golden_candidates(
 #[tauri::command]
 #[specta::specta]
 pub fn validate_new_pool(request: NewPool) -> Result<Vec<String>, ErrorView> {
-    pool::validate_create(&CreatePool::from(request)).map_err(|e| e.view())
+    pool::validate_create(&CreatePool::from(request)).map_err(ErrorView::from)
 }
 
 /// Creates a pool, sending each step as a `pool-create-progress` event
@@ -450,7 +442,7 @@ pub async fn create_pool(
         }
     })
     .await
-    .map_err(|e| e.view())
+    .map_err(ErrorView::from)
 }
 
 /// Deletes a pool (members, Leases, leftover clones); refuses while members are assigned
@@ -472,7 +464,7 @@ pub async fn delete_pool(
     };
     pool::delete_pool(&client, &request, &clock)
         .await
-        .map_err(|e| e.view())
+        .map_err(ErrorView::from)
 }
 
 /// The error for a lock a panicking command left poisoned.

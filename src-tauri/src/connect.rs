@@ -30,10 +30,6 @@ pub fn forward_session_changes(app: &AppHandle) {
     });
 }
 
-fn view(e: vdi_core::Error) -> ErrorView {
-    e.view()
-}
-
 /// Which paths reach `member` (VNC, RDP, SSH), each available or with the reason.
 #[tauri::command]
 #[specta::specta]
@@ -45,7 +41,7 @@ pub async fn member_paths(
     let client = stream_client(&state)?;
     connect::paths(&client, &namespace, &member)
         .await
-        .map_err(view)
+        .map_err(ErrorView::from)
 }
 
 /// Opens `member`'s console for the in-app viewer (noVNC): a websocket on 127.0.0.1 with a
@@ -63,7 +59,7 @@ pub async fn open_console(
         .supervisor
         .start_console(client, &namespace, &member, !take_over)
         .await
-        .map_err(view)
+        .map_err(ErrorView::from)
 }
 
 /// Opens `member`'s console in the platform's viewer (remote-viewer, else TigerVNC):
@@ -79,7 +75,7 @@ pub async fn open_viewer(
     connector(&state)?
         .open_viewer(&namespace, &member, take_over, None)
         .await
-        .map_err(view)
+        .map_err(ErrorView::from)
 }
 
 /// Opens RDP to `member` with FreeRDP through a forward to guest port 3389:
@@ -94,7 +90,7 @@ pub async fn open_rdp(
     connector(&state)?
         .open_rdp(&namespace, &member, None)
         .await
-        .map_err(view)
+        .map_err(ErrorView::from)
 }
 
 /// Starts a forward to `member`'s port 3389 and writes an `.rdp` file pointing at it into the
@@ -117,7 +113,7 @@ pub async fn save_rdp_file(
     connector(&state)?
         .save_rdp_file(&namespace, &member, None, &path)
         .await
-        .map_err(view)
+        .map_err(ErrorView::from)
 }
 
 /// Starts a forward to `member`'s port 22, and ssh in the system's terminal when one is found,
@@ -134,7 +130,7 @@ pub async fn open_ssh(
     connector(&state)?
         .open_ssh(&namespace, &member, &user)
         .await
-        .map_err(view)
+        .map_err(ErrorView::from)
 }
 
 /// Checks a login on a desktop's guest for SSH without contacting anything
@@ -143,7 +139,7 @@ pub async fn open_ssh(
 #[tauri::command]
 #[specta::specta]
 pub fn validate_guest_login(login: String) -> Result<(), ErrorView> {
-    vdi_core::validate::guest_login(&login).map_err(view)
+    vdi_core::validate::guest_login(&login).map_err(ErrorView::from)
 }
 
 /// Every session (console, viewers, forwards, helpers), oldest first.

@@ -5,91 +5,19 @@
 //! reclaim notice, and a member's history. Thin adapters: who acts is the cluster's identity
 //! (the link's client and actor), never a name typed in the window.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tauri::State;
-use vdi_core::error::{ErrorKind, ErrorView};
-use vdi_core::managed::change::{self, NO_LIMIT, PolicyChanges};
+use vdi_core::error::ErrorView;
 use vdi_core::managed::ops;
+use vdi_core::managed::settings::{self, PoolSettings};
 use vdi_core::policy::plan::resize_preview;
-use vdi_core::policy::{DesktopPool, DesktopPoolSpec, OnRelease, PolicyError};
+use vdi_core::policy::{DesktopPool, DesktopPoolSpec, PolicyError};
 
 use vdi_core::audit::{AuditEntry, AuditFilter, TTL_NOTICE};
 use vdi_core::claim::renew::{self, Kept};
 
 use crate::AppState;
 use crate::commands::{actor, current, pool_seen};
-
-/// A managed pool's settings as the dialog edits them. Durations are texts like `"90s"`,
-/// `"15m"` or `"1h30m"` ([`vdi_core::policy::duration`]); `null` is the default (one hour for
-/// `disconnectGrace`, no limit for `maxSession` and `idleTimeout`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, specta::Type)]
-#[serde(rename_all = "camelCase")]
-pub struct PoolSettings {
-    /// Members wanted (1 to 500).
-    pub size: u32,
-    /// Free members kept running (0 to the size).
-    pub warm: u32,
-    /// The claim Lease's duration: how long a claim outlives its holder's last session.
-    pub disconnect_grace: Option<String>,
-    /// The longest claim, from the moment it was taken.
-    pub max_session: Option<String>,
-    /// How long the guest may have no logged-in user before the claim is reclaimed.
-    pub idle_timeout: Option<String>,
-    /// What a release does to the member.
-    pub on_release: OnRelease,
-}
-
-impl PoolSettings {
-    /// The settings a DesktopPool's spec holds, as written (values out of range included:
-    /// the dialog shows them with the spec's problem, to be corrected).
-    fn of(spec: &DesktopPoolSpec) -> PoolSettings {
-        PoolSettings {
-            size: u32::try_from(spec.size).unwrap_or(0),
-            warm: u32::try_from(spec.warm.unwrap_or(0)).unwrap_or(0),
-            disconnect_grace: spec.disconnect_grace.clone(),
-            max_session: spec.max_session.clone(),
-            idle_timeout: spec.idle_timeout.clone(),
-            on_release: spec.on_release.unwrap_or_default(),
-        }
-    }
-
-    /// `spec` with these settings (its golden VM kept).
-    fn apply(&self, spec: &DesktopPoolSpec) -> DesktopPoolSpec {
-        DesktopPoolSpec {
-            golden: spec.golden.clone(),
-            size: i32::try_from(self.size).unwrap_or(i32::MAX),
-            warm: Some(i32::try_from(self.warm).unwrap_or(i32::MAX)),
-            disconnect_grace: self.disconnect_grace.clone(),
-            max_session: self.max_session.clone(),
-            idle_timeout: self.idle_timeout.clone(),
-            on_release: Some(self.on_release),
-        }
-    }
-
-    /// What `pool set` changes to go from `from` to these settings (size aside: that is a
-    /// resize), `None` for a field left as it is.
-    fn changes_from(&self, from: &PoolSettings) -> PolicyChanges {
-        let differs = |new: &Option<String>, old: &Option<String>| {
-            (new != old).then(|| new.clone().unwrap_or_else(|| NO_LIMIT.to_owned()))
-        };
-        PolicyChanges {
-            warm: (self.warm != from.warm).then_some(self.warm),
-            // No "none" for the Lease's duration: a cleared field goes back to the default.
-            disconnect_grace: (self.disconnect_grace != from.disconnect_grace)
-                .then(|| self.disconnect_grace.clone().unwrap_or_else(default_grace)),
-            max_session: differs(&self.max_session, &from.max_session),
-            idle_timeout: differs(&self.idle_timeout, &from.idle_timeout),
-            on_release: (self.on_release != from.on_release).then_some(self.on_release),
-        }
-    }
-}
-
-/// The default `disconnectGrace` as a duration text (the Lease's default duration).
-fn default_grace() -> String {
-    vdi_core::policy::duration::format(jiff::SignedDuration::from_secs(
-        vdi_core::labels::DEFAULT_LEASE_SECONDS.into(),
-    ))
-}
 
 /// A pool's policy as the settings dialog shows it.
 #[derive(Debug, Clone, Serialize, specta::Type)]
@@ -167,9 +95,7 @@ pub async fn pool_policy(
     pool: String,
 ) -> Result<PoolPolicy, ErrorView> {
     let (client, _) = current(&state)?;
-    let object = ops::get(&client, &namespace, &pool)
-        .await
-        .map_err(|e| e.view())?;
+    let object = ops::get(&client, &namespace, &pool).await?;
     Ok(PoolPolicy::of(&namespace, &pool, object.as_ref()))
 }
 
@@ -203,13 +129,10 @@ pub fn check_pool_settings(
     })
 }
 
-/// Writes the dialog's `settings` to `pool`'s DesktopPool: a new size through `pool resize`
-/// (with warm in the same write; growth admitted as pool create is), the rest through `pool
-/// set`. Each write carries the resourceVersion it read; returns the policy as written.
+/// Writes the dialog's `settings` to `pool`'s DesktopPool ([`settings::save`]); returns the
+/// policy as written.
 ///
-/// Errors, each before its write: a value out of range (naming the field); an unmanaged pool
-/// (adopt it first); growth the cluster cannot place; a DesktopPool changed meanwhile (409);
-/// RBAC refusals. Nothing at all changed is not an error.
+/// Errors: those of [`settings::save`].
 #[tauri::command]
 #[specta::specta]
 pub async fn save_pool_settings(
@@ -219,44 +142,9 @@ pub async fn save_pool_settings(
     settings: PoolSettings,
 ) -> Result<PoolPolicy, ErrorView> {
     let (client, _) = current(&state)?;
-    let view = |e: vdi_core::Error| e.view();
-    let mut object = ops::get(&client, &namespace, &pool).await.map_err(view)?;
-    let Some(current_object) = &object else {
-        return Err(unmanaged(&namespace, &pool));
-    };
-    // The whole spec is checked first, so that a bad timeout never follows a resize written.
-    if let Err(problem) = settings.apply(&current_object.spec).policy() {
-        return Err(ErrorView {
-            kind: ErrorKind::Invalid,
-            message: format!("pool {pool}: {problem}; nothing was written"),
-            suggestion: Some("correct the value and save again".into()),
-            retryable: false,
-        });
-    }
-    let mut now = PoolSettings::of(&current_object.spec);
     tracing::info!(%namespace, %pool, ?settings, "pool settings save requested");
-    if settings.size != now.size {
-        let written = change::resize(
-            &client,
-            &namespace,
-            &pool,
-            settings.size,
-            Some(settings.warm),
-        )
-        .await
-        .map_err(view)?;
-        now = PoolSettings::of(&written.spec);
-        object = Some(written);
-    }
-    let changes = settings.changes_from(&now);
-    if !changes.is_empty() {
-        object = Some(
-            change::set(&client, &namespace, &pool, &changes)
-                .await
-                .map_err(view)?,
-        );
-    }
-    Ok(PoolPolicy::of(&namespace, &pool, object.as_ref()))
+    let written = settings::save(&client, &namespace, &pool, &settings).await?;
+    Ok(PoolPolicy::of(&namespace, &pool, Some(&written)))
 }
 
 /// Makes `pool` managed: a DesktopPool with its member count as size, the golden VM its
@@ -273,9 +161,7 @@ pub async fn adopt_pool(
 ) -> Result<PoolPolicy, ErrorView> {
     let (client, _) = current(&state)?;
     tracing::info!(%namespace, %pool, "pool adopt requested");
-    let made = ops::adopt(&client, &namespace, &pool, None)
-        .await
-        .map_err(|e| e.view())?;
+    let made = ops::adopt(&client, &namespace, &pool, None).await?;
     Ok(PoolPolicy::of(&namespace, &pool, Some(&made)))
 }
 
@@ -295,7 +181,7 @@ pub async fn keep_desktop(
     tracing::info!(%namespace, %member, "keep requested");
     renew::keep(&actor, &namespace, &member)
         .await
-        .map_err(|e| e.view())
+        .map_err(ErrorView::from)
 }
 
 /// A member's history, newest last, with what the window says about its length.
@@ -323,26 +209,11 @@ pub async fn member_history(
         member: Some(member),
         ..Default::default()
     };
-    let entries = vdi_core::audit::list(&client, &namespace, &filter)
-        .await
-        .map_err(|e| e.view())?;
+    let entries = vdi_core::audit::list(&client, &namespace, &filter).await?;
     Ok(MemberHistory {
         entries,
         ttl_notice: TTL_NOTICE.to_owned(),
     })
-}
-
-/// The refusal of a save on a pool without a DesktopPool.
-fn unmanaged(namespace: &str, pool: &str) -> ErrorView {
-    ErrorView {
-        kind: ErrorKind::NotFound,
-        message: format!(
-            "pool {pool} in namespace {namespace} is not managed (it has no DesktopPool): it has \
-             no settings to change; nothing was written"
-        ),
-        suggestion: Some("adopt it first (Adopt, in its settings)".into()),
-        retryable: false,
-    }
 }
 
 #[cfg(test)]
@@ -360,31 +231,5 @@ mod tests {
         let problem = PolicyProblem::from(spec.policy().unwrap_err());
         assert_eq!(problem.field, "warm");
         assert!(problem.message.starts_with("spec.warm: 3"), "{problem:?}");
-    }
-
-    #[test]
-    fn settings_change_only_what_differs_and_a_cleared_limit_is_removed() {
-        let spec = DesktopPoolSpec {
-            golden: "g".into(),
-            size: 4,
-            warm: Some(1),
-            max_session: Some("8h".into()),
-            ..Default::default()
-        };
-        let now = PoolSettings::of(&spec);
-        assert!(now.changes_from(&now).is_empty());
-        let new = PoolSettings {
-            warm: 2,
-            max_session: None,
-            disconnect_grace: Some("15m".into()),
-            ..now.clone()
-        };
-        let changes = new.changes_from(&now);
-        assert_eq!(changes.warm, Some(2));
-        assert_eq!(changes.max_session.as_deref(), Some(NO_LIMIT));
-        assert_eq!(changes.disconnect_grace.as_deref(), Some("15m"));
-        assert_eq!(changes.idle_timeout, None);
-        // `pool set` with these changes reads back as the settings asked for.
-        assert_eq!(changes.apply(&spec).policy(), new.apply(&spec).policy());
     }
 }

@@ -67,8 +67,7 @@ pub async fn open_rdp_in_app(
     let endpoint = state
         .supervisor
         .start_rdp(client, &namespace, &member)
-        .await
-        .map_err(|e| e.view())?;
+        .await?;
     let trust = known(&app)?.check(
         &namespace,
         &member,

@@ -58,17 +58,14 @@ pub async fn usb_redirect(
     member: String,
     device: String,
 ) -> Result<SessionView, ErrorView> {
-    let spec = DeviceSpec::parse(&device).map_err(|e| e.view())?;
+    let spec = DeviceSpec::parse(&device)?;
     let (actor, _) = actor(&state)?;
     let streams = stream_client(&state)?;
-    let (found, program) = usb::check_redirect(&actor, &namespace, &member, &spec)
-        .await
-        .map_err(|e| e.view())?;
+    let (found, program) = usb::check_redirect(&actor, &namespace, &member, &spec).await?;
     let supervisor = app.state::<AppState>().supervisor.clone();
     let id = supervisor
         .start_usb(streams, &namespace, &member, &found, &spec, &program)
-        .await
-        .map_err(|e| e.view())?;
+        .await?;
     supervisor.get(id).ok_or_else(|| ErrorView {
         kind: vdi_core::error::ErrorKind::Other,
         message: format!("the redirection of {} ended at once", found.id),

@@ -554,18 +554,24 @@ async fn may_claim(user: &str, ns: &str) -> bool {
     }
 }
 
+/// A namespace `<prefix>-<pid>` that nobody was let into (no claimant, no broker binding),
+/// unlike [`namespace`]'s.
+async fn bare_namespace(admin: &Client, prefix: &str) -> String {
+    let name = format!("{prefix}-{}", std::process::id() % 10_000);
+    let created: Namespace =
+        serde_json::from_value(json!({ "metadata": { "name": name } })).unwrap();
+    Api::<Namespace>::all(admin.clone())
+        .create(&PostParams::default(), &created)
+        .await
+        .unwrap();
+    name
+}
+
 #[tokio::test]
 async fn who_may_claim_in_a_namespace_is_its_claimant_binding() {
     let _steady = replicas_steady().await;
     let admin = client_as("admin").await;
-    // A namespace nobody was let into.
-    let ns = format!("claimants-{}", std::process::id() % 10_000);
-    let namespace: Namespace =
-        serde_json::from_value(json!({ "metadata": { "name": ns } })).unwrap();
-    Api::<Namespace>::all(admin.clone())
-        .create(&PostParams::default(), &namespace)
-        .await
-        .unwrap();
+    let ns = bare_namespace(&admin, "claimants").await;
     let bindings = Api::<RoleBinding>::namespaced(admin.clone(), &ns);
     assert!(!may_claim("carol", &ns).await);
 
@@ -661,13 +667,7 @@ async fn the_broker_acts_only_in_the_namespaces_that_hold_desktops_and_writes_on
     // A namespace that holds desktops (let in with `broker allow`, as the sandbox does) and one
     // nobody served, each with a VM that is no pool member and a pool member.
     let served = namespace("acts").await;
-    let other = format!("elsewhere-{}", std::process::id() % 10_000);
-    let created: Namespace =
-        serde_json::from_value(json!({ "metadata": { "name": other } })).unwrap();
-    Api::<Namespace>::all(admin.clone())
-        .create(&PostParams::default(), &created)
-        .await
-        .unwrap();
+    let other = bare_namespace(&admin, "elsewhere").await;
     for ns in [&served, &other] {
         golden_vm(ns, "golden", "Halted", |_| {}).await;
         desktop_member(ns, "p", "p-1", false).await;

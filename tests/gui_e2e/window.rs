@@ -11,7 +11,7 @@ use vdi_core::resources::VirtualMachine;
 
 use crate::driver::{
     Gui, ROWS_WHERE_LAID_OUT, accessibility_check, app_binary, choose, click, element, exists, js,
-    tempdir, text_of, type_into, wait_attr, wait_text,
+    tempdir, text_of, type_into, wait_attr, wait_text, wait_until_async,
 };
 
 #[tokio::test]
@@ -150,11 +150,14 @@ async fn screens_at_900_and_1280_light_and_dark_pass_the_accessibility_check() {
     element(client, &format!("[data-testid='connect-{}']", held.member)).await;
     for (width, height) in [(900, 600), (1280, 820)] {
         client.set_window_size(width, height).await.unwrap();
-        let inner = js(client, "return window.innerWidth").await;
-        assert!(
-            inner.as_u64().unwrap_or(0) <= u64::from(width),
-            "the window did not resize to {width}: {inner}"
-        );
+        // The window manager resizes it a moment later: wait for the width asserted.
+        wait_until_async(&format!("the window resized to {width}"), || async {
+            js(client, "return window.innerWidth")
+                .await
+                .as_u64()
+                .is_some_and(|inner| inner <= u64::from(width))
+        })
+        .await;
         for theme in ["light", "dark"] {
             choose(client, "[data-testid='theme-select']", theme).await;
             let sideways = js(

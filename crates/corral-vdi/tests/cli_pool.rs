@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 use common::{corral, text};
 use corral_tests::{add_knob, eventually, golden_vm, namespace, sandbox};
 use k8s_openapi::api::coordination::v1::Lease;
+use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::json;
 use vdi_core::labels::POOL_LABEL;
@@ -324,13 +325,22 @@ async fn ctrl_c_cancels_a_create_and_leaves_no_clone_behind() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("run corral-vdi");
-    // Once its clone object exists the create waits on it (until Ctrl-C): interrupt it then.
-    let clones = corral_tests::clones(&corral_tests::client_as("admin").await, &ns);
+    // Once ctrlc-1 is a member and ctrlc-2's clone object exists, the create waits on that
+    // clone alone (until Ctrl-C): interrupt it then.
+    let admin = corral_tests::client_as("admin").await;
+    let clones = corral_tests::clones(&admin, &ns);
+    let vms = corral_tests::vms(&admin, &ns);
     let within = std::time::Duration::from_secs(60);
-    eventually("the clone object of ctrlc-2", within, || async {
-        let clone = clones.get_opt("corral-vdi-clone-ctrlc-2").await.ok()?;
-        clone.map(|_| ())
-    })
+    eventually(
+        "ctrlc-1 made, and the clone object of ctrlc-2",
+        within,
+        || async {
+            let first = vms.get_opt("ctrlc-1").await.ok()??;
+            let member = first.labels().get(POOL_LABEL)? == "ctrlc";
+            let clone = clones.get_opt("corral-vdi-clone-ctrlc-2").await.ok()?;
+            (member && clone.is_some()).then_some(())
+        },
+    )
     .await;
     let killed = Command::new("kill")
         .args(["-INT", &child.id().to_string()])

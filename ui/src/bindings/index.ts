@@ -91,13 +91,10 @@ export const commands = {
 	 */
 	checkPoolSettings: (namespace: string, pool: string, golden: string, settings: PoolSettings) => __TAURI_INVOKE<PolicyCheck>("check_pool_settings", { namespace, pool, golden, settings }),
 	/**
-	 *  Writes the dialog's `settings` to `pool`'s DesktopPool: a new size through `pool resize`
-	 *  (with warm in the same write; growth admitted as pool create is), the rest through `pool
-	 *  set`. Each write carries the resourceVersion it read; returns the policy as written.
+	 *  Writes the dialog's `settings` to `pool`'s DesktopPool ([`settings::save`]); returns the
+	 *  policy as written.
 	 * 
-	 *  Errors, each before its write: a value out of range (naming the field); an unmanaged pool
-	 *  (adopt it first); growth the cluster cannot place; a DesktopPool changed meanwhile (409);
-	 *  RBAC refusals. Nothing at all changed is not an error.
+	 *  Errors: those of [`settings::save`].
 	 */
 	savePoolSettings: (namespace: string, pool: string, settings: PoolSettings) => __TAURI_INVOKE<PoolPolicy>("save_pool_settings", { namespace, pool, settings }),
 	/**
@@ -1350,7 +1347,7 @@ export type PoolPolicy = {
 
 /**
  *  A managed pool's settings as the dialog edits them. Durations are texts like `"90s"`,
- *  `"15m"` or `"1h30m"` ([`vdi_core::policy::duration`]); `null` is the default (one hour for
+ *  `"15m"` or `"1h30m"` ([`crate::policy::duration`]); `null` is the default (one hour for
  *  `disconnectGrace`, no limit for `maxSession` and `idleTimeout`).
  */
 export type PoolSettings = {
