@@ -33,7 +33,7 @@ use vdi_core::Error;
 use vdi_core::capacity::{CapacityPlan, DeviceClass, NOT_A_RESERVATION, cluster_capacity};
 use vdi_core::claim::{ClaimOptions, UnassignOptions, assign, unassign};
 use vdi_core::error::ErrorKind;
-use vdi_core::labels::{POOL_LABEL, lease_name};
+use vdi_core::names::{POOL_LABEL, lease_name};
 use vdi_core::pool::{CreateOptions, CreatePool, capacity_preview, create_pool};
 
 fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
@@ -749,8 +749,8 @@ async fn vms_without_devices_cost_no_capacity_request() {
     let seen = paths.lock().unwrap().clone();
     let broker_lease = format!(
         "/apis/coordination.k8s.io/v1/namespaces/{}/leases/{}",
-        vdi_core::labels::BROKER_NAMESPACE,
-        vdi_core::labels::BROKER_NAME
+        vdi_core::names::BROKER_NAMESPACE,
+        vdi_core::names::BROKER_NAME
     );
     assert_eq!(seen.first(), Some(&broker_lease), "{seen:?}");
     let before_start: Vec<&String> = seen

@@ -17,7 +17,7 @@ use serde_json::json;
 use tokio::io::AsyncBufReadExt;
 use vdi_core::claim::{ClaimOptions, UnassignOptions, assign, unassign};
 use vdi_core::clock::ServerClock;
-use vdi_core::labels::{MEMBER_LABEL, POOL_LABEL, lease_name};
+use vdi_core::names::{MEMBER_LABEL, POOL_LABEL, lease_name};
 use vdi_core::scope::Scope;
 use vdi_core::state::{MemberState, PoolView};
 use vdi_core::watch::{FeedStatus, PoolFeed, list_pools};
@@ -383,7 +383,7 @@ async fn a_refused_release_of_someone_elses_expired_claim_leaves_the_desktop_run
             "st-1",
             &Default::default(),
             &kube::api::Patch::Merge(json!({ "metadata": { "labels": {
-                vdi_core::labels::ASSIGNED_TO_LABEL: null } } })),
+                vdi_core::names::ASSIGNED_TO_LABEL: null } } })),
         )
         .await
         .unwrap();

@@ -17,7 +17,7 @@ use kube::api::{Api, DynamicObject, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use vdi_core::clock::ServerClock;
-use vdi_core::labels::{MEMBER_LABEL, POOL_LABEL, lease_name};
+use vdi_core::names::{MEMBER_LABEL, POOL_LABEL, lease_name};
 use vdi_core::pool::{
     CREATION_MARK_ANNOTATION, CreateOptions, CreatePool, DeletePool, PoolDeleted, RUN_LABEL,
     clone_name, create_pool, creation_mark, creation_mark_patch, delete_pool,

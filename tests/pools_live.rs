@@ -17,7 +17,7 @@ use vdi_core::clock::ServerClock;
 use vdi_core::cluster::KubeconfigSource;
 use vdi_core::error::ErrorKind;
 use vdi_core::identity::whoami;
-use vdi_core::labels::{
+use vdi_core::names::{
     ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, MEMBER_LABEL, POOL_LABEL, encode_identity, lease_name,
 };
 use vdi_core::resources::{VirtualMachine, VirtualMachineSpec};
@@ -371,7 +371,7 @@ async fn identity_comes_from_the_cluster_for_each_user() {
     assert!(
         admin.is_admin(),
         "admin is in {}",
-        vdi_core::labels::ADMIN_GROUP
+        vdi_core::names::ADMIN_GROUP
     );
     let alice = whoami(&client_as("alice").await).await.unwrap();
     assert!(!alice.is_admin());

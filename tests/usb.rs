@@ -182,7 +182,7 @@ async fn every_refusal_comes_before_anything_starts() {
                 "usbstop-1",
                 &kube::api::PatchParams::default(),
                 &kube::api::Patch::Merge(serde_json::json!({ "metadata": { "labels": {
-                    vdi_core::labels::ASSIGNED_TO_LABEL: "alice" } } })),
+                    vdi_core::names::ASSIGNED_TO_LABEL: "alice" } } })),
             )
             .await
             .unwrap();

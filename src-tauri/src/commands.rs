@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use tauri::ipc::Channel;
 use tauri::{AppHandle, State};
 use tauri_specta::Event;
-use vdi_core::claim::side::BrokerBadge;
+use vdi_core::claim::cluster_half::BrokerBadge;
 use vdi_core::claim::{self, ClaimOptions, Claimed, Released, UnassignOptions};
 use vdi_core::clock::ServerClock;
 use vdi_core::cluster::{AppInfo, ClusterInfo, Contexts};
@@ -326,7 +326,7 @@ pub async fn permissions(
     let side = {
         let guard = state.cluster.lock().map_err(|_| poisoned())?;
         let cluster = guard.as_ref().ok_or_else(not_connected)?;
-        claim::side::side(cluster.link.broker_live.borrow().status.as_ref())
+        claim::cluster_half::side(cluster.link.broker_live.borrow().status.as_ref())
     };
     Ok(identity::permissions_on(&actor, &namespace, guarded, side).await)
 }

@@ -46,5 +46,5 @@ event!(
 );
 event!(
     /// The cluster's broker changed (its leader, its replicas, or whether it runs).
-    BrokerEvent(vdi_core::claim::side::BrokerBadge) = "broker-status"
+    BrokerEvent(vdi_core::claim::cluster_half::BrokerBadge) = "broker-status"
 );

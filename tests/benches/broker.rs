@@ -49,7 +49,7 @@ use serde_json::json;
 use tokio::time::Instant;
 use vdi_core::claim::{ClaimOptions, assign};
 use vdi_core::identity::Actor;
-use vdi_core::labels::{
+use vdi_core::names::{
     ASSIGNED_TO_LABEL, BROKER_NAME, BROKER_NAMESPACE, GRANTED_TO_ANNOTATION, MANAGED_BY_LABEL,
     MEMBER_LABEL, POOL_LABEL, lease_name,
 };

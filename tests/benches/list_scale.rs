@@ -13,7 +13,7 @@ use corral_tests::measure::median;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams, PostParams};
 use vdi_core::clock::ServerClock;
-use vdi_core::labels::POOL_LABEL;
+use vdi_core::names::POOL_LABEL;
 use vdi_core::resources::VirtualMachine;
 use vdi_core::scope::Scope;
 use vdi_core::state::group_pools;

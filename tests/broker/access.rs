@@ -10,7 +10,7 @@ use corral_tests::{
 use kube::ResourceExt;
 use tokio::time::Instant;
 use vdi_core::claim::{UnassignOptions, unassign};
-use vdi_core::labels::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, lease_name};
+use vdi_core::names::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, lease_name};
 use vdi_core::stream::Subresource;
 
 use crate::{

@@ -28,7 +28,7 @@ use serde_json::json;
 use tokio::time::Instant;
 use vdi_core::broker::claimants::{self, CLAIMANT_ROLE, Claimant};
 use vdi_core::error::ErrorKind;
-use vdi_core::labels::{
+use vdi_core::names::{
     BROKER_NAME, BROKER_NAMESPACE, BROKER_REASON_ANNOTATION, CLAIMED_AT_ANNOTATION,
     KEPT_AT_ANNOTATION, lease_name,
 };
@@ -249,9 +249,7 @@ async fn the_next_holder_waits_for_the_last_session() {
     // The broker's teardown: alice's label gone (her VMI still shuts down), the member free.
     eventually("alice's label gone from ls-1", CONVERGE, || async {
         let vm = vms(&admin, &ns).get("ls-1").await.ok()?;
-        (!vm.labels()
-            .contains_key(vdi_core::labels::ASSIGNED_TO_LABEL))
-        .then_some(())
+        (!vm.labels().contains_key(vdi_core::names::ASSIGNED_TO_LABEL)).then_some(())
     })
     .await;
     assert_eq!(
@@ -626,7 +624,7 @@ async fn as_the_broker() -> Client {
     sandbox::kubeconfig::client_impersonating(
         &corral_tests::sandbox().kubeconfig,
         "admin",
-        vdi_core::labels::BROKER_USER,
+        vdi_core::names::BROKER_USER,
         &[
             "system:serviceaccounts",
             "system:serviceaccounts:corral-vdi-system",

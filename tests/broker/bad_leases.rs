@@ -15,7 +15,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
-use vdi_core::labels::{
+use vdi_core::names::{
     BROKER_NAME, BROKER_REASON_ANNOTATION, GRANTED_TO_ANNOTATION, MEMBER_LABEL, POOL_LABEL,
     lease_name,
 };

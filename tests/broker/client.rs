@@ -11,12 +11,12 @@ use corral_tests::{actor_as, client_as, desktop_member, namespace, sandbox, vms,
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::ResourceExt;
 use kube::api::Api;
-use vdi_core::claim::side::NO_BROKER_NOTICE;
+use vdi_core::claim::cluster_half::NO_BROKER_NOTICE;
 use vdi_core::claim::{
     ClaimOptions, ClaimProgress, PowerAction, UnassignOptions, assign_with_progress, unassign,
 };
 use vdi_core::clock::ServerClock;
-use vdi_core::labels::{ASSIGNED_TO_LABEL, lease_name};
+use vdi_core::names::{ASSIGNED_TO_LABEL, lease_name};
 use vdi_core::scope::Scope;
 use vdi_core::state::{ClaimSide, MemberState, MemberView};
 use vdi_core::watch::list_pools_on;

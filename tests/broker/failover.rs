@@ -6,7 +6,7 @@ use std::time::Duration;
 use corral_tests::{client_as, desktop_member, leases, namespace};
 use sandbox::broker::Signal;
 use tokio::time::Instant;
-use vdi_core::labels::lease_name;
+use vdi_core::names::lease_name;
 
 use crate::{CONVERGE, claim, grant, leader, replicas_mine, wait_granted};
 

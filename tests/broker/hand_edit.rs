@@ -14,7 +14,7 @@ use corral_tests::{
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::time::Instant;
-use vdi_core::labels::{CLAIMED_AT_ANNOTATION, lease_name};
+use vdi_core::names::{CLAIMED_AT_ANNOTATION, lease_name};
 use vdi_core::stream::{self, Subresource};
 
 use crate::{

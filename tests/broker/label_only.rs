@@ -9,7 +9,7 @@ use corral_tests::{client_as, desktop_member, leases, member_state, namespace, v
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
-use vdi_core::labels::{
+use vdi_core::names::{
     ASSIGNED_TO_LABEL, BROKER_REASON_ANNOTATION, GRANTED_TO_ANNOTATION, lease_name,
 };
 use vdi_core::state::MemberState;

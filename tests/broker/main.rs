@@ -44,7 +44,7 @@ use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 use vdi_core::claim::{ClaimOptions, Claimed, assign};
 use vdi_core::error::Error;
-use vdi_core::labels::{
+use vdi_core::names::{
     ASSIGNED_TO_LABEL, BROKER_NAME, BROKER_NAMESPACE, GRANTED_TO_ANNOTATION, MANAGED_BY_LABEL,
     MEMBER_LABEL, POOL_LABEL, encode_identity, grant_name, lease_name,
 };

@@ -174,7 +174,7 @@ async fn on_release_restart_gives_a_new_vmi_and_keeps_the_member_running_and_fre
     assert!(
         !now[&member]
             .annotations
-            .contains_key(vdi_core::labels::CLAIMED_AT_ANNOTATION),
+            .contains_key(vdi_core::names::CLAIMED_AT_ANNOTATION),
         "{:?}",
         now[&member]
     );

@@ -16,7 +16,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams};
 use sandbox::broker::Signal;
 use serde_json::json;
-use vdi_core::labels::{BROKER_USER, MEMBER_LABEL, POOL_LABEL, REMOVING_ANNOTATION, lease_name};
+use vdi_core::names::{BROKER_USER, MEMBER_LABEL, POOL_LABEL, REMOVING_ANNOTATION, lease_name};
 use vdi_core::policy::{DesktopPool, DesktopPoolSpec};
 
 use crate::{CONVERGE, claim, replicas_mine, replicas_steady, wait_granted};
@@ -55,7 +55,7 @@ async fn reasons(ns: &str) -> Vec<String> {
         .await
         .unwrap()
         .into_iter()
-        .filter(|e| e.reporting_controller.as_deref() == Some(vdi_core::labels::BROKER_NAME))
+        .filter(|e| e.reporting_controller.as_deref() == Some(vdi_core::names::BROKER_NAME))
         .filter_map(|e| e.reason)
         .collect();
     reasons.sort();

@@ -8,7 +8,7 @@ use corral_tests::{client_as, desktop_member, leases, namespace, set_lease_spec,
 use kube::ResourceExt;
 use serde_json::json;
 use vdi_core::claim::ClaimOptions;
-use vdi_core::labels::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, lease_name};
+use vdi_core::names::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, lease_name};
 
 use crate::{
     CONVERGE, claim, claim_with, replicas_steady, wait_event, wait_granted, wait_no_grant,

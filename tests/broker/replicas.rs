@@ -11,7 +11,7 @@ use kube::api::{Api, PostParams};
 use sandbox::bootstrap::DESKTOP_USER;
 use serde_json::json;
 use vdi_core::broker::BrokerState;
-use vdi_core::labels::BROKER_USER;
+use vdi_core::names::BROKER_USER;
 
 use crate::replicas_steady;
 

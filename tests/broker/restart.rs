@@ -15,7 +15,7 @@ use kube::api::DeleteParams;
 use sandbox::broker::Signal;
 use serde_json::json;
 use tokio::time::Instant;
-use vdi_core::labels::{
+use vdi_core::names::{
     ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, GRANTED_TO_ANNOTATION, MEMBER_LABEL, POOL_LABEL,
     grant_name, lease_name,
 };

@@ -10,7 +10,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 use vdi_core::claim::{UnassignOptions, unassign};
 use vdi_core::error::ErrorKind;
-use vdi_core::labels::lease_name;
+use vdi_core::names::lease_name;
 use vdi_core::resources::VirtualMachine;
 use vdi_core::scope::Scope;
 use vdi_core::state::MemberState;

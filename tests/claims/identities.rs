@@ -6,7 +6,7 @@ use kube::Client;
 use kube::api::Api;
 use serde_json::json;
 use vdi_core::error::ErrorKind;
-use vdi_core::labels::{ASSIGNED_TO_LABEL, encode_identity};
+use vdi_core::names::{ASSIGNED_TO_LABEL, encode_identity};
 use vdi_core::resources::VirtualMachine;
 use vdi_core::scope::Scope;
 use vdi_core::state::MemberState;
@@ -34,7 +34,7 @@ async fn identities_that_need_encoding_round_trip_through_the_label() {
             .unwrap();
         let label = vm.metadata.labels.unwrap()[ASSIGNED_TO_LABEL].clone();
         assert_eq!(label, encode_identity(id));
-        assert!(vdi_core::labels::is_valid_label_value(&label));
+        assert!(vdi_core::names::is_valid_label_value(&label));
         let pools = list_pools(&admin, &Scope::Namespace(ns.clone()), &clock(&admin).await)
             .await
             .unwrap();

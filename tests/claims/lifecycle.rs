@@ -10,7 +10,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use vdi_core::claim::{ClaimOptions, PowerAction, assign};
 use vdi_core::error::ErrorKind;
-use vdi_core::labels::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION};
+use vdi_core::names::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION};
 use vdi_core::resources::VirtualMachine;
 use vdi_core::state::MemberState;
 

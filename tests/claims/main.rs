@@ -22,7 +22,7 @@ use serde_json::json;
 use vdi_core::claim::{ClaimOptions, Claimed, Released, UnassignOptions, assign, unassign};
 use vdi_core::clock::ServerClock;
 use vdi_core::identity::Actor;
-use vdi_core::labels::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, POOL_LABEL, lease_name};
+use vdi_core::names::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, POOL_LABEL, lease_name};
 use vdi_core::resources::VirtualMachine;
 use vdi_core::{Error, Result};
 

@@ -15,7 +15,7 @@ use vdi_core::claim::assign;
 use vdi_core::clock::ServerClock;
 use vdi_core::error::ErrorKind;
 use vdi_core::identity::Actor;
-use vdi_core::labels::{encode_identity, lease_name};
+use vdi_core::names::{encode_identity, lease_name};
 use vdi_core::state::MemberState;
 
 use crate::{claim, claim_lasting, holders, lasting, pool, refused, release, unassign_label_only};

@@ -23,7 +23,7 @@ use vdi_core::claim::renew::{keep, renew};
 use vdi_core::claim::{ClaimOptions, assign};
 use vdi_core::connect::Connector;
 use vdi_core::error::{Error, ErrorKind};
-use vdi_core::labels::{KEPT_AT_ANNOTATION, lease_name};
+use vdi_core::names::{KEPT_AT_ANNOTATION, lease_name};
 use vdi_core::policy::{DesktopPool, DesktopPoolSpec};
 use vdi_core::session::{SessionKind, Supervisor, Target};
 

@@ -26,7 +26,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use vdi_core::connect::{self, PathKind};
 use vdi_core::error::ErrorKind;
-use vdi_core::helpers;
+use vdi_core::programs;
 use vdi_core::session::{HANDSHAKE_TIMEOUT, SessionKind, SessionState, Supervisor, Target};
 use vdi_core::stream::{self, Subresource};
 
@@ -504,13 +504,13 @@ async fn the_apps_ssh_line_knows_the_host_key_whatever_the_port() {
             )
             .await
             .unwrap();
-        let line = helpers::ssh_line(started.local.port(), &shared.ssh_user, &ns, "keyed-1");
+        let line = programs::ssh_line(started.local.port(), &shared.ssh_user, &ns, "keyed-1");
         assert!(
             line.contains(&format!("-o HostKeyAlias=vmi.keyed-1.{ns} ")),
             "{line}"
         );
         let out = tokio::process::Command::new("ssh")
-            .args(helpers::ssh_args(
+            .args(programs::ssh_args(
                 started.local.port(),
                 &shared.ssh_user,
                 &ns,

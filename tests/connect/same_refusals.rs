@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use corral_tests::{annotate, cli_binary, counting_stream_client, namespace, sandbox, streams_as};
 use vdi_core::connect::{Connector, PortSpec};
 use vdi_core::error::ErrorKind;
-use vdi_core::helpers::HelperSearch;
+use vdi_core::programs::HelperSearch;
 use vdi_core::session::Supervisor;
 use vdi_core::stream::{self, Subresource};
 
@@ -380,15 +380,15 @@ fn app_adapters_are_one_core_call_each() {
     for (command, call) in [
         (
             "open_viewer",
-            "connector(&state)?.open_viewer(&namespace,&member,take_over,None).await.map_err(view)",
+            "connector(&state)?.open_viewer(&namespace,&member,take_over,None).await.map_err(ErrorView::from)",
         ),
         (
             "open_rdp",
-            "connector(&state)?.open_rdp(&namespace,&member,None).await.map_err(view)",
+            "connector(&state)?.open_rdp(&namespace,&member,None).await.map_err(ErrorView::from)",
         ),
         (
             "open_ssh",
-            "connector(&state)?.open_ssh(&namespace,&member,&user).await.map_err(view)",
+            "connector(&state)?.open_ssh(&namespace,&member,&user).await.map_err(ErrorView::from)",
         ),
     ] {
         assert_eq!(body(command), call, "{command}");
@@ -397,7 +397,7 @@ fn app_adapters_are_one_core_call_each() {
     let save = body("save_rdp_file");
     assert!(
         save.ends_with(
-            "letpath=dir.join(format!(\"{member}.rdp\"));connector(&state)?.save_rdp_file(&namespace,&member,None,&path).await.map_err(view)"
+            "letpath=dir.join(format!(\"{member}.rdp\"));connector(&state)?.save_rdp_file(&namespace,&member,None,&path).await.map_err(ErrorView::from)"
         ),
         "{save}"
     );
@@ -420,7 +420,7 @@ fn app_adapters_are_one_core_call_each() {
 /// administrator finds none ("absent"); both get the notice.
 #[tokio::test]
 async fn the_app_and_the_cli_say_alike_what_no_broker_means() {
-    use vdi_core::claim::side::NO_BROKER_NOTICE;
+    use vdi_core::claim::cluster_half::NO_BROKER_NOTICE;
     let ns = namespace("no-broker").await;
     refusing_members(&ns).await;
     for user in ["alice", "admin"] {

@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-use vdi_core::labels::{
+use vdi_core::names::{
     ASSIGNED_TO_LABEL, BROKER_NAME, BROKER_NAMESPACE, BROKER_REASON_ANNOTATION, BROKER_USER,
     CLAIMED_AT_ANNOTATION, GRANTED_TO_ANNOTATION, POOL_LABEL, lease_name,
 };
@@ -583,7 +583,7 @@ async fn with_the_guard_the_broker_takes_a_claim_for_itself_marks_then_deletes_a
         &broker,
         &ns,
         "p-1",
-        annotations_patch(json!({ vdi_core::labels::REMOVING_ANNOTATION: "shrink" })),
+        annotations_patch(json!({ vdi_core::names::REMOVING_ANNOTATION: "shrink" })),
     )
     .await
     .expect("the broker marks p-1 for removal");
@@ -593,7 +593,7 @@ async fn with_the_guard_the_broker_takes_a_claim_for_itself_marks_then_deletes_a
             &alice,
             &ns,
             "p-2",
-            annotations_patch(json!({ vdi_core::labels::REMOVING_ANNOTATION: "shrink" })),
+            annotations_patch(json!({ vdi_core::names::REMOVING_ANNOTATION: "shrink" })),
         )
         .await,
         "may not change the labels or annotations of pool member p-2",

@@ -16,8 +16,8 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 use vdi_core::broker::{self, BrokerState, STATUS_ROLE};
 use vdi_core::error::ErrorKind;
-use vdi_core::labels::{BROKER_NAME, BROKER_NAMESPACE, MANAGED_BY_LABEL};
 use vdi_core::manifests::{Verdict, resource_of};
+use vdi_core::names::{BROKER_NAME, BROKER_NAMESPACE, MANAGED_BY_LABEL};
 
 use crate::{client, serial};
 

@@ -11,7 +11,7 @@ use vdi_core::claim::{ClaimOptions, assign};
 use vdi_core::error::ErrorKind;
 use vdi_core::guard::{self, GuardState};
 use vdi_core::identity::Actor;
-use vdi_core::labels::{POOL_LABEL, lease_name};
+use vdi_core::names::{POOL_LABEL, lease_name};
 use vdi_core::resources::VirtualMachine;
 
 use crate::{client, denied, label_patch, lease_for, serial};

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use vdi_core::labels::{MEMBER_LABEL, POOL_LABEL, lease_name};
+use vdi_core::names::{MEMBER_LABEL, POOL_LABEL, lease_name};
 
 use crate::{client, denied, install_and_wait, serial, uninstall};
 

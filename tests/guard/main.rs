@@ -26,7 +26,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::sync::{Mutex, MutexGuard};
 use vdi_core::guard::{self, GuardState};
-use vdi_core::labels::{ASSIGNED_TO_LABEL, POOL_LABEL, lease_name};
+use vdi_core::names::{ASSIGNED_TO_LABEL, POOL_LABEL, lease_name};
 use vdi_core::resources::VirtualMachine;
 
 async fn client(user: &str) -> Client {
@@ -103,7 +103,7 @@ fn denied<T: std::fmt::Debug>(what: &str, result: kube::Result<T>, needle: &str)
         Err(kube::Error::Api(status)) => {
             assert_eq!(status.code, 403, "{what}: {status:?}");
             assert!(
-                status.message.contains(vdi_core::labels::DENIAL_PREFIX)
+                status.message.contains(vdi_core::names::DENIAL_PREFIX)
                     && status.message.contains(needle),
                 "{what}: {}",
                 status.message

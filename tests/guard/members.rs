@@ -10,7 +10,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use vdi_core::claim::{ClaimOptions, UnassignOptions, assign, unassign};
 use vdi_core::identity::Actor;
-use vdi_core::labels::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, GOLDEN_IMAGE_LABEL, POOL_LABEL};
+use vdi_core::names::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, GOLDEN_IMAGE_LABEL, POOL_LABEL};
 use vdi_core::pool::{CreateOptions, CreatePool, create_pool};
 use vdi_core::resources::VirtualMachine;
 

@@ -14,7 +14,7 @@ use kube::ResourceExt;
 use kube::api::Api;
 use sandbox::DEMO_NAMESPACE;
 use serde_json::json;
-use vdi_core::labels::{
+use vdi_core::names::{
     ASSIGNED_TO_LABEL, BROKER_NAME, BROKER_NAMESPACE, GRANTED_TO_ANNOTATION, grant_name,
 };
 

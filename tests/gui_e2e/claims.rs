@@ -53,7 +53,7 @@ async fn alice_gets_a_desktop_and_bob_may_not_release_it() {
     let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
         Api::namespaced(admin.clone(), "corral-vms");
     let lease = leases
-        .get(&vdi_core::labels::lease_name(&member))
+        .get(&vdi_core::names::lease_name(&member))
         .await
         .unwrap();
     assert_eq!(

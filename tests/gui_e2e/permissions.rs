@@ -14,7 +14,7 @@ async fn alice_sees_administrator_actions_disabled_with_the_reason_and_admin_doe
     assert_eq!(guard.trim(), "guard on", "the sandbox has the guard");
     // The GUI tests' sandbox runs no broker: the badge beside the guard's says so, and its
     // title what that means, in the core's words (the CLI's notice too).
-    let notice = vdi_core::claim::side::NO_BROKER_NOTICE;
+    let notice = vdi_core::claim::cluster_half::NO_BROKER_NOTICE;
     let broker = wait_text(client, "[data-testid='broker-badge']", "broker").await;
     assert_eq!(broker.trim(), "no broker");
     let title = wait_attr(client, "[data-testid='broker-badge']", "title", notice).await;

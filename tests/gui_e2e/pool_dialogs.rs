@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use corral_tests::client_as;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
-use vdi_core::labels::POOL_LABEL;
+use vdi_core::names::POOL_LABEL;
 use vdi_core::resources::VirtualMachine;
 
 use crate::driver::{

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use corral_tests::{client_as, sandbox};
 use fantoccini::Locator;
 use kube::api::{Api, DeleteParams, PostParams};
-use vdi_core::labels::POOL_LABEL;
+use vdi_core::names::POOL_LABEL;
 use vdi_core::resources::{VirtualMachine, VirtualMachineSpec};
 
 use crate::driver::{

@@ -37,7 +37,7 @@ use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
 use vdi_core::claim::{ClaimOptions, Claimed, assign};
-use vdi_core::labels::{
+use vdi_core::names::{
     ASSIGNED_TO_LABEL, GRANTED_TO_ANNOTATION, MEMBER_LABEL, POOL_LABEL, encode_identity, lease_name,
 };
 use vdi_core::policy::DesktopPoolSpec;

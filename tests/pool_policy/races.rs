@@ -9,7 +9,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use serde_json::json;
-use vdi_core::labels::{MEMBER_LABEL, POOL_LABEL};
+use vdi_core::names::{MEMBER_LABEL, POOL_LABEL};
 
 use crate::{Member, SETTLE, Seen, managed_pool, members, spec, try_claim, wait_members};
 

@@ -14,7 +14,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams};
 use sandbox::emulator::knobs::{DISK_MARKER_ANNOTATION, GUEST_USERS_ANNOTATION};
 use vdi_core::audit::parse_note;
-use vdi_core::labels::BROKER_NAME;
+use vdi_core::names::BROKER_NAME;
 use vdi_core::policy::{DesktopPoolSpec, OnRelease};
 
 use crate::{Seen, claim, managed_pool, members, spec, wait_members};

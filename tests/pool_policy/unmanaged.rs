@@ -9,7 +9,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use serde_json::json;
-use vdi_core::labels::{BROKER_NAME, POOL_LABEL};
+use vdi_core::names::{BROKER_NAME, POOL_LABEL};
 use vdi_core::policy::DesktopPoolSpec;
 
 use crate::{Member, SETTLE, desktop_pools, spec, wait_members, with_broker};

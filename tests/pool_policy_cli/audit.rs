@@ -15,7 +15,7 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use kube::runtime::events::{Event as Publish, EventType, Recorder, Reporter};
 use vdi_core::audit::{AuditFilter, Facts, TTL_NOTICE, list, note, pool_ref};
 use vdi_core::claim::{ClaimOptions, UnassignOptions, assign, unassign};
-use vdi_core::labels::BROKER_NAME;
+use vdi_core::names::BROKER_NAME;
 
 use crate::{cli, ok, with_broker};
 

@@ -4,7 +4,7 @@
 
 use corral_tests::{client_as, pool_vms};
 use kube::api::{Api, ListParams};
-use vdi_core::labels::POOL_LABEL;
+use vdi_core::names::POOL_LABEL;
 use vdi_core::policy::{DesktopPoolSpec, OnRelease};
 use vdi_core::resources::VirtualMachine;
 

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use vdi_core::Error;
 use vdi_core::clock::ServerClock;
 use vdi_core::error::ErrorKind;
-use vdi_core::labels::{CLAIMED_AT_ANNOTATION, POOL_LABEL};
+use vdi_core::names::{CLAIMED_AT_ANNOTATION, POOL_LABEL};
 use vdi_core::pool::{CancelHandle, CreateProgress, CreateStep, clone_name, create_pool};
 use vdi_core::resources::VirtualMachine;
 use vdi_core::scope::Scope;

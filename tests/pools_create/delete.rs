@@ -10,7 +10,7 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 use vdi_core::clock::ServerClock;
 use vdi_core::error::ErrorKind;
-use vdi_core::labels::{ASSIGNED_TO_LABEL, MEMBER_LABEL, POOL_LABEL, lease_name};
+use vdi_core::names::{ASSIGNED_TO_LABEL, MEMBER_LABEL, POOL_LABEL, lease_name};
 use vdi_core::pool::{DeletePool, create_pool, delete_pool};
 use vdi_core::resources::VirtualMachine;
 

@@ -29,7 +29,7 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use vdi_core::Error;
 use vdi_core::error::PoolCreateFailure;
-use vdi_core::labels::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, POOL_LABEL};
+use vdi_core::names::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, POOL_LABEL};
 use vdi_core::pool::{CreateOptions, CreatePool, CreateProgress};
 use vdi_core::resources::VirtualMachine;
 

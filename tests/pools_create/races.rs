@@ -8,7 +8,7 @@ use kube::api::{DynamicObject, PostParams};
 use serde_json::json;
 use vdi_core::clock::ServerClock;
 use vdi_core::error::ErrorKind;
-use vdi_core::labels::{MEMBER_LABEL, POOL_LABEL};
+use vdi_core::names::{MEMBER_LABEL, POOL_LABEL};
 use vdi_core::pool::{DeletePool, RUN_LABEL, clone_name, create_pool, delete_pool};
 
 use crate::{assert_member_ready, request, world};

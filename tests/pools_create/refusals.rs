@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, DynamicObject, ListParams, ObjectMeta, PostParams};
 use serde_json::json;
 use vdi_core::error::ErrorKind;
-use vdi_core::labels::{MEMBER_LABEL, POOL_LABEL, lease_name};
+use vdi_core::names::{MEMBER_LABEL, POOL_LABEL, lease_name};
 use vdi_core::pool::{MAX_POOL_SIZE, create_pool};
 
 use crate::{assert_member_ready, request, world};

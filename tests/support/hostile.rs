@@ -65,7 +65,7 @@ pub async fn poisoned(prefix: &str) -> (String, String) {
     set_lease_spec(
         &admin,
         &ns,
-        &vdi_core::labels::lease_name(&bobs),
+        &vdi_core::names::lease_name(&bobs),
         json!({ "renewTime": END_OF_CALENDAR }),
     )
     .await;
@@ -73,7 +73,7 @@ pub async fn poisoned(prefix: &str) -> (String, String) {
         &admin,
         &ns,
         "zz-poison",
-        json!({ vdi_core::labels::POOL_LABEL: "legacy" }),
+        json!({ vdi_core::names::POOL_LABEL: "legacy" }),
         json!({ "holderIdentity": "bob", "renewTime": BEYOND_CALENDAR,
                 "leaseDurationSeconds": 3600 }),
     )

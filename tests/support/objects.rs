@@ -104,7 +104,7 @@ pub async fn add_knob(key: &str, entry: &str) {
 ///
 /// Errors: the API server's refusal of any create.
 pub async fn pool_vms(client: &Client, ns: &str, pool: &str, size: usize) -> kube::Result<()> {
-    use vdi_core::labels::POOL_LABEL;
+    use vdi_core::names::POOL_LABEL;
     use vdi_core::resources::{VirtualMachine, VirtualMachineSpec};
     let api: Api<VirtualMachine> = Api::namespaced(client.clone(), ns);
     for i in 1..=size {
@@ -126,7 +126,7 @@ pub async fn pool_vms(client: &Client, ns: &str, pool: &str, size: usize) -> kub
 ///
 /// Errors: a refused create or list; a member not Stopped after 60 s.
 pub async fn stopped_pool(client: &Client, ns: &str, pool: &str, size: usize) -> Result<()> {
-    use vdi_core::labels::POOL_LABEL;
+    use vdi_core::names::POOL_LABEL;
     use vdi_core::resources::VirtualMachine;
     pool_vms(client, ns, pool, size).await?;
     let api: Api<VirtualMachine> = Api::namespaced(client.clone(), ns);
@@ -161,7 +161,7 @@ pub async fn many_pools(
     per_pool: usize,
 ) -> Result<usize> {
     use futures::StreamExt;
-    use vdi_core::labels::POOL_LABEL;
+    use vdi_core::names::POOL_LABEL;
     use vdi_core::resources::{VirtualMachine, VirtualMachineSpec};
     let api: Api<VirtualMachine> = Api::namespaced(client.clone(), ns);
     let results: Vec<kube::Result<()>> =
@@ -295,7 +295,7 @@ pub async fn desktop_member(ns: &str, pool: &str, name: &str, passthrough: bool)
     let object = json!({
         "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
         "metadata": { "name": name, "namespace": ns,
-                      "labels": { vdi_core::labels::POOL_LABEL: pool } },
+                      "labels": { vdi_core::names::POOL_LABEL: pool } },
         "spec": spec,
     });
     let vm: DynamicObject = serde_json::from_value(object).unwrap();

@@ -8,7 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
-use vdi_core::labels::{ASSIGNED_TO_LABEL, MEMBER_LABEL, POOL_LABEL};
+use vdi_core::names::{ASSIGNED_TO_LABEL, MEMBER_LABEL, POOL_LABEL};
 use vdi_core::policy::{DesktopPool, DesktopPoolSpec};
 
 use crate::{client_as, vms};

@@ -28,14 +28,13 @@ use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource, ResourceExt};
-use serde::de::DeserializeOwned;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
-use vdi_core::labels::{
+use vdi_core::lease::ClaimLease;
+use vdi_core::names::{
     BROKER_LAST_RECONCILE_ANNOTATION, BROKER_NAME, BROKER_NAMESPACE, GRANT_PREFIX,
     MANAGED_BY_LABEL, MEMBER_LABEL, POOL_LABEL, member_of_lease,
 };
-use vdi_core::lease::ClaimLease;
 use vdi_core::policy::DesktopPool;
 use vdi_core::resources::{VirtualMachine, VirtualMachineInstance};
 
@@ -74,13 +73,7 @@ fn reflect<K>(
     what: &'static str,
 ) -> (Store<K>, impl Stream<Item = Work> + Send)
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: vdi_core::watch::Watched,
 {
     let (store, writer) = reflector::store();
     let backoff = vdi_core::watch::default_backoff();

@@ -1,6 +1,6 @@
 //! The broker's rules for one member, without a request: what the cluster's current state
 //! (its VM, its claim Lease, its grant) asks the broker to do (SPEC "Broker", common names in
-//! `vdi_core::labels`). [`decide`] is level-based: it looks only at the state now, never at
+//! `vdi_core::names`). [`decide`] is level-based: it looks only at the state now, never at
 //! what happened before, so a restart or a missed event changes nothing, and deciding again on
 //! the state a plan left behind asks for nothing more.
 //!
@@ -43,7 +43,7 @@
 //!   annotation names its finalizers until they go. A label-only member (label, no Lease, no
 //!   trace) is left alone.
 //! - A grant whose member is gone: [`Plan::DeleteOrphanGrant`].
-//! - **The broker's own Lease** (held by `vdi_core::labels::BROKER_USER`: the pool loop took
+//! - **The broker's own Lease** (held by `vdi_core::names::BROKER_USER`: the pool loop took
 //!   the member to remove it) or a VM annotated `corral.dev/vdi-removing`: no claim. No grant,
 //!   no reclaim, no start or stop; a grant left on it is revoked ([`Plan::Teardown`] of the
 //!   grant alone); the member is the pool loop's.
@@ -69,7 +69,7 @@ mod plans;
 mod sentences;
 
 use jiff::Timestamp;
-use vdi_core::labels::{BROKER_USER, encode_identity, label_matches_identity};
+use vdi_core::names::{BROKER_USER, encode_identity, label_matches_identity};
 use vdi_core::policy::OnRelease;
 use vdi_core::policy::reclaim::{
     ReclaimDue, ReclaimWhy, WrittenTimes, recorded_start, trusted_times,

@@ -34,7 +34,7 @@ use kube::runtime::watcher::{self, watcher};
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder};
 use tokio::task::JoinHandle;
 use vdi_core::clock::ServerClock;
-use vdi_core::labels::{BROKER_NAME, BROKER_NAMESPACE, BROKER_REPLICA_ANNOTATION_PREFIX};
+use vdi_core::names::{BROKER_NAME, BROKER_NAMESPACE, BROKER_REPLICA_ANNOTATION_PREFIX};
 
 use crate::options::{Options, field_manager};
 

@@ -9,7 +9,7 @@
 //! signed-in user may read) before its first reconcile and every [`CHECK_INTERVAL`] after,
 //! and while the guard is not installed as this version ships it, every active claim is
 //! refused (no grant, the grant made before revoked, the reason on the member) and the reason
-//! is written on the leader Lease ([`vdi_core::labels::BROKER_REFUSING_ANNOTATION`]), where
+//! is written on the leader Lease ([`vdi_core::names::BROKER_REFUSING_ANNOTATION`]), where
 //! `corral-vdi broker status` and the app read it.
 
 use std::sync::{Arc, RwLock};
@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use kube::Client;
 use vdi_core::guard::{self, GuardState};
-use vdi_core::labels::BROKER_REFUSING_ANNOTATION;
+use vdi_core::names::BROKER_REFUSING_ANNOTATION;
 
 /// How often the leader reads the guard's status again (seconds: a removed guard stops grants
 /// within this, plus a reconcile).

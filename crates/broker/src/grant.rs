@@ -1,5 +1,5 @@
 //! The per-claim grant: a Role and a RoleBinding named `corral-vdi-claim-<member>` in the
-//! member's namespace (`vdi_core::labels::grant_name`), as the broker writes them, and whether
+//! member's namespace (`vdi_core::names::grant_name`), as the broker writes them, and whether
 //! the ones on the cluster are exactly that.
 //!
 //! KubeVirt authorizes its subresources by RBAC alone (virt-api runs a SubjectAccessReview per
@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use vdi_core::broker::{GRANT_API_GROUP, GRANTED_RIGHTS};
-use vdi_core::labels::{BROKER_NAME, MANAGED_BY_LABEL, MEMBER_LABEL, POOL_LABEL, grant_name};
+use vdi_core::names::{BROKER_NAME, MANAGED_BY_LABEL, MEMBER_LABEL, POOL_LABEL, grant_name};
 
 /// The claim Lease a grant belongs to (its ownerReference; garbage collection removes the grant
 /// with the Lease on a real cluster).

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use clap::Parser;
-use vdi_core::labels::{BROKER_NAME, BROKER_REPLICA_ANNOTATION_PREFIX, is_valid_label_value};
+use vdi_core::names::{BROKER_NAME, BROKER_REPLICA_ANNOTATION_PREFIX, is_valid_label_value};
 
 /// The parsed command line.
 #[derive(Debug, Clone, Parser)]

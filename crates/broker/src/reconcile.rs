@@ -27,12 +27,12 @@ use kube::ResourceExt;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
-use vdi_core::labels::{
+use vdi_core::lease::lease_view;
+use vdi_core::names::{
     ASSIGNED_TO_LABEL, BROKER_NAME, BROKER_REASON_ANNOTATION, CLAIMED_AT_ANNOTATION,
     GRANTED_TO_ANNOTATION, IDLE_SINCE_ANNOTATION, KEPT_AT_ANNOTATION, LAST_SESSION_ANNOTATION,
     POOL_LABEL, REMOVING_ANNOTATION, grant_name, lease_name,
 };
-use vdi_core::lease::lease_view;
 use vdi_core::resources::VirtualMachine;
 
 use crate::context::{Context, Key};

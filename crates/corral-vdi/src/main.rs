@@ -36,7 +36,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use vdi_core::claim::side::broker_badge;
+use vdi_core::claim::cluster_half::broker_badge;
 use vdi_core::claim::{
     ClaimOptions, ClaimProgress, PowerAction, UnassignOptions, assign_with_progress, check_assign,
     check_unassign, unassign,
@@ -44,7 +44,7 @@ use vdi_core::claim::{
 use vdi_core::clock::{ServerClock, describe_instant, exact_instant};
 use vdi_core::cluster::{Impersonation, KubeconfigSource};
 use vdi_core::identity::Actor;
-use vdi_core::labels::lease_name;
+use vdi_core::names::lease_name;
 use vdi_core::scope::Scope;
 use vdi_core::state::{ClaimSide, MemberState, MemberView, PoolView};
 use vdi_core::validate::parse_duration;
@@ -100,7 +100,7 @@ enum Command {
         #[arg(short = 'n', long)]
         namespace: Option<String>,
         /// Lease duration, in seconds (1 to 604800).
-        #[arg(long, default_value_t = i64::from(vdi_core::labels::DEFAULT_LEASE_SECONDS), allow_negative_numbers = true)]
+        #[arg(long, default_value_t = i64::from(vdi_core::names::DEFAULT_LEASE_SECONDS), allow_negative_numbers = true)]
         lease_seconds: i64,
         /// Hand out another member even if the user already holds one in this pool.
         #[arg(long)]
@@ -370,10 +370,10 @@ fn power_text(power: &PowerAction) -> String {
 }
 
 /// Who does the cluster's half of a claim here, read once; without a broker, says on stderr
-/// what that means ([`vdi_core::claim::side::NO_BROKER_NOTICE`]), once per command.
+/// what that means ([`vdi_core::claim::cluster_half::NO_BROKER_NOTICE`]), once per command.
 pub(crate) async fn claim_side(client: &kube::Client) -> ClaimSide {
     let status = vdi_core::broker::status(client).await.ok();
-    let side = vdi_core::claim::side::side(status.as_ref());
+    let side = vdi_core::claim::cluster_half::side(status.as_ref());
     if let Some(notice) = broker_badge(status).notice {
         err!("warning: {notice}");
     }

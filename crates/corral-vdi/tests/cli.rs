@@ -50,7 +50,10 @@ fn a_reader_that_closes_the_pipe_ends_the_listing_quietly() {
     assert!(out.status.success(), "{:?}: {stderr}", out.status);
     assert_eq!(
         stderr,
-        format!("warning: {}\n", vdi_core::claim::side::NO_BROKER_NOTICE)
+        format!(
+            "warning: {}\n",
+            vdi_core::claim::cluster_half::NO_BROKER_NOTICE
+        )
     );
 }
 
@@ -109,7 +112,7 @@ fn forbidden_listing_fails_with_a_hint() {
 #[tokio::test]
 async fn assign_and_unassign_print_the_walkthrough_lines() {
     use kube::api::{Api, PostParams};
-    use vdi_core::labels::POOL_LABEL;
+    use vdi_core::names::POOL_LABEL;
     use vdi_core::resources::{VirtualMachine, VirtualMachineSpec};
 
     let ns = corral_tests::namespace("cli-claims").await;
@@ -231,7 +234,7 @@ async fn keep_renews_the_holders_own_claim_and_refuses_anyone_else() {
     use k8s_openapi::api::coordination::v1::Lease;
     use kube::ResourceExt;
     use kube::api::Api;
-    use vdi_core::labels::{KEPT_AT_ANNOTATION, lease_name};
+    use vdi_core::names::{KEPT_AT_ANNOTATION, lease_name};
 
     let ns = corral_tests::namespace("cli-keep").await;
     let admin = corral_tests::client_as("admin").await;

@@ -12,7 +12,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::json;
-use vdi_core::labels::POOL_LABEL;
+use vdi_core::names::POOL_LABEL;
 use vdi_core::resources::VirtualMachine;
 
 #[tokio::test]

@@ -12,7 +12,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use vdi_core::labels::{ASSIGNED_TO_LABEL, MEMBER_LABEL, POOL_LABEL};
+use vdi_core::names::{ASSIGNED_TO_LABEL, MEMBER_LABEL, POOL_LABEL};
 use vdi_core::pool::{RUN_LABEL, creation_mark_patch};
 use vdi_core::resources::VirtualMachine;
 

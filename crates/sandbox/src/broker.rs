@@ -24,7 +24,7 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use tokio::process::Child;
 use vdi_core::broker::{BrokerState, BrokerStatus};
-use vdi_core::labels::{BROKER_NAME, BROKER_NAMESPACE};
+use vdi_core::names::{BROKER_NAME, BROKER_NAMESPACE};
 
 use crate::process::{command, find_program, log_tail};
 

@@ -46,7 +46,7 @@ use tokio::task::JoinHandle;
 /// desktop users in `corral-vms`; `carol` may manage Leases there but, without a broker, not
 /// change VMs (their roles: [`bootstrap`]).
 pub const USERS: &[(&str, &[&str])] = &[
-    ("admin", &["system:masters", vdi_core::labels::ADMIN_GROUP]),
+    ("admin", &["system:masters", vdi_core::names::ADMIN_GROUP]),
     ("alice", &[]),
     ("bob", &[]),
     ("carol", &[]),

@@ -12,7 +12,7 @@
 //! **Actions** ([`Connector`]: open a viewer, open RDP, save an `.rdp` file, forward ports,
 //! SSH). Each takes its steps in one order, and stops at the first refusal:
 //! 1. the input (names, the user) — no request;
-//! 2. the helper program it needs (remote-viewer or TigerVNC, FreeRDP: [`crate::helpers`]),
+//! 2. the helper program it needs (remote-viewer or TigerVNC, FreeRDP: [`crate::programs`]),
 //!    and the folder of an `.rdp` file — no request;
 //! 3. the cluster: the stream is opened once and closed (not running, paused, someone viewing,
 //!    no permission, port closed: the refusal of [`stream::open`]);
@@ -31,8 +31,8 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::error::{Error, ErrorKind, Result, is_status};
-use crate::helpers::{self, HelperSearch, Launch};
 use crate::identity::{Permission, can_i_on};
+use crate::programs::{self, HelperSearch, Launch};
 use crate::session::{About, SessionKind, SessionView, Started, Supervisor, Target};
 use crate::stream::{self, Subresource};
 use crate::validate;
@@ -276,7 +276,7 @@ pub struct SshOpened {
     /// The forward to guest port 22.
     pub session: SessionView,
     /// `ssh -p PORT -o HostKeyAlias=vmi.MEMBER.NAMESPACE user@127.0.0.1`, to copy (each word
-    /// quoted for a shell: [`helpers::ssh_line`]).
+    /// quoted for a shell: [`programs::ssh_line`]).
     pub command_line: String,
     /// Whether a terminal was found and started with it.
     pub terminal: bool,
@@ -421,7 +421,7 @@ impl Connector {
             )));
         }
         let started = self.forward_rdp(namespace, member, local_port).await?;
-        if let Err(e) = std::fs::write(path, helpers::rdp_file(started.local.port())) {
+        if let Err(e) = std::fs::write(path, programs::rdp_file(started.local.port())) {
             self.supervisor.stop(started.id);
             return Err(cannot_write(&e));
         }
@@ -434,7 +434,7 @@ impl Connector {
     /// Starts a forward to `member`'s port 22 for `user` (a guest login:
     /// [`validate::guest_login`]), and ssh in a terminal when one is installed (none is not a
     /// refusal: the line to copy is returned either way), its host key known under the alias
-    /// the CLI's `ssh` uses too ([`helpers::ssh_host_alias`]).
+    /// the CLI's `ssh` uses too ([`programs::ssh_host_alias`]).
     ///
     /// Errors, in this order: a bad name or guest login ([`Error::Invalid`]); the stream's
     /// refusal; no local port.
@@ -452,7 +452,7 @@ impl Connector {
             .await?;
         let port = started.local.port();
         let mut ssh = vec!["ssh".to_owned()];
-        ssh.extend(helpers::ssh_args(port, user, namespace, member));
+        ssh.extend(programs::ssh_args(port, user, namespace, member));
         let terminal = self.helpers.terminal().is_some_and(|terminal| {
             let launch = terminal.launch(&ssh);
             self.supervisor
@@ -461,7 +461,7 @@ impl Connector {
         });
         Ok(SshOpened {
             session: self.view(started.id)?,
-            command_line: helpers::ssh_line(port, user, namespace, member),
+            command_line: programs::ssh_line(port, user, namespace, member),
             terminal,
         })
     }
@@ -618,7 +618,7 @@ impl Connector {
 /// How the CLI's `ssh` reaches `member`: ssh itself with `proxy` as its ProxyCommand (an
 /// argument vector bridging stdin/stdout to the guest's port 22), `login` (a guest login:
 /// [`validate::guest_login`]) and `extra` (ssh's own options and command), the host key known
-/// under [`helpers::ssh_host_alias`].
+/// under [`programs::ssh_host_alias`].
 ///
 /// Errors, in this order: a bad name or login ([`Error::Invalid`]); ssh not installed
 /// (`NotFound`, with its packages). No request: the ProxyCommand meets the cluster's refusals.
@@ -637,7 +637,7 @@ pub fn ssh_through_proxy(
     let ssh = helpers.ssh()?;
     Ok(Launch {
         program: ssh.display().to_string(),
-        args: helpers::ssh_proxy_args(proxy, namespace, member, login, extra),
+        args: programs::ssh_proxy_args(proxy, namespace, member, login, extra),
         stdin: None,
     })
 }

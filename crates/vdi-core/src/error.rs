@@ -1,7 +1,7 @@
 //! One typed error for every vdi-core operation, with a kind, a fix and a retryable flag, so
 //! the CLI prints it and the app shows it without parsing text.
 //!
-//! The bottom floor of the crate: it imports no other module of it but [`crate::labels`]'s
+//! The bottom floor of the crate: it imports no other module of it but [`crate::names`]'s
 //! names, so every feature can use it and editing it touches none of them. The views an error is
 //! shown as ([`ErrorKind`], [`ErrorView`]) and the plain payloads two of its variants carry
 //! ([`StreamRefusal`], [`PoolCreateFailure`]) live here too; their wording is written by their
@@ -201,7 +201,7 @@ impl Error {
             Error::Kube { source, .. } if is_guard_denial(source) => Some(format!(
                 "the cluster's corral-vdi guard refused it (RBAC allowed it; the claim rules \
                  do not): ask the person it names, or a member of {} to do it",
-                crate::labels::ADMIN_GROUP
+                crate::names::ADMIN_GROUP
             )),
             Error::Kube { .. } => match self.kind() {
                 ErrorKind::Unreachable => Some(
@@ -255,10 +255,10 @@ pub(crate) fn is_status(err: &kube::Error, code: u16) -> bool {
 }
 
 /// Whether the API server refused `err` because the server-side guard's policies denied it (a
-/// 403 whose message starts with [`crate::labels::DENIAL_PREFIX`]; [`crate::guard`] installs
+/// 403 whose message starts with [`crate::names::DENIAL_PREFIX`]; [`crate::guard`] installs
 /// them), rather than RBAC.
 pub fn is_guard_denial(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(s) if s.code == 403 && s.message.contains(crate::labels::DENIAL_PREFIX))
+    matches!(err, kube::Error::Api(s) if s.code == 403 && s.message.contains(crate::names::DENIAL_PREFIX))
 }
 
 /// The API server's own message for API errors (not the client's debug dump), else the error

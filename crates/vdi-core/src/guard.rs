@@ -9,11 +9,11 @@
 //!
 //! What the guard enforces, for Leases named `corral-vdi-*` or labelled
 //! `corral.dev/vdi-member` or `corral.dev/vdi-pool` (but not the broker's leader-election Lease
-//! [`crate::labels::BROKER_NAME`] in [`crate::labels::BROKER_NAMESPACE`], and only there), and
+//! [`crate::names::BROKER_NAME`] in [`crate::names::BROKER_NAMESPACE`], and only there), and
 //! VMs labelled `corral.dev/vdi-pool` (pool members), on everyone but administrators
-//! ([`crate::labels::ADMIN_GROUP`]):
+//! ([`crate::names::ADMIN_GROUP`]):
 //! - a Lease with a holder is updated or deleted only by its holder, or deleted by the broker
-//!   ([`crate::labels::BROKER_USER`], which reclaims expired claims but never creates or hands
+//!   ([`crate::names::BROKER_USER`], which reclaims expired claims but never creates or hands
 //!   one on); so a stale Lease is reclaimed by the broker where one runs, else recovered by an
 //!   administrator;
 //! - a Lease is created, or handed on, naming the caller;
@@ -25,14 +25,14 @@
 //! - no finalizer or owner reference is added to a Lease (a finalizer kept a reclaimed claim
 //!   Terminating, its member blocked), and a Lease labelled for a member or with a pool is
 //!   named `corral-vdi-<member>` after its `corral.dev/vdi-member` label
-//!   ([`crate::labels::lease_name`]);
+//!   ([`crate::names::lease_name`]);
 //! - the assigned-to label is set only to the caller's own encoded identity, and removed or
 //!   changed only by that identity; the claimed-at annotation is set only beside the caller's
 //!   own label, and removed only by whoever may remove the label;
 //! - the broker may write any member's assigned-to label and claimed-at annotation (with a
 //!   broker, it does the cluster's half of a claim); only the broker and administrators write
-//!   its own annotations [`crate::labels::GRANTED_TO_ANNOTATION`] and
-//!   [`crate::labels::BROKER_REASON_ANNOTATION`];
+//!   its own annotations [`crate::names::GRANTED_TO_ANNOTATION`] and
+//!   [`crate::names::BROKER_REASON_ANNOTATION`];
 //! - only an administrator adds a VM to a pool or moves it out of one;
 //! - nothing else of a member changes: its other labels and annotations, `spec` (run strategy,
 //!   template), finalizers and owner references, nor is it deleted; KubeVirt's virt-api and
@@ -267,11 +267,11 @@ mod tests {
         // The policies are CEL text: if the broker's ServiceAccount or namespace moved, the
         // guard would refuse its reclaims and labels, or exempt the wrong Lease.
         for name in [
-            crate::labels::BROKER_USER,
-            crate::labels::BROKER_NAMESPACE,
-            crate::labels::BROKER_NAME,
-            crate::labels::GRANTED_TO_ANNOTATION,
-            crate::labels::BROKER_REASON_ANNOTATION,
+            crate::names::BROKER_USER,
+            crate::names::BROKER_NAMESPACE,
+            crate::names::BROKER_NAME,
+            crate::names::GRANTED_TO_ANNOTATION,
+            crate::names::BROKER_REASON_ANNOTATION,
         ] {
             assert!(MANIFEST.contains(name), "guard/guard.yaml names {name}");
         }
@@ -304,8 +304,8 @@ mod tests {
                 obj.name_any()
             );
         }
-        assert!(MANIFEST.contains(crate::labels::ADMIN_GROUP));
-        assert!(MANIFEST.contains(crate::labels::DENIAL_PREFIX));
+        assert!(MANIFEST.contains(crate::names::ADMIN_GROUP));
+        assert!(MANIFEST.contains(crate::names::DENIAL_PREFIX));
         assert!(
             MANIFEST.contains(&crate::validate::MAX_LEASE_SECONDS.to_string()),
             "the guard bounds a claim's duration as the product does"

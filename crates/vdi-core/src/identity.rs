@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::clock::ServerClock;
 use crate::error::{Error, ErrorKind, Result};
-use crate::labels::ADMIN_GROUP;
+use crate::names::ADMIN_GROUP;
 use crate::state::ClaimSide;
 
 /// The authenticated user of a kubeconfig context, as the API server reports it

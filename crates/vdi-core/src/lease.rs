@@ -10,7 +10,7 @@
 //! ([`crate::lease::LeaseView::problem`]), never the list's.
 //!
 //! One rule joins a Lease to a member everywhere (SPEC "Names on the cluster"): the claim of
-//! member M is the Lease named `corral-vdi-M` in M's namespace ([`crate::labels::lease_name`]).
+//! member M is the Lease named `corral-vdi-M` in M's namespace ([`crate::names::lease_name`]).
 //! Its labels only help a list find it; a Lease labelled with a pool under any other name is a
 //! *stray Lease*: shown as such, never joined to a member, never deleted with the pool.
 
@@ -25,7 +25,7 @@ use kube::{Client, Resource, ResourceExt};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::labels::{LEASE_PREFIX, POOL_LABEL};
+use crate::names::{LEASE_PREFIX, POOL_LABEL};
 use crate::scope::Scope;
 
 /// How far a Lease's `renewTime` may lie ahead of the API server's clock before it is reported

@@ -24,13 +24,13 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::broker::{self, BrokerStatus};
-use crate::claim::side::{BrokerBadge, broker_badge, side};
+use crate::claim::cluster_half::{BrokerBadge, broker_badge, side};
 use crate::clock::ServerClock;
 use crate::cluster::{Connection, KubeconfigSource};
 use crate::guard::{self, GuardStatus};
 use crate::identity::Actor;
-use crate::labels::{BROKER_NAME, BROKER_NAMESPACE};
 use crate::lease::ClaimLease;
+use crate::names::{BROKER_NAME, BROKER_NAMESPACE};
 use crate::scope::Scope;
 use crate::state::ClaimSide;
 use crate::watch::PoolFeed;

@@ -12,11 +12,11 @@ use jiff::Timestamp;
 use kube::ResourceExt;
 use serde::Serialize;
 
-use crate::labels::{
+use crate::lease::{ClaimLease, LeaseView, lease_view};
+use crate::names::{
     self, ASSIGNED_TO_LABEL, BROKER_REASON_ANNOTATION, BROKER_USER, CLAIMED_AT_ANNOTATION,
     DecodedLabel, GRANTED_TO_ANNOTATION, POOL_LABEL, REMOVING_ANNOTATION, lease_name,
 };
-use crate::lease::{ClaimLease, LeaseView, lease_view};
 use crate::policy::DesktopPool;
 use crate::policy::reclaim::ReclaimWhy;
 use crate::resources::VirtualMachine;
@@ -106,7 +106,7 @@ pub fn member_state(
         (Some(_), None) => MemberState::AssignedLegacy,
         (Some(label), Some(l)) if l.active => {
             let holder = l.holder.as_deref().unwrap_or_default();
-            let names_holder = |v: &str| labels::label_matches_identity(v, holder);
+            let names_holder = |v: &str| names::label_matches_identity(v, holder);
             match grant {
                 None if names_holder(label) => MemberState::Assigned,
                 None => MemberState::Conflict,
@@ -127,7 +127,7 @@ pub fn member_state(
 
 /// Whom an assigned-to label value names: the decoded identity, or the hashed form as written.
 pub fn label_holder(label: &str) -> String {
-    match labels::decode_identity(label) {
+    match names::decode_identity(label) {
         DecodedLabel::Identity(id) => id,
         DecodedLabel::Hashed(raw) => raw,
     }
@@ -279,7 +279,7 @@ pub fn group_pools_with<'a>(
         let Some(pool) = l.labels().get(POOL_LABEL) else {
             continue;
         };
-        let joined = labels::member_of_lease(lease).is_some_and(|m| {
+        let joined = names::member_of_lease(lease).is_some_and(|m| {
             pools
                 .get(&(ns.clone(), pool.clone()))
                 .is_some_and(|members| members.iter().any(|v| v.name == m))

@@ -22,7 +22,7 @@ use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::Role;
 
 use crate::error::{Error, Result, StreamRefusal};
-use crate::labels::ADMIN_GROUP;
+use crate::names::ADMIN_GROUP;
 use crate::validate;
 
 /// The websocket subprotocol virt-api speaks for raw byte streams.

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::labels::is_dns1123_label;
+use crate::names::is_dns1123_label;
 use crate::scope::Scope;
 
 /// Shortest claim Lease a claim may ask for, in seconds (the API requires more than zero).

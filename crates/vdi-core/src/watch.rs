@@ -27,8 +27,8 @@ use tokio::task::JoinHandle;
 
 use crate::clock::ServerClock;
 use crate::error::{Error, ErrorView, Result};
-use crate::labels::POOL_LABEL;
 use crate::lease::{ClaimLease, concerns_claims};
+use crate::names::POOL_LABEL;
 use crate::policy::DesktopPool;
 use crate::policy::plan::{DEFAULT_RECLAIM_MARGIN, PoolObjects, Seen};
 use crate::resources::VirtualMachine;
@@ -257,6 +257,23 @@ enum Update {
     Tick,
 }
 
+/// What a watch keeps in a store: a typed Kubernetes object that may cross threads.
+pub trait Watched:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static
+{
+}
+
+impl<K> Watched for K where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// The annotation `kubectl apply` leaves on what it applied: a copy of the object, dropped from
 /// every watched object.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -276,13 +293,7 @@ pub fn reflected<K>(
     backoff: impl Backoff + 'static,
 ) -> impl Stream<Item = std::result::Result<Event<K>, watcher::Error>> + Send
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watched,
 {
     // The first list is served from the API server's watch cache (resourceVersion "0", as
     // client-go's reflectors list), not page by page from etcd; the watch that follows
@@ -327,13 +338,7 @@ fn reflect<K>(
     what: String,
 ) -> impl Stream<Item = Update>
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watched,
 {
     reflected(api, config, writer, keep, |_| {}, backoff).filter_map(move |item| {
         let update = match item {

@@ -1697,7 +1697,7 @@ export type SshOpened = {
 	session: SessionView,
 	/**
 	 *  `ssh -p PORT -o HostKeyAlias=vmi.MEMBER.NAMESPACE user@127.0.0.1`, to copy (each word
-	 *  quoted for a shell: [`helpers::ssh_line`]).
+	 *  quoted for a shell: [`programs::ssh_line`]).
 	 */
 	commandLine: string,
 	/**  Whether a terminal was found and started with it. */

@@ -18,16 +18,16 @@ pub struct VmFacts<'a> {
     pub reason: Option<&'a str>,
     /// `status.printableStatus` (`Unknown` without a status).
     pub power: &'a str,
-    /// `corral.dev/vdi-idle-since` (`vdi_core::labels::IDLE_SINCE_ANNOTATION`), as written.
+    /// `corral.dev/vdi-idle-since` (`vdi_core::names::IDLE_SINCE_ANNOTATION`), as written.
     pub idle_since: Option<&'a str>,
     /// The reclaim notice the broker wrote ([`super::NOTICE_ANNOTATION`]), as written.
     pub notice: Option<&'a str>,
-    /// `corral.dev/vdi-removing` (`vdi_core::labels::REMOVING_ANNOTATION`): the pool loop
+    /// `corral.dev/vdi-removing` (`vdi_core::names::REMOVING_ANNOTATION`): the pool loop
     /// removes the member.
     pub removing: Option<&'a str>,
     /// The uid of the member's VMI, if one exists (running, starting or shutting down).
     pub vmi: Option<&'a str>,
-    /// `corral.dev/vdi-last-session` (`vdi_core::labels::LAST_SESSION_ANNOTATION`): the uid of
+    /// `corral.dev/vdi-last-session` (`vdi_core::names::LAST_SESSION_ANNOTATION`): the uid of
     /// the VMI the last claim's session ran on, written when that claim ended while it ran.
     pub last_session: Option<&'a str>,
 }
@@ -64,7 +64,7 @@ pub struct MemberFacts<'a> {
     /// The pool's policy when the pool is managed (its DesktopPool's policy reads); `None`: an
     /// unmanaged pool, or a DesktopPool whose policy cannot be read (the seed's rules).
     pub policy: Option<&'a Policy>,
-    /// The claim Lease's `corral.dev/vdi-kept-at` (`vdi_core::labels::KEPT_AT_ANNOTATION`):
+    /// The claim Lease's `corral.dev/vdi-kept-at` (`vdi_core::names::KEPT_AT_ANNOTATION`):
     /// the holder's last Keep, if it reads.
     pub kept_at: Option<Timestamp>,
     /// Why no claim may be granted now (the cluster does not enforce the claim rules,
@@ -136,7 +136,7 @@ pub struct GrantPlan {
     /// broker or a start is still owed (a reason annotation). A VM its holder stopped stays
     /// stopped.
     pub start: bool,
-    /// Remove `vdi_core::labels::LAST_SESSION_ANNOTATION`: the last claim's VMI is gone.
+    /// Remove `vdi_core::names::LAST_SESSION_ANNOTATION`: the last claim's VMI is gone.
     pub clear_last_session: bool,
     /// The label, claimed-at, granted-to or the reclaim notice are not yet as they should be.
     /// The VM is written (one merge patch of those and the reason) when they differ or when the
@@ -206,7 +206,7 @@ pub struct TeardownPlan {
     /// The Event to record once done (only if something was done).
     pub event: Option<Reason>,
     /// The uid of the VMI the ending claim's session runs on, recorded on the VM
-    /// (`vdi_core::labels::LAST_SESSION_ANNOTATION`) so that the next holder is bound only
+    /// (`vdi_core::names::LAST_SESSION_ANNOTATION`) so that the next holder is bound only
     /// once the member runs another VMI or none; `None`: no VMI runs.
     pub last_session: Option<String>,
     /// A hand-over (the Lease names another holder than the one granted, and a VMI runs): the

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use vdi_core::labels::lease_name;
+use vdi_core::names::lease_name;
 use vdi_core::state::label_holder;
 
 /// The most characters of an identity shown in an Event's note, a log line or a reason (a

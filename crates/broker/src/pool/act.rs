@@ -7,8 +7,8 @@ use anyhow::Context as _;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::json;
-use vdi_core::labels::{ASSIGNED_TO_LABEL, BROKER_NAME, REMOVING_ANNOTATION, lease_name};
 use vdi_core::lease::ClaimLease;
+use vdi_core::names::{ASSIGNED_TO_LABEL, BROKER_NAME, REMOVING_ANNOTATION, lease_name};
 use vdi_core::pool::{CreateOptions, CreatePool, add_members};
 use vdi_core::resources::VirtualMachine;
 

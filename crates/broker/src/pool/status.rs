@@ -18,11 +18,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use vdi_core::labels::BROKER_NAME;
+use vdi_core::names::BROKER_NAME;
 use vdi_core::policy::{DesktopPool, DesktopPoolStatus};
 
 use crate::context::PoolKey;
-use vdi_core::labels::lease_name;
+use vdi_core::names::lease_name;
 use vdi_core::policy::plan::{Counts, Plan};
 use vdi_core::pool::member_name;
 

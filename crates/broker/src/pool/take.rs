@@ -16,11 +16,11 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 use vdi_core::audit::Facts;
-use vdi_core::labels::{
+use vdi_core::lease::ClaimLease;
+use vdi_core::names::{
     BROKER_NAME, BROKER_USER, DEFAULT_LEASE_SECONDS, MEMBER_LABEL, POOL_LABEL, REMOVING_ANNOTATION,
     lease_name,
 };
-use vdi_core::lease::ClaimLease;
 use vdi_core::policy::plan::Removal;
 use vdi_core::resources::VirtualMachine;
 

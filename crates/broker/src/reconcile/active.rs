@@ -4,7 +4,7 @@ use anyhow::Context as _;
 use jiff::SignedDuration;
 use kube::api::Api;
 use serde_json::{Value, json};
-use vdi_core::labels::{
+use vdi_core::names::{
     ASSIGNED_TO_LABEL, BROKER_REASON_ANNOTATION, CLAIMED_AT_ANNOTATION, GRANTED_TO_ANNOTATION,
     LAST_SESSION_ANNOTATION,
 };

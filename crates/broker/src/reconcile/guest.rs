@@ -4,7 +4,7 @@
 use jiff::SignedDuration;
 use kube::ResourceExt;
 use serde_json::json;
-use vdi_core::labels::IDLE_SINCE_ANNOTATION;
+use vdi_core::names::IDLE_SINCE_ANNOTATION;
 use vdi_core::resources::VirtualMachine;
 
 use super::{Key, Member, VmWrite};

@@ -4,11 +4,11 @@ use anyhow::Context as _;
 use jiff::SignedDuration;
 use kube::api::{Api, DeleteParams, Preconditions};
 use serde_json::{Value, json};
-use vdi_core::labels::{
+use vdi_core::lease::ClaimLease;
+use vdi_core::names::{
     ASSIGNED_TO_LABEL, BROKER_REASON_ANNOTATION, CLAIMED_AT_ANNOTATION, GRANTED_TO_ANNOTATION,
     IDLE_SINCE_ANNOTATION, LAST_SESSION_ANNOTATION, lease_name,
 };
-use vdi_core::lease::ClaimLease;
 use vdi_core::policy::OnRelease;
 use vdi_core::policy::reclaim::ReclaimWhy;
 use vdi_core::resources::VirtualMachine;

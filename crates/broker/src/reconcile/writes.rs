@@ -7,7 +7,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use vdi_core::audit::Facts;
-use vdi_core::labels::grant_name;
+use vdi_core::names::grant_name;
 use vdi_core::resources::VirtualMachine;
 use vdi_core::stream::Subresource;
 

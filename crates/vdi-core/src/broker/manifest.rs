@@ -9,8 +9,8 @@ use kube::{Client, ResourceExt};
 
 use super::FIELD_MANAGER;
 use crate::error::{Error, Result, is_status};
-use crate::labels::{BROKER_NAME, BROKER_NAMESPACE, MANAGED_BY_LABEL};
 use crate::manifests::{Comparison, Found, Manifest, Verdict};
+use crate::names::{BROKER_NAME, BROKER_NAMESPACE, MANAGED_BY_LABEL};
 
 /// The broker's manifest, as shipped (`broker/broker.yaml`): its namespace, ServiceAccount,
 /// ClusterRole `corral-vdi:broker` and binding, the status reader Role
@@ -251,8 +251,8 @@ pub async fn manifest_status(client: &Client) -> Result<ManifestStatus> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::labels::BROKER_USER;
     use crate::manifests::resource_of;
+    use crate::names::BROKER_USER;
     use serde_json::Value;
 
     fn find(kind: &str, name: &str) -> DynamicObject {
@@ -337,9 +337,9 @@ mod tests {
     #[test]
     fn the_members_policy_trusts_the_broker_by_the_names_the_product_uses() {
         for name in [
-            crate::labels::BROKER_USER,
-            crate::labels::ASSIGNED_TO_LABEL,
-            crate::labels::CLAIMED_AT_ANNOTATION,
+            crate::names::BROKER_USER,
+            crate::names::ASSIGNED_TO_LABEL,
+            crate::names::CLAIMED_AT_ANNOTATION,
         ] {
             assert!(
                 MEMBERS_POLICY.contains(name),

@@ -18,7 +18,7 @@ pub use status::{
     BrokerReplica, BrokerState, BrokerStatus, STALE_REPLICA_DURATIONS, status, status_of,
 };
 
-/// Name of the Role and RoleBinding (in [`crate::labels::BROKER_NAMESPACE`]) that let every
+/// Name of the Role and RoleBinding (in [`crate::names::BROKER_NAMESPACE`]) that let every
 /// signed-in user (`system:authenticated`) read the leader Lease: how clients know a broker is
 /// there. RBAC's `resourceNames` limits them to that one Lease, so a `list` or `watch` must
 /// carry the field selector `metadata.name=corral-vdi-broker`.

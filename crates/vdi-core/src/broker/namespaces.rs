@@ -14,7 +14,7 @@ use kube::{Client, ResourceExt};
 
 use super::{FIELD_MANAGER, PART_OF};
 use crate::error::{Error, Result, is_status};
-use crate::labels::{BROKER_NAME, BROKER_NAMESPACE, POOL_LABEL};
+use crate::names::{BROKER_NAME, BROKER_NAMESPACE, POOL_LABEL};
 use crate::policy::DesktopPool;
 use crate::resources::VirtualMachine;
 use crate::validate;

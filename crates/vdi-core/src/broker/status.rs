@@ -17,11 +17,11 @@ use serde::Serialize;
 
 use crate::clock::{ServerClock, describe_instant};
 use crate::error::{Error, Result, describe, is_status};
-use crate::labels::{
+use crate::lease::{ClaimLease, lease_view};
+use crate::names::{
     BROKER_LAST_RECONCILE_ANNOTATION, BROKER_NAME, BROKER_NAMESPACE, BROKER_REFUSING_ANNOTATION,
     BROKER_REPLICA_ANNOTATION_PREFIX,
 };
-use crate::lease::{ClaimLease, lease_view};
 
 /// A replica's heartbeat older than this many Lease durations is dropped: that replica is gone
 /// (a pod deleted leaves its annotation behind until the leader prunes it).

@@ -25,7 +25,7 @@ use super::objects::{LAUNCHER_LABEL, LAUNCHER_VALUE};
 use super::read::cluster_capacity;
 use super::view::ClusterCapacity;
 use crate::error::Error;
-use crate::labels::POOL_LABEL;
+use crate::names::POOL_LABEL;
 use crate::watch::FeedStatus;
 
 /// How long changes are gathered before the view is read again.

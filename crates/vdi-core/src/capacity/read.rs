@@ -26,7 +26,7 @@ use super::objects::{
 use super::plan::{Demand, cluster_view, plan, plan_without_devices};
 use super::view::{CapacityPlan, ClusterCapacity};
 use crate::error::{Error, ErrorKind, Result, describe, is_status};
-use crate::labels::POOL_LABEL;
+use crate::names::POOL_LABEL;
 use crate::resources::VirtualMachine;
 
 const KUBEVIRTS: &str = "/apis/kubevirt.io/v1/kubevirts";

@@ -21,10 +21,10 @@ use super::rules::{
 use crate::broker::BrokerStatus;
 use crate::error::{Error, ErrorKind, Result, is_status};
 use crate::identity::Actor;
-use crate::labels::{
+use crate::lease::ClaimLease;
+use crate::names::{
     ADMIN_GROUP, ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, POOL_LABEL, encode_identity, lease_name,
 };
-use crate::lease::ClaimLease;
 use crate::resources::VirtualMachine;
 use crate::resources::runs;
 use crate::scope::Scope;
@@ -162,7 +162,7 @@ struct Finish<'a> {
 impl Finish<'_> {
     /// Who does the cluster's half of the claim.
     fn side(&self) -> crate::state::ClaimSide {
-        super::side::side(self.broker.as_ref())
+        super::cluster_half::side(self.broker.as_ref())
     }
 }
 

@@ -23,7 +23,7 @@ use super::rules::Claim;
 use crate::broker::{BrokerState, BrokerStatus};
 use crate::clock::{ServerClock, describe_instant};
 use crate::error::{Error, ErrorKind, Result};
-use crate::labels::{
+use crate::names::{
     ASSIGNED_TO_LABEL, BROKER_REASON_ANNOTATION, GRANTED_TO_ANNOTATION, label_matches_identity,
 };
 use crate::resources::VirtualMachine;
@@ -310,7 +310,7 @@ mod tests {
         );
         // Identities that are no label value are compared in their encoded form.
         let sa = "system:serviceaccount:vdi:kiosk";
-        let encoded = crate::labels::encode_identity(sa);
+        let encoded = crate::names::encode_identity(sa);
         assert!(missing(&vm(Some(&encoded), Some(&encoded), "Running"), sa).is_empty());
     }
 

@@ -33,11 +33,11 @@
 //! say what that means ([`side`]).
 
 mod assign;
+pub mod cluster_half;
 mod granting;
 mod power;
 pub mod renew;
 mod rules;
-pub mod side;
 mod unassign;
 
 use std::time::Duration;
@@ -51,7 +51,7 @@ pub use power::{PowerAction, STOPPING_WAIT_SECONDS, restart, start, stop};
 pub use rules::{check_assign, check_unassign};
 pub use unassign::{FORCE_RELEASE_REASON, unassign};
 
-use crate::labels::DEFAULT_LEASE_SECONDS;
+use crate::names::DEFAULT_LEASE_SECONDS;
 #[cfg(doc)]
 use crate::{clock::ServerClock, identity::Actor};
 

@@ -21,11 +21,11 @@ use serde::Serialize;
 use crate::clock::describe_instant;
 use crate::error::{Error, Result, is_status};
 use crate::identity::Actor;
-use crate::labels::{
+use crate::lease::{ClaimLease, LeaseView, lease_view};
+use crate::names::{
     CLAIMED_AT_ANNOTATION, GRANTED_TO_ANNOTATION, IDLE_SINCE_ANNOTATION, KEPT_AT_ANNOTATION,
     POOL_LABEL, lease_name,
 };
-use crate::lease::{ClaimLease, LeaseView, lease_view};
 use crate::policy::reclaim::{ReclaimDue, WrittenTimes, due, recorded_start, trusted_times};
 use crate::policy::{DesktopPool, Policy, duration};
 use crate::resources::VirtualMachine;

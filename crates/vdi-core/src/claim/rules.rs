@@ -17,11 +17,11 @@ use kube::api::ObjectMeta;
 use super::ClaimOptions;
 use crate::clock::describe_instant;
 use crate::error::{Error, ErrorKind, Result};
-use crate::labels::{
+use crate::lease::ClaimLease;
+use crate::names::{
     ADMIN_GROUP, GUARD_B32_MAX_CHARS, MEMBER_LABEL, POOL_LABEL, encode_identity, guard_can_check,
     lease_name,
 };
-use crate::lease::ClaimLease;
 use crate::state::{MemberState, MemberView};
 use crate::validate;
 

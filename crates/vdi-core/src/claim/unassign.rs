@@ -17,8 +17,8 @@ use super::{Released, UnassignOptions};
 use crate::audit::{Act, Facts, record};
 use crate::error::{Error, Result, is_status};
 use crate::identity::Actor;
-use crate::labels::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, POOL_LABEL, lease_name};
 use crate::lease::ClaimLease;
+use crate::names::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, POOL_LABEL, lease_name};
 use crate::resources::VirtualMachine;
 use crate::state::{ClaimSide, MemberState, member_view_on};
 
@@ -60,7 +60,7 @@ pub async fn unassign(
     let vm = read_member(&vms, namespace, member).await?;
     let lease = crate::lease::get(client, namespace, &lease_name(member)).await?;
     let side = match &lease {
-        Some(_) => super::side::side(crate::broker::status(client).await.ok().as_ref()),
+        Some(_) => super::cluster_half::side(crate::broker::status(client).await.ok().as_ref()),
         None => ClaimSide::Client,
     };
     let view = member_view_on(&vm, lease.as_ref(), actor.clock().now(), side);

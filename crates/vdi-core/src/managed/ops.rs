@@ -13,7 +13,7 @@ use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
 
 use crate::error::{Error, ErrorKind, Result, is_status};
-use crate::labels::POOL_LABEL;
+use crate::names::POOL_LABEL;
 use crate::policy::{DesktopPool, DesktopPoolSpec, OnRelease};
 use crate::pool::GOLDEN_ANNOTATION;
 use crate::resources::VirtualMachine;

@@ -79,7 +79,7 @@ impl PoolSettings {
 /// The default `disconnectGrace` as a duration text (the Lease's default duration).
 fn default_grace() -> String {
     crate::policy::duration::format(jiff::SignedDuration::from_secs(
-        crate::labels::DEFAULT_LEASE_SECONDS.into(),
+        crate::names::DEFAULT_LEASE_SECONDS.into(),
     ))
 }
 

@@ -21,7 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use serde::{Deserialize, Serialize};
 
-use crate::labels::DEFAULT_LEASE_SECONDS;
+use crate::names::DEFAULT_LEASE_SECONDS;
 
 /// The CRD, as shipped (`broker/desktoppool-crd.yaml`).
 pub const CRD: &str = include_str!("../../../../broker/desktoppool-crd.yaml");

@@ -29,10 +29,10 @@ use std::ops::Deref;
 use jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 
-use crate::labels::{
+use crate::lease::{ClaimLease, lease_view};
+use crate::names::{
     ASSIGNED_TO_LABEL, BROKER_USER, POOL_LABEL, REMOVING_ANNOTATION, member_name, member_of_lease,
 };
-use crate::lease::{ClaimLease, lease_view};
 use crate::resources::{VirtualMachine, runs};
 
 /// How long after a claim Lease's expiry the broker waits before it counts the claim as gone

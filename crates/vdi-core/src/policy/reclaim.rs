@@ -9,8 +9,8 @@
 //! - **maxSession**: `acquireTime + maxSession`; nothing extends it;
 //! - **idle**: the guest reported no logged-in user (KubeVirt's `userlist` subresource, read by
 //!   the broker, which records the first such reading as the VM annotation
-//!   [`crate::labels::IDLE_SINCE_ANNOTATION`]) for `idleTimeout`, counted from that reading or
-//!   from the holder's last **Keep** ([`crate::labels::KEPT_AT_ANNOTATION`] on the Lease) or
+//!   [`crate::names::IDLE_SINCE_ANNOTATION`]) for `idleTimeout`, counted from that reading or
+//!   from the holder's last **Keep** ([`crate::names::KEPT_AT_ANNOTATION`] on the Lease) or
 //!   from `acquireTime` (a reading before this claim began is another claim's), whichever is
 //!   latest.
 //!
@@ -36,8 +36,8 @@ use jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 
 use super::Policy;
-use crate::labels::encode_identity;
 use crate::lease::{FUTURE_TOLERANCE, LeaseView};
+use crate::names::encode_identity;
 
 /// How long before a reclaim the holder is told (five minutes).
 pub const NOTICE: SignedDuration = SignedDuration::from_secs(300);
@@ -73,10 +73,10 @@ pub struct ClaimTimes {
     pub acquired_at: Option<Timestamp>,
     /// The Lease's `renewTime + leaseDurationSeconds`.
     pub expires_at: Option<Timestamp>,
-    /// The VM annotation [`crate::labels::IDLE_SINCE_ANNOTATION`]: since when the guest has
+    /// The VM annotation [`crate::names::IDLE_SINCE_ANNOTATION`]: since when the guest has
     /// reported no logged-in user; `None` while someone is logged in (or never read).
     pub idle_since: Option<Timestamp>,
-    /// The Lease annotation [`crate::labels::KEPT_AT_ANNOTATION`]: the holder's last Keep.
+    /// The Lease annotation [`crate::names::KEPT_AT_ANNOTATION`]: the holder's last Keep.
     pub kept_at: Option<Timestamp>,
 }
 
@@ -89,9 +89,9 @@ pub struct WrittenTimes<'a> {
     /// When the broker first granted this holder ([`recorded_start`]): the claimed-at time it
     /// wrote on the member, in its own clock.
     pub recorded_start: Option<Timestamp>,
-    /// The Lease annotation [`crate::labels::KEPT_AT_ANNOTATION`], as the holder wrote it.
+    /// The Lease annotation [`crate::names::KEPT_AT_ANNOTATION`], as the holder wrote it.
     pub kept_at: Option<Timestamp>,
-    /// The VM annotation [`crate::labels::IDLE_SINCE_ANNOTATION`] (the broker's reading).
+    /// The VM annotation [`crate::names::IDLE_SINCE_ANNOTATION`] (the broker's reading).
     pub idle_since: Option<Timestamp>,
 }
 

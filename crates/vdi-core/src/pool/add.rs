@@ -18,8 +18,8 @@ use super::create_input::{check_namespace, pool_size};
 use super::{CLONE_KIND, CreatePool, CreateProgress, MAX_MEMBER_NAME, PoolCreated};
 use super::{capacity, clone, delete, free, golden_vm};
 use crate::error::{Error, Result, is_status};
-use crate::labels::POOL_LABEL;
-use crate::labels::member_name;
+use crate::names::POOL_LABEL;
+use crate::names::member_name;
 use crate::resources::VirtualMachine;
 use crate::validate;
 

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::golden_vm::golden_problems;
 use crate::error::{Error, Result};
-use crate::labels::POOL_LABEL;
+use crate::names::POOL_LABEL;
 use crate::resources::VirtualMachine;
 
 /// One VM that could be a golden VM.

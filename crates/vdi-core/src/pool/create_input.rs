@@ -8,7 +8,7 @@ use kube::api::Api;
 
 use super::{CreatePool, MAX_MEMBER_NAME, MAX_POOL_SIZE};
 use crate::error::{Error, ErrorKind, Result, is_status};
-use crate::labels::{member_name, member_names};
+use crate::names::{member_name, member_names};
 use crate::validate;
 
 /// A pool's size: 1 ..= [`MAX_POOL_SIZE`] members.

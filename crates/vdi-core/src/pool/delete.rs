@@ -18,7 +18,7 @@ use super::clone_object::{discover_clone_api, target_of};
 use super::{CLONE_KIND, CREATION_MARK_ANNOTATION, RUN_LABEL, creation_mark};
 use crate::clock::{ServerClock, exact_instant};
 use crate::error::{Error, ErrorKind, Result, is_status};
-use crate::labels::{POOL_LABEL, lease_name};
+use crate::names::{POOL_LABEL, lease_name};
 use crate::policy::DesktopPool;
 use crate::resources::VirtualMachine;
 use crate::state::{MemberState, member_view};
@@ -393,7 +393,7 @@ pub async fn delete_pool(
     let mut doomed_leases = Vec::new();
     for lease in &all_leases {
         let name = lease.name_any();
-        let member = crate::labels::member_of_lease(&name);
+        let member = crate::names::member_of_lease(&name);
         let vm_pool = member.and_then(|m| vm_pools.get(m)).map(Option::as_deref);
         if claim_of_pool(pool, &name, vm_pool).is_some()
             || member.is_some_and(|m| unlabelled_deleted.iter().any(|u| u == m))

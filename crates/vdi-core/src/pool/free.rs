@@ -11,7 +11,7 @@ use kube::api::{Api, DynamicObject, ListParams};
 use super::clone_object::{in_phase, phase_of, target_of};
 use super::{CLONE_KIND, CLONE_PREFIX, RUN_LABEL};
 use crate::error::{Error, ErrorKind, Result};
-use crate::labels::{POOL_LABEL, lease_name};
+use crate::names::{POOL_LABEL, lease_name};
 use crate::resources::VirtualMachine;
 
 /// The objects that make a pool's names taken.

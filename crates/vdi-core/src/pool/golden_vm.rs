@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::CreatePool;
 use crate::error::{Error, ErrorKind, Result};
-use crate::labels::{GOLDEN_IMAGE_LABEL, POOL_LABEL, lease_name};
+use crate::names::{GOLDEN_IMAGE_LABEL, POOL_LABEL, lease_name};
 use crate::resources::VirtualMachine;
 use crate::state::member_view;
 

@@ -4,7 +4,7 @@ use kube::api::{Api, ListParams};
 use kube::core::PartialObjectMeta;
 
 use crate::error::{Error, Result};
-use crate::labels::POOL_LABEL;
+use crate::names::POOL_LABEL;
 use crate::resources::VirtualMachine;
 
 fn selector(pool: &str) -> ListParams {

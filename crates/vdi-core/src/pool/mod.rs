@@ -32,7 +32,7 @@
 //! 7. finished clone objects are removed; a clone that fails or stalls is deleted (so it cannot
 //!    produce an unlabelled VM later), as is a VM it produced that could not be labelled; the
 //!    error says exactly which members exist ([`PoolCreateFailure`], `failure.rs`);
-//! 8. the golden VM is labelled [`crate::labels::GOLDEN_IMAGE_LABEL`] (the guard then keeps it
+//! 8. the golden VM is labelled [`crate::names::GOLDEN_IMAGE_LABEL`] (the guard then keeps it
 //!    an administrator's); on a cluster with a broker, it is let act in the namespace
 //!    ([`crate::broker::namespaces::serve_if_brokered`]); a warning says so when that fails.
 //!
@@ -86,7 +86,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-pub use crate::labels::{member_name, member_names};
+pub use crate::names::{member_name, member_names};
 pub use add::add_members;
 pub use candidates::{GoldenCandidate, NewPool, golden_candidates};
 pub use capacity::capacity_preview;

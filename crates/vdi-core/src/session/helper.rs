@@ -42,7 +42,7 @@ impl Supervisor {
                 Error::rejected(
                     crate::error::ErrorKind::NotFound,
                     format!("{program} is not installed (not found on PATH)"),
-                    crate::helpers::install_hint(program),
+                    crate::programs::install_hint(program),
                 )
             } else {
                 Error::Config(format!("start {program}: {e}"))

@@ -27,7 +27,7 @@
 //!   ([`Supervisor::renew_claims`]).
 //!
 //! The layering: this module uses [`crate::stream`] (the streams), [`crate::peer`] (who
-//! connects), [`crate::helpers`] (what to install when a helper is missing),
+//! connects), [`crate::programs`] (what to install when a helper is missing),
 //! [`crate::usb`]'s device types, [`crate::rdp`]'s protocol pieces and [`crate::claim`]'s renewal (`renewal.rs`). The connect
 //! flows use this module, never the reverse, and the USB module does not use it either.
 

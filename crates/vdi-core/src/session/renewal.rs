@@ -23,7 +23,7 @@ use super::registry::{SessionState, Supervisor, WeakSupervisor};
 use crate::claim::renew::{own_claim, pool_policy, renew};
 use crate::error::ErrorKind;
 use crate::identity::Actor;
-use crate::labels::POOL_LABEL;
+use crate::names::POOL_LABEL;
 
 /// The longest wait before a failed renewal (or policy read) is tried again: 5 s.
 pub const RETRY: Duration = Duration::from_secs(5);

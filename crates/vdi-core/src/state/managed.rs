@@ -10,10 +10,10 @@ use kube::ResourceExt;
 use serde::Serialize;
 
 use super::{MemberState, MemberView};
-use crate::labels::{
+use crate::lease::ClaimLease;
+use crate::names::{
     CLAIMED_AT_ANNOTATION, GRANTED_TO_ANNOTATION, IDLE_SINCE_ANNOTATION, KEPT_AT_ANNOTATION,
 };
-use crate::lease::ClaimLease;
 use crate::policy::reclaim::{ClaimTimes, WrittenTimes, due, recorded_start, trusted_times};
 use crate::policy::{DesktopPool, OnRelease, Policy, duration};
 use crate::resources::VirtualMachine;
@@ -186,7 +186,7 @@ pub(super) fn fill_reclaim(
 mod tests {
     use super::super::{ClaimSide, PoolView, group_pools_with, next_expiry};
     use super::*;
-    use crate::labels::{BROKER_USER, POOL_LABEL, REMOVING_ANNOTATION};
+    use crate::names::{BROKER_USER, POOL_LABEL, REMOVING_ANNOTATION};
     use crate::policy::DesktopPoolSpec;
     use crate::policy::reclaim::ReclaimWhy;
     use serde_json::json;

@@ -26,7 +26,7 @@
 //!
 //! The redirection itself is a session of kind `usb`, started by the session supervisor, which
 //! uses this module's device types; this module uses neither the supervisor nor the connect
-//! flows (what to install when `usbredirect` is missing comes from [`crate::helpers`]).
+//! flows (what to install when `usbredirect` is missing comes from [`crate::programs`]).
 
 mod classify;
 mod hotplug;

@@ -7,7 +7,7 @@ use kube::api::Api;
 
 use super::{DeviceSpec, UsbDevice, current};
 use crate::error::{Error, ErrorKind, is_status};
-use crate::helpers::HelperSearch;
+use crate::programs::HelperSearch;
 
 /// Checks everything that can refuse a redirection before anything starts: the member is
 /// assigned to `actor` (the identity from the cluster), it is a running KubeVirt VM with
@@ -56,7 +56,7 @@ pub async fn check_redirect(
             ));
         }
     };
-    let lease = crate::lease::get(client, namespace, &crate::labels::lease_name(member)).await?;
+    let lease = crate::lease::get(client, namespace, &crate::names::lease_name(member)).await?;
     let view = crate::state::member_view(&vm, lease.as_ref(), actor.clock().now());
     let me = actor.username();
     let mine = match &view.lease {

@@ -26,7 +26,7 @@ use super::super::{
     GOLDEN_ANNOTATION, RUN_LABEL, cancelled, creation_mark, creation_mark_patch,
 };
 use crate::error::{MemberFailure, describe, is_status};
-use crate::labels::{MEMBER_LABEL, POOL_LABEL};
+use crate::names::{MEMBER_LABEL, POOL_LABEL};
 use crate::pool::{CreateProgress, CreateStep, MemberProgress};
 use crate::resources::VirtualMachine;
 
