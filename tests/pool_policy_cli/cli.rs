@@ -2,7 +2,9 @@
 //! nothing), `pool list` prints a managed pool's policy and leaves an unmanaged one as it was,
 //! `pool adopt` / `set` / `resize` write the spec, and `pool delete` removes the DesktopPool.
 
-use corral_tests::{client_as, pool_vms};
+use std::time::Duration;
+
+use corral_tests::{client_as, pool_vms, wait_pool_members};
 use kube::api::{Api, ListParams};
 use vdi_core::names::POOL_LABEL;
 use vdi_core::policy::{DesktopPoolSpec, OnRelease};
@@ -155,6 +157,11 @@ async fn create_with_policy_flags_list_set_resize_and_delete() {
     let out = ok(&cli(&["pool", "resize", "cp", "--size", "1", "-n", &ns]));
     assert!(out.contains("\n  removes cp-2 now\n"), "{out}");
     assert!(!out.contains("cp-1"), "{out}");
+    // And the broker does it (pool delete would find cp-2 held by the broker meanwhile).
+    wait_pool_members(&ns, "cp", "cp-2 removed", Duration::from_secs(60), |m| {
+        m.keys().eq(["cp-1"].iter())
+    })
+    .await;
 
     // delete: the DesktopPool goes (first), then the members.
     let out = ok(&cli(&["pool", "delete", "cp", "-n", &ns]));

@@ -186,10 +186,11 @@ pub async fn run_resize(
 ) -> vdi_core::Result<()> {
     let conn = source.connect(context).await?;
     let ns = args.namespace.unwrap_or(conn.default_namespace.clone());
+    // What the broker will do, by its own rule, member by member (one that stays is not named),
+    // judged before the write: the broker acts on the new size at once.
+    let preview = preview_resize(&conn.client, &ns, &args.pool, args.size).await?;
     let written = resize(&conn.client, &ns, &args.pool, args.size, args.warm).await?;
     print_written("resized", &written);
-    // What the broker will do, by its own rule, member by member (one that stays is not named).
-    let preview = preview_resize(&conn.client, &ns, &args.pool, args.size).await?;
     for member in &preview.now {
         out!("  removes {member} now");
     }
