@@ -194,7 +194,7 @@ async fn every_state_row_that_listing_can_show() {
         assert_eq!(m.lease.is_some(), lease.is_some(), "{name}");
     }
     let counts = pools[1].counts;
-    assert_eq!((counts.free, counts.taken, counts.total), (2, 4, 6));
+    assert_eq!((counts.free, counts.claimed, counts.total), (2, 4, 6));
     let assigned = member(&pools, pool, "rows-5");
     let lease = assigned.lease.as_ref().unwrap();
     assert!(lease.active && !lease.renew_time_in_future);

@@ -14,12 +14,12 @@ use vdi_core::credentials::CredentialState;
 use vdi_core::error::ErrorView;
 use vdi_core::guard::GuardStatus;
 use vdi_core::identity::{self, Actor, Permissions};
-use vdi_core::link::{self, Link};
-use vdi_core::pool::{
-    self, CreatePool, DeletePool, GoldenCandidate, NewPool, PoolCreated, PoolDeleted,
-};
+use vdi_core::link::{self, Forwarding, Link, Sinks};
+use vdi_core::managed::create::{self, NewPool};
+use vdi_core::pool::{self, DeletePool, GoldenCandidate, PoolCreated, PoolDeleted};
 use vdi_core::scope::Scope;
-use vdi_core::watch::{PoolsDiff, PoolsUpdate};
+use vdi_core::state::ClaimSide;
+use vdi_core::watch::PoolsUpdate;
 
 use crate::AppState;
 use crate::events::{BrokerEvent, ClaimProgressEvent, CreateProgressEvent};
@@ -31,24 +31,13 @@ static NEXT_FEED: AtomicU32 = AtomicU32::new(1);
 pub struct ClusterLink {
     /// The clients, who acts, the clock, the guard and the live feed.
     link: Link,
-    /// Forwards the feed's updates to the window's pools channel.
-    forward: tauri::async_runtime::JoinHandle<()>,
-    /// Forwards where the credentials stand to the window's credentials channel.
-    credentials: tauri::async_runtime::JoinHandle<()>,
-    /// Sends the broker's badge to the window (a `broker-status` event) when it changes.
-    broker: tauri::async_runtime::JoinHandle<()>,
+    /// Sends the pools and the credentials to the window's channels and the broker's badge as
+    /// a `broker-status` event ([`Link::forward`]); stopped when dropped.
+    _forwarding: Forwarding,
     /// Renews the identity's claims while the app has a session open on them (managed pools;
     /// [`vdi_core::session::ClaimRenewal`]): dropped with the link, so a new context's identity
     /// never renews the old one's claims. `None` while the cluster does not say who you are.
     _renewal: Option<vdi_core::session::ClaimRenewal>,
-}
-
-impl Drop for ClusterLink {
-    fn drop(&mut self) {
-        self.forward.abort();
-        self.credentials.abort();
-        self.broker.abort();
-    }
 }
 
 /// Version, log file and kubeconfig paths.
@@ -57,7 +46,9 @@ impl Drop for ClusterLink {
 pub fn app_info(state: State<'_, AppState>) -> AppInfo {
     AppInfo {
         version: env!("CARGO_PKG_VERSION").to_owned(),
-        log_path: state.log_file.display().to_string(),
+        log_path: crate::logging::current_file(&state.log_dir)
+            .display()
+            .to_string(),
         kubeconfig_paths: state
             .source
             .paths()
@@ -181,47 +172,26 @@ pub async fn connect_cluster(
     if let Some(e) = &identity_error {
         tracing::warn!(error = %e.message, "identity unknown");
     }
-    let mut credential_rx = link.conn.credentials.clone();
-    let credentials = tauri::async_runtime::spawn(async move {
-        loop {
-            let state = credential_rx.borrow_and_update().clone();
-            if let Err(e) = credentials.send(state) {
-                tracing::warn!(error = %e, "could not send the credential state to the window");
-            }
-            if credential_rx.changed().await.is_err() {
-                return;
-            }
-        }
-    });
-    let mut broker_rx = link.broker_live.clone();
-    let broker = tauri::async_runtime::spawn(async move {
-        // The badge as it was when the link was made is the window's to ask (broker_status);
-        // this sends each change after that.
-        while broker_rx.changed().await.is_ok() {
-            let badge = broker_rx.borrow_and_update().clone();
-            if let Err(e) = BrokerEvent(badge).emit(&app) {
-                tracing::warn!(error = %e, "could not send the broker's status to the window");
-            }
-        }
-    });
-    let mut rx = link.feed.subscribe();
-    let mut diff = PoolsDiff::new(NEXT_FEED.fetch_add(1, Ordering::Relaxed));
-    let forward = tauri::async_runtime::spawn(async move {
-        loop {
-            let update = diff.update(&rx.borrow_and_update());
-            tracing::debug!(
-                full = update.full,
-                changed = update.changed.len(),
-                "pools update sent"
-            );
-            if let Err(e) = pools.send(update) {
-                tracing::warn!(error = %e, "could not send pools to the window");
-            }
-            if rx.changed().await.is_err() {
-                return;
-            }
-        }
-    });
+    let forwarding = link.forward(
+        NEXT_FEED.fetch_add(1, Ordering::Relaxed),
+        Sinks {
+            pools: Box::new(move |update| {
+                if let Err(e) = pools.send(update) {
+                    tracing::warn!(error = %e, "could not send pools to the window");
+                }
+            }),
+            credentials: Box::new(move |state| {
+                if let Err(e) = credentials.send(state) {
+                    tracing::warn!(error = %e, "could not send the credential state to the window");
+                }
+            }),
+            broker: Box::new(move |badge| {
+                if let Err(e) = BrokerEvent(badge).emit(&app) {
+                    tracing::warn!(error = %e, "could not send the broker's status to the window");
+                }
+            }),
+        },
+    );
     let info = ClusterInfo {
         context,
         identity: actor.map(|a| a.identity().clone()),
@@ -232,9 +202,7 @@ pub async fn connect_cluster(
     let renewal = actor.map(|a| state.supervisor.renew_claims(a.clone()));
     *state.cluster.lock().map_err(|_| poisoned())? = Some(ClusterLink {
         link,
-        forward,
-        credentials,
-        broker,
+        _forwarding: forwarding,
         _renewal: renewal,
     });
     Ok(info)
@@ -416,16 +384,34 @@ pub async fn golden_candidates(
         .map_err(ErrorView::from)
 }
 
-/// Checks a "New pool" request without contacting the cluster (the same rules as the CLI):
-/// returns the member names it would create, or why it is refused.
+/// Checks a "New pool" request without contacting the cluster (the same rules as the CLI,
+/// [`create::check`]): returns the member names it would create, or why it is refused.
 #[tauri::command]
 #[specta::specta]
-pub fn validate_new_pool(request: NewPool) -> Result<Vec<String>, ErrorView> {
-    pool::validate_create(&CreatePool::from(request)).map_err(ErrorView::from)
+pub fn validate_new_pool(
+    state: State<'_, AppState>,
+    request: NewPool,
+) -> Result<Vec<String>, ErrorView> {
+    let side = claim_side(&state)?;
+    let (request, policy) = request.split();
+    create::check(&request, &policy, side).map_err(ErrorView::from)
 }
 
-/// Creates a pool, sending each step as a `pool-create-progress` event
-/// ([`vdi_core::pool::CreateProgress`]) while it runs.
+/// Who does the cluster's half of a claim on the open link's cluster, as its live watch of the
+/// broker says now.
+fn claim_side(state: &State<'_, AppState>) -> Result<ClaimSide, ErrorView> {
+    let guard = state.cluster.lock().map_err(|_| poisoned())?;
+    let cluster = guard.as_ref().ok_or_else(not_connected)?;
+    Ok(if cluster.link.broker_live.borrow().brokered {
+        ClaimSide::Broker
+    } else {
+        ClaimSide::Client
+    })
+}
+
+/// Creates a pool as the CLI does ([`create::create`]: managed on a cluster with a broker),
+/// sending each step as a `pool-create-progress` event ([`vdi_core::pool::CreateProgress`])
+/// while it runs.
 #[tauri::command]
 #[specta::specta]
 pub async fn create_pool(
@@ -434,14 +420,16 @@ pub async fn create_pool(
     request: NewPool,
 ) -> Result<PoolCreated, ErrorView> {
     let (client, _) = current(&state)?;
-    let request = CreatePool::from(request);
-    tracing::info!(namespace = %request.namespace, pool = %request.name, golden = %request.golden, size = request.size, "pool create requested");
-    pool::create_pool(&client, &request, |step| {
+    let side = claim_side(&state)?;
+    let (request, policy) = request.split();
+    tracing::info!(namespace = %request.namespace, pool = %request.name, golden = %request.golden, size = request.size, ?side, "pool create requested");
+    create::create(&client, &request, &policy, side, |step| {
         if let Err(e) = CreateProgressEvent(step).emit(&app) {
             tracing::warn!(error = %e, "could not send create progress to the window");
         }
     })
     .await
+    .map(|created| created.pool)
     .map_err(ErrorView::from)
 }
 

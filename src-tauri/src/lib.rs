@@ -27,8 +27,9 @@ pub struct AppState {
     pub cluster: Mutex<Option<commands::ClusterLink>>,
     /// The cluster link opened while the window starts, until the window's first `connect_cluster`.
     pub prepared: Mutex<Option<commands::Prepared>>,
-    /// The log file the app writes (shown in the app).
-    pub log_file: std::path::PathBuf,
+    /// Where the app's log files are (the file of the day is shown in the app:
+    /// [`logging::current_file`]).
+    pub log_dir: std::path::PathBuf,
     /// Every stream, forward and helper process the app started; all end when it exits.
     pub supervisor: vdi_core::session::Supervisor,
     /// Whether the window's page has finished loading once.
@@ -113,8 +114,8 @@ pub fn run() {
             // Before anything sends an event (sending one not mounted panics).
             bindings.mount_events(app);
             let log_dir = app.path().app_log_dir()?;
-            let log_file = logging::init(&log_dir)?;
-            tracing::info!(log = %log_file.display(), version = env!("CARGO_PKG_VERSION"), "Corral VDI Console starting");
+            logging::init(&log_dir)?;
+            tracing::info!(log = %logging::current_file(&log_dir).display(), version = env!("CARGO_PKG_VERSION"), "Corral VDI Console starting");
             for note in DISPLAY_NOTES.lock().map(|n| n.clone()).unwrap_or_default() {
                 tracing::info!(note, "display");
             }
@@ -125,7 +126,7 @@ pub fn run() {
                 source,
                 cluster: Mutex::new(None),
                 prepared: Mutex::new(prepared),
-                log_file,
+                log_dir,
                 supervisor: vdi_core::session::Supervisor::new(),
                 page_loaded: std::sync::atomic::AtomicBool::new(false),
                 capacity: Mutex::new(None),

@@ -17,6 +17,7 @@ use vdi_core::claim::{
 };
 use vdi_core::clock::ServerClock;
 use vdi_core::names::{ASSIGNED_TO_LABEL, lease_name};
+use vdi_core::policy::release::ReleaseEffect;
 use vdi_core::scope::Scope;
 use vdi_core::state::{ClaimSide, MemberState, MemberView};
 use vdi_core::watch::list_pools_on;
@@ -110,7 +111,10 @@ async fn a_claim_waits_for_the_brokers_grant_and_a_release_is_the_lease_alone() 
     let released = unassign(&alice, &ns, "cf-1", &UnassignOptions::default())
         .await
         .unwrap();
-    assert_eq!(released.power, PowerAction::BrokerStops);
+    assert_eq!(
+        released.power,
+        PowerAction::BrokerReleases(ReleaseEffect::Stop { warm: false }.into())
+    );
     assert!(released.lease_released && !released.label_removed);
     let admin = client_as("admin").await;
     assert!(
@@ -372,6 +376,9 @@ async fn the_cli_shows_the_wait_for_the_grant_and_leaves_the_release_to_the_brok
     let (ok, stdout, stderr) = cli_as("alice", &["unassign", "cc-1", "-n", &ns]);
     assert!(ok, "{stdout}{stderr}");
     assert!(stdout.contains("released cc-1 (was alice)"), "{stdout}");
-    assert!(stdout.contains("power: the broker stops it"), "{stdout}");
+    assert!(
+        stdout.contains("power: the broker acts: its VM is stopped"),
+        "{stdout}"
+    );
     wait_power(&ns, "cc-1", "Stopped").await;
 }

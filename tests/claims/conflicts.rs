@@ -45,7 +45,7 @@ async fn label_and_lease_that_disagree_are_a_conflict_only_an_administrator_reso
         (Some("alice"), Some("bob")),
         "both names shown"
     );
-    assert_eq!(pools[0].counts.taken, 1);
+    assert_eq!(pools[0].counts.claimed, 1);
 
     // Never "resumed" over, nobody gets it, nothing moves.
     let before = holders(&admin, &ns, "cf").await;

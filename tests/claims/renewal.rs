@@ -198,6 +198,16 @@ async fn renew_and_keep_are_the_holders_alone_and_keep_records_its_time() {
     );
     let err = refusal(keep(&bob, &ns, &member).await);
     assert!(err.to_string().contains("held by alice"), "{err}");
+    // A VM nobody claimed (the golden VM), and a member that does not exist: each said as it
+    // is, not as a claim that was released.
+    let err = refusal(keep(&bob, &ns, "gold").await);
+    assert!(err.to_string().contains("gold is not claimed"), "{err}");
+    let err = keep(&bob, &ns, "kp-99").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    assert!(
+        err.to_string().contains("there is no member kp-99"),
+        "{err}"
+    );
     let unchanged = lease(&ns, &member).await.unwrap();
     assert_eq!(unchanged.resource_version(), before.resource_version());
     assert!(!unchanged.annotations().contains_key(KEPT_AT_ANNOTATION));

@@ -19,8 +19,8 @@ use vdi_core::names::{
 };
 
 use crate::driver::{
-    Gui, choose, click, exists, js, pick_pool, text_of, wait_text, wait_text_within,
-    wait_until_async,
+    Gui, choose, click, exists, is_disabled, js, pick_pool, text_of, wait_attr, wait_text,
+    wait_text_within, wait_until_async,
 };
 
 /// How long the broker may take to grant a claim and start its VM, or to tear it down, here
@@ -118,7 +118,21 @@ async fn alice_gets_a_desktop_through_the_broker_and_releases_it() {
     )
     .await;
     assert!(mine.contains("assigned"), "under My desktops: {mine}");
+    // Her Connect… is offered to her.
+    assert!(!is_disabled(client, &format!("[data-testid='connect-{member}']")).await);
     gui.screenshot("e2e-broker-granted.png");
+
+    // bob: with the broker, access follows the claim. Connect… on alice's desktop is not
+    // offered as a take-over that every path then refuses: it says who may, and what he may do.
+    choose(client, "[data-testid='context-select']", "bob").await;
+    wait_text(client, "[data-testid='identity-badge']", "bob").await;
+    let connect = format!("[data-testid='connect-{member}']");
+    let reason = wait_attr(client, &connect, "data-reason", "Only alice, who holds").await;
+    assert!(reason.contains("claim a free desktop"), "{reason}");
+    assert!(is_disabled(client, &connect).await, "{reason}");
+    gui.screenshot("e2e-broker-bob-connect.png");
+    choose(client, "[data-testid='context-select']", "alice").await;
+    wait_text(client, "[data-testid='identity-badge']", "alice").await;
 
     // The cluster: the broker's RoleBinding binds alice to the member's Role, and the broker
     // marked and started the VM.
@@ -178,7 +192,7 @@ async fn alice_gets_a_desktop_through_the_broker_and_releases_it() {
     )
     .await;
     assert!(
-        released.contains("the broker stops its VM"),
+        released.contains("its VM is stopped"),
         "the release's result: {released}"
     );
     let deadline = Instant::now() + BROKER_WORK;

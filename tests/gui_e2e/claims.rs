@@ -1,5 +1,5 @@
-//! Claims: "Get a desktop" and Release (another user's release refused), and Assign's exact
-//! name.
+//! Claims: "Get a desktop" (a pool's last member read as a success) and Release (another
+//! user's release refused), and Assign's exact name.
 
 use corral_tests::client_as;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -15,6 +15,9 @@ use crate::driver::{
 async fn alice_gets_a_desktop_and_bob_may_not_release_it() {
     let admin = client_as("admin").await;
     corral_tests::pool_vms(&admin, "corral-vms", "desk", 2)
+        .await
+        .unwrap();
+    corral_tests::pool_vms(&admin, "corral-vms", "solo", 1)
         .await
         .unwrap();
     let gui = Gui::launch().await;
@@ -36,6 +39,25 @@ async fn alice_gets_a_desktop_and_bob_may_not_release_it() {
         .expect("alice's desktop is listed")
         .to_owned();
     assert!(exists(client, &format!("[data-testid='my-desktop-{member}']")).await);
+
+    // A pool's last free member: getting it reads as a success, not as a warning that the
+    // pool is full (that is said only to those still asking).
+    pick_pool(client, "corral-vms/solo").await;
+    click(client, "[data-testid='get-desktop-submit']").await;
+    wait_text(client, "[data-testid='my-desktop-solo-1']", "solo").await;
+    let line = wait_text(
+        client,
+        "[data-testid='get-desktop-line']",
+        "You hold solo-1 of solo",
+    )
+    .await;
+    // The line says it as news, not in the warning style (one element, two looks).
+    let warned = js(
+        client,
+        "return document.querySelector(\"[data-testid='get-desktop-line']\").classList.contains('my-blocker')",
+    )
+    .await;
+    assert_eq!(warned.as_bool(), Some(false), "{line}");
     gui.screenshot("e2e-my-desktops.png");
 
     // bob: sees it assigned to alice; taking it back is an administrator's force release,

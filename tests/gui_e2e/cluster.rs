@@ -114,7 +114,7 @@ async fn the_app_reconnects_by_itself_when_its_cluster_comes_back_on_a_new_addre
     wait_text(client, "[data-testid='summary-judged']", "last in sync at").await;
     cluster.signal_apiserver("-CONT");
     wait_text(client, "[data-testid='feed-status']", "live").await;
-    wait_text(client, "[data-testid='summary-judged']", "judged at").await;
+    wait_text(client, "[data-testid='summary-judged']", "up to date").await;
 
     for round in 1..=2 {
         cluster.down();

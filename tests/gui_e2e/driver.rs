@@ -187,13 +187,14 @@ pub(crate) async fn choose(client: &Client, css: &str, value: &str) {
 }
 
 /// Picks the pool `key` (`<namespace>/<pool>`) in "Get a desktop" as a user does: types the
-/// pool's name into the box, then clicks it in the list that opens; panics unless the box then
-/// shows it.
+/// pool's name over what the box shows, then clicks it in the list that opens; panics unless
+/// the box then shows it.
 pub(crate) async fn pick_pool(client: &Client, key: &str) {
     let (namespace, pool) = key
         .split_once('/')
         .expect("a pool key is <namespace>/<pool>");
-    type_into(client, "[data-testid='get-desktop-pool']", pool).await;
+    // Whatever the box shows (the pool picked before) is replaced, as a user selects it first.
+    replace_text(client, "[data-testid='get-desktop-pool']", pool).await;
     click(client, &format!("[data-testid='get-desktop-option-{key}']")).await;
     let shown = picked_pool(client).await;
     assert!(

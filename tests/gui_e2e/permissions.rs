@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::driver::{Gui, choose, is_disabled, text_of, wait_attr, wait_text};
+use crate::driver::{Gui, choose, click, is_disabled, text_of, wait_attr, wait_text};
 
 #[tokio::test]
 async fn alice_sees_administrator_actions_disabled_with_the_reason_and_admin_does_not() {
@@ -36,9 +36,17 @@ async fn alice_sees_administrator_actions_disabled_with_the_reason_and_admin_doe
     // alice: all three disabled, each with the cluster's reason.
     choose(client, "[data-testid='context-select']", "alice").await;
     wait_text(client, "[data-testid='identity-badge']", "alice").await;
-    let blocked = wait_text(
+    // In plain words; the cluster's reason, which names RBAC rules, on hover.
+    wait_text(
         client,
         "[data-testid='new-pool-blocked']",
+        "You may not create pools in corral-vms (hover",
+    )
+    .await;
+    let blocked = wait_attr(
+        client,
+        "[data-testid='new-pool-blocked']",
+        "title",
         "RBAC does not let you create virtualmachineclones.clone.kubevirt.io",
     )
     .await;
@@ -59,6 +67,14 @@ async fn alice_sees_administrator_actions_disabled_with_the_reason_and_admin_doe
     )
     .await;
     assert!(is_disabled(client, assign).await, "{reason}");
+    // In plain words on the main screen; the cluster's reasons one click away.
+    wait_text(
+        client,
+        "[data-testid='denied-note'] summary",
+        "not yours to use here",
+    )
+    .await;
+    click(client, "[data-testid='denied-note'] summary").await;
     let note = wait_text(client, "[data-testid='denied-note']", "Delete… is off").await;
     assert!(
         note.contains("Assign… is off: only members of corral-vdi:admins"),

@@ -1,7 +1,7 @@
 //! Managed pools in the app (issue 26): a pool's settings dialog changes its DesktopPool on the
 //! cluster (warm and size), refuses a value the rules refuse before anything is written, and
 //! names the members a shrink removes; a member's history lists its claim with the event TTL
-//! sentence beside it. On a named sandbox with the broker (its replicas record the audit
+//! sentence beside it; New pool makes a managed pool with the policy asked for. On a named sandbox with the broker (its replicas record the audit
 //! Events), as `sandbox up` starts it.
 
 use std::time::{Duration, Instant};
@@ -12,10 +12,11 @@ use kube::{Client, ResourceExt};
 use sandbox::DEMO_NAMESPACE;
 use vdi_core::claim::{self, ClaimOptions};
 use vdi_core::identity::Actor;
-use vdi_core::policy::{DesktopPool, DesktopPoolSpec};
+use vdi_core::policy::{DesktopPool, DesktopPoolSpec, OnRelease};
 
 use crate::driver::{
-    Gui, click, exists, is_disabled, js, replace_text, text_of, wait_text, wait_text_within,
+    Gui, click, exists, is_disabled, js, open_new_pool, replace_text, text_of, wait_text,
+    wait_text_within, wait_until_async,
 };
 
 /// How long the broker may take to grant a claim here (replicas share two cores with the app).
@@ -258,6 +259,33 @@ async fn pool_settings_change_the_desktop_pool_and_the_history_lists_a_claim() {
     })
     .await;
 
+    // alice's member now goes when released: its row says so, and a release's confirmation
+    // (here an administrator's force release) says that its VM and disk are deleted, and why,
+    // before anything is done.
+    wait_text(
+        client,
+        &format!("[data-testid='state-note-{mine}']"),
+        "removed when released",
+    )
+    .await;
+    // The pool's head says the shrink is not over, and what it waits for.
+    let resizing = wait_text(
+        client,
+        "[data-testid='resizing-corral-vms-pol']",
+        &format!("{mine} goes when released"),
+    )
+    .await;
+    assert!(resizing.starts_with("resizing to 1"), "{resizing}");
+    click(client, &format!("[data-testid='unassign-{mine}']")).await;
+    let question = wait_text(client, "[data-testid='release-question']", "made smaller").await;
+    assert!(question.contains("disk are deleted"), "{question}");
+    gui.screenshot("e2e-policy-release-removes.png");
+    click(client, "[data-testid='release-cancel']").await;
+    wait_until_async("Cancel to close the release dialog", || async {
+        !exists(client, "[data-testid='release-dialog']").await
+    })
+    .await;
+
     // alice's member's history: her claim, with the event TTL sentence beside it.
     click(client, &format!("[data-testid='history-{mine}']")).await;
     wait_text(client, "[data-testid='history-ttl']", "event TTL").await;
@@ -277,10 +305,50 @@ async fn pool_settings_change_the_desktop_pool_and_the_history_lists_a_claim() {
         "document.activeElement.dispatchEvent(new KeyboardEvent('keydown', { key: 'Escape', bubbles: true }))",
     )
     .await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while exists(client, "[data-testid='history-dialog']").await {
-        assert!(Instant::now() < deadline, "Esc left the history open");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until_async("Esc to close the history", || async {
+        !exists(client, "[data-testid='history-dialog']").await
+    })
+    .await;
+
+    // With a broker, New pool makes a managed pool, as the CLI's pool create does: it asks for
+    // the policy, and the DesktopPool it writes carries it.
+    open_new_pool(client, "golden-desktop", "made").await;
+    wait_text(
+        client,
+        "[data-testid='new-pool-dialog']",
+        "broker keeps the pool",
+    )
+    .await;
+    replace_text(client, "[data-testid='pool-size']", "1").await;
+    replace_text(client, "[data-testid='new-pool-warm']", "2").await;
+    // Warm above the size: the broker's rule, before anything is made.
+    wait_text(client, "[data-testid='new-pool-invalid']", "spec.warm").await;
+    assert!(is_disabled(client, "[data-testid='create-submit']").await);
+    replace_text(client, "[data-testid='new-pool-warm']", "1").await;
+    replace_text(client, "[data-testid='new-pool-max-session']", "8h").await;
+    click(client, "[data-testid='new-pool-on-release-reset']").await;
+    wait_text(client, "[data-testid='new-pool-preview']", "made-1").await;
+    gui.screenshot("e2e-policy-new-pool.png");
+    click(client, "[data-testid='create-submit']").await;
+    wait_text_within(
+        client,
+        "[data-testid='create-result']",
+        "1 member",
+        BROKER_WORK,
+    )
+    .await;
+    let made = desktop_pool(&admin, "made").await.spec;
+    assert_eq!(
+        (
+            made.size,
+            made.warm,
+            made.max_session.as_deref(),
+            made.on_release
+        ),
+        (1, Some(1), Some("8h"), Some(OnRelease::Reset)),
+        "{made:?}"
+    );
+    click(client, "[data-testid='create-close']").await;
+    wait_text(client, "[data-testid='managed-corral-vms-made']", "managed").await;
     gui.close().await;
 }

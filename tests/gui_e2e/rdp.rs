@@ -22,7 +22,7 @@ use sandbox::emulator::xrdp::{clipboard_text, screen_size, set_clipboard_text};
 
 use crate::driver::{
     Gui, alices_running_desktop, alices_running_desktop_annotated, click, exists, invoke, js,
-    tempdir, text_of, type_into, wait_attr, wait_text,
+    replace_text, tempdir, text_of, type_into, wait_attr, wait_text,
 };
 
 /// The RDP canvas, inside the web component's shadow root.
@@ -339,7 +339,8 @@ async fn open_rdp_in_app(client: &Client, member: &str) {
 
 async fn log_in(client: &Client, user: &str, password: &str) {
     text_of(client, "[data-testid='rdp-login']").await;
-    type_into(client, "[data-testid='rdp-username']", user).await;
+    // The name starts as the user's own (as SSH's does): typed over.
+    replace_text(client, "[data-testid='rdp-username']", user).await;
     type_into(client, "[data-testid='rdp-password']", password).await;
     click(client, "[data-testid='rdp-login-submit']").await;
 }
@@ -362,6 +363,17 @@ async fn alice_sees_and_types_into_her_desktop_over_rdp_in_the_app() {
         "a SHA-256 fingerprint: {fingerprint}"
     );
     click(client, "[data-testid='rdp-trust-accept']").await;
+    text_of(client, "[data-testid='rdp-login']").await;
+    let prefilled = js(
+        client,
+        "return document.querySelector(\"[data-testid='rdp-username']\").value",
+    )
+    .await;
+    assert_eq!(
+        prefilled.as_str(),
+        Some("alice"),
+        "the login starts with her name"
+    );
     log_in(client, DEFAULT_RDP_USER, "not-the-password").await;
     let refused = text_of(client, "[data-testid='rdp-login-refused']").await;
     assert!(

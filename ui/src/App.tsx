@@ -33,6 +33,7 @@ import {
   type PoolOrder,
 } from "./lib/pools";
 import { poolKey } from "./lib/claims";
+import { defaultSshUser } from "./lib/connect";
 import { storeCollapsed, storeOrder, storedCollapsed, storedOrder, toggled } from "./lib/poolView";
 import { feedIndicator } from "./lib/feed";
 import { FALLBACK_NAMESPACE, describeScope, scopeNamespace } from "./lib/presentation";
@@ -206,10 +207,10 @@ export function App() {
     const counts = allPools.reduce(
       (acc, p) => ({
         free: acc.free + p.counts.free,
-        taken: acc.taken + p.counts.taken,
+        claimed: acc.claimed + p.counts.claimed,
         total: acc.total + p.counts.total,
       }),
-      { free: 0, taken: 0, total: 0 },
+      { free: 0, claimed: 0, total: 0 },
     );
     return { ...counts, byState: stateTotals(allPools) };
   }, [allPools]);
@@ -360,9 +361,14 @@ export function App() {
           A pool is created in one namespace: untick All namespaces to choose it.
         </span>
       ) : createDenied ? (
-        <span id="new-pool-blocked" className="muted" data-testid="new-pool-blocked">
-          You may not create pools in <span className="mono">{poolNamespace}</span>:{" "}
-          {createAllowed.reason}
+        <span
+          id="new-pool-blocked"
+          className="muted"
+          data-testid="new-pool-blocked"
+          title={createAllowed.reason ?? undefined}
+        >
+          You may not create pools in <span className="mono">{poolNamespace}</span> (hover for the
+          cluster's reason).
         </span>
       ) : (
         <span className="muted">
@@ -395,6 +401,7 @@ export function App() {
         identity={identity}
         username={username}
         connectMember={connectMember}
+        brokered={broker?.brokered ?? false}
         onOpenConsole={openConsoleFromDialog}
         onOpenRdp={openRdpFromDialog}
         onCloseConnect={closeConnect}
@@ -500,16 +507,26 @@ export function App() {
           </span>
           <span data-testid="pool-totals">
             <strong>{totals.free.toLocaleString("en-US")}</strong> free ·{" "}
-            <strong>{totals.taken.toLocaleString("en-US")}</strong> taken ·{" "}
+            <strong>{totals.claimed.toLocaleString("en-US")}</strong> claimed ·{" "}
             <strong>{totals.total.toLocaleString("en-US")}</strong> members
           </span>
           {judged !== null && asOf !== null ? (
             <span
               className="summary-judged"
               data-testid="summary-judged"
-              title={`${asOf} (API server time)`}
+              title={
+                stale
+                  ? `${asOf} (API server time)`
+                  : `Follows every change; the last one was judged at ${asOf} (API server time)`
+              }
             >
-              {stale ? "last in sync at" : "judged at"} <time dateTime={asOf}>{judged}</time>
+              {stale ? (
+                <>
+                  last in sync at <time dateTime={asOf}>{judged}</time>
+                </>
+              ) : (
+                "up to date"
+              )}
             </span>
           ) : null}
         </div>
@@ -628,7 +645,6 @@ export function App() {
           onHistory={actions.openHistory}
           onUnassign={actions.openRelease}
           onConnect={openConnect}
-          username={username}
           permissionsFor={(ns) => permissions.get(ns) ?? null}
         />
       </div>
@@ -715,6 +731,7 @@ export function App() {
           <RdpView
             key={`${rdpTarget.namespace}/${rdpTarget.member}`}
             target={rdpTarget}
+            defaultUser={defaultSshUser(username)}
             sessions={sessions.sessions}
             onClose={() => {
               setRdpTarget(null);

@@ -43,6 +43,8 @@ export type DialogsProps = {
   onCloseCapacity: () => void;
   /** What you may do in a namespace; null until known. */
   permissionsFor: (namespace: string) => Permissions | null;
+  /** Whether the cluster has a broker (it does the cluster's half of claims; pools are managed). */
+  brokered: boolean;
 };
 
 /** The dialog `which` names, with what it needs from the window's state. */
@@ -78,6 +80,7 @@ export function Dialogs(props: DialogsProps) {
               holder={spec.holder}
               username={username}
               force={spec.force}
+              onRelease={memberOf(snapshot, spec.namespace, spec.member)?.onRelease ?? null}
               busy={busy}
               error={openDialog.error}
               onConfirm={() => {
@@ -92,6 +95,7 @@ export function Dialogs(props: DialogsProps) {
               key={dialogActionKey(spec)}
               namespace={spec.namespace}
               pools={snapshot?.pools ?? []}
+              managed={props.brokered}
               onClose={actions.closeDialog}
             />
           );
@@ -190,12 +194,22 @@ function poolView(snapshot: PoolsSnapshot | null, namespace: string, pool: strin
   return snapshot?.pools.find((p) => p.namespace === namespace && p.name === pool) ?? null;
 }
 
-/** What of `member` the live view shows that a new act changes (its state and holder). */
-function memberRevision(snapshot: PoolsSnapshot | null, namespace: string, member: string): string {
+/** `member` of `namespace` as the live view shows it, or null. */
+function memberOf(
+  snapshot: PoolsSnapshot | null,
+  namespace: string,
+  member: string,
+): MemberView | null {
   for (const pool of snapshot?.pools ?? []) {
     if (pool.namespace !== namespace) continue;
     const found = pool.members.find((m) => m.name === member);
-    if (found !== undefined) return `${found.state}:${found.holder ?? ""}`;
+    if (found !== undefined) return found;
   }
-  return "";
+  return null;
+}
+
+/** What of `member` the live view shows that a new act changes (its state and holder). */
+function memberRevision(snapshot: PoolsSnapshot | null, namespace: string, member: string): string {
+  const found = memberOf(snapshot, namespace, member);
+  return found === null ? "" : `${found.state}:${found.holder ?? ""}`;
 }

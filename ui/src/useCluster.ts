@@ -173,6 +173,23 @@ export function useCluster(onReplace: () => void) {
     showContexts(await listContexts());
   }, [showContexts]);
 
+  // The log rotates daily (at midnight UTC): ask again every minute, so that the footer names
+  // the file written now; the same answer changes nothing.
+  useEffect(() => {
+    if (!backendAvailable()) return;
+    const timer = window.setInterval(() => {
+      void appInfo().then((result) => {
+        if (!result.ok) return;
+        setInfo((shown) =>
+          shown !== null && shown.logPath === result.value.logPath ? shown : result.value,
+        );
+      });
+    }, 60_000);
+    return () => {
+      window.clearInterval(timer);
+    };
+  }, []);
+
   // Start-up: read the kubeconfig and connect (the connection's channels bring the pools).
   useEffect(() => {
     if (!backendAvailable()) return;

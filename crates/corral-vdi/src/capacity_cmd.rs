@@ -20,7 +20,7 @@ pub struct CapacityArgs {
     #[arg(long = "from", value_name = "VM")]
     pub from: Option<String>,
     /// How many clones of the golden VM (1 to 500).
-    #[arg(long, default_value_t = 1, requires = "from")]
+    #[arg(long, default_value_t = 1, requires = "from", value_parser = crate::numbers::pool_size, allow_negative_numbers = true)]
     pub size: u32,
     /// Namespace of the golden VM (default: the context's namespace).
     #[arg(short = 'n', long, requires = "from")]

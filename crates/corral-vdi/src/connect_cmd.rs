@@ -55,7 +55,7 @@ pub struct VncArgs {
 pub struct PortForwardArgs {
     #[command(flatten)]
     pub target: MemberArgs,
-    /// Ports: `REMOTE` (a free local port) or `LOCAL:REMOTE`.
+    /// Ports: `REMOTE`, `:REMOTE` or `0:REMOTE` (a free local port), or `LOCAL:REMOTE`.
     #[arg(required = true, value_name = "[LOCAL:]REMOTE")]
     pub ports: Vec<String>,
     /// Bridge stdin/stdout to the one REMOTE port instead of listening (ssh's ProxyCommand).

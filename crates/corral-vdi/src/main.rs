@@ -27,6 +27,7 @@ mod broker_cmd;
 mod capacity_cmd;
 mod connect_cmd;
 mod guard_cmd;
+mod numbers;
 mod policy_cmd;
 mod pool_cmd;
 mod terminal;
@@ -106,7 +107,7 @@ enum Command {
         #[arg(long)]
         another: bool,
         /// With a broker on the cluster: how long to wait for it to bind access and start the
-        /// member: 120s, 5m, 1m30s, 90 (seconds); 1 s to 24 h.
+        /// member: 120s, 5m, 1m30s; 1 s to 24 h.
         #[arg(long, value_parser = parse_duration, default_value = "120s")]
         timeout: std::time::Duration,
     },
@@ -280,17 +281,11 @@ fn member_row(m: &MemberView, now: jiff::Timestamp) -> [String; 6] {
         }
         (holder, _) => or_dash(holder.as_deref()).to_owned(),
     };
-    // An unreadable claim says why in its state: the member's own problem, in the table; so
-    // does a claim the broker cannot finish.
-    let state = match (
-        m.lease.as_ref().and_then(|l| l.problem.as_deref()),
-        &m.broker_reason,
-    ) {
-        (Some(problem), _) => format!("{}: {problem}", m.state_label),
-        (None, Some(reason)) if m.state == MemberState::Granting => {
-            format!("{}: {reason}", m.state_label)
-        }
-        _ => m.state_label.clone(),
+    // What the state says beyond its label (an unreadable Lease, the broker's reason, a member
+    // that goes when released): the core's note, as the app shows it.
+    let state = match &m.state_note {
+        Some(note) => format!("{}: {note}", m.state_label),
+        None => m.state_label.clone(),
     };
     [
         m.name.clone(),
@@ -331,7 +326,7 @@ fn print_pools(
             out!();
         }
         out!(
-            "{} (ns/{}, {} {}: {} free, {} taken)",
+            "{} (ns/{}, {} {}: {} free, {} claimed)",
             pool.name,
             pool.namespace,
             pool.counts.total,
@@ -341,7 +336,7 @@ fn print_pools(
                 "members"
             },
             pool.counts.free,
-            pool.counts.taken
+            pool.counts.claimed
         );
         policy_cmd::print_policy_of(pool, policies);
         let rows: Vec<[String; 6]> = std::iter::once(header.clone())
@@ -365,7 +360,7 @@ fn power_text(power: &PowerAction) -> String {
         PowerAction::AlreadyStopped => "already stopped".into(),
         PowerAction::AlreadyStopping => "already stopping".into(),
         PowerAction::BrokerStarted => "started by the broker".into(),
-        PowerAction::BrokerStops => "the broker stops it".into(),
+        PowerAction::BrokerReleases(effect) => format!("the broker acts: {}", effect.words),
     }
 }
 

@@ -12,7 +12,7 @@ use vdi_core::policy::{DesktopPool, OnRelease, duration};
 #[derive(Args, Clone, Default)]
 pub struct PolicyArgs {
     /// Free members kept running (0 to the size).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::numbers::warm, allow_negative_numbers = true)]
     pub warm: Option<u32>,
     /// How long a claim outlives its holder's last session (the Lease's duration): 30m, 1h,
     /// 1h30m; 10s to 168h.
@@ -89,10 +89,10 @@ pub struct ResizeArgs {
     pub pool: String,
     /// Members wanted (1 to 500): the broker clones the missing ones, or removes free ones,
     /// highest index first.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::numbers::pool_size, allow_negative_numbers = true)]
     pub size: u32,
     /// Free members kept running, set in the same write (0 to the size).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::numbers::warm, allow_negative_numbers = true)]
     pub warm: Option<u32>,
     /// Namespace (default: the context's namespace).
     #[arg(short = 'n', long)]

@@ -15,14 +15,14 @@ use std::io::Write;
 use std::time::Duration;
 
 use clap::Args;
+use vdi_core::claim::cluster_half::side;
 use vdi_core::clock::ServerClock;
 use vdi_core::cluster::KubeconfigSource;
 use vdi_core::error::ErrorKind;
-use vdi_core::managed::change::spec_for;
-use vdi_core::managed::ops::create_for;
+use vdi_core::managed::create;
 use vdi_core::pool::{
     CancelHandle, CreateOptions, CreatePool, CreateProgress, CreateStep, DeletePool,
-    MemberProgress, create_pool, delete_pool,
+    MemberProgress, delete_pool,
 };
 use vdi_core::validate::parse_duration;
 
@@ -37,12 +37,12 @@ pub struct CreateArgs {
     #[arg(long = "from", value_name = "VM")]
     pub from: String,
     /// Number of members (1 to 500).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::numbers::pool_size, allow_negative_numbers = true)]
     pub size: u32,
     /// Namespace of the golden VM and the pool (default: the context's namespace).
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
-    /// How long each member's clone may take to produce its VM: 120s, 5m, 1m30s, 90 (seconds);
+    /// How long each member's clone may take to produce its VM: 120s, 5m, 1m30s;
     /// 1 s to 24 h.
     #[arg(long, value_parser = parse_duration, default_value = "120s")]
     pub timeout: Duration,
@@ -161,38 +161,21 @@ pub async fn create(
             ..CreateOptions::default()
         },
     };
-    // The policy is checked with the rest of the input, before anything is created; flags
-    // that only a broker acts on need one.
-    vdi_core::pool::validate_create(&request)?;
-    let changes = args.policy.changes();
-    let spec = spec_for(&request.golden, request.size, &changes)?;
-    if !changes.is_empty() && !vdi_core::broker::status(&conn.client).await?.installed() {
-        return Err(vdi_core::Error::rejected(
-            ErrorKind::Invalid,
-            "--warm, --disconnect-grace, --max-session, --idle-timeout and --on-release are the \
-             pool's policy, which the broker runs, and this cluster has no broker; nothing was \
-             created",
-            "install the broker (corral-vdi broker install), or create the pool without them",
-        ));
-    }
-    let created = create_pool(&conn.client, &request, print_progress).await?;
+    // With a broker the pool is managed: the broker's status decides, read once.
+    let broker = vdi_core::broker::status(&conn.client).await?;
+    let created = create::create(
+        &conn.client,
+        &request,
+        &args.policy.changes(),
+        side(Some(&broker)),
+        print_progress,
+    )
+    .await?;
+    let policy = created.policy;
+    let created = created.pool;
     for warning in &created.warnings {
         err!("warning: {warning}");
     }
-    let (ns, name) = (&created.namespace, &created.name);
-    let policy = create_for(&conn.client, ns, name, spec)
-        .await
-        .map_err(|e| vdi_core::Error::Partial {
-            message: format!(
-                "pool \"{name}\" was created ({} members), but its DesktopPool was not",
-                created.members.len()
-            ),
-            suggestion: format!(
-                "adopt it: corral-vdi pool adopt {name} -n {ns} --from {}, then pool set",
-                created.golden
-            ),
-            source: Box::new(e),
-        })?;
     out!(
         "pool \"{}\" created: {} member{}",
         created.name,
@@ -203,7 +186,11 @@ pub async fn create(
         out!("{member}");
     }
     if let Some(policy) = policy {
-        out!("policy (DesktopPool {name}): {}", policy_text(&policy));
+        out!(
+            "policy (DesktopPool {}): {}",
+            created.name,
+            policy_text(&policy)
+        );
     }
     Ok(())
 }

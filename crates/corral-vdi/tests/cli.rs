@@ -14,7 +14,7 @@ fn pool_list_prints_the_legacy_pool_like_the_walkthrough() {
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
-        stdout.contains("legacy (ns/corral-vms, 3 members: 2 free, 1 taken)"),
+        stdout.contains("legacy (ns/corral-vms, 3 members: 2 free, 1 claimed)"),
         "{stdout}"
     );
     let row = stdout

@@ -54,7 +54,7 @@ async fn create_and_delete_print_like_the_walkthrough() {
     let out = corral(&["pool", "list", "-n", &ns]);
     let listing = text(&out.stdout);
     assert!(
-        listing.contains(&format!("devpool (ns/{ns}, 3 members: 3 free, 0 taken)")),
+        listing.contains(&format!("devpool (ns/{ns}, 3 members: 3 free, 0 claimed)")),
         "{listing}"
     );
 
@@ -185,7 +185,35 @@ async fn refusals_exit_non_zero_with_the_cause_and_a_hint() {
         &ns,
     ]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("write it like 120s"));
+    assert!(text(&out.stderr).contains("write it like 90s, 15m or 1h30m"));
+    // A negative count is a number that is wrong, not a flag: said in the flag's terms, never
+    // the parser's tip to write `-- -1` or its range 0..=4294967295.
+    for (flag, value, said) in [
+        (
+            "--size",
+            "-1",
+            "\"-1\" is not a number of members: write a whole number (1 to 500)",
+        ),
+        (
+            "--size",
+            "99999999999",
+            "99999999999 is out of range (1 to 500)",
+        ),
+        ("--warm", "-2", "\"-2\" is not a number of warm members"),
+    ] {
+        let mut args = vec!["pool", "create", "p", "--from", "running", flag, value];
+        if flag == "--warm" {
+            args.extend(["--size", "1"]);
+        }
+        args.extend(["-n", &ns]);
+        let out = corral(&args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(said) && !stderr.contains("-- -") && !stderr.contains("4294967295"),
+            "{args:?}: {stderr}"
+        );
+    }
 
     let out = corral(&[
         "pool",

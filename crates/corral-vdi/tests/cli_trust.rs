@@ -177,7 +177,7 @@ async fn bad_input_is_refused_before_any_request_and_changes_nothing() {
                 "--size",
                 "1",
                 "--timeout",
-                "18446744073709551615",
+                "5000000000h",
                 "-n",
                 &ns,
             ],

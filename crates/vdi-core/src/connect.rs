@@ -295,16 +295,25 @@ pub struct PortSpec {
 impl std::str::FromStr for PortSpec {
     type Err = Error;
 
+    /// kubectl's forms: `LOCAL:REMOTE`; `:REMOTE` and `0:REMOTE` for any free local port.
+    /// A bare `REMOTE` also takes a free local port (kubectl would listen on the same number,
+    /// which for a guest's 22 or 3389 is seldom free and often privileged on the workstation).
+    ///
     /// Errors: [`Error::Invalid`] naming the text and the forms it may take.
     fn from_str(spec: &str) -> Result<Self> {
         let bad = || {
             Error::invalid(
                 format!("\"{spec}\" is not a port or LOCAL:REMOTE pair"),
-                "write ports like 22, 2222:22 or 3389 (1 to 65535)",
+                "write ports like 22, 2222:22, :22 or 0:22 (any free local port); each 1 to \
+                 65535",
             )
         };
         let port = |p: &str| p.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(bad);
         match spec.split_once(':') {
+            Some(("" | "0", remote)) => Ok(Self {
+                local: None,
+                remote: port(remote)?,
+            }),
             Some((local, remote)) => Ok(Self {
                 local: Some(port(local)?),
                 remote: port(remote)?,
@@ -496,8 +505,9 @@ impl Connector {
     /// Forwards each of `ports` of `member` (sessions of kind `Forward`): every guest port is
     /// tried first, then each listens.
     ///
-    /// Errors, in this order: a bad name; the first stream refused; a local port in use (the
-    /// forwards already listening are stopped).
+    /// Errors, in this order: a bad name, or a local port given twice ([`distinct_local_ports`]),
+    /// before any request; the first stream refused; a local port in use (the forwards already
+    /// listening are stopped).
     pub async fn forward_ports(
         &self,
         namespace: &str,
@@ -505,6 +515,7 @@ impl Connector {
         ports: &[PortSpec],
     ) -> Result<Vec<Started>> {
         check_names(namespace, member)?;
+        distinct_local_ports(ports)?;
         for spec in ports {
             self.probe(namespace, member, Target::Port(spec.remote))
                 .await?;
@@ -642,16 +653,56 @@ pub fn ssh_through_proxy(
     })
 }
 
+/// Refuses `ports` that name one local port twice (`2222:22 2222:3389`): the second could never
+/// listen, and the first would be stopped with it.
+///
+/// Errors: [`Error::Invalid`] naming the port and both forwards.
+fn distinct_local_ports(ports: &[PortSpec]) -> Result<()> {
+    for (i, spec) in ports.iter().enumerate() {
+        let Some(local) = spec.local else { continue };
+        if let Some(other) = ports[..i].iter().find(|p| p.local == Some(local)) {
+            return Err(Error::invalid(
+                format!(
+                    "local port {local} is given twice ({local}:{} and {local}:{}); nothing was \
+                     started",
+                    other.remote, spec.remote
+                ),
+                "give each forward its own local port, or :REMOTE for any free one",
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
-    use super::PortSpec;
+    use super::{PortSpec, distinct_local_ports};
+
+    #[test]
+    fn a_local_port_given_twice_is_refused_and_free_ones_never_clash() {
+        let specs =
+            |list: &[&str]| -> Vec<PortSpec> { list.iter().map(|s| s.parse().unwrap()).collect() };
+        let err = distinct_local_ports(&specs(&["2222:22", "3390:3389", "2222:3389"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("local port 2222 is given twice (2222:22 and 2222:3389)"),
+            "{err}"
+        );
+        assert!(distinct_local_ports(&specs(&["22", ":22", "0:3389", "2222:22"])).is_ok());
+    }
 
     #[test]
     fn ports_parse() {
         let parse = |s: &str| s.parse::<PortSpec>().map(|p| (p.local, p.remote));
         assert_eq!(parse("22").unwrap(), (None, 22));
         assert_eq!(parse("2222:22").unwrap(), (Some(2222), 22));
-        for bad in ["", "0", "x", "1:70000", "a:22"] {
+        // kubectl's "any free local port".
+        assert_eq!(parse(":22").unwrap(), (None, 22));
+        assert_eq!(parse("0:22").unwrap(), (None, 22));
+        for bad in [
+            "", "0", "x", "1:70000", "a:22", ":", "0:", ":0", "00:", "-1:22", "22:",
+        ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
     }

@@ -9,6 +9,10 @@
 //! nothing on the Lease. The pools feed judges the members by it (with a broker, an active
 //! claim reads "granting" until the broker has finished it).
 //!
+//! While it lives, [`Link::forward`] sends its live state to a front end (the app's window):
+//! the pools as diffs, each member judged for the link's identity ([`crate::claim::offers`]),
+//! the credentials' state and the broker's badge.
+//!
 //! Layering: a feature above [`crate::cluster`], [`crate::identity`], [`crate::guard`],
 //! [`crate::broker`], [`crate::claim`] and [`crate::watch`]; none of them imports it.
 
@@ -25,15 +29,17 @@ use tokio::task::JoinHandle;
 
 use crate::broker::{self, BrokerStatus};
 use crate::claim::cluster_half::{BrokerBadge, broker_badge, side};
+use crate::claim::offers::{self, Viewer};
 use crate::clock::ServerClock;
 use crate::cluster::{Connection, KubeconfigSource};
+use crate::credentials::CredentialState;
 use crate::guard::{self, GuardStatus};
 use crate::identity::Actor;
 use crate::lease::ClaimLease;
 use crate::names::{BROKER_NAME, BROKER_NAMESPACE};
 use crate::scope::Scope;
 use crate::state::ClaimSide;
-use crate::watch::PoolFeed;
+use crate::watch::{PoolFeed, PoolsDiff, PoolsUpdate};
 use crate::{Error, Result};
 
 /// How often a live link judges the broker's Lease again without an event: a leader that
@@ -61,8 +67,96 @@ pub struct Link {
     pub broker_live: watch::Receiver<BrokerBadge>,
     /// The live pools feed for the scope asked for.
     pub feed: PoolFeed,
+    /// Who does the cluster's half of claims now, as the feed judges by it.
+    side: watch::Receiver<ClaimSide>,
     /// Keeps [`Link::broker_live`] current; stopped with the link.
     broker_watch: Option<JoinHandle<()>>,
+}
+
+/// Where a link's live state goes ([`Link::forward`]): one callback each, called from the
+/// link's own tasks, in order.
+pub struct Sinks {
+    /// The pools: the whole list first, then the pools that changed
+    /// ([`crate::watch::PoolsDiff`]), every member's [`crate::state::MemberView::offers`]
+    /// judged for the link's identity (none when it is unknown).
+    pub pools: Box<dyn Fn(PoolsUpdate) + Send + Sync>,
+    /// Where the credentials stand, now and on every change.
+    pub credentials: Box<dyn Fn(CredentialState) + Send + Sync>,
+    /// The broker's badge, on every change after the link was made (the badge as it was then
+    /// is [`Link::broker_live`]'s to read).
+    pub broker: Box<dyn Fn(BrokerBadge) + Send + Sync>,
+}
+
+/// The tasks of [`Link::forward`]; dropping it stops them.
+pub struct Forwarding(Vec<JoinHandle<()>>);
+
+impl Drop for Forwarding {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
+}
+
+impl Link {
+    /// Sends the link's live state to `sinks` until the returned [`Forwarding`] (or the link)
+    /// is dropped; `feed` numbers the pools updates ([`PoolsUpdate::feed`]).
+    pub fn forward(&self, feed: u32, sinks: Sinks) -> Forwarding {
+        let Sinks {
+            pools,
+            credentials,
+            broker,
+        } = sinks;
+        let identity = self
+            .actor
+            .as_ref()
+            .ok()
+            .map(|a| (a.username().to_owned(), a.identity().is_admin()));
+        let guarded = self.guard.as_ref().is_some_and(GuardStatus::enforced);
+        let side = self.side.clone();
+        let mut rx = self.feed.subscribe();
+        let mut diff = PoolsDiff::new(feed);
+        let pools = tokio::spawn(async move {
+            loop {
+                let viewer = identity.as_ref().map(|(username, admin)| Viewer {
+                    username: username.clone(),
+                    admin: *admin,
+                    guarded,
+                    side: *side.borrow(),
+                });
+                let update = diff.update(&rx.borrow_and_update(), |pool| {
+                    if let Some(viewer) = &viewer {
+                        offers::fill(pool, viewer);
+                    }
+                });
+                tracing::debug!(
+                    full = update.full,
+                    changed = update.changed.len(),
+                    "pools update sent"
+                );
+                pools(update);
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+        let mut credential_rx = self.conn.credentials.clone();
+        let credentials = tokio::spawn(async move {
+            loop {
+                credentials(credential_rx.borrow_and_update().clone());
+                if credential_rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+        let mut broker_rx = self.broker_live.clone();
+        let broker = tokio::spawn(async move {
+            while broker_rx.changed().await.is_ok() {
+                broker(broker_rx.borrow_and_update().clone());
+            }
+        });
+        Forwarding(vec![pools, credentials, broker])
+    }
 }
 
 impl Drop for Link {
@@ -110,7 +204,7 @@ pub async fn establish(
         .is_some_and(|s| s.state != broker::BrokerState::Unknown);
     let broker_watch = readable
         .then(|| tokio::spawn(follow_broker(conn.client.clone(), clock, badge_tx, side_tx)));
-    let feed = PoolFeed::spawn_on(conn.client.clone(), scope.clone(), clock, side_rx);
+    let feed = PoolFeed::spawn_on(conn.client.clone(), scope.clone(), clock, side_rx.clone());
     Ok(Link {
         conn,
         actor,
@@ -119,6 +213,7 @@ pub async fn establish(
         broker,
         broker_live,
         feed,
+        side: side_rx,
         broker_watch,
     })
 }

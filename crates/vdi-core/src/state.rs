@@ -19,9 +19,11 @@ use crate::names::{
 };
 use crate::policy::DesktopPool;
 use crate::policy::reclaim::ReclaimWhy;
+use crate::policy::release::{ReleaseEffect, ReleaseView};
 use crate::resources::VirtualMachine;
 
 mod managed;
+pub mod offers;
 
 pub use managed::{PolicySummary, StateCounts};
 
@@ -186,6 +188,28 @@ pub fn member_view_on(
         reclaim_why: None,
         notice: false,
         keepable: false,
+        on_release: ReleaseEffect::Stop { warm: false }.into(),
+        state_note: None,
+        offers: None,
+    }
+    .noted()
+}
+
+impl MemberView {
+    /// This view with its [`MemberView::state_note`] judged from the rest of it.
+    pub fn noted(mut self) -> MemberView {
+        let problem = self.lease.as_ref().and_then(|l| l.problem.as_deref());
+        self.state_note = match (problem, &self.broker_reason) {
+            (Some(problem), _) => Some(problem.to_owned()),
+            (None, Some(reason)) if self.state == MemberState::Granting => Some(reason.clone()),
+            _ if matches!(self.on_release.effect, ReleaseEffect::Remove { .. })
+                && self.holder.is_some() =>
+            {
+                Some("removed when released".into())
+            }
+            _ => None,
+        };
+        self
     }
 }
 
@@ -270,6 +294,8 @@ pub fn group_pools_with<'a>(
         let mut view = member_view_on(vm, lease, now, side);
         if let Some(Ok(policy)) = managed_pools.get(&key).map(|m| &m.policy) {
             managed::fill_reclaim(&mut view, vm, lease, policy, now);
+            view.on_release = ReleaseEffect::of(Some(policy), pool, &view.name).into();
+            view = view.noted();
         }
         pools.entry(key).or_default().push(view);
     }
@@ -307,10 +333,12 @@ pub fn group_pools_with<'a>(
                 if m.claimable {
                     counts.free += 1;
                 } else if m.holder.is_some() {
-                    counts.taken += 1;
+                    counts.claimed += 1;
                 }
             }
+            let size = policy.and_then(|m| m.policy.as_ref().ok()).map(|p| p.size);
             PoolView {
+                resize_note: size.and_then(|size| resize_note(size, &members)),
                 namespace,
                 name,
                 state_counts: StateCounts::of(&members, policy.map_or(0, |m| m.creating)),
@@ -324,6 +352,37 @@ pub fn group_pools_with<'a>(
             }
         })
         .collect()
+}
+
+/// What a managed pool's head says while it has more members than its `size` (a shrink the
+/// broker is carrying out): "resizing to 2: dev-4 is being removed; dev-3 goes when released".
+/// `None` once it has no member above the size.
+fn resize_note(size: u32, members: &[MemberView]) -> Option<String> {
+    let above: Vec<&MemberView> = members
+        .iter()
+        .filter(|m| matches!(m.on_release.effect, ReleaseEffect::Remove { .. }))
+        .collect();
+    if above.is_empty() {
+        return None;
+    }
+    let names = |held: bool| {
+        above
+            .iter()
+            .filter(|m| m.holder.is_some() == held)
+            .map(|m| m.name.as_str())
+            .collect::<Vec<_>>()
+    };
+    let (waiting, going) = (names(true), names(false));
+    let mut parts = Vec::new();
+    if !going.is_empty() {
+        let verb = if going.len() == 1 { "is" } else { "are" };
+        parts.push(format!("{} {verb} being removed", going.join(", ")));
+    }
+    if !waiting.is_empty() {
+        let verb = if waiting.len() == 1 { "goes" } else { "go" };
+        parts.push(format!("{} {verb} when released", waiting.join(", ")));
+    }
+    Some(format!("resizing to {size}: {}", parts.join("; ")))
 }
 
 /// The earliest moment after `now` at which the views of `pools` change without a watch
@@ -451,6 +510,16 @@ pub struct MemberView {
     pub notice: bool,
     /// Whether Keep postpones that reclaim (not a `maxSession` end).
     pub keepable: bool,
+    /// What a release of it does to its VM, by its pool's policy (stop in an unmanaged pool;
+    /// removed for good when the pool was made smaller than its index).
+    pub on_release: ReleaseView,
+    /// What its state says beyond its label, shown beside it by every front end: why its Lease
+    /// cannot be read (its problem), why the broker cannot finish granting it, or that it goes
+    /// when released (its pool was made smaller). `None` when there is nothing more.
+    pub state_note: Option<String>,
+    /// What its row offers the identity a cluster link acts as (judged by
+    /// [`crate::claim::offers`] where the link forwards its views); `None` elsewhere.
+    pub offers: Option<offers::MemberOffers>,
 }
 
 /// Member counts of a pool, by claimability.
@@ -461,7 +530,7 @@ pub struct PoolCounts {
     /// Members a new claimant may take.
     pub free: u32,
     /// Members with a user (label or active Lease).
-    pub taken: u32,
+    pub claimed: u32,
     /// All members.
     pub total: u32,
 }
@@ -493,6 +562,9 @@ pub struct PoolView {
     pub policy_problem: Option<String>,
     /// Members per state, the warm buffer among them.
     pub state_counts: StateCounts,
+    /// While a managed pool has members above its size (a shrink under way), what is left to
+    /// do: "resizing to 2: dev-4 is being removed; dev-3 goes when released".
+    pub resize_note: Option<String>,
 }
 
 #[cfg(test)]
@@ -694,7 +766,7 @@ mod tests {
         });
         let pools = group_pools_on([&labelled], [&held], now(), ClaimSide::Broker);
         assert_eq!(pools[0].members[0].state, MemberState::Assigned);
-        assert_eq!(pools[0].counts.taken, 1);
+        assert_eq!(pools[0].counts.claimed, 1);
     }
 
     #[test]
@@ -738,7 +810,7 @@ mod tests {
             dev.counts,
             PoolCounts {
                 free: 2,
-                taken: 1,
+                claimed: 1,
                 total: 3
             }
         );

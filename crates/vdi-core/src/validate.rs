@@ -250,49 +250,63 @@ pub fn clone_timeout(timeout: Duration) -> Result<()> {
     ))
 }
 
-/// Parses a duration written as `<number><unit>` parts (units `ms`, `s`, `m`, `h`), e.g.
-/// `120s`, `2m`, `1m30s`, `500ms`; a bare number is seconds. Values too large for a duration
-/// are refused, not wrapped.
+/// The one duration grammar of every input, a pool's policy (`disconnectGrace`, …) and the
+/// CLI's flags (`--timeout`, `--since`) alike: `<digits><unit>` parts, the units `h`, `m`, `s`
+/// and `ms`, each at most once and largest first (`1h30m`, `90s`, `500ms`). No bare numbers, no
+/// fractions, no repeated unit (`1h1h`, `1m1h` are refused, not summed). Returns milliseconds.
 ///
-/// Errors: a sentence saying how to write it.
-pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
-    let text = text.trim();
-    let bad = || format!("\"{text}\" is not a duration: write it like 120s, 2m, 1m30s or 500ms");
+/// Errors: a sentence naming the text and how to write it; a value beyond 584 million years
+/// is "too long", not wrapped.
+pub fn duration_millis(text: &str) -> std::result::Result<u64, String> {
+    const UNITS: [(&str, u64); 4] = [("h", 3_600_000), ("m", 60_000), ("s", 1_000), ("ms", 1)];
+    let bad = |why: &str| {
+        format!(
+            "\"{text}\" is not a duration{why}: write it like 90s, 15m or 1h30m (h, m, s and ms, \
+             each once, largest first)"
+        )
+    };
     let too_long = || format!("\"{text}\" is too long a duration");
     if text.is_empty() {
-        return Err(bad());
+        return Err(bad(""));
     }
-    if text.bytes().all(|b| b.is_ascii_digit()) {
-        let secs: u64 = text.parse().map_err(|_| too_long())?;
-        return Ok(Duration::from_secs(secs));
-    }
-    let mut total = Duration::ZERO;
-    let mut rest = text;
+    let (mut total, mut rest, mut smallest_yet) = (0u64, text, 0usize);
     while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         if digits == 0 {
-            return Err(bad());
+            return Err(bad(""));
+        }
+        if digits == rest.len() {
+            return Err(bad(" (a number needs its unit)"));
         }
         let value: u64 = rest[..digits].parse().map_err(|_| too_long())?;
         rest = &rest[digits..];
         let unit_len = rest
             .find(|c: char| c.is_ascii_digit())
             .unwrap_or(rest.len());
-        let millis_per_unit: u64 = match &rest[..unit_len] {
-            "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            _ => return Err(bad()),
+        let Some(unit) = UNITS.iter().position(|(u, _)| *u == &rest[..unit_len]) else {
+            return Err(bad(""));
         };
-        let part = value
-            .checked_mul(millis_per_unit)
-            .map(Duration::from_millis)
+        if unit < smallest_yet {
+            return Err(bad(" (each unit once, largest first)"));
+        }
+        smallest_yet = unit + 1;
+        total = value
+            .checked_mul(UNITS[unit].1)
+            .and_then(|part| total.checked_add(part))
             .ok_or_else(too_long)?;
-        total = total.checked_add(part).ok_or_else(too_long)?;
         rest = &rest[unit_len..];
     }
     Ok(total)
+}
+
+/// A duration in the one grammar ([`duration_millis`]), e.g. `120s`, `2m`, `1m30s`, `500ms`;
+/// surrounding spaces ignored.
+///
+/// Errors: those of [`duration_millis`].
+pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
+    duration_millis(text.trim()).map(Duration::from_millis)
 }
 
 #[cfg(test)]
@@ -399,11 +413,25 @@ mod tests {
         assert_eq!(parse_duration("120s"), Ok(Duration::from_secs(120)));
         assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        // One grammar: no bare number, no fraction, each unit once and largest first.
+        for bad in [
+            "90", "1h30", "0.5h", "1h1h", "1m1h", "30s1m", "1ms1s", "h", "1d", "1 h",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        assert!(
+            parse_duration("1m1h")
+                .unwrap_err()
+                .contains("each unit once, largest first")
+        );
+        assert_eq!(
+            parse_duration("1h2m3s4ms"),
+            Ok(Duration::from_millis(3_723_004))
+        );
         assert!(parse_duration("18446744073709551615h").is_err());
         assert!(parse_duration("99999999999999999999").is_err());
         assert!(parse_duration("5x").is_err() && parse_duration("").is_err());
-        let huge = parse_duration("18446744073709551615").unwrap();
+        let huge = parse_duration("5000000000h").unwrap();
         assert!(clone_timeout(huge).is_err());
         assert!(clone_timeout(Duration::ZERO).is_err());
         assert!(clone_timeout(Duration::from_secs(120)).is_ok());

@@ -692,16 +692,30 @@ impl PoolsDiff {
         PoolsDiff { feed, last: None }
     }
 
-    /// The update that takes a receiver from the previous snapshot to `snapshot`.
-    pub fn update(&mut self, snapshot: &PoolsSnapshot) -> PoolsUpdate {
+    /// The update that takes a receiver from the previous snapshot to `snapshot`, each pool
+    /// passed through `judge` first (the link fills what each member offers its identity): a
+    /// pool counts as changed when what `judge` made of it differs.
+    pub fn update(
+        &mut self,
+        snapshot: &PoolsSnapshot,
+        judge: impl Fn(&mut PoolView),
+    ) -> PoolsUpdate {
         let key = |p: &PoolView| PoolKey {
             namespace: p.namespace.clone(),
             name: p.name.clone(),
         };
-        let next: BTreeMap<PoolKey, PoolView> =
-            snapshot.pools.iter().map(|p| (key(p), p.clone())).collect();
+        let next: BTreeMap<PoolKey, PoolView> = snapshot
+            .pools
+            .iter()
+            .map(|p| {
+                let mut judged = p.clone();
+                judge(&mut judged);
+                (key(p), judged)
+            })
+            .collect();
         let (full, changed, removed) = match self.last.take() {
-            None => (true, snapshot.pools.clone(), Vec::new()),
+            // The pools come sorted by (namespace, name), as the map keeps them.
+            None => (true, next.values().cloned().collect(), Vec::new()),
             Some(last) => {
                 let changed = next
                     .iter()
@@ -776,7 +790,7 @@ mod tests {
             members: Vec::new(),
             counts: PoolCounts {
                 free,
-                taken: 0,
+                claimed: 0,
                 total: free,
             },
             stray_leases: Vec::new(),
@@ -784,6 +798,7 @@ mod tests {
             policy: None,
             policy_problem: None,
             state_counts: Default::default(),
+            resize_note: None,
         }
     }
 
@@ -806,20 +821,23 @@ mod tests {
     #[test]
     fn first_update_is_full_then_only_what_changed() {
         let mut diff = PoolsDiff::new(7);
-        let first = diff.update(&snapshot(vec![pool("a", 1), pool("b", 2)]));
+        let first = diff.update(&snapshot(vec![pool("a", 1), pool("b", 2)]), |_| {});
         assert!(first.full);
         assert_eq!(first.feed, 7);
         assert_eq!(first.changed, vec![pool("a", 1), pool("b", 2)]);
 
-        let same = diff.update(&snapshot(vec![pool("a", 1), pool("b", 2)]));
+        let same = diff.update(&snapshot(vec![pool("a", 1), pool("b", 2)]), |_| {});
         assert!(!same.full);
         assert!(same.changed.is_empty() && same.removed.is_empty());
 
-        let one = diff.update(&snapshot(vec![pool("a", 0), pool("b", 2), pool("c", 3)]));
+        let one = diff.update(
+            &snapshot(vec![pool("a", 0), pool("b", 2), pool("c", 3)]),
+            |_| {},
+        );
         assert_eq!(one.changed, vec![pool("a", 0), pool("c", 3)]);
         assert!(one.removed.is_empty());
 
-        let gone = diff.update(&snapshot(vec![pool("c", 3)]));
+        let gone = diff.update(&snapshot(vec![pool("c", 3)]), |_| {});
         assert!(gone.changed.is_empty());
         assert_eq!(gone.removed, vec![key("a"), key("b")]);
     }
@@ -827,11 +845,23 @@ mod tests {
     #[test]
     fn a_status_change_alone_is_sent() {
         let mut diff = PoolsDiff::new(1);
-        diff.update(&snapshot(vec![pool("a", 1)]));
+        diff.update(&snapshot(vec![pool("a", 1)]), |_| {});
         let mut failing = snapshot(vec![pool("a", 1)]);
         failing.status = FeedStatus::Syncing;
-        let update = diff.update(&failing);
+        let update = diff.update(&failing, |_| {});
         assert_eq!(update.status, FeedStatus::Syncing);
         assert!(update.changed.is_empty());
+    }
+
+    #[test]
+    fn what_the_judge_makes_of_a_pool_counts_as_a_change() {
+        let mut diff = PoolsDiff::new(1);
+        diff.update(&snapshot(vec![pool("a", 1)]), |_| {});
+        // The same pools, judged differently (the identity's offers, the broker's side).
+        let judged = diff.update(&snapshot(vec![pool("a", 1)]), |p| p.managed = true);
+        assert_eq!(judged.changed.len(), 1);
+        assert!(judged.changed[0].managed);
+        let again = diff.update(&snapshot(vec![pool("a", 1)]), |p| p.managed = true);
+        assert!(again.changed.is_empty());
     }
 }

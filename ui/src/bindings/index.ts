@@ -63,13 +63,14 @@ export const commands = {
 	/**  The namespace's VMs that could be golden VMs, with power state and clone problems. */
 	goldenCandidates: (namespace: string) => __TAURI_INVOKE<GoldenCandidate[]>("golden_candidates", { namespace }),
 	/**
-	 *  Checks a "New pool" request without contacting the cluster (the same rules as the CLI):
-	 *  returns the member names it would create, or why it is refused.
+	 *  Checks a "New pool" request without contacting the cluster (the same rules as the CLI,
+	 *  [`create::check`]): returns the member names it would create, or why it is refused.
 	 */
 	validateNewPool: (request: NewPool) => __TAURI_INVOKE<string[]>("validate_new_pool", { request }),
 	/**
-	 *  Creates a pool, sending each step as a `pool-create-progress` event
-	 *  ([`vdi_core::pool::CreateProgress`]) while it runs.
+	 *  Creates a pool as the CLI does ([`create::create`]: managed on a cluster with a broker),
+	 *  sending each step as a `pool-create-progress` event ([`vdi_core::pool::CreateProgress`])
+	 *  while it runs.
 	 */
 	createPool: (request: NewPool) => __TAURI_INVOKE<PoolCreated>("create_pool", { request }),
 	/**
@@ -303,6 +304,11 @@ export type BrokerBadge = {
 	 *  CLI prints once on stderr for assign, connect and pool list.
 	 */
 	notice: string | null,
+	/**
+	 *  Whether the broker does the cluster's half of claims here ([`side`] is
+	 *  [`ClaimSide::Broker`]): then a new pool is managed ([`crate::managed::create`]).
+	 */
+	brokered: boolean,
 };
 
 /**  The cluster's broker changed (its leader, its replicas, or whether it runs). */
@@ -884,6 +890,17 @@ export type MemberHistory = {
 	ttlNotice: string,
 };
 
+/**
+ *  The actions a member's row offers the viewer; `None` where there is nothing of that kind
+ *  (no holder to release; a VM that does not run).
+ */
+export type MemberOffers = {
+	/**  Release… or Force release…. */
+	release: ReleaseOffer | null,
+	/**  Connect…. */
+	connect: Offer | null,
+};
+
 /**  Every path to a member. */
 export type MemberPaths = {
 	/**  Namespace of the member. */
@@ -1015,9 +1032,28 @@ export type MemberView = {
 	notice: boolean,
 	/**  Whether Keep postpones that reclaim (not a `maxSession` end). */
 	keepable: boolean,
+	/**
+	 *  What a release of it does to its VM, by its pool's policy (stop in an unmanaged pool;
+	 *  removed for good when the pool was made smaller than its index).
+	 */
+	onRelease: ReleaseView,
+	/**
+	 *  What its state says beyond its label, shown beside it by every front end: why its Lease
+	 *  cannot be read (its problem), why the broker cannot finish granting it, or that it goes
+	 *  when released (its pool was made smaller). `None` when there is nothing more.
+	 */
+	stateNote: string | null,
+	/**
+	 *  What its row offers the identity a cluster link acts as (judged by
+	 *  [`crate::claim::offers`] where the link forwards its views); `None` elsewhere.
+	 */
+	offers: MemberOffers | null,
 };
 
-/**  What the app's "New pool" dialog asks for. */
+/**
+ *  What the app's "New pool" dialog asks for: the pool and, on a cluster with a broker, its
+ *  policy.
+ */
 export type NewPool = {
 	/**  Namespace of the golden VM and of the pool. */
 	namespace: string,
@@ -1031,6 +1067,11 @@ export type NewPool = {
 	allowRunning: boolean,
 	/**  Per-member clone timeout, in seconds. */
 	timeoutSeconds: number,
+	/**
+	 *  The policy beyond golden VM and size (warm, durations, on release); empty for the
+	 *  defaults, and on a cluster without a broker.
+	 */
+	policy: PolicyChanges,
 };
 
 /**  One node's devices. */
@@ -1128,6 +1169,19 @@ export type NodeResource = {
 	holdersText: string,
 };
 
+/**  One action a row offers the viewer. */
+export type Offer = {
+	/**  Whether the viewer may use it. */
+	allowed: boolean,
+	/**  Why not, when not allowed: what is true and whom to ask, in plain words. */
+	reason: string | null,
+	/**
+	 *  The question to ask first, if any (someone else's desktop: "dev-1 is alice's desktop.
+	 *  Connect anyway?").
+	 */
+	ask: string | null,
+};
+
 /**  What a release (by the holder, a reclaim or a force release) does to the member. */
 export type OnRelease = 
 /**  Stop it; its disk is kept for the next holder (the seed's behaviour). */
@@ -1210,6 +1264,24 @@ export type PlanWords = {
 };
 
 /**
+ *  What `pool set` (and `pool create`'s policy flags) change; `None` leaves a field as it is.
+ *  Durations are `vdi_core::policy::duration` texts (`"30m"`); `"none"` removes `maxSession` or
+ *  `idleTimeout` (no limit).
+ */
+export type PolicyChanges = {
+	/**  Free members kept running. */
+	warm: number | null,
+	/**  The claim Lease's duration. */
+	disconnectGrace: string | null,
+	/**  The longest claim, or `"none"`. */
+	maxSession: string | null,
+	/**  The longest time without a logged-in user, or `"none"`. */
+	idleTimeout: string | null,
+	/**  What a release does. */
+	onRelease: OnRelease | null,
+};
+
+/**
  *  The dialog's values, judged before anything is sent: the first problem (by the rules the
  *  broker reads a DesktopPool with) and, for a smaller size, the members it would remove.
  */
@@ -1263,7 +1335,7 @@ export type PoolCounts = {
 	/**  Members a new claimant may take. */
 	free: number,
 	/**  Members with a user (label or active Lease). */
-	taken: number,
+	claimed: number,
 	/**  All members. */
 	total: number,
 };
@@ -1347,7 +1419,7 @@ export type PoolPolicy = {
 
 /**
  *  A managed pool's settings as the dialog edits them. Durations are texts like `"90s"`,
- *  `"15m"` or `"1h30m"` ([`crate::policy::duration`]); `null` is the default (one hour for
+ *  `"15m"` or `"1h30m"` (`vdi_core::policy::duration`); `null` is the default (one hour for
  *  `disconnectGrace`, no limit for `maxSession` and `idleTimeout`).
  */
 export type PoolSettings = {
@@ -1395,6 +1467,11 @@ export type PoolView = {
 	policyProblem: string | null,
 	/**  Members per state, the warm buffer among them. */
 	stateCounts: StateCounts,
+	/**
+	 *  While a managed pool has members above its size (a shrink under way), what is left to
+	 *  do: "resizing to 2: dev-4 is being removed; dev-3 goes when released".
+	 */
+	resizeNote: string | null,
 };
 
 /**
@@ -1460,8 +1537,11 @@ export type PowerAction =
  *  waited until it ran).
  */
 { kind: "brokerStarted" } | 
-/**  With a broker: the broker stops it, now that the claim's Lease is gone. */
-{ kind: "brokerStops" };
+/**
+ *  With a broker: the broker does this to it, now that the claim's Lease is gone (its
+ *  pool's policy, [`crate::policy::release::ReleaseEffect::of`]).
+ */
+{ kind: "brokerReleases"; reason: ReleaseView };
 
 /**
  *  What a guest's RDP server said before any credentials: the protocol it selected and its
@@ -1549,6 +1629,47 @@ export type ReclaimWhy =
 "maxSession" | 
 /**  No user was logged in to the guest for `idleTimeout`. */
 "idle";
+
+/**  What releasing a member does to its VM (SPEC "Pool policy and lifecycle"). */
+export type ReleaseEffect = 
+/**
+ *  Stopped, its disk kept (`onRelease: keep`, and every unmanaged pool); with `warm`, the
+ *  broker may keep it running instead as one of the pool's warm members.
+ */
+{ kind: "stop"; 
+/**  The pool keeps warm members (free members running for the next claim). */
+warm: boolean } | 
+/**  Restarted, its disk kept (`onRelease: restart`). */
+{ kind: "restart" } | 
+/**  Deleted with its disk and cloned again from the golden VM (`onRelease: reset`). */
+{ kind: "reset" } | 
+/**  Deleted with its disk and not replaced: the pool was made smaller than its index. */
+{ kind: "remove"; 
+/**  The pool's size now, in members. */
+size: number };
+
+/**  What releasing a member means for the viewer. */
+export type ReleaseOffer = {
+	/**
+	 *  Someone else's live claim: a force release (an administrator's, recorded as an Event);
+	 *  without the guard it also takes the right to delete Leases in the namespace
+	 *  ([`crate::identity::Permissions::force_release`]).
+	 */
+	force: boolean,
+	/**  Whether the viewer may release it, and why not. */
+	offer: Offer,
+};
+
+/**
+ *  A [`ReleaseEffect`] with its words ([`ReleaseEffect::words`]), as the views carry it, so that
+ *  every front end says the same.
+ */
+export type ReleaseView = {
+	/**  What happens. */
+	effect: ReleaseEffect,
+	/**  It in words: a clause ("its VM is stopped; its disk is kept for the next user"). */
+	words: string,
+};
 
 /**  A successful release. */
 export type Released = {

@@ -42,7 +42,7 @@ export function CapacityView({ cluster, onClose }: CapacityViewProps) {
         />
       ) : (
         <p className="muted" aria-busy="true">
-          <Working label="Reading nodes, virt-launcher pods and VMIs…" />
+          <Working label="Reading the nodes and the desktops that run on them…" />
         </p>
       );
   } else {
@@ -70,8 +70,8 @@ export function CapacityView({ cluster, onClose }: CapacityViewProps) {
       className="modal-sessions"
     >
       <p id={introId} className="modal-text muted">
-        What each node can hand out (allocatable), what running VMs hold, and what is free. Live: it
-        follows nodes, virt-launcher pods and VMIs as they change.
+        What each node can hand out (allocatable), what running desktops hold, and what is free.
+        Live: it follows the nodes and the running desktops as they change.
       </p>
       {body}
       <div className="modal-actions">

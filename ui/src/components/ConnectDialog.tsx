@@ -23,7 +23,6 @@ import {
   describeRdpSaved,
   describeSshOpened,
   describeStarted,
-  holderQuestion,
   pathAvailability,
   pathFor,
   pathOrder,
@@ -105,7 +104,9 @@ export function ConnectDialog({
   onOpenRdp,
   onClose,
 }: ConnectDialogProps) {
-  const question = holderQuestion(member, username);
+  // Someone else's desktop: the backend's question (with a broker, only an administrator gets
+  // this far).
+  const question = member.offers?.connect?.ask ?? null;
   const [confirmed, setConfirmed] = useState(question === null);
   const { state, retry } = useMemberPaths(member.namespace, member.name, confirmed);
   const [running, setRunning] = useState<Action | null>(null);
@@ -202,9 +203,6 @@ export function ConnectDialog({
         <p id={questionId} className="modal-text" data-testid="connect-holder-question">
           {question}
         </p>
-        <p className="modal-text muted">
-          Its holder may be using it: what you do on its screen, they see.
-        </p>
         <div className="modal-actions">
           <button ref={cancelRef} type="button" className="btn" onClick={onClose}>
             Cancel
@@ -247,7 +245,11 @@ export function ConnectDialog({
     const busy = running !== null;
     body = (
       <>
-        <p className="muted connect-phase" data-testid="connect-phase">
+        <p
+          className="muted connect-phase"
+          data-testid="connect-phase"
+          title={paths.phase === null ? "It has no VMI" : `Its VMI's phase: ${paths.phase}`}
+        >
           {describePhase(paths)}
           {" · "}
           <button

@@ -143,22 +143,25 @@ export function HolderCell({ member }: { member: MemberView }) {
   );
 }
 
-/** A member's claim state; while the broker grants it, with the broker's reason when it gives
- * one (why it cannot finish: no capacity, a conflict). */
+/** A member's claim state, with what the backend says beyond its label beside it (why its
+ * Lease cannot be read, why the broker cannot finish granting it, "removed when released"). */
 export function StateBadge({ member }: { member: MemberView }) {
-  const problem = member.lease?.problem;
-  const reason = member.state === "granting" ? member.brokerReason : null;
+  const note = member.stateNote;
   const stateTitle = `${member.state}${member.claimable ? " · claimable" : " · not claimable"}${
-    problem ? ` · its Lease cannot be read: ${problem}` : ""
-  }${reason ? ` · the broker: ${reason}` : ""}`;
+    note ? ` · ${note}` : ""
+  }`;
   return (
     <>
       <span className={`badge tone-${stateTone(member.state)}`} title={stateTitle}>
         {member.stateLabel}
       </span>
-      {reason ? (
-        <span className="state-reason truncate" data-testid="broker-reason" title={reason}>
-          {reason}
+      {note ? (
+        <span
+          className="state-reason truncate"
+          data-testid={`state-note-${member.name}`}
+          title={note}
+        >
+          {note}
         </span>
       ) : null}
     </>

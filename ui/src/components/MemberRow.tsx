@@ -1,7 +1,6 @@
 import { memo } from "react";
 import type { MemberView, Permissions } from "../bindings";
-import { releaseOffer } from "../lib/claims";
-import { offersConnect } from "../lib/connect";
+import { releaseButton } from "../lib/claims";
 import { ROW_HEIGHT, memberRowHeight } from "../lib/poolRows";
 import { ClaimedAtCell, HolderCell, LeaseCell, PowerBadge, StateBadge } from "./MemberCells";
 import { Working } from "./Working";
@@ -23,8 +22,6 @@ type MemberRowProps = {
   onHistory: (member: MemberView) => void;
   /** A release of this member is running. */
   releasing: boolean;
-  /** Who you are (from the cluster); null when unknown. */
-  username: string | null;
   /** What you may do in the member's namespace; null until known. */
   permissions: Permissions | null;
 };
@@ -40,10 +37,9 @@ export const MemberRow = memo(function MemberRow({
   onConnect,
   onHistory,
   releasing,
-  username,
   permissions,
 }: MemberRowProps) {
-  const offer = releaseOffer(member, username, permissions);
+  const offer = releaseButton(member, permissions);
   const tall = memberRowHeight(member) > ROW_HEIGHT.member;
   return (
     <div
@@ -72,7 +68,7 @@ export const MemberRow = memo(function MemberRow({
         <PowerBadge power={member.power} />
       </div>
       <div role="cell" className="cell-actions">
-        {offersConnect(member) ? <ConnectButton member={member} onConnect={onConnect} /> : null}
+        <ConnectButton member={member} onConnect={onConnect} />
         {offer.kind === "none" ? null : (
           <button
             type="button"
@@ -90,8 +86,8 @@ export const MemberRow = memo(function MemberRow({
             title={
               offer.reason ??
               (offer.kind === "force"
-                ? `Take ${member.name} back from ${member.holder ?? "its holder"} now and stop its VM`
-                : `Release ${member.name} from ${member.holder ?? "its holder"} and stop its VM`)
+                ? `Take ${member.name} back from ${member.holder ?? "its holder"} now: ${member.onRelease.words}`
+                : `Release ${member.name} from ${member.holder ?? "its holder"}: ${member.onRelease.words}`)
             }
             data-reason={offer.reason ?? undefined}
             onClick={() => {
@@ -106,7 +102,11 @@ export const MemberRow = memo(function MemberRow({
   );
 });
 
-/** "Connect…" on a running member: opens the Connect dialog. */
+/**
+ * "Connect…" as the backend offers it to you (`member.offers.connect`): nothing on a member
+ * that does not run; disabled, with the reason, where you may not connect (with a broker, on
+ * someone else's desktop); else it opens the Connect dialog.
+ */
 export function ConnectButton({
   member,
   onConnect,
@@ -114,13 +114,17 @@ export function ConnectButton({
   member: MemberView;
   onConnect: (member: MemberView) => void;
 }) {
+  const offer = member.offers?.connect ?? null;
+  if (offer === null) return null;
   return (
     <button
       type="button"
       className="btn btn-small"
       data-testid={`connect-${member.name}`}
       aria-label={`Connect to ${member.name}…`}
-      title={`Open ${member.name}'s console, RDP or SSH`}
+      title={offer.reason ?? `Open ${member.name}'s console, RDP or SSH`}
+      data-reason={offer.reason ?? undefined}
+      disabled={!offer.allowed}
       onClick={() => {
         onConnect(member);
       }}

@@ -9,7 +9,6 @@ import {
   type MyDesktop,
   type PoolChoice,
 } from "../lib/claims";
-import { offersConnect } from "../lib/connect";
 import { describeScope } from "../lib/presentation";
 import { LeaseCell, PowerBadge, StateBadge } from "./MemberCells";
 import { ConnectButton, MemberName } from "./MemberRow";
@@ -126,15 +125,26 @@ export function MyDesktops({
   if (current.kind === "default" && chosen !== null) {
     setPick({ kind: "pool", choice: chosen });
   }
+  // The pool picked has just lost its last free member to you: that is a success, not a
+  // problem to warn about; the pool being full is said only to those still asking.
+  const heldInPick =
+    current.kind === "pool" && chosen === null
+      ? (mine.find(
+          (d) => d.namespace === current.choice.namespace && d.pool === current.choice.pool,
+        ) ?? null)
+      : null;
   const blocker = loading
     ? "Waiting for the pools to load."
     : unreadable
       ? "The pools could not be read, so none can be offered."
-      : (claimDenied ?? getDesktopBlocker(username !== null, choices, scope));
+      : (claimDenied ??
+        (heldInPick !== null && choices.length === 0
+          ? null
+          : getDesktopBlocker(username !== null, choices, scope)));
   // Why the pool box, usable, offers nothing to claim: a claim goes to the pool picked or to
   // none, never to another in its place.
   const pickNote =
-    blocker !== null || chosen !== null || current.kind === "default"
+    blocker !== null || chosen !== null || current.kind === "default" || heldInPick !== null
       ? null
       : describeNoPick(current);
   const claiming = running.has(actionKeys.claim);
@@ -144,7 +154,14 @@ export function MyDesktops({
   // what it will do), so that a note coming or going never moves the page.
   // While Get a desktop waits for the broker, the line says what it waits for.
   const step = claiming && claimProgress !== null ? claimProgress.message : null;
-  const line = step ?? why ?? (chosen !== null ? claimSentence(chosen, mine) : "");
+  const line =
+    step ??
+    why ??
+    (chosen !== null
+      ? claimSentence(chosen, mine)
+      : heldInPick !== null
+        ? `You hold ${heldInPick.member.name} of ${heldInPick.pool} (below). To get another desktop, pick a pool.`
+        : "");
 
   return (
     <section className="my-desktops" data-testid="my-desktops" aria-labelledby={headingId}>
@@ -295,9 +312,7 @@ export function MyDesktops({
                       )}
                     </td>
                     <td className="cell-actions">
-                      {offersConnect(member) ? (
-                        <ConnectButton member={member} onConnect={onConnect} />
-                      ) : null}
+                      <ConnectButton member={member} onConnect={onConnect} />
                       <button
                         type="button"
                         className="btn btn-small"
@@ -305,7 +320,7 @@ export function MyDesktops({
                         disabled={releasing}
                         aria-busy={releasing || undefined}
                         aria-label={releasing ? undefined : `Release ${member.name}`}
-                        title={`Give ${member.name} back to the pool and stop its VM`}
+                        title={`Give ${member.name} back to the pool: ${member.onRelease.words}`}
                         onClick={() => {
                           onRelease(member, false);
                         }}

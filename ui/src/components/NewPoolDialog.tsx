@@ -9,6 +9,7 @@ import {
   parseWholeNumber,
   poolExists,
 } from "../lib/pools";
+import { DEFAULT_POLICY_FORM, NO_POLICY, policyChangesOf, type PolicyForm } from "../lib/policy";
 import { usePoolCapacity } from "../useCapacity";
 import { useCreatePool, useGoldenCandidates, usePoolValidation } from "../useNewPool";
 import { ActionError } from "./ActionNotice";
@@ -16,6 +17,7 @@ import { CapacityPreview } from "./CapacityPreview";
 import { CreateProgressView } from "./CreateProgressView";
 import { PowerBadge } from "./MemberCells";
 import { Modal } from "./Modal";
+import { DurationFields, PolicyInput, OnReleaseChoices } from "./PolicyFields";
 import { Working } from "./Working";
 
 const DEFAULT_SIZE = "3";
@@ -26,6 +28,11 @@ type NewPoolDialogProps = {
   namespace: string;
   /** The pools of the current snapshot, to warn about a name already taken. */
   pools: readonly PoolView[];
+  /**
+   * Whether the cluster has a broker: then the pool is managed (a DesktopPool, as the CLI's
+   * `pool create` makes) and the dialog asks for its policy too.
+   */
+  managed: boolean;
   onClose: () => void;
 };
 
@@ -38,7 +45,7 @@ function ignore() {
  * validates the input as it is typed (the CLI's rules) and judges the request; once sent, the
  * dialog shows the create's progress and outcome and cannot be dismissed until it ends.
  */
-export function NewPoolDialog({ namespace, pools, onClose }: NewPoolDialogProps) {
+export function NewPoolDialog({ namespace, pools, managed, onClose }: NewPoolDialogProps) {
   const { state: candidates, retry } = useGoldenCandidates(namespace);
   const { state: create, start, cleanUp } = useCreatePool();
   const nameRef = useRef<HTMLInputElement>(null);
@@ -51,25 +58,38 @@ export function NewPoolDialog({ namespace, pools, onClose }: NewPoolDialogProps)
   const blockerId = useId();
   const introId = useId();
   const capacityId = useId();
+  const warmId = useId();
 
   const [goldenName, setGoldenName] = useState<string | null>(null);
   const [allowRunning, setAllowRunning] = useState(false);
   const [name, setName] = useState("");
   const [sizeText, setSizeText] = useState(DEFAULT_SIZE);
   const [timeoutText, setTimeoutText] = useState(DEFAULT_TIMEOUT_SECONDS);
+  const [policyForm, setPolicyForm] = useState<PolicyForm>(DEFAULT_POLICY_FORM);
 
   const list = candidates.kind === "loaded" ? candidates.candidates : [];
   const golden = chooseGolden(list, goldenName);
   const size = parseWholeNumber(sizeText, "size");
   const timeout = parseWholeNumber(timeoutText, "timeout");
-  const numberProblem = !size.ok ? size.problem : !timeout.ok ? timeout.problem : null;
+  const policy = managed ? policyChangesOf(policyForm) : { ok: true as const, changes: NO_POLICY };
+  const numberProblem = !size.ok
+    ? size.problem
+    : !timeout.ok
+      ? timeout.problem
+      : !policy.ok
+        ? policy.problem
+        : null;
 
   const chosen = golden?.name ?? null;
   const allow = golden !== null && golden.running && allowRunning;
   const sizeValue = size.ok ? size.value : null;
   const timeoutValue = timeout.ok ? timeout.value : null;
   const request: NewPool | null =
-    chosen === null || name.trim() === "" || sizeValue === null || timeoutValue === null
+    chosen === null ||
+    name.trim() === "" ||
+    sizeValue === null ||
+    timeoutValue === null ||
+    !policy.ok
       ? null
       : {
           namespace,
@@ -78,6 +98,7 @@ export function NewPoolDialog({ namespace, pools, onClose }: NewPoolDialogProps)
           size: sizeValue,
           allowRunning: allow,
           timeoutSeconds: timeoutValue,
+          policy: policy.changes,
         };
   // Once sent, the input is the backend's to judge: no more live checks.
   const validation = usePoolValidation(create.kind === "idle" ? request : null);
@@ -187,6 +208,9 @@ export function NewPoolDialog({ namespace, pools, onClose }: NewPoolDialogProps)
         <p id={introId} className="modal-text">
           Clones a golden VM of namespace <span className="mono">{namespace}</span> into the members
           of a new pool. The members start stopped and unassigned.
+          {managed
+            ? " The cluster's broker keeps the pool at its size and runs the policy below (its DesktopPool)."
+            : null}
         </p>
 
         <div className="form-field">
@@ -333,6 +357,42 @@ export function NewPoolDialog({ namespace, pools, onClose }: NewPoolDialogProps)
             />
           </div>
         </div>
+        {managed ? (
+          <>
+            <div className="form-row">
+              <PolicyInput
+                id={warmId}
+                label="Warm (kept running)"
+                testId="new-pool-warm"
+                value={policyForm.warm}
+                readOnly={false}
+                invalid={false}
+                describedBy={describedBy}
+                onChange={(warm) => {
+                  setPolicyForm((f) => ({ ...f, warm }));
+                }}
+              />
+            </div>
+            <DurationFields
+              testIdPrefix="new-pool"
+              values={policyForm}
+              readOnly={false}
+              invalid={() => false}
+              describedBy={() => describedBy}
+              onChange={(field, value) => {
+                setPolicyForm((f) => ({ ...f, [field]: value }));
+              }}
+            />
+            <OnReleaseChoices
+              testIdPrefix="new-pool"
+              value={policyForm.onRelease}
+              disabled={false}
+              onChange={(onRelease) => {
+                setPolicyForm((f) => ({ ...f, onRelease }));
+              }}
+            />
+          </>
+        ) : null}
         <div id={checkId} className="form-check" aria-live="polite">
           {verdict === null ? null : verdict.ok ? (
             <p

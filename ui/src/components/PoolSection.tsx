@@ -20,8 +20,6 @@ export type PoolSectionProps = {
   onHistory: (member: MemberView) => void;
   onUnassign: (member: MemberView, force: boolean) => void;
   onConnect: (member: MemberView) => void;
-  /** Who you are (from the cluster); null when unknown. */
-  username: string | null;
   /** What you may do in the pool's namespace; null until known. */
   permissions: Permissions | null;
   /** Only the header shows. */
@@ -49,7 +47,6 @@ export const PoolSection = memo(function PoolSection({
   onHistory,
   onUnassign,
   onConnect,
-  username,
   permissions,
   collapsed,
   onToggle,
@@ -124,6 +121,15 @@ export const PoolSection = memo(function PoolSection({
         >
           {formatStateCounts(pool.stateCounts, counts.total)}
         </span>
+        {pool.resizeNote !== null ? (
+          <span
+            className="badge tone-amber pool-resizing truncate"
+            data-testid={`resizing-${pool.namespace}-${pool.name}`}
+            title={`The broker is carrying out a smaller size: ${pool.resizeNote}`}
+          >
+            {pool.resizeNote}
+          </span>
+        ) : null}
         {pool.strayLeases.length > 0 ? (
           <span
             className="badge tone-amber pool-stray"
@@ -224,7 +230,6 @@ export const PoolSection = memo(function PoolSection({
                       onConnect={onConnect}
                       onHistory={onHistory}
                       releasing={running.has(actionKeys.release(m.namespace, m.name))}
-                      username={username}
                       permissions={permissions}
                     />
                   ))

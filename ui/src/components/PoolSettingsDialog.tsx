@@ -8,17 +8,11 @@ import type {
   PoolSettings,
   PoolView,
 } from "../bindings";
-import {
-  ON_RELEASE_CHOICES,
-  describeShrink,
-  formOf,
-  sameSettings,
-  settingsOf,
-  type SettingsForm,
-} from "../lib/policy";
+import { describeShrink, formOf, sameSettings, settingsOf, type SettingsForm } from "../lib/policy";
 import { usePolicyCheck, usePoolPolicy } from "../usePoolSettings";
 import { ActionError } from "./ActionNotice";
 import { Modal } from "./Modal";
+import { DurationFields, PolicyInput, OnReleaseChoices } from "./PolicyFields";
 import { Working } from "./Working";
 
 type PoolSettingsDialogProps = {
@@ -34,39 +28,6 @@ type PoolSettingsDialogProps = {
 
 /** The fields that can carry a problem, as the backend names them. */
 type Field = "size" | "warm" | "disconnectGrace" | "maxSession" | "idleTimeout";
-
-/** The three durations' fields, in the order shown. */
-const DURATION_FIELDS: {
-  field: "disconnectGrace" | "maxSession" | "idleTimeout";
-  label: string;
-  placeholder: string;
-  title: string;
-  testId: string;
-}[] = [
-  {
-    field: "disconnectGrace",
-    label: "Disconnect grace",
-    placeholder: "1h (default)",
-    title:
-      "How long a claim lasts after its user's last session closed (the claim Lease's duration; the app renews it while a session is open)",
-    testId: "settings-grace",
-  },
-  {
-    field: "maxSession",
-    label: "Max session",
-    placeholder: "no limit",
-    title: "The longest a claim lasts from the moment it was taken; Keep does not extend it",
-    testId: "settings-max-session",
-  },
-  {
-    field: "idleTimeout",
-    label: "Idle timeout",
-    placeholder: "never",
-    title:
-      "How long the desktop may have no logged-in user (its guest agent says) before it is reclaimed",
-    testId: "settings-idle",
-  },
-];
 
 function ignore() {
   // Not while a write runs: its outcome is shown here.
@@ -250,11 +211,7 @@ function SettingsForm({
   const ids = {
     size: useId(),
     warm: useId(),
-    disconnectGrace: useId(),
-    maxSession: useId(),
-    idleTimeout: useId(),
     problem: useId(),
-    onRelease: useId(),
     readOnly: useId(),
   };
   const [form, setForm] = useState<SettingsForm>(() => formOf(settings));
@@ -354,7 +311,7 @@ function SettingsForm({
         </p>
       ) : null}
       <div className="form-row">
-        <NumberField
+        <PolicyInput
           id={ids.size}
           label="Size (members)"
           testId="settings-size"
@@ -364,7 +321,7 @@ function SettingsForm({
           describedBy={describedBy("size")}
           onChange={set("size")}
         />
-        <NumberField
+        <PolicyInput
           id={ids.warm}
           label="Warm (kept running)"
           testId="settings-warm"
@@ -376,48 +333,26 @@ function SettingsForm({
         />
       </div>
       {under("size") ?? under("warm")}
-      <p className="form-hint">
-        Durations are written like 90s, 15m or 1h30m; an empty field is the default.
-      </p>
-      <div className="form-row">
-        {DURATION_FIELDS.map((d) => (
-          <DurationField
-            key={d.field}
-            id={ids[d.field]}
-            label={d.label}
-            placeholder={d.placeholder}
-            title={d.title}
-            testId={d.testId}
-            value={form[d.field]}
-            readOnly={readOnly || busy}
-            invalid={invalid(d.field)}
-            describedBy={describedBy(d.field)}
-            onChange={set(d.field)}
-          />
-        ))}
-      </div>
+      <DurationFields
+        testIdPrefix="settings"
+        values={form}
+        readOnly={readOnly || busy}
+        invalid={invalid}
+        describedBy={describedBy}
+        onChange={(field, value) => {
+          set(field)(value);
+        }}
+      />
       {under("disconnectGrace") ?? under("maxSession") ?? under("idleTimeout")}
       {problem !== null && problem.field === null ? problemLine : null}
-      <fieldset className="form-field settings-on-release" disabled={readOnly || busy}>
-        <legend>On release</legend>
-        {ON_RELEASE_CHOICES.map((choice) => (
-          <label key={choice.value} className="radio-choice">
-            <input
-              type="radio"
-              name={ids.onRelease}
-              value={choice.value}
-              data-testid={`settings-on-release-${choice.value}`}
-              checked={form.onRelease === choice.value}
-              onChange={() => {
-                setForm((f) => ({ ...f, onRelease: choice.value }));
-              }}
-            />
-            <span>
-              <strong>{choice.label}</strong> <span className="muted">{choice.explain}</span>
-            </span>
-          </label>
-        ))}
-      </fieldset>
+      <OnReleaseChoices
+        testIdPrefix="settings"
+        value={form.onRelease}
+        disabled={readOnly || busy}
+        onChange={(onRelease) => {
+          setForm((f) => ({ ...f, onRelease }));
+        }}
+      />
       {error ? (
         <ActionError
           source={`Save settings of ${policy.pool}`}
@@ -453,78 +388,6 @@ function SettingsForm({
 function fieldOf(name: string): Field | null {
   const fields: readonly Field[] = ["size", "warm", "disconnectGrace", "maxSession", "idleTimeout"];
   return fields.find((f) => f === name) ?? null;
-}
-
-function NumberField(props: {
-  id: string;
-  label: string;
-  testId: string;
-  value: string;
-  readOnly: boolean;
-  invalid: boolean;
-  describedBy: string | undefined;
-  onChange: (value: string) => void;
-}) {
-  return (
-    <div className="form-field">
-      <label htmlFor={props.id}>{props.label}</label>
-      <input
-        id={props.id}
-        type="number"
-        className="number-input"
-        data-testid={props.testId}
-        value={props.value}
-        min={0}
-        step={1}
-        readOnly={props.readOnly}
-        aria-invalid={props.invalid || undefined}
-        aria-describedby={props.describedBy}
-        onChange={(e) => {
-          props.onChange(e.target.value);
-        }}
-      />
-    </div>
-  );
-}
-
-function DurationField(props: {
-  id: string;
-  label: string;
-  placeholder: string;
-  title: string;
-  testId: string;
-  value: string;
-  readOnly: boolean;
-  invalid: boolean;
-  describedBy: string | undefined;
-  onChange: (value: string) => void;
-}) {
-  return (
-    <div className="form-field">
-      <label htmlFor={props.id} title={props.title}>
-        {props.label}
-      </label>
-      <input
-        id={props.id}
-        type="text"
-        className="user-input duration-input"
-        data-testid={props.testId}
-        value={props.value}
-        placeholder={props.placeholder}
-        title={props.title}
-        readOnly={props.readOnly}
-        spellCheck={false}
-        autoCapitalize="off"
-        autoCorrect="off"
-        autoComplete="off"
-        aria-invalid={props.invalid || undefined}
-        aria-describedby={props.describedBy}
-        onChange={(e) => {
-          props.onChange(e.target.value);
-        }}
-      />
-    </div>
-  );
 }
 
 /** The shrink's confirmation: the members it removes, and that claimed ones never are. */

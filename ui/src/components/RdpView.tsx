@@ -231,6 +231,8 @@ function RdpScreen({ opened, login, uiRef, onStatus }: RdpScreenProps) {
 
 type RdpViewProps = {
   target: RdpTarget;
+  /** The login's user name to start with (as SSH's: the identity's name before any "@"). */
+  defaultUser: string;
   /** The session list, for what the backend recorded about this view's session. */
   sessions: readonly SessionView[];
   onClose: () => void;
@@ -242,12 +244,12 @@ type RdpViewProps = {
  * new or changed, and a login when the guest wants NLA (remembered in the OS keyring only when
  * the user ticks it).
  */
-export function RdpView({ target, sessions, onClose }: RdpViewProps) {
+export function RdpView({ target, defaultUser, sessions, onClose }: RdpViewProps) {
   const { namespace, member } = target;
   const [shownStep, setStep] = useState<Step>({ kind: "opening" });
   const [status, setStatus] = useState<ScreenStatus>({ kind: "connecting" });
   const [notice, setNotice] = useState<string | null>(null);
-  const [lastUser, setLastUser] = useState("");
+  const [lastUser, setLastUser] = useState(defaultUser);
   const viewRef = useRef<HTMLDivElement>(null);
   const uiRef = useRef<UserInteraction | null>(null);
   const sessionRef = useRef<number | null>(null);
@@ -608,6 +610,15 @@ function TrustPrompt({
         <span className="mono" data-testid="rdp-fingerprint">
           {fingerprint}
         </span>
+      </p>
+      <p className="muted" data-testid="rdp-fingerprint-where">
+        Compare it with the one the desktop shows for its own RDP certificate: on Windows, the
+        certificate under Remote Desktop in the local computer's certificate store (certlm.msc);
+        with xrdp,{" "}
+        <span className="mono">
+          openssl x509 -in /etc/xrdp/cert.pem -noout -fingerprint -sha256
+        </span>
+        . Ask the desktop's administrator if you cannot look yourself.
       </p>
       <div className="console-notice-actions">
         <button

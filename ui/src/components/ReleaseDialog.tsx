@@ -1,5 +1,5 @@
 import { useId, useRef } from "react";
-import type { ErrorView } from "../bindings";
+import type { ErrorView, ReleaseView } from "../bindings";
 import { ActionError } from "./ActionNotice";
 import { Modal } from "./Modal";
 import { Working } from "./Working";
@@ -11,6 +11,8 @@ type ReleaseDialogProps = {
   username: string | null;
   /** Someone else's active claim: an administrator's force release, recorded as an Event. */
   force: boolean;
+  /** What the release does to the member (its pool's policy); null when the view lost it. */
+  onRelease: ReleaseView | null;
   /** The release of this member is running. */
   busy: boolean;
   /** Why the last attempt failed (a refusal, a partial release, …). */
@@ -19,12 +21,16 @@ type ReleaseDialogProps = {
   onClose: () => void;
 };
 
-/** Confirms releasing a member, which stops its VM. */
+/**
+ * Confirms releasing a member, saying first what it does to it (stopped, restarted, a fresh copy,
+ * or removed with its disk when the pool was made smaller).
+ */
 export function ReleaseDialog({
   member,
   holder,
   username,
   force,
+  onRelease,
   busy,
   error,
   onConfirm,
@@ -32,13 +38,15 @@ export function ReleaseDialog({
 }: ReleaseDialogProps) {
   const cancelRef = useRef<HTMLButtonElement>(null);
   const questionId = useId();
+  // What the core says a release does; nothing guessed when the view has lost the member.
+  const then = onRelease === null ? "" : `On release, ${onRelease.words}.`;
   const question = force
-    ? `Take ${member} back from ${holder ?? "its holder"} now? Their desktop's VM will be stopped while they may be using it, and an Event on the VM records that you did it.`
+    ? `Take ${member} back from ${holder ?? "its holder"} now? They may be using it. ${then} An Event on the VM records that you did it.`
     : holder !== null && holder === username
-      ? `Release ${member}, your desktop? Its VM will be stopped.`
+      ? `Release ${member}, your desktop? ${then}`
       : holder
-        ? `Release ${member} (held by ${holder})? Its VM will be stopped.`
-        : `Release ${member}? Its VM will be stopped.`;
+        ? `Release ${member} (held by ${holder})? ${then}`
+        : `Release ${member}? ${then}`;
   const verb = force ? "Force release" : "Release";
   return (
     <Modal
@@ -54,7 +62,13 @@ export function ReleaseDialog({
       </p>
       {error ? <ActionError source={`${verb} ${member}`} error={error} /> : null}
       <div className="modal-actions">
-        <button ref={cancelRef} type="button" className="btn" onClick={onClose}>
+        <button
+          ref={cancelRef}
+          type="button"
+          className="btn"
+          data-testid="release-cancel"
+          onClick={onClose}
+        >
           Cancel
         </button>
         <button

@@ -22,6 +22,7 @@ function broker(overrides: Partial<BrokerBadgeView>): BrokerBadgeView {
     text: "broker: broker-a",
     detail: "a broker runs on this cluster: broker-a leads",
     notice: null,
+    brokered: true,
     ...overrides,
   };
 }
@@ -48,6 +49,7 @@ describe("BrokerBadge", () => {
       text: "no broker",
       detail: NOTICE,
       notice: NOTICE,
+      brokered: false,
     });
     const html = renderToStaticMarkup(createElement(BrokerBadge, { broker: none }));
     expect(html).toContain(">no broker</span>");
@@ -59,31 +61,23 @@ describe("BrokerBadge", () => {
 });
 
 describe("StateBadge", () => {
-  it("shows granting with the broker's reason beside it", () => {
+  it("shows the backend's note beside the state", () => {
     const reason = "no node has a free nvidia.com/GA102 for devpool-1";
     const granting = member("devpool-1", {
       state: "granting",
       stateLabel: "granting",
       claimable: false,
       holder: "alice",
-      brokerReason: reason,
+      stateNote: reason,
     });
     const html = renderToStaticMarkup(createElement(StateBadge, { member: granting }));
     expect(html).toContain(">granting</span>");
     expect(html).toContain("tone-amber");
-    expect(html).toContain(`data-testid="broker-reason" title="${reason}">${reason}</span>`);
+    expect(html).toContain(`data-testid="state-note-devpool-1" title="${reason}">${reason}</span>`);
   });
 
-  it("shows no reason for other states, even when the VM still carries one", () => {
-    const assigned = member("devpool-1", {
-      state: "assigned",
-      stateLabel: "assigned",
-      claimable: false,
-      holder: "alice",
-      brokerReason: "stale words",
-    });
-    const html = renderToStaticMarkup(createElement(StateBadge, { member: assigned }));
-    expect(html).not.toContain("broker-reason");
-    expect(html).not.toContain("stale words");
+  it("shows nothing beside the state without a note", () => {
+    const html = renderToStaticMarkup(createElement(StateBadge, { member: member("devpool-1") }));
+    expect(html).not.toContain("state-note");
   });
 });

@@ -1,6 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { adminPermissions, member, pool as fixturePool, userPermissions } from "./fixtures";
-import type { ClaimProgress, Claimed, MemberView, PoolView, Released } from "../bindings";
+import type {
+  ClaimProgress,
+  Claimed,
+  MemberOffers,
+  MemberView,
+  PoolView,
+  Released,
+} from "../bindings";
 import {
   actionKeys,
   assignAvailability,
@@ -16,7 +23,7 @@ import {
   getDesktopBlocker,
   myDesktops,
   poolKey,
-  releaseOffer,
+  releaseButton,
   deniedActions,
 } from "./claims";
 
@@ -82,6 +89,7 @@ describe("claimablePools", () => {
         pool: "devpool",
         free: 1,
         label: "devpool (corral-vms, 1 free)",
+        managed: false,
       },
     ]);
   });
@@ -133,6 +141,15 @@ describe("chooseClaimPool", () => {
 
   it("offers the first pool when nothing is selected", () => {
     expect(chooseClaimPool(choices, null)?.key).toBe("a/lab");
+  });
+
+  it("offers a managed pool before an unmanaged one when nothing is selected", () => {
+    const mixed = claimablePools([
+      pool("a", "legacy", [member("legacy-1")]),
+      { ...pool("a", "managed", [member("managed-1")]), managed: true },
+    ]);
+    expect(chooseClaimPool(mixed, null)?.key).toBe("a/managed");
+    expect(chooseClaimPool(mixed, "a/legacy")?.key).toBe("a/legacy");
   });
 
   it("never puts another pool in place of a selected one that is no longer offered", () => {
@@ -212,109 +229,54 @@ describe("assignAvailability", () => {
   });
 });
 
-describe("releaseOffer", () => {
-  const active = (holder: string): Partial<MemberView> => ({
-    ...held(holder),
-    labelHolder: holder,
-    lease: {
-      holder,
-      acquiredAt: "2026-11-30T12:00:00Z",
-      renewedAt: "2026-11-30T12:00:00Z",
-      durationSeconds: 3600,
-      expiresAt: "2026-11-30T13:00:00Z",
-      active: true,
-      renewTimeInFuture: false,
-      transitions: 0,
-      resourceVersion: "1",
-      problem: null,
-    },
+describe("releaseButton", () => {
+  const judged = (release: MemberOffers["release"]): Partial<MemberView> => ({
+    ...held("bob"),
+    offers: { release, connect: null },
   });
 
-  it("offers nothing on free members", () => {
-    expect(releaseOffer(member("m"), "alice", userPermissions())).toEqual({ kind: "none" });
-  });
-
-  it("lets the holder release her own claim", () => {
-    expect(releaseOffer(member("m", active("alice")), "alice", userPermissions())).toEqual({
+  it("shows the backend's judgment: nothing, a release, or a refusal with its reason", () => {
+    expect(releaseButton(member("m", judged(null)), userPermissions())).toEqual({ kind: "none" });
+    const yours = { force: false, offer: { allowed: true, reason: null, ask: null } };
+    expect(releaseButton(member("m", judged(yours)), userPermissions())).toEqual({
       kind: "release",
       enabled: true,
       reason: null,
     });
+    const refused = {
+      force: false,
+      offer: { allowed: false, reason: "Assigned to bob by label", ask: null },
+    };
+    expect(releaseButton(member("m", judged(refused)), userPermissions())).toEqual({
+      kind: "release",
+      enabled: false,
+      reason: "Assigned to bob by label",
+    });
   });
 
-  it("offers someone else's active claim as a force release, to administrators only", () => {
-    const bobs = member("m", active("bob"));
-    expect(releaseOffer(bobs, "admin", adminPermissions())).toEqual({
+  it("lets a force release through only with the right to delete the Lease", () => {
+    const force = {
+      force: true,
+      offer: {
+        allowed: true,
+        reason: "m is claimed by bob until 13:00; only bob can release it",
+        ask: null,
+      },
+    };
+    expect(releaseButton(member("m", judged(force)), adminPermissions())).toEqual({
       kind: "force",
       enabled: true,
       reason: null,
     });
-    const offer = releaseOffer(bobs, "alice", userPermissions());
-    expect(offer.kind).toBe("force");
-    expect(offer.kind !== "none" && offer.enabled).toBe(false);
-    // The time as everywhere else: local, to the second, with the zone.
-    expect(offer.kind !== "none" && offer.reason).toMatch(
-      /^Claimed by bob until 2026-11-30 \d\d:\d\d:00 UTC([+-]\d\d:\d\d)?; only bob can release it/,
-    );
+    const refused = releaseButton(member("m", judged(force)), userPermissions());
+    expect(refused.kind !== "none" && !refused.enabled).toBe(true);
+    expect(refused.kind !== "none" && refused.reason).toMatch(/^m is claimed by bob until 13:00/);
   });
 
-  it("treats an unreadable claim as possibly live: its holder releases it, others must force", () => {
-    const lease = active("bob").lease;
-    const unreadable = member("m", {
-      ...active("bob"),
-      state: "unreadable",
-      lease: lease
-        ? {
-            ...lease,
-            active: false,
-            renewedAt: null,
-            expiresAt: null,
-            problem: "renewTime 9999-12-31T23:59:59.000000Z is out of range",
-          }
-        : null,
-    });
-    expect(releaseOffer(unreadable, "bob", userPermissions())).toEqual({
-      kind: "release",
-      enabled: true,
-      reason: null,
-    });
-    const offer = releaseOffer(unreadable, "alice", userPermissions());
-    expect(offer.kind).toBe("force");
-    expect(offer.kind !== "none" && offer.reason).toMatch(
-      /^Claimed by bob until an unknown time \(its Lease cannot be read: renewTime 9999-12-31T23:59:59.000000Z is out of range\)/,
-    );
-  });
-
-  it("leaves a conflict to administrators", () => {
-    const conflict = member("m", {
-      ...active("alice"),
-      state: "conflict",
-      labelHolder: "bob",
-    });
-    expect(releaseOffer(conflict, "admin", adminPermissions())).toEqual({
-      kind: "release",
-      enabled: true,
-      reason: null,
-    });
-    const offer = releaseOffer(conflict, "alice", userPermissions());
-    expect(offer.kind !== "none" && offer.reason).toBe(
-      "The label names bob but the Lease is held by alice: an administrator (corral-vdi:admins) resolves this conflict.",
-    );
-  });
-
-  it("leaves label-only members to the person they name under the guard", () => {
-    const legacy = member("m", { ...held("carol"), state: "assignedLegacy", labelHolder: "carol" });
-    expect(releaseOffer(legacy, "carol", userPermissions())).toMatchObject({ enabled: true });
-    expect(releaseOffer(legacy, "bob", userPermissions())).toMatchObject({ enabled: false });
-    expect(releaseOffer(legacy, "bob", userPermissions({ guarded: false }))).toMatchObject({
-      enabled: true,
-    });
-  });
-
-  it("is disabled while the identity is unknown", () => {
-    expect(releaseOffer(member("m", active("alice")), null, null)).toMatchObject({
-      enabled: false,
-    });
+  it("releases nothing as an identity the cluster did not name", () => {
+    const unknown = releaseButton(member("m", held("bob")), userPermissions());
+    expect(unknown.kind !== "none" && unknown.enabled).toBe(false);
+    expect(releaseButton(member("m"), userPermissions())).toEqual({ kind: "none" });
   });
 });
 
@@ -341,7 +303,12 @@ describe("describePower", () => {
     expect(describePower({ kind: "stopped" })).toBe("stopping");
     expect(describePower({ kind: "alreadyStopped" })).toBe("already stopped");
     expect(describePower({ kind: "brokerStarted" })).toBe("started by the broker");
-    expect(describePower({ kind: "brokerStops" })).toBe("the broker stops it");
+    expect(
+      describePower({
+        kind: "brokerReleases",
+        reason: { effect: { kind: "reset" }, words: "a fresh copy replaces it" },
+      }),
+    ).toBe("the broker acts: a fresh copy replaces it");
   });
 });
 
@@ -425,9 +392,17 @@ describe("formatReleased", () => {
 
   it("says who held it and what happened to its VM", () => {
     expect(formatReleased(released)).toBe("released devpool-1 (was alice), VM stopping");
+    const removed = {
+      effect: { kind: "remove", size: 2 },
+      words: "its VM and its disk are deleted and not replaced",
+    } as const;
     expect(
-      formatReleased({ ...released, labelRemoved: false, power: { kind: "brokerStops" } }),
-    ).toBe("released devpool-1 (was alice), the broker stops its VM");
+      formatReleased({
+        ...released,
+        labelRemoved: false,
+        power: { kind: "brokerReleases", reason: removed },
+      }),
+    ).toBe("released devpool-1 (was alice), its VM and its disk are deleted and not replaced");
     expect(formatReleased({ ...released, power: { kind: "alreadyStopped" } })).toBe(
       "released devpool-1 (was alice), VM already stopped",
     );

@@ -14,7 +14,6 @@ import type {
   Scope,
 } from "../bindings";
 import { describeScope } from "./presentation";
-import { formatDateTimeWithZone } from "./time";
 
 /** A member held by the current identity, with the pool it belongs to. */
 export type MyDesktop = {
@@ -51,6 +50,8 @@ export type PoolChoice = {
   free: number;
   /** "devpool (corral-vms, 2 free)". */
   label: string;
+  /** Run by the broker (a DesktopPool): offered first when nothing is picked. */
+  managed: boolean;
 };
 
 /** The key of a pool, unique across namespaces. */
@@ -68,20 +69,22 @@ export function claimablePools(pools: readonly PoolView[]): PoolChoice[] {
       pool: p.name,
       free: p.counts.free,
       label: `${p.name} (${p.namespace}, ${p.counts.free} free)`,
+      managed: p.managed,
     }));
 }
 
 /**
  * The pool "Get a desktop" would claim from: the one selected while it is offered, and null
  * once a new snapshot has taken its last free member (never another pool in its place); with
- * nothing selected, the first offered; null when none is.
+ * nothing selected, the first managed pool offered (the broker runs it: warm members, renewal),
+ * else the first offered; null when none is.
  */
 export function chooseClaimPool(
   choices: readonly PoolChoice[],
   selectedKey: string | null,
 ): PoolChoice | null {
   if (selectedKey !== null) return choices.find((c) => c.key === selectedKey) ?? null;
-  return choices.length > 0 ? choices[0] : null;
+  return choices.find((c) => c.managed) ?? (choices.length > 0 ? choices[0] : null);
 }
 
 /**
@@ -125,75 +128,39 @@ export function canUnassign(member: MemberView): boolean {
 }
 
 /** The release a member row offers the current identity, and whether it may use it. */
-export type ReleaseOffer =
+export type ReleaseButton =
   { kind: "none" } | { kind: "release" | "force"; enabled: boolean; reason: string | null };
 
 /**
- * What releasing `member` means for `username` with `perms` (null: not known yet), following
- * the claim rules the backend (and the cluster's guard) apply: a holder releases their own
- * claim; someone else's active claim takes an administrator's force release; a conflict is an
- * administrator's to resolve; with the guard, a label-only member is released only by the
- * person it names or an administrator. The backend judges every attempt anyway.
+ * The release button of `member`'s row: the backend's judgment for your identity
+ * (`member.offers`, the claim rules of vdi-core's `claim::offers`), with, for a force release,
+ * whether RBAC lets you delete the Lease (`perms`, null while unknown). Without an identity
+ * nothing can be released as you.
  */
-export function releaseOffer(
-  member: MemberView,
-  username: string | null,
-  perms: Permissions | null,
-): ReleaseOffer {
-  if (!canUnassign(member)) {
-    return { kind: "none" };
-  }
-  const holder = member.holder ?? "";
-  if (username === null) {
-    return {
-      kind: "release",
-      enabled: false,
-      reason:
-        "Your identity is unknown (the cluster did not say who you are), so nothing can be released as you.",
-    };
-  }
-  const admin = perms?.admin ?? false;
-  if (member.state === "conflict") {
-    return admin
-      ? { kind: "release", enabled: true, reason: null }
-      : {
+export function releaseButton(member: MemberView, perms: Permissions | null): ReleaseButton {
+  if (member.offers === null) {
+    return canUnassign(member)
+      ? {
           kind: "release",
           enabled: false,
-          reason: `The label names ${member.labelHolder ?? "someone"} but the Lease is held by ${holder}: an administrator (corral-vdi:admins) resolves this conflict.`,
-        };
+          reason:
+            "Your identity is unknown (the cluster did not say who you are), so nothing can be released as you.",
+        }
+      : { kind: "none" };
   }
-  const lease = member.lease;
-  // A Lease that cannot be read may be live: only its holder (or a forcing administrator)
-  // releases it, as the core decides.
-  if (lease !== null && (lease.active || lease.problem !== null) && lease.holder !== username) {
-    const until =
-      lease.problem !== null
-        ? `an unknown time (its Lease cannot be read: ${lease.problem})`
-        : (formatDateTimeWithZone(lease.expiresAt) ?? "(no expiry)");
-    if (perms?.forceRelease.allowed) {
-      return { kind: "force", enabled: true, reason: null };
-    }
+  const release = member.offers.release;
+  if (release === null) return { kind: "none" };
+  const kind = release.force ? "force" : "release";
+  if (!release.offer.allowed) return { kind, enabled: false, reason: release.offer.reason };
+  if (release.force && !(perms?.forceRelease.allowed ?? false)) {
+    const why = perms?.forceRelease.reason;
     return {
-      kind: "force",
+      kind,
       enabled: false,
-      reason: `Claimed by ${holder} until ${until}; only ${holder} can release it${
-        perms?.forceRelease.reason ? ` (${perms.forceRelease.reason})` : ""
-      }.`,
+      reason: `${release.offer.reason ?? "Someone else holds it"}${why ? ` (${why})` : ""}.`,
     };
   }
-  if (
-    member.state === "assignedLegacy" &&
-    perms?.guarded === true &&
-    !admin &&
-    member.labelHolder !== username
-  ) {
-    return {
-      kind: "release",
-      enabled: false,
-      reason: `Assigned to ${holder} by label; with the cluster's guard only ${holder} or an administrator may release it.`,
-    };
-  }
-  return { kind: "release", enabled: true, reason: null };
+  return { kind, enabled: true, reason: null };
 }
 
 /**
@@ -275,8 +242,8 @@ export function describePower(power: PowerAction): string {
       return "already stopping";
     case "brokerStarted":
       return "started by the broker";
-    case "brokerStops":
-      return "the broker stops it";
+    case "brokerReleases":
+      return `the broker acts: ${power.reason.words}`;
   }
 }
 
@@ -308,7 +275,10 @@ export function formatClaimed(claimed: Claimed, how: "claim" | "assign"): string
   return text;
 }
 
-/** One line about a successful release: "released devpool-1 (was alice), VM stopping". */
+/**
+ * One line about a successful release: "released devpool-1 (was alice), VM stopping"; with a
+ * broker, what it does by the pool's policy ("…, its VM is stopped; its disk is kept …").
+ */
 export function formatReleased(released: Released): string {
   const was =
     released.previousHolder === null || released.previousHolder === ""
@@ -316,8 +286,8 @@ export function formatReleased(released: Released): string {
       : `was ${released.previousHolder}`;
   const verb = released.forced ? "force-released" : "released";
   const power =
-    released.power.kind === "brokerStops"
-      ? "the broker stops its VM"
+    released.power.kind === "brokerReleases"
+      ? released.power.reason.words
       : `VM ${describePower(released.power)}`;
   let text = `${verb} ${released.member} (${was}), ${power}`;
   if (released.forced) {

@@ -7,71 +7,11 @@ import {
   describeRdpSaved,
   describeSshOpened,
   describeStarted,
-  holderQuestion,
-  offersConnect,
-  otherHolder,
   pathAvailability,
   pathFor,
   pathTitle,
 } from "./connect";
-import { member, memberPaths, session } from "./fixtures";
-
-describe("offersConnect", () => {
-  it("offers Connect on running members only", () => {
-    expect(offersConnect(member("devpool-1", { power: "Running" }))).toBe(true);
-    for (const power of ["Stopped", "Starting", "Stopping", "Paused", "Unknown", "", "running"]) {
-      expect(offersConnect(member("devpool-1", { power }))).toBe(false);
-    }
-  });
-});
-
-describe("holderQuestion", () => {
-  const held = (holder: string | null) =>
-    member("devpool-1", { power: "Running", state: "assigned", holder, labelHolder: holder });
-
-  it("asks before connecting to someone else's desktop, naming them", () => {
-    expect(holderQuestion(held("alice"), "bob")).toBe(
-      "devpool-1 is alice's desktop. Connect anyway?",
-    );
-    expect(holderQuestion(held("alice@example.com"), "admin")).toBe(
-      "devpool-1 is alice@example.com's desktop. Connect anyway?",
-    );
-  });
-
-  it("does not ask for your own desktop or a free one", () => {
-    expect(holderQuestion(held("alice"), "alice")).toBeNull();
-    expect(holderQuestion(held(null), "alice")).toBeNull();
-    expect(holderQuestion(held(null), null)).toBeNull();
-  });
-
-  it("asks when the identity is unknown and someone holds it", () => {
-    expect(holderQuestion(held("alice"), null)).toBe(
-      "devpool-1 is alice's desktop. Connect anyway?",
-    );
-  });
-
-  it("names the label's user in a conflict when the Lease is yours", () => {
-    const conflict = member("devpool-1", {
-      power: "Running",
-      state: "conflict",
-      holder: "alice",
-      labelHolder: "bob",
-    });
-    expect(otherHolder(conflict, "alice")).toBe("bob");
-    expect(otherHolder(conflict, "bob")).toBe("alice");
-    expect(otherHolder(conflict, "carol")).toBe("alice");
-  });
-
-  it("ignores the label outside a conflict", () => {
-    const legacy = member("legacy-2", {
-      power: "Running",
-      state: "assignedLegacy",
-      holder: "alice",
-      labelHolder: "alice",
-    });
-    expect(otherHolder(legacy, "alice")).toBeNull();
-  });
-});
+import { memberPaths, session } from "./fixtures";
 
 describe("SSH user", () => {
   it("starts with the identity's name before @", () => {
@@ -109,9 +49,9 @@ describe("paths", () => {
     expect(pathAvailability({ kind: "ssh", available: false, reason: "  " })).toBe("Not available");
   });
 
-  it("describes the VMI's phase", () => {
-    expect(describePhase(memberPaths())).toBe("VMI phase: Running");
-    expect(describePhase(memberPaths({ phase: null }))).toBe("No running VMI");
+  it("says in plain words whether the desktop runs", () => {
+    expect(describePhase(memberPaths())).toBe("The desktop is running");
+    expect(describePhase(memberPaths({ phase: null }))).toBe("The desktop is not running");
   });
 });
 

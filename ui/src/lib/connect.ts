@@ -1,46 +1,16 @@
 /**
- * Pure helpers for Connect: which members offer it, the question before connecting to someone
- * else's desktop, the paths (VNC, RDP, SSH) as the dialog shows them, and the wording of what
- * the backend started. The backend judges every path and every connection.
+ * Pure helpers for Connect: the paths (VNC, RDP, SSH) as the dialog shows them, and the wording
+ * of what the backend started. Who may connect, and what to ask first, is the backend's
+ * (`member.offers.connect`); it judges every path and every connection too.
  */
 import type {
   ConnectPath,
   MemberPaths,
-  MemberView,
   PathKind,
   RdpFileSaved,
   SessionView,
   SshOpened,
 } from "../bindings";
-
-/**
- * Whether a member gets Connect…: its VM is running (KubeVirt's printableStatus "Running").
- * Whether each path really works is the backend's to say once the dialog asks.
- */
-export function offersConnect(member: MemberView): boolean {
-  return member.power === "Running";
-}
-
-/**
- * Whose desktop a member is, if it is someone else's: its holder when that is not `username`,
- * else (in a conflict) whom its assigned-to label names when that is not `username`. Null when
- * nobody else holds it. With the identity unknown, any holder is someone else.
- */
-export function otherHolder(member: MemberView, username: string | null): string | null {
-  const others = [member.holder, member.state === "conflict" ? member.labelHolder : null].filter(
-    (h): h is string => h !== null && h !== "" && h !== username,
-  );
-  return others.length > 0 ? others[0] : null;
-}
-
-/**
- * What to ask before connecting to someone else's desktop ("devpool-1 is alice's desktop.
- * Connect anyway?"), or null when it is free or yours.
- */
-export function holderQuestion(member: MemberView, username: string | null): string | null {
-  const holder = otherHolder(member, username);
-  return holder === null ? null : `${member.name} is ${holder}'s desktop. Connect anyway?`;
-}
 
 /**
  * The SSH user name to start with: the identity's name up to its first "@"
@@ -108,9 +78,13 @@ export function pathAvailability(path: ConnectPath): string {
   return reason ? `Not available: ${reason}` : "Not available";
 }
 
-/** The VMI's phase in words: "VMI phase: Running" or "No running VMI". */
+/**
+ * Whether the desktop runs, in plain words: "The desktop is running", "The desktop is not
+ * running"; any other phase of its VMI as KubeVirt names it ("The desktop is Scheduling").
+ */
 export function describePhase(paths: MemberPaths): string {
-  return paths.phase === null ? "No running VMI" : `VMI phase: ${paths.phase}`;
+  if (paths.phase === null) return "The desktop is not running";
+  return paths.phase === "Running" ? "The desktop is running" : `The desktop is ${paths.phase}`;
 }
 
 /** What someone viewing a console means: "Someone is viewing devpool-1's console". */

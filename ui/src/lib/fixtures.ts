@@ -27,6 +27,12 @@ export function member(name: string, overrides: Partial<MemberView> = {}): Membe
     reclaimWhy: null,
     notice: false,
     keepable: false,
+    onRelease: {
+      effect: { kind: "stop", warm: false },
+      words: "its VM is stopped; its disk is kept for the next user",
+    },
+    stateNote: null,
+    offers: null,
     ...overrides,
   };
 }
@@ -107,7 +113,7 @@ export function pool(name: string, members: MemberView[], namespace = "corral-vm
     namespace,
     name,
     members,
-    counts: { free, taken: members.length - free, total: members.length },
+    counts: { free, claimed: members.length - free, total: members.length },
     strayLeases: [],
     managed: false,
     policy: null,
@@ -121,6 +127,7 @@ export function pool(name: string, members: MemberView[], namespace = "corral-vm
       problems: 0,
       creating: 0,
     },
+    resizeNote: null,
   };
 }
 

@@ -8,6 +8,7 @@ import type {
   Allowed,
   OnRelease,
   Permissions,
+  PolicyChanges,
   PolicySummary,
   PoolSettings,
   StateCounts,
@@ -84,6 +85,40 @@ export function settingsOf(
       onRelease: form.onRelease,
     },
   };
+}
+
+/** The policy fields of New pool (on a cluster with a broker): the settings but the size. */
+export type PolicyForm = Omit<SettingsForm, "size">;
+
+/** New pool's policy fields before anything is typed: the DesktopPool's defaults. */
+export const DEFAULT_POLICY_FORM: PolicyForm = {
+  warm: "0",
+  disconnectGrace: "",
+  maxSession: "",
+  idleTimeout: "",
+  onRelease: "keep",
+};
+
+/** No policy: a pool created on a cluster without a broker. */
+export const NO_POLICY: PolicyChanges = {
+  warm: null,
+  disconnectGrace: null,
+  maxSession: null,
+  idleTimeout: null,
+  onRelease: null,
+};
+
+/**
+ * The policy New pool sends for `form`, or the first field that is no whole number; the
+ * backend judges the rest (bounds, durations, warm ≤ size) with the pool's size.
+ */
+export function policyChangesOf(
+  form: PolicyForm,
+): { ok: true; changes: PolicyChanges } | { ok: false; problem: string } {
+  const shaped = settingsOf({ ...form, size: "0" });
+  if (!shaped.ok) return { ok: false, problem: shaped.problem.message };
+  const { warm, disconnectGrace, maxSession, idleTimeout, onRelease } = shaped.settings;
+  return { ok: true, changes: { warm, disconnectGrace, maxSession, idleTimeout, onRelease } };
 }
 
 /** Whether two settings are the same (nothing to save). */

@@ -21,6 +21,9 @@ describe("memberRowHeight", () => {
       ROW_HEIGHT.member,
     );
     expect(memberRowHeight(legacy)).toBe(ROW_HEIGHT.tallMember);
+    expect(memberRowHeight(member("a-2", { stateNote: "removed when released" }))).toBe(
+      ROW_HEIGHT.tallMember,
+    );
     expect(
       memberRowHeight(member("a-1", { stateLabel: "conflict (label and Lease disagree)" })),
     ).toBe(ROW_HEIGHT.tallMember);

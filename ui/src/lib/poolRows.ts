@@ -30,9 +30,14 @@ const POOL_BORDER = 1;
 /** State labels longer than this many characters wrap in the State column at 900 px. */
 const ONE_LINE_STATE = 20;
 
-/** A member row's height: two lines for a long state ("assigned (legacy, label-only)"). */
-export function memberRowHeight(member: Pick<MemberView, "stateLabel">): number {
-  return member.stateLabel.length > ONE_LINE_STATE ? ROW_HEIGHT.tallMember : ROW_HEIGHT.member;
+/**
+ * A member row's height: two lines for a long state ("assigned (legacy, label-only)") or one
+ * with the backend's note under it ("removed when released").
+ */
+export function memberRowHeight(member: Pick<MemberView, "stateLabel" | "stateNote">): number {
+  return member.stateLabel.length > ONE_LINE_STATE || member.stateNote !== null
+    ? ROW_HEIGHT.tallMember
+    : ROW_HEIGHT.member;
 }
 
 /** One row of the list; `pool` and `member` index into the pools laid out. */
@@ -96,7 +101,7 @@ export function layoutPools(
 
 /** Where each member's row starts inside its pool's table body (pixels from its top), and the
  * body's height: the running sum of [`memberRowHeight`]. */
-export function memberOffsets(members: readonly Pick<MemberView, "stateLabel">[]): {
+export function memberOffsets(members: readonly Pick<MemberView, "stateLabel" | "stateNote">[]): {
   tops: number[];
   height: number;
 } {

@@ -42,6 +42,7 @@ describe("brokerTone", () => {
     text: "",
     detail: "",
     notice: null,
+    brokered: state === "running" || state === "noLeader",
   });
 
   it("is green only while a broker leads; amber without one, grey when unknown", () => {

@@ -99,7 +99,7 @@ describe("device wording", () => {
 
 describe("the list", () => {
   it("says how it follows changes", () => {
-    expect(usbSourceText("hotplug")).toBe("following plug events");
+    expect(usbSourceText("hotplug")).toBe("updated as devices are plugged in and out");
     expect(usbSourceText("polling")).toBe("checked every second");
     expect(usbSourceText("recording")).toBe("recorded list (test build)");
     expect(usbSourceText("other")).toBe("other");

@@ -132,11 +132,11 @@ export function describeSpeed(speed: string): string {
   return SPEEDS.get(speed) ?? speed;
 }
 
-/** How the list follows changes, in words: "following plug events", "checked every second"… */
+/** How the list follows changes, in words: "updated as devices are plugged in and out"… */
 export function usbSourceText(source: string): string {
   switch (source) {
     case "hotplug":
-      return "following plug events";
+      return "updated as devices are plugged in and out";
     case "polling":
       return "checked every second";
     case "recording":

@@ -23,8 +23,8 @@ pub use list::{AuditEntry, AuditFilter, entry_of, list, matches};
 pub use record::{Act, CLIENT_REPORTER, pool_ref, record};
 
 /// What every view of the history says about its length.
-pub const TTL_NOTICE: &str = "Events are kept only as long as the API server's event TTL \
-     (--event-ttl, one hour by default); the broker's log keeps the same lines for longer.";
+pub const TTL_NOTICE: &str = "The cluster keeps this history for about an hour (its event TTL); \
+     the broker's log keeps the same lines for longer.";
 
 /// Longest `note` an Event may carry, in bytes (events.k8s.io/v1: 1 kB).
 pub const NOTE_MAX: usize = 1024;

@@ -159,15 +159,10 @@ pub async fn unserved(client: &Client, served: &[String]) -> Result<Option<Vec<S
     ))
 }
 
-/// On a cluster with a broker ([`super::BrokerStatus::installed`]), lets it act in
-/// `namespace` ([`serve`]) unless it already may: pool create's last step, so that a new pool's
-/// claims get access. `None` when done (or there is no broker); else a warning naming what
-/// failed and the command an administrator runs.
-pub async fn serve_if_brokered(client: &Client, namespace: &str) -> Option<String> {
-    match super::status(client).await {
-        Ok(status) if status.installed() => {}
-        _ => return None,
-    }
+/// Lets the broker act in `namespace` ([`serve`]): a managed pool create's last step
+/// ([`crate::managed::create`]), so that the new pool's claims get access. `None` when done;
+/// else a warning naming what failed and the command an administrator runs.
+pub async fn serve_or_warn(client: &Client, namespace: &str) -> Option<String> {
     serve(client, namespace).await.err().map(|e| {
         format!(
             "the broker may not act in namespace \"{namespace}\" ({e}): claims on this pool get \

@@ -46,6 +46,9 @@ pub struct BrokerBadge {
     /// [`NO_BROKER_NOTICE`] when the client-side flow applies here, else `None`: the notice the
     /// CLI prints once on stderr for assign, connect and pool list.
     pub notice: Option<String>,
+    /// Whether the broker does the cluster's half of claims here ([`side`] is
+    /// [`ClaimSide::Broker`]): then a new pool is managed ([`crate::managed::create`]).
+    pub brokered: bool,
 }
 
 /// The badge and notice for `status` (`None`: it could not be read).
@@ -75,6 +78,7 @@ pub fn broker_badge(status: Option<BrokerStatus>) -> BrokerBadge {
         }
     };
     BrokerBadge {
+        brokered: side(status.as_ref()) == ClaimSide::Broker,
         status,
         text,
         detail,

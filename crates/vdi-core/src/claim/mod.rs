@@ -35,6 +35,7 @@
 mod assign;
 pub mod cluster_half;
 mod granting;
+pub mod offers;
 mod power;
 pub mod renew;
 mod rules;

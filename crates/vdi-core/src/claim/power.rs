@@ -33,8 +33,9 @@ pub enum PowerAction {
     /// With a broker: the broker started it once it had bound the holder's access (the claim
     /// waited until it ran).
     BrokerStarted,
-    /// With a broker: the broker stops it, now that the claim's Lease is gone.
-    BrokerStops,
+    /// With a broker: the broker does this to it, now that the claim's Lease is gone (its
+    /// pool's policy, [`crate::policy::release::ReleaseEffect::of`]).
+    BrokerReleases(crate::policy::release::ReleaseView),
 }
 
 /// How long a claim waits for a VM that is still stopping (from an earlier release) before

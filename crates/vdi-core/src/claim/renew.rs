@@ -19,7 +19,7 @@ use kube::api::{Api, PostParams};
 use serde::Serialize;
 
 use crate::clock::describe_instant;
-use crate::error::{Error, Result, is_status};
+use crate::error::{Error, ErrorKind, Result, is_status};
 use crate::identity::Actor;
 use crate::lease::{ClaimLease, LeaseView, lease_view};
 use crate::names::{
@@ -140,15 +140,33 @@ pub async fn keep(actor: &Actor, namespace: &str, member: &str) -> Result<Kept> 
 /// The actor's own active claim Lease on `member`, read now.
 ///
 /// Errors: [`Error::Refused`] when it is gone, unreadable, expired or someone else's;
+/// [`Error::Rejected`] `NotFound` when there is no Lease and no such member;
 /// [`Error::Kube`] when the read fails.
 pub async fn own_claim(actor: &Actor, namespace: &str, member: &str) -> Result<ClaimLease> {
     let lease = crate::lease::get(actor.client(), namespace, &lease_name(member)).await?;
-    check_holder(
+    if let Err(refusal) = check_holder(
         lease.as_ref(),
         actor.username(),
         member,
         actor.clock().now(),
-    )?;
+    ) {
+        if lease.is_some() {
+            return Err(refusal);
+        }
+        // No Lease, and no such member at all: said as that, not as a claim that ended.
+        let vms: Api<VirtualMachine> = Api::namespaced(actor.client().clone(), namespace);
+        return Err(match vms.get_opt(member).await {
+            Ok(None) => Error::rejected(
+                ErrorKind::NotFound,
+                format!(
+                    "there is no member {member} in namespace \"{namespace}\": no claim to keep \
+                     or renew"
+                ),
+                format!("check the name: corral-vdi pool list -n {namespace}"),
+            ),
+            _ => refusal,
+        });
+    }
     Ok(lease.unwrap_or_default())
 }
 
@@ -186,10 +204,11 @@ fn check_holder(
     let Some(lease) = lease.filter(|l| l.metadata.deletion_timestamp.is_none()) else {
         return Err(refused(
             format!(
-                "{member} has no claim to renew: its Lease {} is gone (released or reclaimed)",
+                "{member} is not claimed: it has no Lease {} (never claimed, or released or \
+                 reclaimed since), so there is no claim to keep or renew",
                 lease_name(member)
             ),
-            Some("claim a desktop again"),
+            Some("get a desktop (Get a desktop, or corral-vdi assign <pool> <you>)"),
         ));
     };
     let view = lease_view(lease, now);

@@ -15,7 +15,7 @@ use kube::ResourceExt;
 use kube::api::ObjectMeta;
 
 use super::ClaimOptions;
-use crate::clock::describe_instant;
+use crate::clock::{describe_instant, exact_instant};
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::ClaimLease;
 use crate::names::{
@@ -332,8 +332,9 @@ pub(super) struct Foreign {
     pub(super) until: String,
 }
 
-/// Whether `caller` (`admin`: a member of [`ADMIN_GROUP`]) may release `member` as read at
-/// `now`, with or without `force` (SPEC "Unassign"):
+/// Whether `caller` (`admin`: a member of [`ADMIN_GROUP`]) may release `member`, with or
+/// without `force` (SPEC "Unassign"); messages say an expiry with how far it is from `now`
+/// (`None`: the exact time alone, for words that stay on screen):
 /// - a member in conflict (label and Lease disagree) is an administrator's to resolve;
 /// - someone else's active Lease, or one that cannot be judged (it may be live), only with
 ///   `force`: `Some` names it (the release is recorded as an Event, and with the guard
@@ -349,7 +350,7 @@ pub(super) fn may_release(
     caller: &str,
     admin: bool,
     force: bool,
-    now: Timestamp,
+    now: Option<Timestamp>,
 ) -> Result<Option<Foreign>> {
     if member.state == MemberState::Conflict {
         return if admin {
@@ -370,7 +371,7 @@ pub(super) fn may_release(
     let holder = lease.holder.clone().unwrap_or_default();
     let until = match (&lease.problem, lease.expires_at) {
         (Some(problem), _) => format!("an unknown time (its Lease cannot be read: {problem})"),
-        (None, Some(t)) => describe_instant(t, now),
+        (None, Some(t)) => now.map_or_else(|| exact_instant(t), |now| describe_instant(t, now)),
         (None, None) => "(no expiry)".into(),
     };
     if force {
@@ -420,4 +421,4 @@ pub(super) fn force_refusal(caller: &str, member: &str, foreign: &Foreign) -> Er
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

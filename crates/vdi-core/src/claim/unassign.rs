@@ -19,6 +19,8 @@ use crate::error::{Error, Result, is_status};
 use crate::identity::Actor;
 use crate::lease::ClaimLease;
 use crate::names::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, POOL_LABEL, lease_name};
+use crate::policy::DesktopPool;
+use crate::policy::release::ReleaseEffect;
 use crate::resources::VirtualMachine;
 use crate::state::{ClaimSide, MemberState, member_view_on};
 
@@ -37,7 +39,7 @@ use crate::state::{ClaimSide, MemberState, member_view_on};
 ///
 /// With a broker installed ([`crate::broker::status`], read once), a member with a Lease and
 /// no conflict is released by deleting the Lease alone (the same rules and Event); the broker
-/// does the rest, and [`Released::power`] says [`super::PowerAction::BrokerStops`]. A member in
+/// does the rest, and [`Released::power`] says what it does ([`super::PowerAction::BrokerReleases`]). A member in
 /// conflict, or one with a label and no Lease, is released as without a broker (the broker
 /// leaves labels it did not write alone).
 ///
@@ -64,7 +66,13 @@ pub async fn unassign(
         None => ClaimSide::Client,
     };
     let view = member_view_on(&vm, lease.as_ref(), actor.clock().now(), side);
-    let foreign = may_release(&view, caller, admin, options.force, actor.clock().now())?;
+    let foreign = may_release(
+        &view,
+        caller,
+        admin,
+        options.force,
+        Some(actor.clock().now()),
+    )?;
     if let Some(foreign) = &foreign
         && !admin
         && crate::guard::status(client)
@@ -82,14 +90,16 @@ pub async fn unassign(
         if forced {
             record_force_release(actor, namespace, &vm, view.holder.as_deref().unwrap_or("")).await;
         }
-        tracing::info!(%namespace, %member, caller = %caller, previous = ?view.holder, forced, "claim released; the broker stops the member");
+        tracing::info!(%namespace, %member, caller = %caller, previous = ?view.holder, forced, "claim released; the broker acts on the member");
         return Ok(Released {
             namespace: namespace.to_owned(),
             member: member.to_owned(),
             previous_holder: view.holder,
             lease_released: true,
             label_removed: false,
-            power: super::PowerAction::BrokerStops,
+            power: super::PowerAction::BrokerReleases(
+                broker_effect(client, namespace, &vm).await.into(),
+            ),
             forced,
         });
     }
@@ -263,4 +273,19 @@ async fn record_force_release(actor: &Actor, namespace: &str, vm: &VirtualMachin
     if let Err(e) = record(actor.client(), actor.username(), &regarding, act).await {
         tracing::warn!(%member, error = %e, "could not record the forced release as an Event");
     }
+}
+
+/// What the broker does to `vm` once its claim is gone: its pool's policy, read now (a pool
+/// without a readable DesktopPool is unmanaged: the broker stops the member).
+async fn broker_effect(client: &Client, namespace: &str, vm: &VirtualMachine) -> ReleaseEffect {
+    let Some(pool) = vm.labels().get(POOL_LABEL) else {
+        return ReleaseEffect::of(None, "", &vm.name_any());
+    };
+    let policy = Api::<DesktopPool>::namespaced(client.clone(), namespace)
+        .get_opt(pool)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|p| p.policy().ok());
+    ReleaseEffect::of(policy.as_ref(), pool, &vm.name_any())
 }

@@ -19,9 +19,11 @@ use crate::resources::VirtualMachine;
 use crate::validate;
 
 /// What `pool set` (and `pool create`'s policy flags) change; `None` leaves a field as it is.
-/// Durations are [`crate::policy::duration`] texts (`"30m"`); `"none"` removes `maxSession` or
+/// Durations are `vdi_core::policy::duration` texts (`"30m"`); `"none"` removes `maxSession` or
 /// `idleTimeout` (no limit).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
+#[serde(rename_all = "camelCase")]
 pub struct PolicyChanges {
     /// Free members kept running.
     pub warm: Option<u32>,

@@ -1,5 +1,5 @@
 //! Managed pools from the client's side (CLI, app): reading a pool's `DesktopPool`
-//! ([`crate::policy`]), making one ([`ops::adopt`], [`ops::create_for`]) and changing it
+//! ([`crate::policy`]), making one ([`ops::adopt`], and with a new pool [`create::create`]) and changing it
 //! ([`change::set`], [`change::resize`], and the settings dialog's [`settings::save`]), with
 //! every refusal before the write.
 //!
@@ -8,5 +8,6 @@
 //! admission it reuses), so that neither of those depends on it.
 
 pub mod change;
+pub mod create;
 pub mod ops;
 pub mod settings;

@@ -1,5 +1,5 @@
 //! A pool's `DesktopPool` from the client's side (CLI, app): read it ([`get`], [`list`]), make
-//! one for a label-only pool ([`adopt`]) or for a pool just created ([`create_for`]). Changing
+//! one for a label-only pool ([`adopt`]); a new pool's is written by [`super::create`]. Changing
 //! it ([`super::change`]: `set`, `resize`) lives beside this file; pool delete removes it
 //! ([`crate::pool::delete_pool`]).
 //!
@@ -238,7 +238,7 @@ pub async fn adopt(
 /// Creates the DesktopPool `pool` in `ns` with `spec`.
 ///
 /// Errors: [`Error::Kube`] naming the object (409 when it exists).
-async fn create(
+pub(super) async fn create(
     client: &Client,
     ns: &str,
     pool: &str,
@@ -263,25 +263,6 @@ async fn create(
         .map_err(|e| Error::kube(format!("create {}", object_words(ns, pool)), e))?;
     tracing::info!(namespace = %ns, pool, golden = %made.spec.golden, size = made.spec.size, "DesktopPool created");
     Ok(made)
-}
-
-/// After `pool create` made its members: the pool's DesktopPool with `spec`
-/// ([`super::change::spec_for`]), when a broker is installed ([`crate::broker::status`]:
-/// running or without a leader), so the broker keeps the pool as created. Without a broker, `None` and nothing written (the pool is
-/// unmanaged, as the seed's pools are).
-///
-/// Errors: [`Error::Kube`] naming the object (a 409: a DesktopPool of that name exists).
-pub async fn create_for(
-    client: &Client,
-    ns: &str,
-    pool: &str,
-    spec: DesktopPoolSpec,
-) -> Result<Option<DesktopPool>> {
-    let broker = crate::broker::status(client).await?;
-    if !broker.installed() {
-        return Ok(None);
-    }
-    create(client, ns, pool, spec).await.map(Some)
 }
 
 /// `keep`, `restart` or `reset` as an [`OnRelease`].

@@ -11,7 +11,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::policy::{DesktopPool, DesktopPoolSpec, OnRelease};
 
 /// A managed pool's settings as the dialog edits them. Durations are texts like `"90s"`,
-/// `"15m"` or `"1h30m"` ([`crate::policy::duration`]); `null` is the default (one hour for
+/// `"15m"` or `"1h30m"` (`vdi_core::policy::duration`); `null` is the default (one hour for
 /// `disconnectGrace`, no limit for `maxSession` and `idleTimeout`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "bindings", derive(specta::Type))]

@@ -15,6 +15,7 @@
 pub mod duration;
 pub mod plan;
 pub mod reclaim;
+pub mod release;
 
 use jiff::SignedDuration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;

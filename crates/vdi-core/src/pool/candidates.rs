@@ -61,38 +61,3 @@ pub async fn golden_candidates(client: &Client, namespace: &str) -> Result<Vec<G
     candidates.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(candidates)
 }
-
-/// What the app's "New pool" dialog asks for.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, Serialize)]
-#[cfg_attr(feature = "bindings", derive(specta::Type))]
-#[serde(rename_all = "camelCase")]
-pub struct NewPool {
-    /// Namespace of the golden VM and of the pool.
-    pub namespace: String,
-    /// Pool name (a DNS-1123 label).
-    pub name: String,
-    /// The golden VM.
-    pub golden: String,
-    /// Number of members.
-    pub size: u32,
-    /// Clone a golden VM that is not stopped (crash-consistent disks).
-    pub allow_running: bool,
-    /// Per-member clone timeout, in seconds.
-    pub timeout_seconds: u32,
-}
-
-impl From<NewPool> for super::CreatePool {
-    fn from(request: NewPool) -> Self {
-        super::CreatePool {
-            namespace: request.namespace,
-            name: request.name,
-            golden: request.golden,
-            size: request.size,
-            options: super::CreateOptions {
-                timeout: std::time::Duration::from_secs(u64::from(request.timeout_seconds)),
-                allow_running: request.allow_running,
-                ..Default::default()
-            },
-        }
-    }
-}

@@ -33,8 +33,10 @@
 //!    produce an unlabelled VM later), as is a VM it produced that could not be labelled; the
 //!    error says exactly which members exist ([`PoolCreateFailure`], `failure.rs`);
 //! 8. the golden VM is labelled [`crate::names::GOLDEN_IMAGE_LABEL`] (the guard then keeps it
-//!    an administrator's); on a cluster with a broker, it is let act in the namespace
-//!    ([`crate::broker::namespaces::serve_if_brokered`]); a warning says so when that fails.
+//!    an administrator's).
+//!
+//! On a cluster with a broker, the front ends create through [`crate::managed::create`],
+//! which adds the pool's DesktopPool and the broker's right to act in the namespace.
 //!
 //! Before a create, [`golden_candidates`] (`candidates.rs`) lists the VMs of a namespace a
 //! pool could be made from, each with the problems `golden_vm.rs` would refuse it for, for the
@@ -88,7 +90,7 @@ use tokio::time::Instant;
 
 pub use crate::names::{member_name, member_names};
 pub use add::add_members;
-pub use candidates::{GoldenCandidate, NewPool, golden_candidates};
+pub use candidates::{GoldenCandidate, golden_candidates};
 pub use capacity::capacity_preview;
 pub use clone::format_duration;
 pub use clone_object::{CloneApi, choose_clone_version, clone_name, discover_clone_api};
@@ -341,14 +343,10 @@ where
     let mut created =
         clone::clone_members(client, request, scope, clone_api, started, progress).await?;
     created.warnings.splice(0..0, secrets);
-    // 8. The golden VM is marked as one (the guard keeps it an administrator's); with a
-    // broker, it acts in this namespace, so that the pool's claims get access.
+    // 8. The golden VM is marked as one (the guard keeps it an administrator's).
     created
         .warnings
         .extend(golden_vm::mark_golden_image(client, ns, &golden).await);
-    created
-        .warnings
-        .extend(crate::broker::namespaces::serve_if_brokered(client, ns).await);
     Ok(created)
 }
 

@@ -67,8 +67,7 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    counters.open.fetch_add(1, Ordering::Relaxed);
-    counters.total.fetch_add(1, Ordering::Relaxed);
+    let _open = counters.opened();
     let (mut sink, mut frames) = ws.split();
     let (data_tx, mut data_rx) = mpsc::channel::<bytes::Bytes>(4);
     let (pongs, mut pending_pongs) = mpsc::channel::<bytes::Bytes>(4);
@@ -141,5 +140,4 @@ where
         () = upstream => {}
         () = downstream => {}
     }
-    counters.open.fetch_sub(1, Ordering::Relaxed);
 }

@@ -195,8 +195,7 @@ async fn relay<S>(vmi: VmiStream, local: tokio_tungstenite::WebSocketStream<S>, 
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    counters.open.fetch_add(1, Ordering::Relaxed);
-    counters.total.fetch_add(1, Ordering::Relaxed);
+    let _open = counters.opened();
     let (mut vmi_tx, mut vmi_rx) = vmi.split();
     let (mut local_tx, mut local_rx) = local.split();
     let down = async {
@@ -233,5 +232,4 @@ where
         () = down => {}
         () = up => {}
     }
-    counters.open.fetch_sub(1, Ordering::Relaxed);
 }

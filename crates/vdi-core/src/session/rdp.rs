@@ -361,8 +361,7 @@ where
     Rx: futures::Stream<Item = std::result::Result<Message, tokio_tungstenite::tungstenite::Error>>
         + Unpin,
 {
-    counters.open.fetch_add(1, Ordering::Relaxed);
-    counters.total.fetch_add(1, Ordering::Relaxed);
+    let _open = counters.opened();
     let (mut from_guest, mut to_guest) = tokio::io::split(tls);
     // Whether the web client sent a TPKT packet yet: CredSSP messages are DER (0x30), RDP's are
     // TPKT (version 3). From then on the guest speaks only RDP PDUs, which go one a message.
@@ -440,7 +439,6 @@ where
         () = down => true,
         () = up => false,
     };
-    counters.open.fetch_sub(1, Ordering::Relaxed);
     Relayed {
         guest_closed,
         client_spoke_rdp: client_spoke_rdp.into_inner(),

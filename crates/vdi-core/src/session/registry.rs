@@ -103,6 +103,30 @@ pub struct Counters {
     pub(super) total: AtomicU32,
 }
 
+impl Counters {
+    /// Counts a stream opened (now and in the total) until the returned guard is dropped. The
+    /// count never goes below zero: a session that ended sets it to zero while its relays are
+    /// still winding down, and their ends must not wrap it round to 4294967295.
+    pub(super) fn opened(&self) -> OpenStream<'_> {
+        self.open.fetch_add(1, Ordering::Relaxed);
+        self.total.fetch_add(1, Ordering::Relaxed);
+        OpenStream(self)
+    }
+}
+
+/// One open stream of a session ([`Counters::opened`]); closes it in the count when dropped.
+pub(super) struct OpenStream<'a>(&'a Counters);
+
+impl Drop for OpenStream<'_> {
+    fn drop(&mut self) {
+        // `fetch_update` with a saturating step: Err only when it would not change (zero).
+        let _ = self
+            .0
+            .open
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
+}
+
 struct Entry {
     view: SessionView,
     counters: Arc<Counters>,
@@ -373,5 +397,28 @@ pub(super) fn admitted(id: u32, check: std::result::Result<(), crate::peer::Refu
             tracing::warn!(session = id, peer = %refused.peer, uid = ?refused.uid, "{refused}");
             false
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_open_count_never_wraps_below_zero_when_a_session_ends_before_its_streams() {
+        let counters = Counters::default();
+        let first = counters.opened();
+        let second = counters.opened();
+        assert_eq!(counters.open.load(Ordering::Relaxed), 2);
+        // The session ends: its count reads zero at once, while its relays still wind down.
+        counters.open.store(0, Ordering::Relaxed);
+        drop(first);
+        drop(second);
+        assert_eq!(counters.open.load(Ordering::Relaxed), 0);
+        assert_eq!(counters.total.load(Ordering::Relaxed), 2);
+        let third = counters.opened();
+        assert_eq!(counters.open.load(Ordering::Relaxed), 1);
+        drop(third);
+        assert_eq!(counters.open.load(Ordering::Relaxed), 0);
     }
 }

@@ -109,7 +109,8 @@ async fn keep_renewing(
     loop {
         let lease = match own_claim(&actor, ns, member).await {
             Ok(lease) => lease,
-            Err(e) if e.kind() == ErrorKind::Refused => {
+            // Not this identity's claim, or no such member (any more): nothing to renew.
+            Err(e) if matches!(e.kind(), ErrorKind::Refused | ErrorKind::NotFound) => {
                 tracing::debug!(namespace = %ns, %member, reason = %e, "session on a member this identity does not hold: no renewal");
                 return;
             }
@@ -142,7 +143,8 @@ async fn keep_renewing(
                 period = Duration::from_secs(duration).div_f64(3.0).max(MIN_PERIOD);
                 tracing::debug!(namespace = %ns, %member, expires_at = %renewed.expires_at, next_in = ?period, "claim renewed for its open session");
             }
-            Err(e) if e.kind() == ErrorKind::Refused => {
+            // Lost: the Lease is gone or someone else's, or the member itself is gone.
+            Err(e) if matches!(e.kind(), ErrorKind::Refused | ErrorKind::NotFound) => {
                 let text = format!("the claim on {member} was lost: {e}");
                 tracing::warn!(namespace = %ns, %member, "{text}; renewal stopped");
                 supervisor.claim_lost(ns, member, &text);

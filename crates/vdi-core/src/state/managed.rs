@@ -189,6 +189,7 @@ mod tests {
     use crate::names::{BROKER_USER, POOL_LABEL, REMOVING_ANNOTATION};
     use crate::policy::DesktopPoolSpec;
     use crate::policy::reclaim::ReclaimWhy;
+    use crate::policy::release::ReleaseEffect;
     use serde_json::json;
 
     fn now() -> Timestamp {
@@ -299,6 +300,40 @@ mod tests {
     }
 
     #[test]
+    fn a_held_member_above_a_smaller_size_is_removed_when_released_and_says_so() {
+        let vms = [
+            vm("p-1", "Running", json!({})),
+            vm("p-6", "Running", json!({})),
+            vm("p-7", "Stopped", json!({})),
+        ];
+        let leases = [lease("p-6", "alice", "2026-12-04T11:00:00Z", json!({}))];
+        // spec(..) has size 5: p-6 and p-7 are above it.
+        let pool = group(&vms, &leases, &[desktop_pool(spec(None, None))]);
+        let note = |name: &str| {
+            let m = pool.members.iter().find(|m| m.name == name).unwrap();
+            (m.on_release.effect, m.state_note.as_deref())
+        };
+        assert_eq!(
+            note("p-6"),
+            (
+                ReleaseEffect::Remove { size: 5 },
+                Some("removed when released")
+            )
+        );
+        // Free: it goes now, nobody to tell. Within the size: no note.
+        assert_eq!(note("p-7"), (ReleaseEffect::Remove { size: 5 }, None));
+        assert_eq!(note("p-1").1, None);
+        assert_eq!(
+            pool.resize_note.as_deref(),
+            Some("resizing to 5: p-7 is being removed; p-6 goes when released")
+        );
+        // Unmanaged, nothing is removed.
+        let plain = group(&vms, &leases, &[]);
+        assert!(plain.members.iter().all(|m| m.state_note.is_none()));
+        assert_eq!(plain.resize_note, None);
+    }
+
+    #[test]
     fn max_session_is_not_keepable() {
         let vms = [vm("p-1", "Running", json!({}))];
         let leases = [lease("p-1", "alice", "2026-12-04T11:00:00Z", json!({}))];
@@ -352,6 +387,6 @@ mod tests {
                 creating: 0
             }
         );
-        assert_eq!(pool.counts.taken, 1, "the broker's Lease is no claim");
+        assert_eq!(pool.counts.claimed, 1, "the broker's Lease is no claim");
     }
 }

@@ -8,7 +8,7 @@ fn now() -> Timestamp {
     "2026-12-01T12:00:00Z".parse().unwrap()
 }
 
-fn lease(holder: Option<&str>, active: bool) -> LeaseView {
+pub(in crate::claim) fn lease(holder: Option<&str>, active: bool) -> LeaseView {
     LeaseView {
         holder: holder.map(str::to_owned),
         acquired_at: Some(now()),
@@ -27,7 +27,7 @@ fn lease(holder: Option<&str>, active: bool) -> LeaseView {
     }
 }
 
-fn unreadable(holder: &str) -> LeaseView {
+pub(in crate::claim) fn unreadable(holder: &str) -> LeaseView {
     LeaseView {
         acquired_at: None,
         renewed_at: None,
@@ -39,7 +39,7 @@ fn unreadable(holder: &str) -> LeaseView {
 }
 
 /// A member in `state`, with `lease`, labelled for `label` (decoded).
-fn member(
+pub(in crate::claim) fn member(
     name: &str,
     state: MemberState,
     lease: Option<LeaseView>,
@@ -65,10 +65,13 @@ fn member(
         reclaim_why: None,
         notice: false,
         keepable: false,
+        on_release: crate::policy::release::ReleaseEffect::Stop { warm: false }.into(),
+        state_note: None,
+        offers: None,
     }
 }
 
-fn free(name: &str) -> MemberView {
+pub(in crate::claim) fn free(name: &str) -> MemberView {
     member(name, MemberState::Free, None, None)
 }
 
@@ -465,13 +468,13 @@ fn a_holder_releases_their_own_claim_and_anyone_a_stale_or_label_only_one() {
         Some("alice"),
     );
     assert_eq!(
-        may_release(&own, "alice", false, false, now()).unwrap(),
+        may_release(&own, "alice", false, false, Some(now())).unwrap(),
         None
     );
     for m in every_state("bob") {
         if matches!(m.name.as_str(), "free" | "stale" | "legacy" | "expired") {
             assert_eq!(
-                may_release(&m, "alice", false, false, now()).unwrap(),
+                may_release(&m, "alice", false, false, Some(now())).unwrap(),
                 None,
                 "{}",
                 m.name
@@ -485,7 +488,7 @@ fn someone_elses_live_claim_needs_force_and_names_holder_and_expiry() {
     for name in ["claiming", "assigned"] {
         let members = every_state("bob");
         let m = members.iter().find(|m| m.name == name).unwrap();
-        let err = may_release(m, "alice", false, false, now()).unwrap_err();
+        let err = may_release(m, "alice", false, false, Some(now())).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Refused, "{name}");
         assert_eq!(
             err.to_string(),
@@ -501,14 +504,14 @@ fn someone_elses_live_claim_needs_force_and_names_holder_and_expiry() {
             "{err:?}"
         );
         // An administrator, too, needs force.
-        assert!(may_release(m, "admin", true, false, now()).is_err());
-        let foreign = may_release(m, "alice", false, true, now())
+        assert!(may_release(m, "admin", true, false, Some(now())).is_err());
+        let foreign = may_release(m, "alice", false, true, Some(now()))
             .unwrap()
             .unwrap();
         assert_eq!(foreign.holder, "bob");
         assert_eq!(foreign.until, "2026-12-01 13:00:00 UTC (in 1h)");
         assert!(
-            may_release(m, "admin", true, true, now())
+            may_release(m, "admin", true, true, Some(now()))
                 .unwrap()
                 .is_some()
         );
@@ -519,7 +522,7 @@ fn someone_elses_live_claim_needs_force_and_names_holder_and_expiry() {
 fn an_unreadable_claim_may_be_live_so_only_its_holder_or_force_releases_it() {
     let members = every_state("bob");
     let m = members.iter().find(|m| m.name == "unreadable").unwrap();
-    let err = may_release(m, "alice", false, false, now()).unwrap_err();
+    let err = may_release(m, "alice", false, false, Some(now())).unwrap_err();
     assert!(
         err.to_string().starts_with(
             "unreadable is claimed by bob, but its Lease corral-vdi-unreadable cannot be \
@@ -529,7 +532,7 @@ fn an_unreadable_claim_may_be_live_so_only_its_holder_or_force_releases_it() {
     );
     // It never expires by itself: no "wait until".
     assert!(!err.suggestion().unwrap().contains("wait until"), "{err:?}");
-    let foreign = may_release(m, "alice", false, true, now())
+    let foreign = may_release(m, "alice", false, true, Some(now()))
         .unwrap()
         .unwrap();
     assert!(
@@ -538,7 +541,10 @@ fn an_unreadable_claim_may_be_live_so_only_its_holder_or_force_releases_it() {
             .starts_with("an unknown time (its Lease cannot be read: "),
         "{foreign:?}"
     );
-    assert_eq!(may_release(m, "bob", false, false, now()).unwrap(), None);
+    assert_eq!(
+        may_release(m, "bob", false, false, Some(now())).unwrap(),
+        None
+    );
 }
 
 #[test]
@@ -546,10 +552,13 @@ fn a_conflict_is_released_only_by_an_administrator_and_without_force() {
     let members = every_state("bob");
     let m = members.iter().find(|m| m.name == "conflict").unwrap();
     for (caller, force) in [("alice", false), ("alice", true), ("bob", false)] {
-        let err = may_release(m, caller, false, force, now()).unwrap_err();
+        let err = may_release(m, caller, false, force, Some(now())).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Conflict, "{caller} {force}");
     }
-    assert_eq!(may_release(m, "admin", true, false, now()).unwrap(), None);
+    assert_eq!(
+        may_release(m, "admin", true, false, Some(now())).unwrap(),
+        None
+    );
 }
 
 #[test]

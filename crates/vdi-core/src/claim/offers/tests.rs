@@ -1,0 +1,185 @@
+//! What a member's row offers a viewer: release and force release by the claim rules, and
+//! Connect with and without a broker; on members built by hand as the rules' tests build them.
+
+use super::{Viewer, offers};
+use crate::claim::rules::tests::{free, lease, member, unreadable};
+use crate::state::offers::{Offer, ReleaseOffer};
+use crate::state::{ClaimSide, MemberState, MemberView};
+
+fn viewer(username: &str, admin: bool, guarded: bool, side: ClaimSide) -> Viewer {
+    Viewer {
+        username: username.into(),
+        admin,
+        guarded,
+        side,
+    }
+}
+
+fn alice() -> Viewer {
+    viewer("alice", false, true, ClaimSide::Client)
+}
+
+fn running(mut m: MemberView) -> MemberView {
+    m.power = "Running".into();
+    m
+}
+
+fn alices() -> MemberView {
+    member(
+        "m-1",
+        MemberState::Assigned,
+        Some(lease(Some("alice"), true)),
+        Some("alice"),
+    )
+}
+
+#[test]
+fn a_free_member_offers_no_release_and_the_holder_releases_her_own() {
+    assert_eq!(offers(&free("m-1"), &alice()).release, None);
+    assert_eq!(
+        offers(&alices(), &alice()).release,
+        Some(ReleaseOffer {
+            force: false,
+            offer: Offer::yes()
+        })
+    );
+}
+
+#[test]
+fn someone_elses_live_claim_is_a_force_release_for_administrators_only_with_the_guard() {
+    let bob = viewer("bob", false, true, ClaimSide::Client);
+    let offer = offers(&alices(), &bob).release.unwrap();
+    assert!(offer.force && !offer.offer.allowed, "{offer:?}");
+    let reason = offer.offer.reason.unwrap();
+    assert!(
+        reason.contains("only alice can release it")
+            && reason.contains("only an administrator (corral-vdi:admins)"),
+        "{reason}"
+    );
+    // Words that stay on screen: the exact expiry, never "in 59m" going stale.
+    let admin = viewer("admin", true, true, ClaimSide::Client);
+    let offer = offers(&alices(), &admin).release.unwrap();
+    assert!(offer.force && offer.offer.allowed, "{offer:?}");
+    let reason = offer.offer.reason.unwrap();
+    assert!(
+        reason.contains("claimed by alice until 2026-12-01 13:00:00 UTC; only alice"),
+        "{reason}"
+    );
+    // Without the guard, RBAC decides (Permissions::force_release): offered, with whose it is.
+    let unguarded = viewer("bob", false, false, ClaimSide::Client);
+    let offer = offers(&alices(), &unguarded).release.unwrap();
+    assert!(offer.force && offer.offer.allowed, "{offer:?}");
+}
+
+#[test]
+fn an_unreadable_claim_may_be_live_and_a_conflict_is_an_administrators() {
+    let unread = member(
+        "m-1",
+        MemberState::Unreadable,
+        Some(unreadable("bob")),
+        None,
+    );
+    let offer = offers(&unread, &alice()).release.unwrap();
+    assert!(offer.force, "{offer:?}");
+    assert!(
+        offers(&unread, &viewer("bob", false, true, ClaimSide::Client))
+            .release
+            .is_some_and(|o| !o.force && o.offer.allowed)
+    );
+    let conflict = member(
+        "m-1",
+        MemberState::Conflict,
+        Some(lease(Some("alice"), true)),
+        Some("bob"),
+    );
+    let offer = offers(&conflict, &alice()).release.unwrap();
+    assert!(!offer.offer.allowed, "{offer:?}");
+    assert!(offer.offer.reason.unwrap().contains("in conflict"));
+    let admin = viewer("admin", true, true, ClaimSide::Client);
+    assert!(offers(&conflict, &admin).release.unwrap().offer.allowed);
+}
+
+#[test]
+fn with_the_guard_a_label_only_member_is_its_persons_or_an_administrators() {
+    let legacy = member("m-1", MemberState::AssignedLegacy, None, Some("alice"));
+    assert!(offers(&legacy, &alice()).release.unwrap().offer.allowed);
+    let bob = viewer("bob", false, true, ClaimSide::Client);
+    let offer = offers(&legacy, &bob).release.unwrap();
+    assert!(!offer.offer.allowed);
+    assert!(
+        offer
+            .offer
+            .reason
+            .unwrap()
+            .contains("Assigned to alice by label")
+    );
+    let unguarded = viewer("bob", false, false, ClaimSide::Client);
+    assert!(offers(&legacy, &unguarded).release.unwrap().offer.allowed);
+}
+
+#[test]
+fn connect_is_offered_on_running_members_and_asks_before_someone_elses() {
+    assert_eq!(offers(&alices(), &alice()).connect, None, "not running");
+    let mine = running(alices());
+    assert_eq!(offers(&mine, &alice()).connect, Some(Offer::yes()));
+    let bob = viewer("bob", false, true, ClaimSide::Client);
+    let ask = offers(&mine, &bob).connect.unwrap();
+    assert!(ask.allowed);
+    assert!(
+        ask.ask
+            .unwrap()
+            .starts_with("m-1 is alice's desktop. Connect anyway?")
+    );
+    // In a conflict the other one is whom the label names when the Lease is yours.
+    let conflict = running(member(
+        "m-1",
+        MemberState::Conflict,
+        Some(lease(Some("alice"), true)),
+        Some("bob"),
+    ));
+    assert!(
+        offers(&conflict, &alice())
+            .connect
+            .unwrap()
+            .ask
+            .unwrap()
+            .contains("bob's desktop")
+    );
+}
+
+#[test]
+fn with_a_broker_only_the_holder_and_administrators_connect() {
+    let mine = running(alices());
+    let on_broker = |name: &str, admin: bool| viewer(name, admin, true, ClaimSide::Broker);
+    assert_eq!(
+        offers(&mine, &on_broker("alice", false)).connect,
+        Some(Offer::yes())
+    );
+    let bobs = offers(&mine, &on_broker("bob", false)).connect.unwrap();
+    assert!(!bobs.allowed && bobs.ask.is_none());
+    assert!(
+        bobs.reason
+            .unwrap()
+            .starts_with("Only alice, who holds m-1, can connect to it"),
+    );
+    let admins = offers(&mine, &on_broker("admin", true)).connect.unwrap();
+    assert!(admins.allowed && admins.ask.is_some());
+    // A free member that runs (the warm one) is nobody's to connect to but an administrator's.
+    let warm = running(free("m-2"));
+    assert!(
+        !offers(&warm, &on_broker("bob", false))
+            .connect
+            .unwrap()
+            .allowed
+    );
+    assert!(
+        offers(&warm, &on_broker("admin", true))
+            .connect
+            .unwrap()
+            .allowed
+    );
+    assert_eq!(
+        offers(&warm, &viewer("bob", false, true, ClaimSide::Client)).connect,
+        Some(Offer::yes())
+    );
+}
