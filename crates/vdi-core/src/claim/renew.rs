@@ -372,7 +372,10 @@ mod tests {
             refusal(check_holder(Some(&live), "bob", "p-1", now())),
             "p-1 is held by alice, not by you (bob): only its holder renews a claim"
         );
-        assert!(refusal(check_holder(None, "alice", "p-1", now())).contains("is gone"));
+        assert!(
+            refusal(check_holder(None, "alice", "p-1", now()))
+                .starts_with("p-1 is not claimed: it has no Lease corral-vdi-p-1 (never claimed,")
+        );
         let stale = lease("alice", "2026-12-04T11:00:00Z", "2026-12-04T11:00:00Z");
         assert!(refusal(check_holder(Some(&stale), "alice", "p-1", now())).contains("expired"));
     }
