@@ -345,6 +345,54 @@ async fn log_in(client: &Client, user: &str, password: &str) {
     click(client, "[data-testid='rdp-login-submit']").await;
 }
 
+/// Waits up to 10 s for the canvas's box on screen to have the guest picture's aspect (within a
+/// pixel) and to lie inside the view's stage (not under the hint line below it): letterboxed,
+/// never stretched. The shadow server keeps its 1024×768 whatever the client asks, so a view
+/// that sized the box to the stage stretches it.
+async fn wait_aspect_kept(client: &Client, when: &str) {
+    let what = format!("{when}: the canvas's box at the picture's aspect, inside the stage");
+    corral_tests::eventually(&what, Duration::from_secs(10), || async {
+        let value = js(
+            client,
+            &format!(
+                r#"const c = {CANVAS}; const r = c.getBoundingClientRect();
+                   const s = document.querySelector("[data-testid='rdp-screen']")
+                     .getBoundingClientRect();
+                   return [c.width, c.height, r.left, r.top, r.right, r.bottom,
+                           s.left, s.top, s.right, s.bottom];"#
+            ),
+        )
+        .await;
+        let n: Vec<f64> = value
+            .as_array()?
+            .iter()
+            .filter_map(|v| v.as_f64())
+            .collect();
+        let [
+            width,
+            height,
+            left,
+            top,
+            right,
+            bottom,
+            s_left,
+            s_top,
+            s_right,
+            s_bottom,
+        ] = n[..]
+        else {
+            return None;
+        };
+        let at_aspect = ((bottom - top) - (right - left) * height / width).abs() <= 1.0;
+        let inside = left >= s_left - 0.5
+            && top >= s_top - 0.5
+            && right <= s_right + 0.5
+            && bottom <= s_bottom + 0.5;
+        (width > 0.0 && at_aspect && inside).then_some(())
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn alice_sees_and_types_into_her_desktop_over_rdp_in_the_app() {
     let keyring = private_keyring().await;
@@ -411,6 +459,7 @@ async fn alice_sees_and_types_into_her_desktop_over_rdp_in_the_app() {
         share * 100.0,
         began.elapsed()
     );
+    wait_aspect_kept(client, "after Connect").await;
     let status = text_of(client, "[data-testid='rdp-status']").await;
     assert!(
         status.contains(&format!("{width}×{height}")) && status.contains(DEFAULT_RDP_USER),
@@ -465,6 +514,9 @@ async fn alice_sees_and_types_into_her_desktop_over_rdp_in_the_app() {
     )
     .await;
     drop(keys);
+    // Seconds after Connect (the view has asked the guest for the window's size, refused): the
+    // picture still keeps its aspect.
+    wait_aspect_kept(client, "after typing").await;
 
     // The stream drops (the session is stopped under the view, as the Sessions view's Stop
     // does): the view says the session ended and Reconnect, with the login of this view, shows

@@ -20,6 +20,7 @@ import type { ErrorView, RdpLogin, RdpOpened, SessionView } from "../bindings";
 import {
   describeRdpFailure,
   desktopSizeFor,
+  fitBox,
   ironFacts,
   isLoginRefused,
   sessionSaysLoginRefused,
@@ -41,6 +42,12 @@ export type RdpTarget = { namespace: string; member: string };
 
 /** How long the window must stay one size before the guest is asked for it (ms). */
 const RESIZE_SETTLE_MS = 400;
+/**
+ * The web component's "fit" scale (its `ScreenScale.Fit`, an enum it does not export): the
+ * picture as large as the view allows with the guest's aspect kept, centred.
+ */
+// eslint-disable-next-line @typescript-eslint/no-unsafe-enum-assignment -- the enum is declared, not exported
+const SCALE_FIT = 1 as Parameters<UserInteraction["setScale"]>[0];
 
 /** The web client's two packages, loaded (and its WebAssembly started) once, on first use. */
 let ironLoaded: Promise<typeof import("@devolutions/iron-remote-desktop-rdp")> | null = null;
@@ -125,12 +132,41 @@ function RdpScreen({ opened, login, uiRef, onStatus }: RdpScreenProps) {
       clearTimeout(resizeTimer);
       resizeTimer = setTimeout(() => {
         const size = desktopSizeFor(host.clientWidth, host.clientHeight);
-        uiRef.current?.resize(size.width, size.height);
+        const ui = uiRef.current;
+        if (ui === null) return;
+        ui.resize(size.width, size.height);
+        // The component sizes the canvas's box to the size asked for at once; a guest that keeps
+        // its own size (no display control) would be stretched to it. Fit again: letterboxed,
+        // the guest's aspect kept; a guest that follows is fitted again at its new size.
+        ui.setScale(SCALE_FIT);
+        fitToStage();
       }, RESIZE_SETTLE_MS);
     });
+    const canvasOf = () => element?.shadowRoot?.querySelector("canvas") ?? null;
     const canvasSize = () => {
-      const canvas = element?.shadowRoot?.querySelector("canvas");
+      const canvas = canvasOf();
       return { width: canvas?.width ?? 0, height: canvas?.height ?? 0 };
+    };
+    /**
+     * The component fits the picture to the window below the view's top, not to the stage, so
+     * its box would run under the hint line: the box (the canvas's parent, which the canvas
+     * fills and the component sizes) sized again to the stage, aspect kept, still centred.
+     */
+    const fitToStage = () => {
+      const canvas = canvasOf();
+      const frame = canvas?.parentElement;
+      if (!canvas || !frame) return;
+      const box = fitBox(canvas.width, canvas.height, host.clientWidth, host.clientHeight);
+      if (box.width === 0) return;
+      for (const [side, value] of [
+        ["width", box.width],
+        ["height", box.height],
+      ] as const) {
+        const px = `${String(value)}px`;
+        frame.style.setProperty(side, px);
+        frame.style.setProperty(`min-${side}`, px);
+        frame.style.setProperty(`max-${side}`, px);
+      }
     };
 
     const start = async (ui: UserInteraction) => {
@@ -180,7 +216,9 @@ function RdpScreen({ opened, login, uiRef, onStatus }: RdpScreenProps) {
           // The guest's size follows the window: report the canvas's whenever it changes.
           const sizes = new MutationObserver(() => {
             const now = canvasSize();
-            if (!disposed && uiRef.current !== null) report({ kind: "connected", ...now });
+            if (disposed || uiRef.current === null) return;
+            report({ kind: "connected", ...now });
+            fitToStage();
           });
           el.addEventListener("ready", (event) => {
             const canvas = el.shadowRoot?.querySelector("canvas");

@@ -1,5 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { IRON_ERROR, describeRdpFailure, desktopSizeFor, ironFacts, isLoginRefused } from "./rdp";
+import {
+  IRON_ERROR,
+  describeRdpFailure,
+  desktopSizeFor,
+  fitBox,
+  ironFacts,
+  isLoginRefused,
+} from "./rdp";
 
 describe("ironFacts", () => {
   it("reads an IronError's kind, first backtrace line and RDCleanPath details", () => {
@@ -50,5 +57,16 @@ describe("desktopSizeFor", () => {
     expect(desktopSizeFor(1001.7, 700.2)).toEqual({ width: 1000, height: 700 });
     expect(desktopSizeFor(50, 50)).toEqual({ width: 200, height: 200 });
     expect(desktopSizeFor(10000, 9000)).toEqual({ width: 8192, height: 8192 });
+  });
+});
+
+describe("fitBox", () => {
+  it("keeps the picture's aspect inside the stage, letterboxed", () => {
+    // The shadow server's 1024×768 in a 1280×715 stage: height-bound, bars at the sides.
+    expect(fitBox(1024, 768, 1280, 715)).toEqual({ width: 953, height: 715 });
+    // A wide stage's twin: width-bound.
+    expect(fitBox(1024, 768, 800, 900)).toEqual({ width: 800, height: 600 });
+    expect(fitBox(1280, 715, 1280, 715)).toEqual({ width: 1280, height: 715 });
+    expect(fitBox(0, 768, 1280, 715)).toEqual({ width: 0, height: 0 });
   });
 });

@@ -109,3 +109,22 @@ export function desktopSizeFor(width: number, height: number): { width: number; 
   const w = clamp(width);
   return { width: w - (w % 2), height: clamp(height) };
 }
+
+/**
+ * The on-screen box of a `width`×`height` picture in a `boxWidth`×`boxHeight` stage: as large
+ * as the stage allows with the picture's aspect kept (letterboxed), in whole pixels; zero for
+ * an empty picture or stage.
+ */
+export function fitBox(
+  width: number,
+  height: number,
+  boxWidth: number,
+  boxHeight: number,
+): { width: number; height: number } {
+  if (width <= 0 || height <= 0 || boxWidth <= 0 || boxHeight <= 0) return { width: 0, height: 0 };
+  const scale = Math.min(boxWidth / width, boxHeight / height);
+  return {
+    width: Math.min(boxWidth, Math.round(width * scale)),
+    height: Math.min(boxHeight, Math.round(height * scale)),
+  };
+}
