@@ -373,6 +373,42 @@ async fn the_cli_shows_the_wait_for_the_grant_and_leaves_the_release_to_the_brok
         "{row}"
     );
 
+    // bob reaches for alice's desktop by every path: each is refused in the claim's words
+    // before anything is opened (ssh never starts), and so is a member that does not exist.
+    let held = "Only alice, who holds cc-1, can connect to it";
+    let fix = format!("claim a desktop of your own: corral-vdi assign cc -n {ns}");
+    for args in [
+        &["port-forward", "cc-1", "22"][..],
+        &["vnc", "cc-1", "--proxy-only"],
+        &["rdp", "cc-1", "--rdp-file", "/dev/null"],
+        &["ssh", "cc-1", "--", "true"],
+    ] {
+        let args = [&args[..1], &["-n", &ns], &args[1..]].concat();
+        let (ok, stdout, stderr) = cli_as("bob", &args);
+        assert!(!ok, "{args:?}: {stdout}");
+        assert!(
+            stderr.contains(held) && stderr.contains(&fix),
+            "{args:?}: {stderr}"
+        );
+        assert!(
+            !stderr.contains("ssh:") && !stderr.contains("forbidden"),
+            "{args:?}: {stderr}"
+        );
+    }
+    let (ok, _, stderr) = cli_as("bob", &["port-forward", "cc-9", "22", "-n", &ns]);
+    assert!(!ok);
+    assert!(
+        stderr.contains(&format!(
+            "no such member: namespace \"{ns}\" has no VirtualMachine \"cc-9\""
+        )),
+        "{stderr}"
+    );
+    assert_eq!(
+        listed_state(&ns, "cc", "cc-1").await,
+        MemberState::Assigned,
+        "alice's claim untouched"
+    );
+
     let (ok, stdout, stderr) = cli_as("alice", &["unassign", "cc-1", "-n", &ns]);
     assert!(ok, "{stdout}{stderr}");
     assert!(stdout.contains("released cc-1 (was alice)"), "{stdout}");
@@ -381,4 +417,86 @@ async fn the_cli_shows_the_wait_for_the_grant_and_leaves_the_release_to_the_brok
         "{stdout}"
     );
     wait_power(&ns, "cc-1", "Stopped").await;
+}
+
+/// Thaws the broker's replicas it froze, even when the test fails half-way.
+struct Frozen(std::sync::Arc<sandbox::broker::Brokers>);
+
+impl Frozen {
+    /// Freezes every replica (SIGSTOP: a wedged pod, its connections open).
+    fn all() -> Frozen {
+        let brokers = corral_tests::brokers();
+        for i in 0..brokers.replicas().len() {
+            brokers.kill(i, sandbox::broker::Signal::Stop).unwrap();
+        }
+        Frozen(brokers)
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        for i in 0..self.0.replicas().len() {
+            if let Err(e) = self.0.kill(i, sandbox::broker::Signal::Cont) {
+                eprintln!("thawing broker replica {i}: {e:#}");
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_member_the_broker_is_releasing_reads_releasing_and_a_claim_waits_for_it() {
+    let _mine = replicas_mine().await;
+    let ns = namespace("client-releasing").await;
+    desktop_member(&ns, "rl", "rl-1", false).await;
+    let alice = actor_as("alice").await;
+    assign_with_progress(&alice, &ns, "rl", "alice", &ClaimOptions::default(), |_| {})
+        .await
+        .unwrap_or_else(|e| panic!("alice claims rl-1: {e}"));
+
+    // The broker frozen, alice's release is half done: her Lease gone, her label and grant
+    // still on the VM. That is "releasing", nobody's claim: not her label-only assignment.
+    let frozen = Frozen::all();
+    unassign(&alice, &ns, "rl-1", &UnassignOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("alice releases rl-1: {e}"));
+    let view = listed(&ns, "rl", "rl-1").await;
+    assert_eq!(view.state, MemberState::Releasing, "{view:?}");
+    assert_eq!(view.state_label, "releasing");
+    assert_eq!(view.holder, None, "{view:?}");
+    assert!(!view.claimable);
+
+    // bob's claim finds no free member but one being released: it waits, and says so, instead
+    // of refusing; once the broker carries on, he gets it.
+    let steps = std::sync::Arc::new(Mutex::new(Vec::<ClaimProgress>::new()));
+    let (claim_ns, seen) = (ns.clone(), steps.clone());
+    let claiming = tokio::spawn(async move {
+        let bob = actor_as("bob").await;
+        assign_with_progress(
+            &bob,
+            &claim_ns,
+            "rl",
+            "bob",
+            &ClaimOptions::default(),
+            move |step| seen.lock().unwrap().push(step),
+        )
+        .await
+    });
+    let waiting = "no member of rl is free: waiting for the broker to finish releasing rl-1";
+    corral_tests::eventually("bob's claim says it waits for rl-1", CONVERGE, || async {
+        let steps = steps.lock().unwrap();
+        steps.iter().any(|s| s.message == waiting).then_some(())
+    })
+    .await;
+    assert!(
+        !claiming.is_finished(),
+        "the claim waits while rl-1 is released"
+    );
+    drop(frozen);
+    let claimed = claiming
+        .await
+        .unwrap()
+        .unwrap_or_else(|e| panic!("bob's claim after the release: {e}"));
+    assert_eq!(claimed.member, "rl-1");
+    assert_eq!(claimed.identity, "bob");
+    assert_eq!(listed_state(&ns, "rl", "rl-1").await, MemberState::Assigned);
 }

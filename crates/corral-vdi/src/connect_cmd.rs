@@ -100,15 +100,20 @@ struct Reach {
 }
 
 impl Reach {
-    /// Starts renewing the caller's claims while this command's sessions are open. When the
-    /// cluster does not say who the caller is, nothing is renewed, with a warning: reaching
-    /// the desktop does not depend on it.
-    async fn renewal(&self) -> Option<ClaimRenewal> {
+    /// Refuses `member` when the caller may not connect to it, before anything is opened
+    /// ([`vdi_core::claim::check_connect`]: with a broker, only its holder and administrators
+    /// may), then, with `renew`, starts renewing the caller's claims while this command's
+    /// sessions are open. When the cluster does not say who the caller is, neither happens,
+    /// with a warning: the stream's own refusal still applies.
+    async fn admit(&self, member: &str, renew: bool) -> vdi_core::Result<Option<ClaimRenewal>> {
         match Actor::connect(self.client.clone()).await {
-            Ok(actor) => Some(self.connector.supervisor.renew_claims(actor)),
+            Ok(actor) => {
+                vdi_core::claim::check_connect(&actor, &self.ns, member).await?;
+                Ok(renew.then(|| self.connector.supervisor.renew_claims(actor)))
+            }
             Err(e) => {
                 err!("warning: your claim is not renewed while connected: {e}");
-                None
+                Ok(None)
             }
         }
     }
@@ -229,7 +234,7 @@ pub async fn vnc(
     args: VncArgs,
 ) -> vdi_core::Result<()> {
     let reach = open(source, context, &args.target).await?;
-    let _renewal = reach.renewal().await;
+    let _renewal = reach.admit(&args.target.member, true).await?;
     let Reach { connector, ns, .. } = reach;
     let member = &args.target.member;
     let id = if args.proxy_only {
@@ -270,7 +275,7 @@ pub async fn port_forward(
         ));
     }
     let reach = open(source, context, &args.target).await?;
-    let _renewal = reach.renewal().await;
+    let _renewal = reach.admit(&args.target.member, true).await?;
     let Reach { connector, ns, .. } = reach;
     let member = &args.target.member;
     let supervisor = &connector.supervisor;
@@ -312,7 +317,7 @@ pub async fn rdp(
     args: RdpArgs,
 ) -> vdi_core::Result<()> {
     let reach = open(source, context, &args.target).await?;
-    let _renewal = reach.renewal().await;
+    let _renewal = reach.admit(&args.target.member, true).await?;
     let Reach { connector, ns, .. } = reach;
     let member = &args.target.member;
     let id = match &args.rdp_file {
@@ -344,7 +349,11 @@ pub async fn ssh(
     args: SshArgs,
     relaunch: Relaunch,
 ) -> vdi_core::Result<std::process::ExitCode> {
-    let Reach { connector, ns, .. } = open(source, context, &args.target).await?;
+    let reach = open(source, context, &args.target).await?;
+    // Refused here, in words, before ssh starts (its own output would drown the refusal);
+    // the forward it runs renews the claim.
+    reach.admit(&args.target.member, false).await?;
+    let Reach { connector, ns, .. } = reach;
     let member = &args.target.member;
     let me = std::env::current_exe()
         .map_err(|e| vdi_core::Error::Config(format!("where is this program: {e}")))?;

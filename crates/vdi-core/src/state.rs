@@ -91,6 +91,10 @@ pub fn halted(vm: &VirtualMachine) -> bool {
 /// label that names someone
 /// else but is the broker's own (it equals the granted-to annotation: the broker follows a
 /// Lease whose holder changed) is a hand-over in progress, so granting too, not a conflict.
+/// With a broker, a label without a Lease that is the broker's own grant (it equals the
+/// granted-to annotation) is a claim that ended and that the broker is clearing:
+/// [`MemberState::Releasing`]; a label the broker never granted is an administrator's
+/// label-only assignment (the broker adopts it), so assigned (legacy).
 pub fn member_state(
     assigned_label: Option<&str>,
     lease: Option<&LeaseView>,
@@ -105,6 +109,9 @@ pub fn member_state(
             None => MemberState::Claiming,
         },
         (None, Some(_)) => MemberState::FreeStaleLease,
+        (Some(label), None) if grant.is_some_and(|g| g.granted_to == Some(label)) => {
+            MemberState::Releasing
+        }
         (Some(_), None) => MemberState::AssignedLegacy,
         (Some(label), Some(l)) if l.active => {
             let holder = l.holder.as_deref().unwrap_or_default();
@@ -162,12 +169,13 @@ pub fn member_view_on(
         None => state.label().to_owned(),
     };
     let label_holder = assigned.map(|label| label_holder(label));
-    // A member being removed is nobody's claim, the broker's Lease on it included.
+    // A member being removed is nobody's claim, the broker's Lease on it included; one being
+    // released is its last holder's no more.
     let holder = lease
         .as_ref()
         .and_then(|l| l.holder.clone())
         .or_else(|| label_holder.clone())
-        .filter(|_| state != MemberState::Removing);
+        .filter(|_| !matches!(state, MemberState::Removing | MemberState::Releasing));
     MemberView {
         name: vm.name_any(),
         namespace: vm.namespace().unwrap_or_default(),
@@ -440,6 +448,11 @@ pub enum MemberState {
     /// the broker's reason ([`MemberView::broker_reason`]) says why it cannot finish, if it
     /// cannot.
     Granting,
+    /// With a broker (SPEC "Broker"): the claim ended (its Lease is gone) and the broker is
+    /// clearing the member (revoking access, applying `onRelease`): its assigned-to label and
+    /// granted-to annotation still name the last holder. Nobody's claim and not claimable for
+    /// that moment; a claim that finds no free member waits for it.
+    Releasing,
     /// A managed pool's member the broker is removing (shrink, or a reset to the golden VM):
     /// its VM carries [`REMOVING_ANNOTATION`], or the broker ([`BROKER_USER`]) holds its
     /// Lease. Not claimable, and not anyone's claim.
@@ -459,6 +472,7 @@ impl MemberState {
             MemberState::Conflict => "conflict (label and Lease disagree)",
             MemberState::Unreadable => "unreadable claim",
             MemberState::Granting => "granting",
+            MemberState::Releasing => "releasing",
             MemberState::Removing => "removing",
         }
     }
@@ -673,8 +687,19 @@ mod tests {
             member_state(None, Some(&stale), grant(None, false)),
             MemberState::FreeStaleLease
         );
+        // The Lease gone, the broker's own grant still on the VM: it is being released; an
+        // administrator's label the broker never granted is assigned the label-only way.
         assert_eq!(
             member_state(Some("alice"), None, grant(Some("alice"), true)),
+            MemberState::Releasing
+        );
+        assert!(!MemberState::Releasing.claimable());
+        assert_eq!(
+            member_state(Some("alice"), None, grant(None, true)),
+            MemberState::AssignedLegacy
+        );
+        assert_eq!(
+            member_state(Some("alice"), None, grant(Some("bob"), true)),
             MemberState::AssignedLegacy
         );
         assert_eq!(

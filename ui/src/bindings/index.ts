@@ -431,7 +431,10 @@ export type ClaimProgress = {
 	namespace: string,
 	/**  Pool name. */
 	pool: string,
-	/**  The member whose Lease is held. */
+	/**
+	 *  The member whose Lease is held; while no member is free, the member the claim waits
+	 *  for the broker to release.
+	 */
 	member: string,
 	/**
 	 *  What happens now: "granting: waiting for the broker to bind access and start
@@ -977,6 +980,13 @@ export type MemberState =
  *  cannot.
  */
 "granting" | 
+/**
+ *  With a broker (SPEC "Broker"): the claim ended (its Lease is gone) and the broker is
+ *  clearing the member (revoking access, applying `onRelease`): its assigned-to label and
+ *  granted-to annotation still name the last holder. Nobody's claim and not claimable for
+ *  that moment; a claim that finds no free member waits for it.
+ */
+"releasing" | 
 /**
  *  A managed pool's member the broker is removing (shrink, or a reset to the golden VM):
  *  its VM carries [`REMOVING_ANNOTATION`], or the broker ([`BROKER_USER`]) holds its
@@ -1838,6 +1848,11 @@ export type StateCounts = {
 	claimed: number,
 	/**  Claims the broker is still granting. */
 	granting: number,
+	/**
+	 *  Members whose claim ended and that the broker is clearing (a moment, then free or
+	 *  removing).
+	 */
+	releasing: number,
 	/**  Members the broker is removing (shrink, reset). */
 	removing: number,
 	/**  Members in conflict or with an unreadable claim: an administrator's to look at. */

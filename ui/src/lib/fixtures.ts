@@ -123,6 +123,7 @@ export function pool(name: string, members: MemberView[], namespace = "corral-vm
       warm: 0,
       claimed: members.length - free,
       granting: 0,
+      releasing: 0,
       removing: 0,
       problems: 0,
       creating: 0,

@@ -76,6 +76,7 @@ describe("pool head", () => {
     warm: 2,
     claimed: 1,
     granting: 0,
+    releasing: 1,
     removing: 1,
     problems: 0,
     creating: 2,
@@ -83,11 +84,20 @@ describe("pool head", () => {
 
   it("counts per state, warm inside free, leaving out empty ones", () => {
     expect(formatStateCounts(counts, 5)).toBe(
-      "3 free (2 warm) · 1 claimed · 1 removing · 2 creating · 5 members",
+      "3 free (2 warm) · 1 claimed · 1 releasing · 1 removing · 2 creating · 5 members",
     );
     expect(
       formatStateCounts(
-        { free: 0, warm: 0, claimed: 1, granting: 0, removing: 0, problems: 1, creating: 0 },
+        {
+          free: 0,
+          warm: 0,
+          claimed: 1,
+          granting: 0,
+          releasing: 0,
+          removing: 0,
+          problems: 1,
+          creating: 0,
+        },
         1,
       ),
     ).toBe("0 free · 1 claimed · 1 problem · 1 member");

@@ -186,6 +186,7 @@ export function formatStateCounts(counts: StateCounts, total: number): string {
     `${counts.claimed} claimed`,
   ];
   if (counts.granting > 0) parts.push(`${counts.granting} granting`);
+  if (counts.releasing > 0) parts.push(`${counts.releasing} releasing`);
   if (counts.removing > 0) parts.push(`${counts.removing} removing`);
   if (counts.creating > 0) parts.push(`${counts.creating} creating`);
   if (counts.problems > 0) {

@@ -25,6 +25,7 @@ describe("stateTone", () => {
       conflict: "red",
       unreadable: "red",
       granting: "amber",
+      releasing: "grey",
       removing: "grey",
     };
     for (const [state, tone] of Object.entries(expected)) {

@@ -5,7 +5,7 @@ export type Tone = "green" | "blue" | "amber" | "grey" | "red";
 
 /**
  * Badge colour of a claim state: green free, blue assigned, amber stuck/expired/stale or being
- * granted by the broker, grey legacy or being removed by the broker (shrink, reset), red
+ * granted by the broker, grey legacy or being released or removed by the broker, red
  * conflict or an unreadable claim.
  */
 export function stateTone(state: MemberState): Tone {
@@ -20,6 +20,7 @@ export function stateTone(state: MemberState): Tone {
     case "granting":
       return "amber";
     case "assignedLegacy":
+    case "releasing":
     case "removing":
       return "grey";
     case "conflict":

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::ClaimOptions;
 use super::Claimed;
-use super::granting::{ClaimProgress, await_grant};
+use super::granting::{ClaimProgress, await_grant, await_release};
 use super::power::{start, stopping};
 use super::rules::{
     Claim, candidates, check_assign, guard_may_refuse, guard_refusal, held_by, labelled_for,
@@ -28,7 +28,7 @@ use crate::names::{
 use crate::resources::VirtualMachine;
 use crate::resources::runs;
 use crate::scope::Scope;
-use crate::state::{MemberView, group_pools_on, label_holder};
+use crate::state::{MemberState, MemberView, group_pools_on, label_holder};
 
 /// Claims a member of `pool` in `namespace` for `assignee` (SPEC "Assign"), acting as
 /// `actor`: `assignee` is whom the desktop is handed to (the actor itself for "Get a desktop";
@@ -74,7 +74,10 @@ use crate::state::{MemberView, group_pools_on, label_holder};
 /// [`ClaimOptions::timeout`], watching the member's VM, until the broker has labelled it, bound
 /// the assignee's access and started it ([`assign_with_progress`] reports the wait); the wait
 /// ending first is an [`Error::Partial`] with the broker's reason (the Lease is kept, the broker
-/// goes on).
+/// goes on). When no member is free but some are being released by the broker
+/// ([`MemberState::Releasing`]: a claim that ended a moment ago), the claim waits for one
+/// (within the same timeout, reported to `progress`) and reads the pool again, instead of
+/// failing for a member freed a second later.
 pub async fn assign(
     actor: &Actor,
     namespace: &str,
@@ -147,6 +150,26 @@ where
             )
             .await;
         }
+    }
+    // No member free but some being released by the broker: wait for one, then read again
+    // (a claim that fails for a member freed a second later reads as a full pool).
+    let deadline = tokio::time::Instant::now() + options.timeout;
+    let mut read = read;
+    loop {
+        let releasing: Vec<String> = read
+            .members
+            .iter()
+            .filter(|m| m.state == MemberState::Releasing)
+            .map(|m| m.name.clone())
+            .collect();
+        let none_free = !read.members.iter().any(|m| m.claimable);
+        if !(none_free
+            && finish.broker.is_some()
+            && await_release(actor.client(), &claim, &releasing, deadline, &progress).await)
+        {
+            break;
+        }
+        read = PoolRead::read(actor, &claim, &finish).await?;
     }
     win_free_member(actor, &claim, &read, &mut devices, lease_seconds, &finish).await
 }
@@ -376,7 +399,7 @@ async fn win_free_member(
         // A stale Lease is taken over (an update with its resourceVersion); else one is created.
         let previous = read
             .lease(&m.name)
-            .filter(|_| m.state == crate::state::MemberState::FreeStaleLease);
+            .filter(|_| m.state == MemberState::FreeStaleLease);
         let lease = claim.lease(&m.name, now, lease_seconds, previous);
         match write_lease(actor.client(), claim, lease, previous).await {
             Ok(()) => {

@@ -24,7 +24,8 @@ use crate::broker::{BrokerState, BrokerStatus};
 use crate::clock::{ServerClock, describe_instant};
 use crate::error::{Error, ErrorKind, Result};
 use crate::names::{
-    ASSIGNED_TO_LABEL, BROKER_REASON_ANNOTATION, GRANTED_TO_ANNOTATION, label_matches_identity,
+    ASSIGNED_TO_LABEL, BROKER_REASON_ANNOTATION, GRANTED_TO_ANNOTATION, POOL_LABEL,
+    label_matches_identity,
 };
 use crate::resources::VirtualMachine;
 use crate::state::halted;
@@ -38,7 +39,8 @@ pub struct ClaimProgress {
     pub namespace: String,
     /// Pool name.
     pub pool: String,
-    /// The member whose Lease is held.
+    /// The member whose Lease is held; while no member is free, the member the claim waits
+    /// for the broker to release.
     pub member: String,
     /// What happens now: "granting: waiting for the broker to bind access and start
     /// <member>", the broker's reason when it says it cannot finish, or that no broker replica
@@ -209,6 +211,61 @@ pub(super) async fn await_grant(
                     clock,
                 ));
             }
+        }
+    }
+}
+
+/// With a broker, when no member of the claim's pool is free but `releasing` are (claims that
+/// ended, which the broker is clearing: [`crate::state::MemberState::Releasing`]): waits, a
+/// watch on the pool's VMs (not a poll), until one of them no longer carries the assigned-to
+/// label or is deleted, reporting the wait once to `progress`. Returns whether one did before
+/// `deadline`; a watch error is logged and retried until then.
+pub(super) async fn await_release(
+    client: &Client,
+    claim: &Claim<'_>,
+    releasing: &[String],
+    deadline: tokio::time::Instant,
+    progress: &(dyn Fn(ClaimProgress) + Send + Sync),
+) -> bool {
+    let Some(first) = releasing.first() else {
+        return false;
+    };
+    let started = tokio::time::Instant::now();
+    progress(ClaimProgress {
+        namespace: claim.namespace.to_owned(),
+        pool: claim.pool.to_owned(),
+        member: first.clone(),
+        message: format!(
+            "no member of {} is free: waiting for the broker to finish releasing {}",
+            claim.pool,
+            releasing.join(", ")
+        ),
+        reason: None,
+        elapsed_ms: 0,
+    });
+    let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), claim.namespace);
+    let config = watcher::Config::default().labels(&format!("{POOL_LABEL}={}", claim.pool));
+    let mut events = pin!(watcher(vms, config).backoff(crate::watch::default_backoff()));
+    let ours = |vm: &VirtualMachine| releasing.contains(&vm.name_any());
+    loop {
+        match tokio::time::timeout_at(deadline, events.next()).await {
+            Ok(Some(Ok(watcher::Event::Apply(vm) | watcher::Event::InitApply(vm)))) => {
+                let labelled = vm
+                    .labels()
+                    .get(ASSIGNED_TO_LABEL)
+                    .is_some_and(|v| !v.is_empty());
+                if ours(&vm) && !labelled {
+                    tracing::debug!(member = %vm.name_any(), waited = ?started.elapsed(), "released by the broker");
+                    return true;
+                }
+            }
+            Ok(Some(Ok(watcher::Event::Delete(vm)))) if ours(&vm) => return true,
+            Ok(Some(Ok(_))) => {}
+            Ok(Some(Err(e))) => {
+                tracing::warn!(pool = %claim.pool, error = %e, "watching the pool while the broker releases a member; retrying");
+            }
+            // The watcher retries for ever; it ends only with the deadline.
+            Ok(None) | Err(_) => return false,
         }
     }
 }

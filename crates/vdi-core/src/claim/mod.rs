@@ -32,6 +32,7 @@
 //! broker does the rest. Without one, the seed's client-side flow applies, and both front ends
 //! say what that means ([`side`]).
 
+mod access;
 mod assign;
 pub mod cluster_half;
 mod granting;
@@ -46,6 +47,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde::Serialize;
 
+pub use access::check_connect;
 pub use assign::{StartCheck, assign, assign_with_progress};
 pub use granting::ClaimProgress;
 pub use power::{PowerAction, STOPPING_WAIT_SECONDS, restart, start, stop};

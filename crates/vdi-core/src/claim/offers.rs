@@ -92,12 +92,15 @@ fn release_offer(member: &MemberView, viewer: &Viewer) -> Option<ReleaseOffer> {
     })
 }
 
-/// Connect… on a running member. With a broker only its holder (and an administrator, who is
-/// asked first) may; without one, someone else's desktop is a take-over to confirm.
+/// Connect… on a running member ([`may_connect`]); none on a member that does not run.
 fn connect_offer(member: &MemberView, viewer: &Viewer) -> Option<Offer> {
-    if member.power != "Running" {
-        return None;
-    }
+    (member.power == "Running").then(|| may_connect(member, viewer))
+}
+
+/// Whether `viewer` may connect to `member` (a console, a forward, RDP, SSH), whatever its
+/// power: with a broker only its holder (and an administrator, who is asked first) may;
+/// without one, RBAC decides and someone else's desktop is a take-over to confirm.
+pub fn may_connect(member: &MemberView, viewer: &Viewer) -> Offer {
     let name = &member.name;
     let caller = viewer.username.as_str();
     // Someone else's: its holder, or in a conflict whom its label names.
@@ -118,7 +121,7 @@ fn connect_offer(member: &MemberView, viewer: &Viewer) -> Option<Offer> {
              its screen, they see."
         )),
     };
-    Some(match (viewer.side, other) {
+    match (viewer.side, other) {
         (ClaimSide::Client, None) => Offer::yes(),
         (ClaimSide::Client, Some(holder)) => take_over(holder),
         (ClaimSide::Broker, Some(holder)) if viewer.admin => take_over(holder),
@@ -133,7 +136,7 @@ fn connect_offer(member: &MemberView, viewer: &Viewer) -> Option<Offer> {
             "{name} is not yours: with the cluster's broker only the person who holds a desktop \
              can connect to it. Get a desktop to have one of your own."
         )),
-    })
+    }
 }
 
 #[cfg(test)]

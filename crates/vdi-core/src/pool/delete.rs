@@ -92,6 +92,7 @@ fn assignment(state: MemberState, holder: Option<&str>) -> Option<String> {
         MemberState::Unreadable => Some(format!(
             "its Lease, held by {holder}, cannot be read, so it may be live"
         )),
+        MemberState::Releasing => Some("being released by the broker".to_owned()),
         MemberState::Removing => Some("being removed by the broker".to_owned()),
     }
 }

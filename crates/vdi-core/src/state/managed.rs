@@ -68,6 +68,9 @@ pub struct StateCounts {
     pub claimed: u32,
     /// Claims the broker is still granting.
     pub granting: u32,
+    /// Members whose claim ended and that the broker is clearing (a moment, then free or
+    /// removing).
+    pub releasing: u32,
     /// Members the broker is removing (shrink, reset).
     pub removing: u32,
     /// Members in conflict or with an unreadable claim: an administrator's to look at.
@@ -96,6 +99,7 @@ impl StateCounts {
                 | MemberState::Assigned
                 | MemberState::AssignedLeaseExpired => counts.claimed += 1,
                 MemberState::Granting => counts.granting += 1,
+                MemberState::Releasing => counts.releasing += 1,
                 MemberState::Removing => counts.removing += 1,
                 MemberState::Conflict | MemberState::Unreadable => counts.problems += 1,
             }
@@ -382,6 +386,7 @@ mod tests {
                 warm: 1,
                 claimed: 1,
                 granting: 0,
+                releasing: 0,
                 removing: 2,
                 problems: 0,
                 creating: 0

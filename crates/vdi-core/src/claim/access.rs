@@ -1,0 +1,84 @@
+//! Before a connection is opened (a console, a forward, RDP, SSH from the CLI): whether the
+//! caller may open it, by the rule the app's rows show ([`super::offers::may_connect`]), so
+//! that a refusal names the holder or the missing member instead of arriving as the API
+//! server's 403 on a subresource (or drowning in ssh's own output).
+
+use kube::ResourceExt;
+use kube::api::Api;
+
+use super::cluster_half;
+use super::offers::{Viewer, may_connect};
+use crate::broker::BrokerStatus;
+use crate::error::{Error, ErrorKind, Result, is_status};
+use crate::identity::Actor;
+use crate::names::{POOL_LABEL, lease_name};
+use crate::resources::VirtualMachine;
+use crate::state::{ClaimSide, member_view_on};
+use crate::validate;
+
+/// Checks that `actor` may connect to the VM `member` in `ns`, before anything is opened.
+/// A VM that is no pool member, or a cluster without a broker, is RBAC's alone to decide (the
+/// stream's own refusal says it); with a broker, only the member's holder and administrators
+/// may (SPEC "Broker": access follows the claim). Reads the VM, the broker's status and, for a
+/// pool member, its Lease; a caller who may not read the VM (403) is left to the stream.
+///
+/// Errors: [`Error::Invalid`] for a bad namespace or name (no request); [`Error::Rejected`]
+/// `NotFound` when the namespace has no such VirtualMachine, `Forbidden` when someone else
+/// holds it or nobody does (naming the holder and the command that claims a desktop);
+/// [`Error::Kube`] for a failed read.
+pub async fn check_connect(actor: &Actor, ns: &str, member: &str) -> Result<()> {
+    validate::namespace(ns)?;
+    validate::vm_name(member)?;
+    let client = actor.client();
+    let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), ns);
+    let vm = match vms.get_opt(member).await {
+        Ok(Some(vm)) => vm,
+        Ok(None) => {
+            return Err(Error::rejected(
+                ErrorKind::NotFound,
+                format!("no such member: namespace \"{ns}\" has no VirtualMachine \"{member}\""),
+                format!(
+                    "check the name and the namespace (-n); corral-vdi pool list -n {ns} lists \
+                     the members"
+                ),
+            ));
+        }
+        Err(e) if is_status(&e, 403) => return Ok(()),
+        Err(e) => {
+            return Err(Error::kube(
+                format!("read VirtualMachine \"{member}\" in namespace \"{ns}\""),
+                e,
+            ));
+        }
+    };
+    let Some(pool) = vm.labels().get(POOL_LABEL).cloned() else {
+        return Ok(());
+    };
+    let broker = crate::broker::status(client)
+        .await
+        .ok()
+        .filter(BrokerStatus::installed);
+    let side = cluster_half::side(broker.as_ref());
+    if side == ClaimSide::Client {
+        return Ok(());
+    }
+    let lease = crate::lease::get(client, ns, &lease_name(member)).await?;
+    let view = member_view_on(&vm, lease.as_ref(), actor.clock().now(), side);
+    let viewer = Viewer {
+        username: actor.username().to_owned(),
+        admin: actor.identity().is_admin(),
+        guarded: false,
+        side,
+    };
+    let offer = may_connect(&view, &viewer);
+    if offer.allowed {
+        return Ok(());
+    }
+    Err(Error::rejected(
+        ErrorKind::Forbidden,
+        offer
+            .reason
+            .unwrap_or_else(|| format!("{member} is not yours")),
+        format!("claim a desktop of your own: corral-vdi assign {pool} -n {ns}"),
+    ))
+}
