@@ -199,6 +199,20 @@ async fn audit_lists_the_trail_filtered_and_the_csv_parses_back() {
         Some("carol")
     );
 
+    // Not an administrator: RBAC does not let alice list the namespace's Events, and the
+    // refusal says whose the trail is.
+    let err = list(&client_as("alice").await, &ns, &AuditFilter::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), vdi_core::error::ErrorKind::Forbidden, "{err}");
+    assert!(
+        err.to_string().contains(&format!(
+            "list Events in namespace \"{ns}\" was refused: only Corral VDI administrators \
+             (group corral-vdi:admins) read the audit trail"
+        )),
+        "{err}"
+    );
+
     // The CLI's CSV parses back, header first, the message's quote, comma and line break kept
     // (the break written as \u{a}, as every cell from the cluster).
     let out = ok(&cli(&["audit", "-n", &ns, "--pool", "lab", "-o", "csv"]));

@@ -12,6 +12,23 @@ use vdi_core::resources::VirtualMachine;
 
 use crate::{cli, desktop_pool, failed, fingerprint, gone, namespace_with_golden, ok};
 
+/// What a refused `pool create` of `pool` in `ns` must leave: no member, no clone object, no
+/// DesktopPool.
+async fn nothing_created(admin: &kube::Client, ns: &str, pool: &str) {
+    let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), ns);
+    let members = vms
+        .list(&ListParams::default().labels(&format!("{POOL_LABEL}={pool}")))
+        .await
+        .unwrap();
+    assert!(members.items.is_empty(), "{pool}: no member made");
+    let clones = corral_tests::clones(admin, ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert!(clones.items.is_empty(), "{pool}: no clone made");
+    assert_eq!(fingerprint(ns, pool).await, None, "{pool}: no DesktopPool");
+}
+
 #[tokio::test]
 async fn create_with_policy_flags_list_set_resize_and_delete() {
     let ns = namespace_with_golden("cli-policy").await;
@@ -23,21 +40,20 @@ async fn create_with_policy_flags_list_set_resize_and_delete() {
     ]));
     assert!(err.contains("spec.warm: 3 is out of range"), "{err}");
     assert!(err.contains("--warm"), "{err}");
-    let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), &ns);
-    let bad = vms
-        .list(&ListParams::default().labels(&format!("{POOL_LABEL}=bad")))
-        .await
-        .unwrap();
-    assert!(bad.items.is_empty());
+    nothing_created(&admin, &ns, "bad").await;
+
+    // With a broker a pool is managed, so its name must leave a DesktopPool room for its 500th
+    // member: 60 characters are refused before any clone (a VM name would have fitted).
+    let long = format!("l{}", "o".repeat(59));
+    let err = failed(&cli(&[
+        "pool", "create", &long, "--from", "golden", "--size", "1", "-n", &ns,
+    ]));
     assert!(
-        corral_tests::clones(&admin, &ns)
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
+        err.contains("is 60 characters long; a managed pool's name has at most 59"),
+        "{err}"
     );
-    assert_eq!(fingerprint(&ns, "bad").await, None);
+    assert!(err.contains("shorten the pool name to at most 59"), "{err}");
+    nothing_created(&admin, &ns, &long).await;
 
     // With the broker installed, create makes the DesktopPool with the flags.
     let out = ok(&cli(&[

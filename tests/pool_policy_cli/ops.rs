@@ -43,6 +43,35 @@ async fn adopt_refuses_what_it_cannot_manage_and_changes_nothing() {
     assert!(err.to_string().contains("golden VM \"nope\""), "{err}");
     assert_eq!(fingerprint(&ns, "lo").await, None);
 
+    // A member of a pool as the golden VM (its own pool's, or another's): the broker would
+    // copy a desktop at every grow and reset.
+    pool_vms(&admin, &ns, "other", 1).await.unwrap();
+    for member in ["lo-1", "other-1"] {
+        let err = adopt(&admin, &ns, "lo", Some(member)).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Invalid, "{err}");
+        assert!(
+            err.to_string()
+                .contains(&format!("golden VM \"{member}\" is a member of pool")),
+            "{err}"
+        );
+        assert!(
+            err.suggestion()
+                .unwrap()
+                .starts_with("name a golden VM built for the purpose with --from"),
+            "{:?}",
+            err.suggestion()
+        );
+        assert_eq!(fingerprint(&ns, "lo").await, None);
+    }
+
+    // A name too long for a DesktopPool (60 characters): refused before any read.
+    let long = format!("l{}", "o".repeat(59));
+    pool_vms(&admin, &ns, &long, 1).await.unwrap();
+    let err = adopt(&admin, &ns, &long, Some("golden")).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Invalid, "{err}");
+    assert!(err.to_string().contains("is 60 characters long"), "{err}");
+    assert_eq!(fingerprint(&ns, &long).await, None);
+
     // Unmanaged: set and resize point at adopt.
     for err in [
         set(
@@ -160,6 +189,38 @@ async fn adopt_reads_the_golden_vm_pool_create_wrote_then_set_and_resize_write_t
         assert_eq!(err.kind(), ErrorKind::Invalid, "{err}");
         assert!(err.to_string().contains(field), "{field}: {err}");
         assert_eq!(fingerprint(&ns, "pc").await, before, "{field}");
+    }
+
+    // Not an administrator: RBAC refuses the write, and the refusal says whose it is.
+    let alice = client_as("alice").await;
+    for err in [
+        set(
+            &alice,
+            &ns,
+            "pc",
+            &PolicyChanges {
+                warm: Some(1),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err(),
+        resize(&alice, &ns, "pc", 2, None).await.unwrap_err(),
+    ] {
+        assert_eq!(err.kind(), ErrorKind::Forbidden, "{err}");
+        assert!(
+            err.to_string()
+                .contains("only Corral VDI administrators (group corral-vdi:admins) change a pool's settings or size"),
+            "{err}"
+        );
+        assert!(
+            err.suggestion()
+                .unwrap()
+                .starts_with("ask a member of corral-vdi:admins"),
+            "{:?}",
+            err.suggestion()
+        );
+        assert_eq!(fingerprint(&ns, "pc").await, before);
     }
 
     // resize: out of range, warm above the new size; then both at once, and a shrink.

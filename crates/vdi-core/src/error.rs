@@ -138,6 +138,29 @@ impl Error {
         }
     }
 
+    /// This error, or, when it is the API server's RBAC refusal (a 403 that is not the
+    /// guard's), a refusal saying that `what` ("change a pool's settings") is for Corral VDI
+    /// administrators (the [`crate::names::ADMIN_GROUP`] group), with the request refused and
+    /// the fix: ask one of them. Nothing else changes.
+    pub fn for_admins(self, what: &str) -> Self {
+        match self {
+            Error::Kube { action, source }
+                if is_status(&source, 403) && !is_guard_denial(&source) =>
+            {
+                let admins = crate::names::ADMIN_GROUP;
+                Error::rejected(
+                    ErrorKind::Forbidden,
+                    format!(
+                        "{action} was refused: only Corral VDI administrators (group {admins}) \
+                         {what}, and RBAC does not let you; nothing was changed"
+                    ),
+                    format!("ask a member of {admins} to do it, or to add you to the group"),
+                )
+            }
+            other => other,
+        }
+    }
+
     /// The HTTP status the API server answered with, if it answered.
     pub fn status_code(&self) -> Option<u16> {
         match self {

@@ -125,8 +125,9 @@ pub fn matches(entry: &AuditEntry, filter: &AuditFilter) -> bool {
 /// the API server's event TTL ([`super::TTL_NOTICE`]).
 ///
 /// Errors: [`Error::Invalid`] for a bad namespace, pool or member name (no request);
-/// [`Error::Kube`] naming the list (a 403: RBAC does not let the caller list `events` in group
-/// `events.k8s.io` there).
+/// [`Error::Rejected`] `Forbidden` when RBAC does not let the caller list `events` in group
+/// `events.k8s.io` there (an administrator's: [`Error::for_admins`]); [`Error::Kube`] naming
+/// the list for any other failure.
 pub async fn list(client: &Client, ns: &str, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
     validate::namespace(ns)?;
     if let Some(pool) = &filter.pool {
@@ -136,10 +137,10 @@ pub async fn list(client: &Client, ns: &str, filter: &AuditFilter) -> Result<Vec
         validate::member_name(member)?;
     }
     let events: Api<Event> = Api::namespaced(client.clone(), ns);
-    let list = events
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| Error::kube(format!("list Events in namespace \"{ns}\""), e))?;
+    let list = events.list(&ListParams::default()).await.map_err(|e| {
+        Error::kube(format!("list Events in namespace \"{ns}\""), e)
+            .for_admins("read the audit trail")
+    })?;
     let mut entries: Vec<AuditEntry> = list
         .items
         .iter()

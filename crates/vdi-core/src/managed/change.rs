@@ -102,13 +102,17 @@ pub fn spec_for(golden: &str, size: u32, changes: &PolicyChanges) -> Result<Desk
     Ok(spec)
 }
 
+/// What only administrators do here, as a 403's refusal says it ([`Error::for_admins`]).
+const ADMINS_DO: &str = "change a pool's settings or size";
+
 /// Changes `pool`'s policy in `ns` by `changes`, checked through [`crate::policy::Policy`] (every
 /// bound of the CRD) before anything is written; returns the DesktopPool as written.
 ///
 /// Errors: [`Error::Invalid`] for a bad name, no change asked for, or a value out of range
 /// (naming the field and its flag; nothing written); those of [`resize`]'s unmanaged-pool and
 /// missing-CRD refusals; [`Error::Rejected`] `Conflict` when the DesktopPool changed since it
-/// was read; [`Error::Kube`] naming the object for a failed request.
+/// was read; `Forbidden` for a caller RBAC does not let write it ([`Error::for_admins`]);
+/// [`Error::Kube`] naming the object for a failed request.
 pub async fn set(
     client: &Client,
     ns: &str,
@@ -122,7 +126,9 @@ pub async fn set(
              --on-release",
         ));
     }
-    let current = managed(client, ns, pool).await?;
+    let current = managed(client, ns, pool)
+        .await
+        .map_err(|e| e.for_admins(ADMINS_DO))?;
     let spec = changes.apply(&current.spec);
     spec.policy().map_err(|e| {
         Error::invalid(
@@ -145,7 +151,8 @@ pub async fn set(
 ///
 /// Errors: [`Error::Invalid`] for bad input; [`Error::Rejected`] (`NotFound`, `Invalid`,
 /// `Refused` with the per-node table, `Conflict` when the DesktopPool changed since it was
-/// read); [`Error::Kube`] naming the object for a failed request.
+/// read; `Forbidden` for a caller RBAC does not let write it: [`Error::for_admins`]);
+/// [`Error::Kube`] naming the object for a failed request.
 pub async fn resize(
     client: &Client,
     ns: &str,
@@ -162,7 +169,9 @@ pub async fn resize(
             format!("pass --size between 1 and {max}"),
         ));
     }
-    let current = managed(client, ns, pool).await?;
+    let current = managed(client, ns, pool)
+        .await
+        .map_err(|e| e.for_admins(ADMINS_DO))?;
     let changes = PolicyChanges {
         warm,
         ..Default::default()
@@ -320,7 +329,10 @@ async fn write(
                     return Err(changed(&read));
                 }
             }
-            Err(e) => return Err(Error::kube(format!("update {}", object_words(ns, pool)), e)),
+            Err(e) => {
+                return Err(Error::kube(format!("update {}", object_words(ns, pool)), e)
+                    .for_admins(ADMINS_DO));
+            }
         }
     }
     Err(changed(&read))

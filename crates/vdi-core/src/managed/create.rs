@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::change::{PolicyChanges, spec_for};
 use super::ops;
 use crate::error::{Error, ErrorKind, Result};
-use crate::policy::DesktopPool;
+use crate::policy::{DesktopPool, DesktopPoolSpec};
 use crate::pool::{
     CreateOptions, CreatePool, CreateProgress, PoolCreated, create_pool, validate_create,
 };
@@ -59,14 +59,27 @@ impl NewPool {
 }
 
 /// Checks a create without a request, as [`create`] does first: the pool's input
-/// ([`validate_create`]), the policy's bounds ([`spec_for`]) and that a policy has a broker to
-/// run it; returns the member names the pool would get.
+/// ([`validate_create`]; with a broker, a name short enough for a DesktopPool:
+/// [`crate::pool::check_managed_name`]), the policy's bounds ([`spec_for`]) and that a policy
+/// has a broker to run it; returns the member names the pool would get.
 ///
-/// Errors: those of [`validate_create`] and [`spec_for`]; [`Error::Rejected`] `Invalid` for a
-/// policy where `side` is [`ClaimSide::Client`].
+/// Errors: those of [`validate_create`], [`crate::pool::check_managed_name`] and [`spec_for`];
+/// [`Error::Rejected`] `Invalid` for a policy where `side` is [`ClaimSide::Client`].
 pub fn check(request: &CreatePool, policy: &PolicyChanges, side: ClaimSide) -> Result<Vec<String>> {
+    checked(request, policy, side).map(|(members, _)| members)
+}
+
+/// [`check`], returning the member names and the DesktopPool's spec.
+fn checked(
+    request: &CreatePool,
+    policy: &PolicyChanges,
+    side: ClaimSide,
+) -> Result<(Vec<String>, DesktopPoolSpec)> {
     let members = validate_create(request)?;
-    spec_for(&request.golden, request.size, policy)?;
+    if side == ClaimSide::Broker {
+        crate::pool::check_managed_name(&request.name)?;
+    }
+    let spec = spec_for(&request.golden, request.size, policy)?;
     if side == ClaimSide::Client && !policy.is_empty() {
         return Err(Error::rejected(
             ErrorKind::Invalid,
@@ -76,7 +89,7 @@ pub fn check(request: &CreatePool, policy: &PolicyChanges, side: ClaimSide) -> R
             "install the broker (corral-vdi broker install), or create the pool without them",
         ));
     }
-    Ok(members)
+    Ok((members, spec))
 }
 
 /// A pool made by [`create`]: its members, and its DesktopPool when the cluster has a broker.
@@ -107,8 +120,7 @@ pub async fn create<P>(
 where
     P: Fn(CreateProgress) + Send + Sync,
 {
-    check(request, policy, side)?;
-    let spec = spec_for(&request.golden, request.size, policy)?;
+    let (_, spec) = checked(request, policy, side)?;
     let mut pool = create_pool(client, request, progress).await?;
     if side == ClaimSide::Client {
         return Ok(Created { pool, policy: None });

@@ -151,11 +151,13 @@ fn golden_of(members: &[VirtualMachine]) -> Option<String> {
 /// current member count, everything else the defaults (the unmanaged behaviour: no warm
 /// member, one-hour Lease, no limits, `onRelease: keep`).
 ///
-/// Errors, each before anything is written: [`Error::Invalid`] for a bad name (no request);
+/// Errors, each before anything is written: [`Error::Invalid`] for a bad name, or one too
+/// long for a DesktopPool ([`crate::pool::check_managed_name`]; no request);
 /// [`Error::Rejected`] `NotFound` when the cluster has no CRD (fix: install the broker), the
 /// pool has no members, or the golden VM named does not exist in the namespace; `Conflict`
 /// when the pool is managed already (also when another adopt won the race); `Invalid` when
-/// the golden VM is unknown (fix: `--from <golden-vm>`) or the member count is out of range;
+/// the golden VM is unknown (fix: `--from <golden-vm>`), is a pool member (any pool's: the
+/// broker clones it at every grow and reset), or the member count is out of range;
 /// [`Error::Kube`] naming the object for a failed request (403 included).
 pub async fn adopt(
     client: &Client,
@@ -165,6 +167,7 @@ pub async fn adopt(
 ) -> Result<DesktopPool> {
     validate::namespace(ns)?;
     validate::pool_name(pool)?;
+    crate::pool::check_managed_name(pool)?;
     if let Some(from) = from {
         validate::vm_name(from)?;
     }
@@ -216,7 +219,7 @@ pub async fn adopt(
             ));
         }
     };
-    crate::pool::golden_vm_in(client, ns, &golden).await?;
+    crate::pool::adopted_golden(client, ns, &golden).await?;
     let spec = DesktopPoolSpec {
         golden,
         size: i32::try_from(members.len()).unwrap_or(i32::MAX),

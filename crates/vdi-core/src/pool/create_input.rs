@@ -54,6 +54,30 @@ pub fn validate_create(request: &CreatePool) -> Result<Vec<String>> {
     Ok(member_names(name, request.size))
 }
 
+/// The longest name a managed pool (a DesktopPool) may have, in bytes: its members are
+/// `<name>-<i>` with `i` up to [`MAX_POOL_SIZE`] (a resize may grow it that far) and a VM name
+/// has at most [`MAX_MEMBER_NAME`], so 59: the CRD's `metadata.name.maxLength`.
+pub const MAX_MANAGED_NAME: usize = MAX_MEMBER_NAME - "-500".len();
+
+/// Refuses a pool name too long for a managed pool ([`MAX_MANAGED_NAME`]), before anything is
+/// written: a pool made with a longer name could never get its DesktopPool.
+///
+/// Errors: [`Error::Invalid`] naming the name, its length and the fix.
+pub fn check_managed_name(pool: &str) -> Result<()> {
+    if pool.len() <= MAX_MANAGED_NAME {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        format!(
+            "pool name \"{pool}\" is {} characters long; a managed pool's name has at most \
+             {MAX_MANAGED_NAME} (its members are <pool>-<i>, i up to {MAX_POOL_SIZE}, and a VM \
+             name has at most {MAX_MEMBER_NAME}); nothing was written",
+            pool.len()
+        ),
+        format!("shorten the pool name to at most {MAX_MANAGED_NAME} characters"),
+    ))
+}
+
 /// Refuses a namespace that does not exist. A user who may not read namespaces (403) gets no
 /// verdict here; the golden VM lookup then speaks for the namespace.
 pub(super) async fn check_namespace(client: &Client, namespace: &str) -> Result<()> {
@@ -82,6 +106,25 @@ mod tests {
     fn members_and_clones_are_named_after_the_pool() {
         assert_eq!(member_names("dev", 3), ["dev-1", "dev-2", "dev-3"]);
         assert_eq!(clone_name("dev-2"), "corral-vdi-clone-dev-2");
+    }
+
+    #[test]
+    fn a_managed_pools_name_leaves_room_for_its_last_member() {
+        let longest = "p".repeat(MAX_MANAGED_NAME);
+        assert!(check_managed_name(&longest).is_ok());
+        assert_eq!(member_name(&longest, MAX_POOL_SIZE).len(), MAX_MEMBER_NAME);
+        let err = check_managed_name(&format!("{longest}q")).unwrap_err();
+        assert_eq!(err.kind(), crate::error::ErrorKind::Invalid);
+        let text = err.to_string();
+        assert!(
+            text.contains("is 60 characters long") && text.contains("at most 59"),
+            "{text}"
+        );
+        // The CRD refuses what this refuses.
+        let crd: serde_json::Value = serde_yaml::from_str(crate::policy::CRD).unwrap();
+        let name = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["metadata"]
+            ["properties"]["name"];
+        assert_eq!(name["maxLength"], MAX_MANAGED_NAME);
     }
 
     #[test]

@@ -24,7 +24,7 @@ pub(super) async fn check_golden(
 ) -> Result<VirtualMachine> {
     let ns = &request.namespace;
     let golden = golden_vm(vms, ns, &request.golden).await?;
-    check_golden_membership(client, &golden, ns, request.options.allow_member).await?;
+    check_golden_membership(client, &golden, ns, Some(request.options.allow_member)).await?;
     let problems = golden_problems(&golden, ns, request.options.allow_running);
     if !problems.is_empty() {
         let causes: Vec<&str> = problems.iter().map(|p| p.cause.as_str()).collect();
@@ -213,13 +213,41 @@ pub fn golden_problems(
     problems
 }
 
+/// The golden VM `golden` a pool being adopted names (`pool adopt --from`), read from
+/// `namespace` only and refused when it is a pool member, any pool's: a managed pool's broker
+/// clones it at every grow and reset, so it must be a golden image, not a desktop.
+///
+/// Errors: [`golden_vm`]'s; [`Error::Rejected`] `Invalid` for a pool member.
+pub(crate) async fn adopted_golden(
+    client: &Client,
+    namespace: &str,
+    golden: &str,
+) -> Result<VirtualMachine> {
+    let vm = golden_vm_in(client, namespace, golden).await?;
+    check_golden_membership(client, &vm, namespace, None).await?;
+    Ok(vm)
+}
+
+/// The golden VM `golden` in `namespace`, as pool create reads it (its own namespace only).
+///
+/// Errors: [`Error::Rejected`] `NotFound` naming it and the namespace; [`Error::Kube`].
+pub(crate) async fn golden_vm_in(
+    client: &Client,
+    namespace: &str,
+    golden: &str,
+) -> Result<VirtualMachine> {
+    let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), namespace);
+    golden_vm(&vms, namespace, golden).await
+}
+
 /// Refuses a golden VM that is itself a pool member: an assigned one always (its disk is a
-/// user's), an unassigned one unless `allow_member`.
+/// user's), an unassigned one unless `allow_member` is `Some(true)` (pool create's
+/// `--from-member`; `None` where no such option exists).
 async fn check_golden_membership(
     client: &Client,
     golden: &VirtualMachine,
     namespace: &str,
-    allow_member: bool,
+    allow_member: Option<bool>,
 ) -> Result<()> {
     let Some(pool) = golden.labels().get(POOL_LABEL) else {
         return Ok(());
@@ -240,18 +268,25 @@ async fn check_golden_membership(
              them; the New pool dialog offers only VMs that are no pool member)",
         ));
     }
-    if !allow_member {
-        return Err(Error::rejected(
-            ErrorKind::Invalid,
-            format!(
-                "golden VM \"{name}\" is a member of pool \"{pool}\": pool members are desktops, \
-                 not golden images"
-            ),
+    let fix = match allow_member {
+        Some(true) => return Ok(()),
+        Some(false) => {
             "clone from a golden VM built for the purpose; to clone this unassigned member \
-             anyway, pass --from-member",
-        ));
-    }
-    Ok(())
+             anyway, pass --from-member"
+        }
+        None => {
+            "name a golden VM built for the purpose with --from (kubectl get vm -n <namespace> \
+             lists them; pool members carry the pool label)"
+        }
+    };
+    Err(Error::rejected(
+        ErrorKind::Invalid,
+        format!(
+            "golden VM \"{name}\" is a member of pool \"{pool}\": pool members are desktops, \
+             not golden images"
+        ),
+        fix,
+    ))
 }
 
 /// Reads the golden VM from `namespace` only (SPEC step 2: no search of other namespaces).

@@ -94,9 +94,10 @@ pub use candidates::{GoldenCandidate, golden_candidates};
 pub use capacity::capacity_preview;
 pub use clone::format_duration;
 pub use clone_object::{CloneApi, choose_clone_version, clone_name, discover_clone_api};
-pub use create_input::validate_create;
+pub use create_input::{MAX_MANAGED_NAME, check_managed_name, validate_create};
 pub use delete::{DeletePool, PoolDeleted, delete_pool};
 pub use golden_vm::{GoldenProblem, golden_problems, mark_golden_image};
+pub(crate) use golden_vm::{adopted_golden, golden_vm_in};
 pub use members::{list_member_metadata, list_members};
 
 use crate::error::Result;
@@ -348,18 +349,6 @@ where
         .warnings
         .extend(golden_vm::mark_golden_image(client, ns, &golden).await);
     Ok(created)
-}
-
-/// The golden VM `golden` in `namespace`, as pool create reads it (its own namespace only).
-///
-/// Errors: [`Error::Rejected`] `NotFound` naming it and the namespace; [`Error::Kube`].
-pub(crate) async fn golden_vm_in(
-    client: &Client,
-    namespace: &str,
-    golden: &str,
-) -> Result<VirtualMachine> {
-    let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), namespace);
-    golden_vm::golden_vm(&vms, namespace, golden).await
 }
 
 /// Pool create's capacity admission (step 4) for `extra` more members of `pool`, cloned from
