@@ -14,6 +14,7 @@ export PATH := $(CORRAL_CACHE_DIR)/tools/bin:$(PATH)
 export RUSTC_WORKSPACE_WRAPPER := $(shell command -v clippy-driver)
 APP := $(CARGO_TARGET_DIR)/debug/corral-vdi-console
 SANDBOX := $(CARGO_TARGET_DIR)/debug/sandbox
+CLI := $(CARGO_TARGET_DIR)/debug/corral-vdi
 
 .PHONY: help deps ui app demo sandbox-up sandbox-down lint bindings test test-install bench package
 
@@ -34,11 +35,17 @@ app: ui
 	cargo build --workspace --all-features
 
 # (Re)starts the demo sandbox from scratch (with the guard and the broker's two replicas, which
-# it runs from the built corral-vdi-broker) and prints its kubeconfig path last.
+# it runs from the built corral-vdi-broker), seeds what the product does beside the sandbox's
+# legacy pool (a managed pool `dev` of three with a warm member, made by the CLI as an
+# administrator would, and alice's claim on one of them), and prints its kubeconfig path last.
 sandbox-up: deps
-	cargo build --workspace --all-features --bin sandbox --bin corral-vdi-broker
+	cargo build --workspace --all-features --bin sandbox --bin corral-vdi-broker --bin corral-vdi
 	@$(SANDBOX) down --name demo >/dev/null 2>&1 || true
 	@$(SANDBOX) up --name demo | tail -n 1 > $(CORRAL_CACHE_DIR)/demo-kubeconfig-path
+	@export KUBECONFIG=$$(cat $(CORRAL_CACHE_DIR)/demo-kubeconfig-path); \
+	$(CLI) pool create dev --from golden-desktop --size 3 --warm 1 -n corral-vms >/dev/null \
+	  && $(CLI) --context alice assign dev alice -n corral-vms >/dev/null \
+	  || echo "warning: the demo's managed pool was not seeded (above); the sandbox runs without it" >&2
 	@cat $(CORRAL_CACHE_DIR)/demo-kubeconfig-path
 
 sandbox-down:
@@ -49,7 +56,7 @@ sandbox-down:
 demo: app sandbox-up
 	@kc=$$(cat $(CORRAL_CACHE_DIR)/demo-kubeconfig-path); \
 	echo "sandbox kubeconfig: $$kc (contexts admin, alice, bob, carol)"; \
-	echo "CLI: KUBECONFIG=$$kc $(CARGO_TARGET_DIR)/debug/corral-vdi pool list"; \
+	echo "CLI: KUBECONFIG=$$kc $(CLI) pool list"; \
 	if [ -n "$${DISPLAY:-}$${WAYLAND_DISPLAY:-}" ]; then KUBECONFIG=$$kc $(APP); \
 	else echo "no display: running under Xvfb"; KUBECONFIG=$$kc xvfb-run -a -s "-screen 0 1280x820x24" $(APP); fi
 
