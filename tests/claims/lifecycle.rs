@@ -257,7 +257,13 @@ async fn every_state_row_as_a_starting_point() {
     assert_eq!(err.kind(), ErrorKind::Invalid);
     assert_eq!(member_state(&admin, &ns, "free-1").await, MemberState::Free);
     let err = release(&admin_actor, &ns, "nope").await.unwrap_err();
-    assert!(err.to_string().contains("not found in namespace"), "{err}");
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    assert!(
+        err.to_string().starts_with(&format!(
+            "no such member: namespace \"{ns}\" has no VirtualMachine \"nope\": nothing to release"
+        )),
+        "{err}"
+    );
 }
 
 #[tokio::test]

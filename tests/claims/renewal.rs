@@ -205,7 +205,8 @@ async fn renew_and_keep_are_the_holders_alone_and_keep_records_its_time() {
     let err = keep(&bob, &ns, "kp-99").await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
     assert!(
-        err.to_string().contains("there is no member kp-99"),
+        err.to_string()
+            .contains("has no VirtualMachine \"kp-99\": no claim to keep or renew"),
         "{err}"
     );
     let unchanged = lease(&ns, &member).await.unwrap();

@@ -8,6 +8,7 @@ use kube::api::Api;
 
 use super::cluster_half;
 use super::offers::{Viewer, may_connect};
+use super::rules::no_such_member;
 use crate::broker::BrokerStatus;
 use crate::error::{Error, ErrorKind, Result, is_status};
 use crate::identity::Actor;
@@ -33,16 +34,7 @@ pub async fn check_connect(actor: &Actor, ns: &str, member: &str) -> Result<()> 
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), ns);
     let vm = match vms.get_opt(member).await {
         Ok(Some(vm)) => vm,
-        Ok(None) => {
-            return Err(Error::rejected(
-                ErrorKind::NotFound,
-                format!("no such member: namespace \"{ns}\" has no VirtualMachine \"{member}\""),
-                format!(
-                    "check the name and the namespace (-n); corral-vdi pool list -n {ns} lists \
-                     the members"
-                ),
-            ));
-        }
+        Ok(None) => return Err(no_such_member(ns, member, "")),
         Err(e) if is_status(&e, 403) => return Ok(()),
         Err(e) => {
             return Err(Error::kube(

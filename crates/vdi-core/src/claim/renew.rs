@@ -18,8 +18,9 @@ use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use serde::Serialize;
 
+use super::rules::no_such_member;
 use crate::clock::describe_instant;
-use crate::error::{Error, ErrorKind, Result, is_status};
+use crate::error::{Error, Result, is_status};
 use crate::identity::Actor;
 use crate::lease::{ClaimLease, LeaseView, lease_view};
 use crate::names::{
@@ -156,14 +157,7 @@ pub async fn own_claim(actor: &Actor, namespace: &str, member: &str) -> Result<C
         // No Lease, and no such member at all: said as that, not as a claim that ended.
         let vms: Api<VirtualMachine> = Api::namespaced(actor.client().clone(), namespace);
         return Err(match vms.get_opt(member).await {
-            Ok(None) => Error::rejected(
-                ErrorKind::NotFound,
-                format!(
-                    "there is no member {member} in namespace \"{namespace}\": no claim to keep \
-                     or renew"
-                ),
-                format!("check the name: corral-vdi pool list -n {namespace}"),
-            ),
+            Ok(None) => no_such_member(namespace, member, ": no claim to keep or renew"),
             _ => refusal,
         });
     }

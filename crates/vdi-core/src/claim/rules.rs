@@ -246,6 +246,22 @@ fn spread<'a>(mut candidates: Vec<&'a MemberView>, identity: &str) -> Vec<&'a Me
     candidates
 }
 
+/// The refusal for a member that does not exist: `namespace` has no VirtualMachine `member`
+/// (`then`: what that means for the command, e.g. ": no claim to keep or renew", or empty).
+/// One wording for every command that names a member (keep, renew, release, connect).
+pub(super) fn no_such_member(namespace: &str, member: &str, then: &str) -> Error {
+    Error::rejected(
+        ErrorKind::NotFound,
+        format!(
+            "no such member: namespace \"{namespace}\" has no VirtualMachine \"{member}\"{then}"
+        ),
+        format!(
+            "check the name and the namespace (-n): corral-vdi pool list -n {namespace} lists \
+             the members"
+        ),
+    )
+}
+
 /// The refusal for a member whose label and Lease name different people.
 pub(super) fn conflict_error(member: &MemberView) -> Error {
     let lease = member.holder.as_deref().unwrap_or("nobody");

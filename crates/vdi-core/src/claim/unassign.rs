@@ -12,7 +12,7 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use super::power::stop;
-use super::rules::{check_unassign, force_refusal, may_release};
+use super::rules::{check_unassign, force_refusal, may_release, no_such_member};
 use super::{Released, UnassignOptions};
 use crate::audit::{Act, Facts, record};
 use crate::error::{Error, Result, is_status};
@@ -43,8 +43,9 @@ use crate::state::{ClaimSide, MemberState, member_view_on};
 /// conflict, or one with a label and no Lease, is released as without a broker (the broker
 /// leaves labels it did not write alone).
 ///
-/// Errors: [`Error::Invalid`] for a bad namespace or member name (no request sent), a VM that
-/// does not exist or is no pool member; [`Error::Refused`] for someone else's active Lease or a
+/// Errors: [`Error::Invalid`] for a bad namespace or member name (no request sent) or a VM that
+/// is no pool member; [`Error::Rejected`] `NotFound` for a VM that does not exist ("no such
+/// member"); [`Error::Refused`] for someone else's active Lease or a
 /// Lease that changed meanwhile; [`Error::Rejected`] (`Conflict`) for a conflict and a caller
 /// who is no administrator; [`Error::Rejected`] (`Forbidden`, nothing changed) for a force by
 /// someone who is no administrator while the guard is enforced; [`Error::Partial`] when the label was removed but stopping failed.
@@ -155,8 +156,8 @@ pub async fn unassign(
 
 /// Reads the VM of `member`, which must be a pool member.
 ///
-/// Errors: [`Error::Invalid`] for a VM that does not exist or has no pool label; the read's
-/// error.
+/// Errors: [`Error::Rejected`] `NotFound` for a VM that does not exist; [`Error::Invalid`] for
+/// one without the pool label; the read's error.
 async fn read_member(
     vms: &Api<VirtualMachine>,
     namespace: &str,
@@ -171,12 +172,7 @@ async fn read_member(
                 e,
             )
         })?
-        .ok_or_else(|| {
-            Error::invalid(
-                format!("VirtualMachine \"{member}\" not found in namespace \"{namespace}\""),
-                "check the member name and the namespace (-n)",
-            )
-        })?;
+        .ok_or_else(|| no_such_member(namespace, member, ": nothing to release"))?;
     if !vm.labels().contains_key(POOL_LABEL) {
         return Err(Error::invalid(
             format!(
