@@ -17,20 +17,30 @@ use crate::resources::VirtualMachine;
 use crate::state::{ClaimSide, member_view_on};
 use crate::validate;
 
-/// Checks that `actor` may connect to the VM `member` in `ns`, before anything is opened.
-/// A VM that is no pool member, or a cluster without a broker, is RBAC's alone to decide (the
-/// stream's own refusal says it); with a broker, only the member's holder and administrators
-/// may (SPEC "Broker": access follows the claim). Reads the VM, the broker's status and, for a
-/// pool member, its Lease; a caller who may not read the VM (403) is left to the stream.
+/// Checks that `actor` may connect to the member `member` in `ns`, before anything is opened.
+/// On a cluster without a broker RBAC alone decides, and the stream's own refusal says it (in
+/// the words the app's connect gives): only the broker's status is read. With a broker, only
+/// the member's holder and administrators may (SPEC "Broker": access follows the claim), and
+/// the caller holds no right on the subresources that could say why: reads the VM and its
+/// Lease; a VM that is no pool member, or one the caller may not read (403), is left to the
+/// stream.
 ///
-/// Errors: [`Error::Invalid`] for a bad namespace or name (no request); [`Error::Rejected`]
-/// `NotFound` when the namespace has no such VirtualMachine, `Forbidden` when someone else
-/// holds it or nobody does (naming the holder and the command that claims a desktop);
-/// [`Error::Kube`] for a failed read.
+/// Errors: [`Error::Invalid`] for a bad namespace or member name (no request);
+/// [`Error::Rejected`] `NotFound` when the namespace has no such VirtualMachine ("no such
+/// member"), `Forbidden` when someone else holds it or nobody does (naming the holder and the
+/// command that claims a desktop); [`Error::Kube`] for a failed read.
 pub async fn check_connect(actor: &Actor, ns: &str, member: &str) -> Result<()> {
     validate::namespace(ns)?;
-    validate::vm_name(member)?;
+    validate::member_name(member)?;
     let client = actor.client();
+    let broker = crate::broker::status(client)
+        .await
+        .ok()
+        .filter(BrokerStatus::installed);
+    let side = cluster_half::side(broker.as_ref());
+    if side == ClaimSide::Client {
+        return Ok(());
+    }
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), ns);
     let vm = match vms.get_opt(member).await {
         Ok(Some(vm)) => vm,
@@ -46,14 +56,6 @@ pub async fn check_connect(actor: &Actor, ns: &str, member: &str) -> Result<()> 
     let Some(pool) = vm.labels().get(POOL_LABEL).cloned() else {
         return Ok(());
     };
-    let broker = crate::broker::status(client)
-        .await
-        .ok()
-        .filter(BrokerStatus::installed);
-    let side = cluster_half::side(broker.as_ref());
-    if side == ClaimSide::Client {
-        return Ok(());
-    }
     let lease = crate::lease::get(client, ns, &lease_name(member)).await?;
     let view = member_view_on(&vm, lease.as_ref(), actor.clock().now(), side);
     let viewer = Viewer {
