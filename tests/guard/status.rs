@@ -121,3 +121,71 @@ async fn guard_status_names_what_was_changed_on_the_cluster_and_install_restores
     );
     uninstall(&admin).await;
 }
+
+#[tokio::test]
+async fn only_a_cluster_administrator_installs_or_removes_the_guard_and_the_broker_said_in_words() {
+    let _serial = serial().await;
+    let admin = client("admin").await;
+    let bob = client("bob").await;
+    assert_eq!(
+        guard::install(&admin).await.unwrap().state,
+        GuardState::Installed
+    );
+    let before = guard::status(&admin).await.unwrap();
+    // Removing: the request refused, said as a cluster administrator's job.
+    for (what, err) in [
+        (
+            "remove the guard",
+            guard::uninstall(&bob).await.unwrap_err(),
+        ),
+        (
+            "remove the broker",
+            vdi_core::broker::uninstall(&bob).await.unwrap_err(),
+        ),
+    ] {
+        assert_eq!(
+            err.kind(),
+            vdi_core::error::ErrorKind::Forbidden,
+            "{what}: {err}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!(
+                "was refused: only a cluster administrator may {what} (cluster-wide objects)"
+            )) && text.ends_with("nothing was changed"),
+            "{what}: {text}"
+        );
+        assert!(
+            err.suggestion()
+                .unwrap()
+                .starts_with("ask a cluster administrator to run it"),
+            "{what}: {:?}",
+            err.suggestion()
+        );
+    }
+    // Installing: the first object refused, named (the guard comes first for the broker too).
+    for err in [
+        guard::install(&bob).await.unwrap_err(),
+        vdi_core::broker::install(&bob).await.unwrap_err(),
+    ] {
+        assert_eq!(err.kind(), vdi_core::error::ErrorKind::Forbidden, "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("you may not install the Corral VDI guard: "),
+            "{err}"
+        );
+        assert!(
+            err.suggestion()
+                .unwrap()
+                .starts_with("installing it takes a cluster administrator"),
+            "{:?}",
+            err.suggestion()
+        );
+    }
+    assert_eq!(
+        guard::status(&admin).await.unwrap(),
+        before,
+        "nothing moved"
+    );
+    uninstall(&admin).await;
+}

@@ -143,18 +143,36 @@ impl Error {
     /// administrators (the [`crate::names::ADMIN_GROUP`] group), with the request refused and
     /// the fix: ask one of them. Nothing else changes.
     pub fn for_admins(self, what: &str) -> Self {
+        let admins = crate::names::ADMIN_GROUP;
+        self.rbac_refusal(
+            &format!("only Corral VDI administrators (group {admins}) {what}"),
+            &format!("ask a member of {admins} to do it, or to add you to the group"),
+        )
+    }
+
+    /// [`Error::for_admins`] for what only a cluster administrator does (`what`: "install or
+    /// remove the guard"): cluster-wide objects, which no namespace's rights cover.
+    pub fn for_cluster_admins(self, what: &str) -> Self {
+        self.rbac_refusal(
+            &format!("only a cluster administrator may {what} (cluster-wide objects)"),
+            "ask a cluster administrator to run it; nothing here depends on the namespace",
+        )
+    }
+
+    /// This error, or, for an RBAC 403 (not the guard's), a `Forbidden` refusal naming the
+    /// request, `who_may` and `fix`.
+    fn rbac_refusal(self, who_may: &str, fix: &str) -> Self {
         match self {
             Error::Kube { action, source }
                 if is_status(&source, 403) && !is_guard_denial(&source) =>
             {
-                let admins = crate::names::ADMIN_GROUP;
                 Error::rejected(
                     ErrorKind::Forbidden,
                     format!(
-                        "{action} was refused: only Corral VDI administrators (group {admins}) \
-                         {what}, and RBAC does not let you; nothing was changed"
+                        "{action} was refused: {who_may}, and RBAC does not let you; nothing \
+                         was changed"
                     ),
-                    format!("ask a member of {admins} to do it, or to add you to the group"),
+                    fix,
                 )
             }
             other => other,

@@ -44,6 +44,8 @@ use kube::Client;
 use kube::api::DynamicObject;
 use serde::Serialize;
 
+#[cfg(doc)]
+use crate::error::Error;
 use crate::error::Result;
 use crate::manifests::{Comparison, Manifest, Verdict};
 
@@ -240,9 +242,10 @@ fn objects_to_check() -> Result<Vec<DynamicObject>> {
 /// and annotations others put on the objects stay. Returns once the API server has compiled the
 /// policies ([`Manifest::install`]).
 ///
-/// Errors: 403 when the caller may not create cluster-scoped admission policies and RBAC
-/// objects (a cluster administrator's job); the API server's refusal of a policy (e.g. an API
-/// server older than 1.34 that lacks a CEL function) names the expression.
+/// Errors: [`Error::Rejected`] `Forbidden` when RBAC does not let the caller create
+/// cluster-scoped admission policies and RBAC objects (a cluster administrator's job); the API
+/// server's refusal of a policy (e.g. an API server older than 1.34 that lacks a CEL function)
+/// names the expression.
 pub async fn install(client: &Client) -> Result<GuardStatus> {
     GUARD.install(client).await?;
     status(client).await
@@ -250,9 +253,14 @@ pub async fn install(client: &Client) -> Result<GuardStatus> {
 
 /// Removes every object of the guard; those already gone are skipped. Returns what was deleted.
 ///
-/// Errors: 403 for callers who may not delete them.
+/// Errors: [`Error::Rejected`] `Forbidden` for callers RBAC does not let delete them (a
+/// cluster administrator's job: [`Error::for_cluster_admins`]); the API server's other
+/// refusals.
 pub async fn uninstall(client: &Client) -> Result<Vec<String>> {
-    GUARD.uninstall(client).await
+    GUARD
+        .uninstall(client)
+        .await
+        .map_err(|e| e.for_cluster_admins("remove the guard"))
 }
 
 #[cfg(test)]

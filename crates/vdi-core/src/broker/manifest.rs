@@ -80,9 +80,9 @@ pub fn objects() -> Result<Vec<DynamicObject>> {
 /// corral-vdi-broker in namespace "corral-vdi-system""), once the API server enforces the
 /// admission policy. The Deployment's replicas then elect a leader ([`super::status`]).
 ///
-/// Errors: 403 for a caller who is not a cluster administrator, naming the first object
-/// refused (nothing after it is written; nothing is written at all when the first, the
-/// Namespace, is refused).
+/// Errors: [`Error::Rejected`] `Forbidden` for a caller who is not a cluster administrator,
+/// naming the first object refused (nothing after it is written; nothing is written at all
+/// when the first, the Namespace, is refused).
 pub async fn install(client: &Client) -> Result<Vec<String>> {
     // The guard first: the broker grants only where the claim rules are enforced
     // (broker `enforcement`), and they are the guard's.
@@ -107,8 +107,16 @@ pub async fn install(client: &Client) -> Result<Vec<String>> {
 /// [`super::BrokerState::Absent`]. Returns what was deleted, one phrase per object. The
 /// members' claim labels and the broker's annotations stay: the client-side flow takes over.
 ///
-/// Errors: 403 for callers who may not delete them (an administrator's job).
+/// Errors: [`Error::Rejected`] `Forbidden` for callers who may not delete them (a cluster
+/// administrator's job: [`Error::for_cluster_admins`]).
 pub async fn uninstall(client: &Client) -> Result<Vec<String>> {
+    uninstalled(client)
+        .await
+        .map_err(|e| e.for_cluster_admins("remove the broker"))
+}
+
+/// [`uninstall`]'s steps.
+async fn uninstalled(client: &Client) -> Result<Vec<String>> {
     // Its RoleBindings in desktop namespaces first: while it is there to see them.
     let mut deleted = super::namespaces::unserve_all(client).await?;
     deleted.extend(BROKER.uninstall(client).await?);
