@@ -106,8 +106,9 @@ enum Command {
         /// Hand out another member even if the user already holds one in this pool.
         #[arg(long)]
         another: bool,
-        /// With a broker on the cluster: how long to wait for it to bind access and start the
-        /// member: 120s, 5m, 1m30s; 1 s to 24 h.
+        /// With a broker on the cluster: how long to wait, in all, for it to release a member
+        /// when none is free and to bind access and start the member: 120s, 5m, 1m30s; 1 s to
+        /// 24 h.
         #[arg(long, value_parser = parse_duration, default_value = "120s")]
         timeout: std::time::Duration,
     },

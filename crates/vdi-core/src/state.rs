@@ -93,8 +93,10 @@ pub fn halted(vm: &VirtualMachine) -> bool {
 /// Lease whose holder changed) is a hand-over in progress, so granting too, not a conflict.
 /// With a broker, a label without a Lease that is the broker's own grant (it equals the
 /// granted-to annotation) is a claim that ended and that the broker is clearing:
-/// [`MemberState::Releasing`]; a label the broker never granted is an administrator's
-/// label-only assignment (the broker adopts it), so assigned (legacy).
+/// [`MemberState::Releasing`], and so is a member with neither label nor Lease that still
+/// carries the broker's grant (a reset owed: the broker keeps granted-to until it takes the
+/// member); a label the broker never granted is an administrator's label-only assignment, so
+/// assigned (legacy).
 pub fn member_state(
     assigned_label: Option<&str>,
     lease: Option<&LeaseView>,
@@ -103,6 +105,12 @@ pub fn member_state(
     let label = assigned_label.filter(|v| !v.is_empty());
     match (label, lease) {
         (_, Some(l)) if l.problem.is_some() => MemberState::Unreadable,
+        // The label cleared but the broker's grant still marked: a reset is owed (the broker
+        // keeps granted-to until it takes the member to clone it again) or the teardown is
+        // half done. Not free: a claim now would get the last holder's disk.
+        (None, None) if grant.is_some_and(|g| g.granted_to.is_some_and(|v| !v.is_empty())) => {
+            MemberState::Releasing
+        }
         (None, None) => MemberState::Free,
         (None, Some(l)) if l.active => match grant {
             Some(_) => MemberState::Granting,
@@ -449,9 +457,10 @@ pub enum MemberState {
     /// cannot.
     Granting,
     /// With a broker (SPEC "Broker"): the claim ended (its Lease is gone) and the broker is
-    /// clearing the member (revoking access, applying `onRelease`): its assigned-to label and
-    /// granted-to annotation still name the last holder. Nobody's claim and not claimable for
-    /// that moment; a claim that finds no free member waits for it.
+    /// clearing the member (revoking access, applying `onRelease`): its granted-to annotation
+    /// still names the last holder (and its assigned-to label, until the broker clears it; a
+    /// reset keeps granted-to until the member is taken to be cloned again). Nobody's claim
+    /// and not claimable for that moment; a claim that finds no free member waits for it.
     Releasing,
     /// A managed pool's member the broker is removing (shrink, or a reset to the golden VM):
     /// its VM carries [`REMOVING_ANNOTATION`], or the broker ([`BROKER_USER`]) holds its
@@ -687,8 +696,13 @@ mod tests {
             member_state(None, Some(&stale), grant(None, false)),
             MemberState::FreeStaleLease
         );
-        // The Lease gone, the broker's own grant still on the VM: it is being released; an
-        // administrator's label the broker never granted is assigned the label-only way.
+        // The Lease gone, the broker's own grant still on the VM: it is being released (with
+        // its label, or without it while a reset is owed); an administrator's label the broker
+        // never granted is assigned the label-only way.
+        assert_eq!(
+            member_state(None, None, grant(Some("alice"), false)),
+            MemberState::Releasing
+        );
         assert_eq!(
             member_state(Some("alice"), None, grant(Some("alice"), true)),
             MemberState::Releasing

@@ -982,9 +982,10 @@ export type MemberState =
 "granting" | 
 /**
  *  With a broker (SPEC "Broker"): the claim ended (its Lease is gone) and the broker is
- *  clearing the member (revoking access, applying `onRelease`): its assigned-to label and
- *  granted-to annotation still name the last holder. Nobody's claim and not claimable for
- *  that moment; a claim that finds no free member waits for it.
+ *  clearing the member (revoking access, applying `onRelease`): its granted-to annotation
+ *  still names the last holder (and its assigned-to label, until the broker clears it; a
+ *  reset keeps granted-to until the member is taken to be cloned again). Nobody's claim
+ *  and not claimable for that moment; a claim that finds no free member waits for it.
  */
 "releasing" | 
 /**

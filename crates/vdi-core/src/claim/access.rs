@@ -22,8 +22,8 @@ use crate::validate;
 /// the words the app's connect gives): only the broker's status is read. With a broker, only
 /// the member's holder and administrators may (SPEC "Broker": access follows the claim), and
 /// the caller holds no right on the subresources that could say why: reads the VM and its
-/// Lease; a VM that is no pool member, or one the caller may not read (403), is left to the
-/// stream.
+/// Lease; a VM that is no pool member, or a VM or Lease the caller may not read (403), is
+/// left to the stream.
 ///
 /// Errors: [`Error::Invalid`] for a bad namespace or member name (no request);
 /// [`Error::Rejected`] `NotFound` when the namespace has no such VirtualMachine ("no such
@@ -56,7 +56,11 @@ pub async fn check_connect(actor: &Actor, ns: &str, member: &str) -> Result<()> 
     let Some(pool) = vm.labels().get(POOL_LABEL).cloned() else {
         return Ok(());
     };
-    let lease = crate::lease::get(client, ns, &lease_name(member)).await?;
+    let lease = match crate::lease::get(client, ns, &lease_name(member)).await {
+        Ok(lease) => lease,
+        Err(e) if e.status_code() == Some(403) => return Ok(()),
+        Err(e) => return Err(e),
+    };
     let view = member_view_on(&vm, lease.as_ref(), actor.clock().now(), side);
     let viewer = Viewer {
         username: actor.username().to_owned(),

@@ -123,7 +123,7 @@ where
             .map_or(lease_seconds, |p| p.lease_seconds()),
         None => lease_seconds,
     };
-    let finish = Finish {
+    let mut finish = Finish {
         broker,
         timeout: options.timeout,
         progress: &progress,
@@ -170,6 +170,8 @@ where
             break;
         }
         read = PoolRead::read(actor, &claim, &finish).await?;
+        // The grant's wait has what is left of the claim's timeout.
+        finish.timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
     }
     win_free_member(actor, &claim, &read, &mut devices, lease_seconds, &finish).await
 }

@@ -25,7 +25,7 @@ use crate::clock::{ServerClock, describe_instant};
 use crate::error::{Error, ErrorKind, Result};
 use crate::names::{
     ASSIGNED_TO_LABEL, BROKER_REASON_ANNOTATION, GRANTED_TO_ANNOTATION, POOL_LABEL,
-    label_matches_identity,
+    REMOVING_ANNOTATION, label_matches_identity,
 };
 use crate::resources::VirtualMachine;
 use crate::state::halted;
@@ -217,8 +217,9 @@ pub(super) async fn await_grant(
 
 /// With a broker, when no member of the claim's pool is free but `releasing` are (claims that
 /// ended, which the broker is clearing: [`crate::state::MemberState::Releasing`]): waits, a
-/// watch on the pool's VMs (not a poll), until one of them no longer carries the assigned-to
-/// label or is deleted, reporting the wait once to `progress`. Returns whether one did before
+/// watch on the pool's VMs (not a poll), until one of them carries neither the assigned-to
+/// label nor the granted-to annotation, is being removed, or is deleted, reporting the wait to
+/// `progress` as it starts. Returns whether one did before
 /// `deadline`; a watch error is logged and retried until then.
 pub(super) async fn await_release(
     client: &Client,
@@ -250,11 +251,14 @@ pub(super) async fn await_release(
     loop {
         match tokio::time::timeout_at(deadline, events.next()).await {
             Ok(Some(Ok(watcher::Event::Apply(vm) | watcher::Event::InitApply(vm)))) => {
-                let labelled = vm
-                    .labels()
-                    .get(ASSIGNED_TO_LABEL)
-                    .is_some_and(|v| !v.is_empty());
-                if ours(&vm) && !labelled {
+                // Released once neither the label nor the broker's grant marks it (a reset
+                // keeps the grant until the broker takes the member), or once it is being
+                // removed (then another member, or none, is free).
+                let marked = |v: Option<&String>| v.is_some_and(|v| !v.is_empty());
+                let still = marked(vm.labels().get(ASSIGNED_TO_LABEL))
+                    || marked(vm.annotations().get(GRANTED_TO_ANNOTATION));
+                let removing = vm.annotations().contains_key(REMOVING_ANNOTATION);
+                if ours(&vm) && (!still || removing) {
                     tracing::debug!(member = %vm.name_any(), waited = ?started.elapsed(), "released by the broker");
                     return true;
                 }

@@ -67,9 +67,10 @@ pub struct ClaimOptions {
     /// Hand out another member even when the user already holds one in this pool (by default
     /// they get that one back).
     pub another: bool,
-    /// With a broker: how long the claim waits, once its Lease is held, for the broker to
-    /// label the member, bind the holder's access and start it (default
-    /// [`DEFAULT_GRANT_TIMEOUT`], 1 s to 24 h). Without a broker it is not used.
+    /// With a broker: how long the claim waits, in all, for a member the broker is releasing
+    /// when none is free, and, once its Lease is held, for the broker to label the member,
+    /// bind the holder's access and start it (default [`DEFAULT_GRANT_TIMEOUT`], 1 s to 24 h).
+    /// Without a broker it is not used.
     pub timeout: Duration,
 }
 
