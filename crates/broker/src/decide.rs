@@ -71,9 +71,11 @@ mod sentences;
 use jiff::Timestamp;
 use vdi_core::names::{BROKER_USER, encode_identity, label_matches_identity};
 use vdi_core::policy::OnRelease;
+// What a claim's end does: the core's rule, which the views' words follow too.
 use vdi_core::policy::reclaim::{
     ReclaimDue, ReclaimWhy, WrittenTimes, recorded_start, trusted_times,
 };
+use vdi_core::policy::release::on_release;
 use vdi_core::state::label_holder;
 use vdi_core::validate::can_be_a_person;
 
@@ -266,7 +268,8 @@ pub fn decide(member: &str, namespace: &str, facts: &MemberFacts<'_>) -> Decisio
             plan.why = why;
             plan.reclaim_why = rule;
             plan.cut_console = vm.power != "Stopped";
-            plan.on_release = (vm.label.is_none() || plan.clear_label).then(|| on_release(facts));
+            plan.on_release =
+                (vm.label.is_none() || plan.clear_label).then(|| on_release(facts.policy));
             plan.event = Some(Reason::Reclaimed);
             nothing(Plan::Teardown(plan))
         }
@@ -293,11 +296,6 @@ pub fn decide(member: &str, namespace: &str, facts: &MemberFacts<'_>) -> Decisio
             Plan::Nothing
         }),
     }
-}
-
-/// What a claim's end does to the member: the managed pool's `onRelease`, else `Keep`.
-fn on_release(facts: &MemberFacts<'_>) -> OnRelease {
-    facts.policy.map_or(OnRelease::Keep, |p| p.on_release)
 }
 
 fn grant(
@@ -434,7 +432,7 @@ fn teardown(
         holder,
         delete_grant: grant.exists,
         cut_console: traces && vm.power != "Stopped",
-        on_release: (traces && ours).then(|| on_release(facts)),
+        on_release: (traces && ours).then(|| on_release(facts.policy)),
         clear_label: claim_label,
         write_vm: vm.granted_to.is_some()
             || last_session.is_some()

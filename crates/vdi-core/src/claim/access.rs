@@ -9,7 +9,6 @@ use kube::api::Api;
 use super::cluster_half;
 use super::offers::{Viewer, may_connect};
 use super::rules::no_such_member;
-use crate::broker::BrokerStatus;
 use crate::error::{Error, ErrorKind, Result, is_status};
 use crate::identity::Actor;
 use crate::names::{POOL_LABEL, lease_name};
@@ -33,10 +32,7 @@ pub async fn check_connect(actor: &Actor, ns: &str, member: &str) -> Result<()> 
     validate::namespace(ns)?;
     validate::member_name(member)?;
     let client = actor.client();
-    let broker = crate::broker::status(client)
-        .await
-        .ok()
-        .filter(BrokerStatus::installed);
+    let broker = crate::broker::status(client).await.ok();
     let side = cluster_half::side(broker.as_ref());
     if side == ClaimSide::Client {
         return Ok(());

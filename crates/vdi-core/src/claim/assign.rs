@@ -162,9 +162,9 @@ where
             .filter(|m| m.state == MemberState::Releasing)
             .map(|m| m.name.clone())
             .collect();
+        // Releasing is judged only with a broker: an empty list here without one.
         let none_free = !read.members.iter().any(|m| m.claimable);
         if !(none_free
-            && finish.broker.is_some()
             && await_release(actor.client(), &claim, &releasing, deadline, &progress).await)
         {
             break;

@@ -28,7 +28,7 @@ use crate::names::{
     REMOVING_ANNOTATION, label_matches_identity,
 };
 use crate::resources::VirtualMachine;
-use crate::state::halted;
+use crate::state::{Grant, MemberState, halted, member_state};
 
 /// One step of a claim the broker finishes, as both front ends show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -251,12 +251,12 @@ pub(super) async fn await_release(
     loop {
         match tokio::time::timeout_at(deadline, events.next()).await {
             Ok(Some(Ok(watcher::Event::Apply(vm) | watcher::Event::InitApply(vm)))) => {
-                // Released once neither the label nor the broker's grant marks it (a reset
-                // keeps the grant until the broker takes the member), or once it is being
-                // removed (then another member, or none, is free).
-                let marked = |v: Option<&String>| v.is_some_and(|v| !v.is_empty());
-                let still = marked(vm.labels().get(ASSIGNED_TO_LABEL))
-                    || marked(vm.annotations().get(GRANTED_TO_ANNOTATION));
+                // Released once the member no longer reads releasing by the views' own rule
+                // (no Lease: the claim ended), or once it is being removed (then another
+                // member, or none, is free).
+                let label = vm.labels().get(ASSIGNED_TO_LABEL).map(String::as_str);
+                let still =
+                    member_state(label, None, Some(Grant::of(&vm))) == MemberState::Releasing;
                 let removing = vm.annotations().contains_key(REMOVING_ANNOTATION);
                 if ours(&vm) && (!still || removing) {
                     tracing::debug!(member = %vm.name_any(), waited = ?started.elapsed(), "released by the broker");

@@ -41,10 +41,8 @@ pub fn fill(pool: &mut PoolView, viewer: &Viewer) {
 /// a label-only member only for the person it names or an administrator, and someone else's
 /// live claim only for an administrator.
 fn release_offer(member: &MemberView, viewer: &Viewer) -> Option<ReleaseOffer> {
+    // A free member has no holder: nothing to release.
     let holder = member.holder.as_deref().filter(|h| !h.is_empty())?;
-    if member.state == MemberState::Free {
-        return None;
-    }
     let caller = viewer.username.as_str();
     if member.state == MemberState::Conflict && !viewer.admin {
         let refusal = conflict_error(member);

@@ -19,7 +19,6 @@ use crate::error::{Error, Result, is_status};
 use crate::identity::Actor;
 use crate::lease::ClaimLease;
 use crate::names::{ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, POOL_LABEL, lease_name};
-use crate::policy::DesktopPool;
 use crate::policy::release::ReleaseEffect;
 use crate::resources::VirtualMachine;
 use crate::state::{ClaimSide, MemberState, member_view_on};
@@ -99,7 +98,7 @@ pub async fn unassign(
             lease_released: true,
             label_removed: false,
             power: super::PowerAction::BrokerReleases(
-                broker_effect(client, namespace, &vm).await.into(),
+                broker_effect(actor, namespace, &vm).await.into(),
             ),
             forced,
         });
@@ -271,17 +270,14 @@ async fn record_force_release(actor: &Actor, namespace: &str, vm: &VirtualMachin
     }
 }
 
-/// What the broker does to `vm` once its claim is gone: its pool's policy, read now (a pool
-/// without a readable DesktopPool is unmanaged: the broker stops the member).
-async fn broker_effect(client: &Client, namespace: &str, vm: &VirtualMachine) -> ReleaseEffect {
-    let Some(pool) = vm.labels().get(POOL_LABEL) else {
-        return ReleaseEffect::of(None, "", &vm.name_any());
-    };
-    let policy = Api::<DesktopPool>::namespaced(client.clone(), namespace)
-        .get_opt(pool)
+/// What the broker does to `vm` (a pool member: [`read_member`] refused any other) once its
+/// claim is gone: its pool's policy, read now ([`super::renew::pool_policy`]; a pool without a
+/// readable DesktopPool is unmanaged: the broker stops the member).
+async fn broker_effect(actor: &Actor, namespace: &str, vm: &VirtualMachine) -> ReleaseEffect {
+    let pool = vm.labels().get(POOL_LABEL).map_or("", String::as_str);
+    let policy = super::renew::pool_policy(actor, namespace, pool)
         .await
         .ok()
-        .flatten()
-        .and_then(|p| p.policy().ok());
+        .flatten();
     ReleaseEffect::of(policy.as_ref(), pool, &vm.name_any())
 }

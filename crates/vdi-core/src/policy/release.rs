@@ -34,15 +34,14 @@ impl ReleaseEffect {
     /// What a release of this member does (`policy`: its pool's, `None` for an unmanaged pool
     /// or one whose policy cannot be read, which the broker leaves as it is).
     pub fn of(policy: Option<&Policy>, pool: &str, member: &str) -> ReleaseEffect {
-        let Some(policy) = policy else {
-            return ReleaseEffect::Stop { warm: false };
-        };
-        if index_of(pool, member).is_some_and(|i| i > policy.size) {
+        if let Some(policy) = policy
+            && index_of(pool, member).is_some_and(|i| i > policy.size)
+        {
             return ReleaseEffect::Remove { size: policy.size };
         }
-        match policy.on_release {
+        match on_release(policy) {
             OnRelease::Keep => ReleaseEffect::Stop {
-                warm: policy.warm > 0,
+                warm: policy.is_some_and(|p| p.warm > 0),
             },
             OnRelease::Restart => ReleaseEffect::Restart,
             OnRelease::Reset => ReleaseEffect::Reset,
@@ -72,6 +71,13 @@ impl ReleaseEffect {
             ),
         }
     }
+}
+
+/// What a claim's end does to a member of a pool with `policy`: its `onRelease`, and `Keep` (the
+/// VM stopped, its disk kept) for an unmanaged pool or one whose policy cannot be read. The
+/// broker acts by it and [`ReleaseEffect::of`] says it.
+pub fn on_release(policy: Option<&Policy>) -> OnRelease {
+    policy.map_or(OnRelease::Keep, |p| p.on_release)
 }
 
 /// A [`ReleaseEffect`] with its words ([`ReleaseEffect::words`]), as the views carry it, so that
