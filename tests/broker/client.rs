@@ -13,7 +13,8 @@ use kube::ResourceExt;
 use kube::api::Api;
 use vdi_core::claim::cluster_half::NO_BROKER_NOTICE;
 use vdi_core::claim::{
-    ClaimOptions, ClaimProgress, PowerAction, UnassignOptions, assign_with_progress, unassign,
+    ClaimOptions, ClaimProgress, Claimed, PowerAction, UnassignOptions, assign_with_progress,
+    unassign,
 };
 use vdi_core::clock::ServerClock;
 use vdi_core::names::{ASSIGNED_TO_LABEL, lease_name};
@@ -262,6 +263,33 @@ async fn badge_reads(link: &vdi_core::link::Link, text: &str, within: Duration) 
     }
 }
 
+/// Steps a claim reported, shared with the task that makes it.
+type Steps = std::sync::Arc<Mutex<Vec<ClaimProgress>>>;
+
+/// `user` claims a member of `pool` in `ns` for themselves in a task of its own (it may wait
+/// long), its progress recorded as it comes.
+fn claim_in_background(
+    user: &'static str,
+    ns: &str,
+    pool: &'static str,
+) -> (tokio::task::JoinHandle<vdi_core::Result<Claimed>>, Steps) {
+    let steps = Steps::default();
+    let (ns, seen) = (ns.to_owned(), steps.clone());
+    let claiming = tokio::spawn(async move {
+        let actor = actor_as(user).await;
+        assign_with_progress(
+            &actor,
+            &ns,
+            pool,
+            user,
+            &ClaimOptions::default(),
+            move |step| seen.lock().unwrap().push(step),
+        )
+        .await
+    });
+    (claiming, steps)
+}
+
 #[tokio::test]
 async fn without_a_leader_a_claim_says_so_and_waits_and_the_badge_follows() {
     let _mine = replicas_mine().await;
@@ -277,28 +305,13 @@ async fn without_a_leader_a_claim_says_so_and_waits_and_the_badge_follows() {
 
     // Both replicas killed: once the leader Lease runs out, nobody leads.
     let brokers = corral_tests::brokers();
-    for i in 0..brokers.replicas().len() {
-        brokers.kill(i, sandbox::broker::Signal::Kill).unwrap();
-    }
+    brokers.signal_all(sandbox::broker::Signal::Kill).unwrap();
     // The Lease's duration, then the link's next judgement of it (every 5 s), and slack.
     let limit = Duration::from_secs(60);
     badge_reads(&link, "broker: no leader", limit).await;
 
     // A claim now writes its Lease and says it waits for a leader.
-    let steps = std::sync::Arc::new(Mutex::new(Vec::<ClaimProgress>::new()));
-    let (claim_ns, seen) = (ns.clone(), steps.clone());
-    let claiming = tokio::spawn(async move {
-        let alice = actor_as("alice").await;
-        assign_with_progress(
-            &alice,
-            &claim_ns,
-            "nl",
-            "alice",
-            &ClaimOptions::default(),
-            move |step| seen.lock().unwrap().push(step),
-        )
-        .await
-    });
+    let (claiming, steps) = claim_in_background("alice", &ns, "nl");
     corral_tests::eventually("the claim reports its first step", CONVERGE, || async {
         (!steps.lock().unwrap().is_empty()).then_some(())
     })
@@ -426,19 +439,15 @@ impl Frozen {
     /// Freezes every replica (SIGSTOP: a wedged pod, its connections open).
     fn all() -> Frozen {
         let brokers = corral_tests::brokers();
-        for i in 0..brokers.replicas().len() {
-            brokers.kill(i, sandbox::broker::Signal::Stop).unwrap();
-        }
+        brokers.signal_all(sandbox::broker::Signal::Stop).unwrap();
         Frozen(brokers)
     }
 }
 
 impl Drop for Frozen {
     fn drop(&mut self) {
-        for i in 0..self.0.replicas().len() {
-            if let Err(e) = self.0.kill(i, sandbox::broker::Signal::Cont) {
-                eprintln!("thawing broker replica {i}: {e:#}");
-            }
+        if let Err(e) = self.0.signal_all(sandbox::broker::Signal::Cont) {
+            eprintln!("thawing the broker's replicas: {e:#}");
         }
     }
 }
@@ -467,20 +476,7 @@ async fn a_member_the_broker_is_releasing_reads_releasing_and_a_claim_waits_for_
 
     // bob's claim finds no free member but one being released: it waits, and says so, instead
     // of refusing; once the broker carries on, he gets it.
-    let steps = std::sync::Arc::new(Mutex::new(Vec::<ClaimProgress>::new()));
-    let (claim_ns, seen) = (ns.clone(), steps.clone());
-    let claiming = tokio::spawn(async move {
-        let bob = actor_as("bob").await;
-        assign_with_progress(
-            &bob,
-            &claim_ns,
-            "rl",
-            "bob",
-            &ClaimOptions::default(),
-            move |step| seen.lock().unwrap().push(step),
-        )
-        .await
-    });
+    let (claiming, steps) = claim_in_background("bob", &ns, "rl");
     let waiting = "no member of rl is free: waiting for the broker to finish releasing rl-1";
     corral_tests::eventually("bob's claim says it waits for rl-1", CONVERGE, || async {
         let steps = steps.lock().unwrap();

@@ -226,9 +226,7 @@ async fn a_broker_restarted_halfway_through_a_shrink_finishes_it() {
     let _mine = replicas_mine().await;
     let brokers = corral_tests::brokers();
     let count = brokers.replicas().len();
-    for i in 0..count {
-        brokers.kill(i, Signal::Kill).unwrap();
-    }
+    brokers.signal_all(Signal::Kill).unwrap();
     let before = corral_tests::pool_members(&ns, "hs").await;
     // What a broker killed between its writes leaves: hs-4's Lease taken and its VM marked,
     // hs-3's Lease taken but not yet marked; and the size already 2.

@@ -127,9 +127,7 @@ async fn a_broker_restarted_after_100_missed_claims_and_releases_has_exactly_the
     }
 
     let brokers = corral_tests::brokers();
-    for i in 0..brokers.replicas().len() {
-        brokers.kill(i, Signal::Kill).unwrap();
-    }
+    brokers.signal_all(Signal::Kill).unwrap();
     eventually("both replicas gone", Duration::from_secs(10), || async {
         brokers
             .replicas()

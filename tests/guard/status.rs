@@ -20,15 +20,22 @@ fn guard_objects(admin: &Client, kind: &str) -> Api<DynamicObject> {
     )
 }
 
-#[tokio::test]
-async fn guard_status_names_what_was_changed_on_the_cluster_and_install_restores_it() {
-    let _serial = serial().await;
+/// This binary's turn (the guard is cluster-wide), admin and bob, with the guard installed as
+/// shipped.
+async fn installed_as_shipped() -> (tokio::sync::MutexGuard<'static, ()>, Client, Client) {
+    let serial = serial().await;
     let admin = client("admin").await;
     let bob = client("bob").await;
     assert_eq!(
         guard::install(&admin).await.unwrap().state,
         GuardState::Installed
     );
+    (serial, admin, bob)
+}
+
+#[tokio::test]
+async fn guard_status_names_what_was_changed_on_the_cluster_and_install_restores_it() {
+    let (_serial, admin, bob) = installed_as_shipped().await;
     let bindings = guard_objects(&admin, "ValidatingAdmissionPolicyBinding");
     let policies = guard_objects(&admin, "ValidatingAdmissionPolicy");
 
@@ -124,13 +131,7 @@ async fn guard_status_names_what_was_changed_on_the_cluster_and_install_restores
 
 #[tokio::test]
 async fn only_a_cluster_administrator_installs_or_removes_the_guard_and_the_broker_said_in_words() {
-    let _serial = serial().await;
-    let admin = client("admin").await;
-    let bob = client("bob").await;
-    assert_eq!(
-        guard::install(&admin).await.unwrap().state,
-        GuardState::Installed
-    );
+    let (_serial, admin, bob) = installed_as_shipped().await;
     let before = guard::status(&admin).await.unwrap();
     // Removing: the request refused, said as a cluster administrator's job.
     for (what, err) in [

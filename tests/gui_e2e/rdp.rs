@@ -625,45 +625,53 @@ async fn assert_clipboard_closed_to_window(client: &Client, when: &str) {
     }
 }
 
-/// Waits up to 20 s for `display`'s clipboard to hold `text`; panics naming what it held and
-/// what the web client logged.
-async fn wait_clipboard(client: &Client, display: &str, text: &str, whose: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
+/// Waits up to `within` for `display`'s clipboard to hold `text`: `Ok`, or what it held last.
+async fn clipboard_within(
+    display: &str,
+    text: &str,
+    within: Duration,
+) -> Result<(), Option<String>> {
+    let deadline = Instant::now() + within;
     loop {
         let got = clipboard_text(display).await.unwrap();
         if got.as_deref() == Some(text) {
-            return;
+            return Ok(());
         }
-        assert!(
-            Instant::now() < deadline,
+        if Instant::now() >= deadline {
+            return Err(got);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits up to 20 s for `display`'s clipboard to hold `text`; panics naming what it held and
+/// what the web client logged.
+async fn wait_clipboard(client: &Client, display: &str, text: &str, whose: &str) {
+    if let Err(got) = clipboard_within(display, text, Duration::from_secs(20)).await {
+        panic!(
             "{whose} clipboard holds {got:?}, not {text:?}; the web client logged:\n{}",
             console_lines(client).await
         );
-        tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }
 
 /// Copies in the view (Ctrl+C there, as a user copying in the desktop does) until this
-/// computer's clipboard on `display` holds `text`, 20 s at most: the guest's clipboard reaches
-/// the app only within a moment of a copy gesture, and on a busy machine the guest's news can
-/// come after that moment, as a user would then copy again.
+/// computer's clipboard on `display` holds `text`, 20 s at most: on a busy machine a Ctrl+C
+/// sent while the view takes the focus can be lost, and a user would then copy again.
 async fn copy_in_view_until(client: &Client, display: &str, text: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         js(client, &format!("{CANVAS}.focus(); return null;")).await;
         let focused = client.active_element().await.unwrap();
         focused.send_keys("\u{E009}c\u{E000}").await.unwrap();
-        let gesture = Instant::now();
-        while gesture.elapsed() < Duration::from_secs(3) {
-            if clipboard_text(display).await.unwrap().as_deref() == Some(text) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let got = match clipboard_within(display, text, Duration::from_secs(3)).await {
+            Ok(()) => return,
+            Err(got) => got,
+        };
         assert!(
             Instant::now() < deadline,
-            "the app's clipboard holds {:?}, not {text:?}, after copies in the view; the web client logged:\n{}",
-            clipboard_text(display).await.unwrap(),
+            "the app's clipboard holds {got:?}, not {text:?}, after copies in the view; the web \
+             client logged:\n{}",
             console_lines(client).await
         );
     }

@@ -10,7 +10,10 @@ use vdi_core::names::POOL_LABEL;
 use vdi_core::policy::{DesktopPoolSpec, OnRelease};
 use vdi_core::resources::VirtualMachine;
 
-use crate::{cli, desktop_pool, failed, fingerprint, gone, namespace_with_golden, ok};
+use crate::{
+    cli, desktop_pool, failed, fingerprint, gone, namespace_with_golden, ok,
+    too_long_for_a_desktop_pool,
+};
 
 /// What a refused `pool create` of `pool` in `ns` must leave: no member, no clone object, no
 /// DesktopPool.
@@ -44,7 +47,7 @@ async fn create_with_policy_flags_list_set_resize_and_delete() {
 
     // With a broker a pool is managed, so its name must leave a DesktopPool room for its 500th
     // member: 60 characters are refused before any clone (a VM name would have fitted).
-    let long = format!("l{}", "o".repeat(59));
+    let long = too_long_for_a_desktop_pool();
     let err = failed(&cli(&[
         "pool", "create", &long, "--from", "golden", "--size", "1", "-n", &ns,
     ]));

@@ -38,6 +38,12 @@ async fn namespace_with_golden(prefix: &str) -> String {
     ns
 }
 
+/// A pool name one character too long for a DesktopPool (60: a managed pool's name leaves room
+/// for its 500th member), though its VMs' names would fit.
+fn too_long_for_a_desktop_pool() -> String {
+    format!("l{}", "o".repeat(vdi_core::pool::MAX_MANAGED_NAME))
+}
+
 /// The DesktopPool `pool` in `ns`, as admin reads it.
 async fn desktop_pool(ns: &str, pool: &str) -> Option<DesktopPool> {
     Api::<DesktopPool>::namespaced(client_as("admin").await, ns)

@@ -8,7 +8,25 @@ use vdi_core::managed::ops::{adopt, crd_installed, get, list};
 use vdi_core::policy::{DesktopPoolSpec, OnRelease};
 use vdi_core::pool::{CreateOptions, CreatePool, GOLDEN_ANNOTATION, create_pool};
 
-use crate::{desktop_pool, fingerprint, namespace_with_golden};
+use crate::{desktop_pool, fingerprint, namespace_with_golden, too_long_for_a_desktop_pool};
+
+/// What `pool set --warm 1` and `pool resize --size <size>` of `pool` in `ns` answer `client`,
+/// each expected to be refused.
+async fn set_and_resize_refusals(
+    client: &kube::Client,
+    ns: &str,
+    pool: &str,
+    size: u32,
+) -> [vdi_core::Error; 2] {
+    let warm = PolicyChanges {
+        warm: Some(1),
+        ..Default::default()
+    };
+    [
+        set(client, ns, pool, &warm).await.unwrap_err(),
+        resize(client, ns, pool, size, None).await.unwrap_err(),
+    ]
+}
 
 #[tokio::test]
 async fn adopt_refuses_what_it_cannot_manage_and_changes_nothing() {
@@ -65,7 +83,7 @@ async fn adopt_refuses_what_it_cannot_manage_and_changes_nothing() {
     }
 
     // A name too long for a DesktopPool (60 characters): refused before any read.
-    let long = format!("l{}", "o".repeat(59));
+    let long = too_long_for_a_desktop_pool();
     pool_vms(&admin, &ns, &long, 1).await.unwrap();
     let err = adopt(&admin, &ns, &long, Some("golden")).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Invalid, "{err}");
@@ -73,20 +91,7 @@ async fn adopt_refuses_what_it_cannot_manage_and_changes_nothing() {
     assert_eq!(fingerprint(&ns, &long).await, None);
 
     // Unmanaged: set and resize point at adopt.
-    for err in [
-        set(
-            &admin,
-            &ns,
-            "lo",
-            &PolicyChanges {
-                warm: Some(1),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap_err(),
-        resize(&admin, &ns, "lo", 3, None).await.unwrap_err(),
-    ] {
+    for err in set_and_resize_refusals(&admin, &ns, "lo", 3).await {
         assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
         assert!(
             err.suggestion().unwrap().starts_with("pool adopt first"),
@@ -193,20 +198,7 @@ async fn adopt_reads_the_golden_vm_pool_create_wrote_then_set_and_resize_write_t
 
     // Not an administrator: RBAC refuses the write, and the refusal says whose it is.
     let alice = client_as("alice").await;
-    for err in [
-        set(
-            &alice,
-            &ns,
-            "pc",
-            &PolicyChanges {
-                warm: Some(1),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap_err(),
-        resize(&alice, &ns, "pc", 2, None).await.unwrap_err(),
-    ] {
+    for err in set_and_resize_refusals(&alice, &ns, "pc", 2).await {
         assert_eq!(err.kind(), ErrorKind::Forbidden, "{err}");
         assert!(
             err.to_string()

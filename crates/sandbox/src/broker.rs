@@ -254,6 +254,16 @@ impl Brokers {
         Ok(())
     }
 
+    /// Sends `signal` to every replica ([`Brokers::kill`] each, all of them tried).
+    ///
+    /// Errors: the first replica's that could not be signalled (it does not run).
+    pub fn signal_all(&self, signal: Signal) -> Result<()> {
+        let results: Vec<Result<()>> = (0..self.replicas().len())
+            .map(|i| self.kill(i, signal))
+            .collect();
+        results.into_iter().collect()
+    }
+
     /// Starts replica `i` again (after [`Brokers::kill`] or an exit), with its own token and
     /// kubeconfig; returns its pid.
     ///
