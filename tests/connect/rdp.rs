@@ -71,7 +71,7 @@ async fn rdp_in_the_app_pins_the_probed_certificate_and_serves_one_token() {
     let view = supervisor.get(endpoint.id).unwrap();
     assert_eq!(
         (view.kind, view.target.as_str()),
-        (SessionKind::Rdp, "RDP in the app")
+        (SessionKind::RdpInApp, "port 3389")
     );
     let after_probe = streams.load(Ordering::Relaxed);
 

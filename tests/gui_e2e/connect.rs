@@ -88,7 +88,10 @@ async fn alice_opens_her_desktops_console_in_the_app_and_stops_it_in_sessions() 
     click(client, "[data-testid='connect-close']").await;
     click(client, "[data-testid='sessions-button']").await;
     let view = wait_text(client, "[data-testid='sessions-view']", "port 22").await;
-    assert!(view.contains(&member) && view.contains("vnc"), "{view}");
+    assert!(
+        view.contains(&member) && view.contains("display (VNC)"),
+        "{view}"
+    );
     let rows = js(
         client,
         r#"return [...document.querySelectorAll("[data-testid^='session-']")]
@@ -108,7 +111,7 @@ async fn alice_opens_her_desktops_console_in_the_app_and_stops_it_in_sessions() 
             })
             .unwrap_or_else(|| panic!("a session with {needle} in {rows:?}"))
     };
-    let (_, console_state) = state_of("vnc");
+    let (_, console_state) = state_of("display (VNC)");
     assert_eq!(
         console_state, "ended",
         "closing the console ended its session"

@@ -1755,6 +1755,11 @@ export type SessionKind =
 "viewer" | 
 /**  An RDP client through a forward to the guest's port 3389. */
 "rdp" | 
+/**
+ *  RDP in the app: IronRDP's web client in the window, through the app's proxy to the
+ *  guest's port 3389.
+ */
+"rdpInApp" | 
 /**  SSH through a forward to the guest's port 22. */
 "ssh" | 
 /**  A plain port forward. */
@@ -1787,7 +1792,7 @@ export type SessionView = {
 	member: string,
 	/**  What it is for. */
 	kind: SessionKind,
-	/**  What it reaches on the member: `vnc`, `port 22`, `usb 1050:0407`, … */
+	/**  What it reaches on the member: `display (VNC)`, `port 22`, `usb 1050:0407`, … */
 	target: string,
 	/**  The local end (`127.0.0.1:PORT`), if it listens. */
 	localAddress: string | null,

@@ -75,7 +75,7 @@ export function session(id: number, overrides: Partial<SessionView> = {}): Sessi
     namespace: "corral-vms",
     member: "devpool-1",
     kind: "console",
-    target: "vnc",
+    target: "display (VNC)",
     localAddress: "127.0.0.1:40123",
     helper: null,
     helperPid: null,

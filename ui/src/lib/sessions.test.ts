@@ -66,9 +66,10 @@ describe("session counts", () => {
 
 describe("session wording", () => {
   it("names every kind", () => {
-    expect(sessionKindLabel("console")).toBe("Console (in the app)");
+    expect(sessionKindLabel("console")).toBe("Console in the app");
     expect(sessionKindLabel("viewer")).toBe("VNC viewer");
-    expect(sessionKindLabel("rdp")).toBe("RDP");
+    expect(sessionKindLabel("rdp")).toBe("RDP client");
+    expect(sessionKindLabel("rdpInApp")).toBe("RDP in the app");
     expect(sessionKindLabel("ssh")).toBe("SSH");
     expect(sessionKindLabel("forward")).toBe("Port forward");
     expect(sessionKindLabel("usb")).toBe("USB");

@@ -54,11 +54,13 @@ export function sessionsButtonLabel(counts: SessionCounts): string {
 export function sessionKindLabel(kind: SessionKind): string {
   switch (kind) {
     case "console":
-      return "Console (in the app)";
+      return "Console in the app";
     case "viewer":
       return "VNC viewer";
     case "rdp":
-      return "RDP";
+      return "RDP client";
+    case "rdpInApp":
+      return "RDP in the app";
     case "ssh":
       return "SSH";
     case "forward":

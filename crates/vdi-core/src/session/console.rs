@@ -14,7 +14,7 @@ use tokio::task::JoinSet;
 use tokio_tungstenite::tungstenite::Message;
 
 use super::registry::admitted;
-use super::{Counters, SessionKind, Supervisor};
+use super::{Counters, SessionKind, Supervisor, Target};
 use crate::error::{Error, Result};
 use crate::stream::{self, Subresource, VmiStream};
 
@@ -80,7 +80,10 @@ impl Supervisor {
             namespace,
             member,
             SessionKind::Console,
-            "vnc".into(),
+            Target::Vnc {
+                preserve_session: false,
+            }
+            .describe(),
             Some(local),
         );
         let (counters, last_error) = self.shared(id);

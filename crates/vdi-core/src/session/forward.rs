@@ -34,9 +34,11 @@ impl Target {
         }
     }
 
-    fn describe(self) -> String {
+    /// What the Sessions view names as the session's target: `display (VNC)` for the VM's
+    /// `vnc` subresource, `port 3389` for a port of the guest.
+    pub fn describe(self) -> String {
         match self {
-            Target::Vnc { .. } => "vnc".to_owned(),
+            Target::Vnc { .. } => "display (VNC)".to_owned(),
             Target::Port(port) => format!("port {port}"),
         }
     }

@@ -20,7 +20,7 @@ use tokio_tungstenite::tungstenite::Message;
 use super::bridge::bridge;
 use super::console::{ConsoleGate, HANDSHAKE_TIMEOUT, secret};
 use super::registry::admitted;
-use super::{Counters, SessionKind, SessionState, Supervisor};
+use super::{Counters, SessionKind, SessionState, Supervisor, Target};
 use crate::error::{Error, ErrorKind, Result};
 use crate::rdp::cleanpath::{self, Read, Refusal};
 use crate::rdp::client_core;
@@ -109,18 +109,14 @@ async fn open_guest(
     Ok(ours)
 }
 
-/// What an RDP-in-the-app session names as its target (the Sessions view shows it), which
-/// tells it from a forward for a native RDP client (also [`SessionKind::Rdp`]).
-const IN_APP: &str = "RDP in the app";
-
 impl Supervisor {
     /// Whether an RDP session in the app ([`Supervisor::start_rdp`]) is active. The app's window
     /// may read the OS clipboard only then, to hand it to the guest; a native client's forward
     /// does not count.
     pub fn rdp_in_app_active(&self) -> bool {
-        self.list().iter().any(|s| {
-            s.kind == SessionKind::Rdp && s.target == IN_APP && s.state == SessionState::Active
-        })
+        self.list()
+            .iter()
+            .any(|s| s.kind == SessionKind::RdpInApp && s.state == SessionState::Active)
     }
 
     /// Starts RDP in the app for `member`: first asks its RDP server (through a `portforward`
@@ -167,8 +163,8 @@ impl Supervisor {
         let id = self.register(
             namespace,
             member,
-            SessionKind::Rdp,
-            IN_APP.into(),
+            SessionKind::RdpInApp,
+            Target::Port(RDP_PORT).describe(),
             Some(local),
         );
         let (counters, last_error) = self.shared(id);

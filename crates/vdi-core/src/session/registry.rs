@@ -26,6 +26,9 @@ pub enum SessionKind {
     Viewer,
     /// An RDP client through a forward to the guest's port 3389.
     Rdp,
+    /// RDP in the app: IronRDP's web client in the window, through the app's proxy to the
+    /// guest's port 3389.
+    RdpInApp,
     /// SSH through a forward to the guest's port 22.
     Ssh,
     /// A plain port forward.
@@ -65,7 +68,7 @@ pub struct SessionView {
     pub member: String,
     /// What it is for.
     pub kind: SessionKind,
-    /// What it reaches on the member: `vnc`, `port 22`, `usb 1050:0407`, …
+    /// What it reaches on the member: `display (VNC)`, `port 22`, `usb 1050:0407`, …
     pub target: String,
     /// The local end (`127.0.0.1:PORT`), if it listens.
     pub local_address: Option<String>,
