@@ -1645,7 +1645,8 @@ export type ReclaimWhy =
 export type ReleaseEffect = 
 /**
  *  Stopped, its disk kept (`onRelease: keep`, and every unmanaged pool); with `warm`, the
- *  broker may keep it running instead as one of the pool's warm members.
+ *  broker restarts it instead when the pool's warm buffer wants it running
+ *  ([`super::plan::stays_warm`]).
  */
 { kind: "stop"; 
 /**  The pool keeps warm members (free members running for the next claim). */

@@ -7,6 +7,7 @@ use anyhow::Context as _;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::json;
+use vdi_core::claim::PowerAction;
 use vdi_core::lease::ClaimLease;
 use vdi_core::names::{ASSIGNED_TO_LABEL, BROKER_NAME, REMOVING_ANNOTATION, lease_name};
 use vdi_core::pool::{CreateOptions, CreatePool, add_members};
@@ -42,8 +43,14 @@ where
 }
 
 impl Work<'_> {
-    /// Does `planned` but the grow; returns the errors met (each step is tried).
-    pub(super) async fn act(&self, planned: &Plan, members: &Members) -> Vec<anyhow::Error> {
+    /// Does `planned` (for a pool that keeps `warm` free members running) but the grow;
+    /// returns the errors met (each step is tried).
+    pub(super) async fn act(
+        &self,
+        planned: &Plan,
+        members: &Members,
+        warm: u32,
+    ) -> Vec<anyhow::Error> {
         let ns = self.key.namespace.as_str();
         let client = &self.ctx.client;
         let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), ns);
@@ -115,21 +122,23 @@ impl Work<'_> {
         let power = (planned.start.iter().map(|&i| (i, true)))
             .chain(planned.stop.iter().map(|&i| (i, false)));
         for (i, start) in power {
-            if let Err(e) = self.power(&vms, &leases, i, start).await {
+            if let Err(e) = self.power(&vms, &leases, i, start, warm).await {
                 errors.push(e);
             }
         }
         errors
     }
 
-    /// Starts (`start`) or stops member `index` of the warm buffer, read fresh first: left alone
-    /// if it is labelled or its Lease is held by now.
+    /// Starts (`start`) or stops member `index` of the warm buffer (`warm` members), read fresh
+    /// first: left alone if it is labelled or its Lease is held by now. A start or stop that
+    /// KubeVirt accepted is recorded (`WarmStarted`, `WarmStopped`).
     async fn power(
         &self,
         vms: &Api<VirtualMachine>,
         leases: &Api<ClaimLease>,
         index: u32,
         start: bool,
+        warm: u32,
     ) -> anyhow::Result<()> {
         let ns = self.key.namespace.as_str();
         let member = self.member(index);
@@ -172,6 +181,35 @@ impl Work<'_> {
             )
         })?;
         tracing::info!(namespace = ns, member, ?action, "warm buffer");
+        let (reason, verb, text) = match action {
+            PowerAction::Started => (
+                "WarmStarted",
+                "Start",
+                format!(
+                    "{member} started: the pool keeps {warm} free member{} running (warm), the \
+                     lowest first",
+                    if warm == 1 { "" } else { "s" }
+                ),
+            ),
+            PowerAction::Stopped => (
+                "WarmStopped",
+                "Stop",
+                format!(
+                    "{member} stopped: more free members run than the pool keeps warm ({warm}); \
+                     the lowest stay running"
+                ),
+            ),
+            _ => return Ok(()),
+        };
+        self.record(
+            &vm_ref(ns, &member),
+            reason,
+            verb,
+            false,
+            Some("warm"),
+            text,
+        )
+        .await;
         Ok(())
     }
 

@@ -52,9 +52,10 @@ fn set_failure(key: &PoolKey, failed: Option<String>) {
 }
 
 /// A pool's members and Leases as the stores hold them, by index.
-pub(super) type Members = PoolObjects<Arc<VirtualMachine>, Arc<ClaimLease>>;
+pub type Members = PoolObjects<Arc<VirtualMachine>, Arc<ClaimLease>>;
 
-fn gather(ctx: &Context, key: &PoolKey) -> Members {
+/// Pool `key`'s members and Leases as the broker's stores hold them now.
+pub fn gather(ctx: &Context, key: &PoolKey) -> Members {
     PoolObjects::gather(
         &key.namespace,
         &key.pool,
@@ -185,7 +186,7 @@ pub async fn reconcile(ctx: &Context, key: &PoolKey) -> anyhow::Result<Option<Ti
         )
         .await;
     }
-    let errors = work.act(&planned, &members).await;
+    let errors = work.act(&planned, &members, policy.warm).await;
     // Grow last: it blocks this pool's reconcile while the clones run.
     let retry_at = failure(key).filter(|(at, _)| at.elapsed() < GROW_RETRY);
     let grow = !planned.clone.is_empty() && retry_at.is_none();

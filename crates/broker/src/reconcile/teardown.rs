@@ -13,6 +13,7 @@ use vdi_core::policy::OnRelease;
 use vdi_core::policy::reclaim::ReclaimWhy;
 use vdi_core::resources::VirtualMachine;
 
+use super::power::{RESTARTED, RESTARTED_WARM};
 use super::{CHANGED_RETRY, CONSOLE_CUT, Member, VmWrite, vm_facts};
 use crate::decide::{NOTICE_ANNOTATION, Reason, TeardownPlan, shown};
 use crate::grant::Target;
@@ -54,8 +55,13 @@ impl Member<'_> {
             done.push(CONSOLE_CUT.into());
         }
         match plan.on_release {
+            Some(OnRelease::Keep) if self.stays_warm() => {
+                done.extend(self.restart_released(revoked, RESTARTED_WARM).await?);
+            }
             Some(OnRelease::Keep) => done.extend(self.stop().await?),
-            Some(OnRelease::Restart) => done.extend(self.restart_released(revoked).await?),
+            Some(OnRelease::Restart) => {
+                done.extend(self.restart_released(revoked, RESTARTED).await?);
+            }
             Some(OnRelease::Reset) | None => {}
         }
         // A reset keeps granted-to until the member is taken: the mark that a reset is owed

@@ -20,8 +20,9 @@
 //!   golden VM (also how a reset member comes back). A Lease without a VM and without an active
 //!   holder is deleted first; an active one blocks its index (reported).
 //! - **Warm**: of the free members within `size`, `warm` should run: the lowest-index stopped
-//!   ones are started, extra running ones (highest first) stopped. Claimed members are never
-//!   started or stopped here.
+//!   ones are started, extra running ones (highest first) stopped, so the lowest running ones
+//!   stay. Claimed members are never started or stopped here; a member whose claim ends while
+//!   the buffer wants it ([`stays_warm`]) is restarted by the broker rather than stopped.
 
 use std::collections::HashMap;
 use std::ops::Deref;
@@ -250,6 +251,36 @@ pub fn plan(size: u32, warm: u32, members: &[Seen]) -> Plan {
         plan.stop = free_running.into_iter().skip(warm).rev().collect();
     }
     plan
+}
+
+/// Whether member `index`, once its claim ends, is one the warm buffer keeps running: [`plan`]
+/// over `seen` with that member free and running (no Lease, no label) neither stops nor removes
+/// it. The broker then restarts a member released with `onRelease: keep` (a fresh boot, every
+/// stream of the last holder ended, its disk kept) instead of stopping it and starting it again
+/// as the warm one; since the warm buffer keeps the lowest free members that run, a released
+/// member below the running warm ones stays and the highest extra is stopped.
+pub fn stays_warm(size: u32, warm: u32, seen: &[Seen], index: u32) -> bool {
+    let freed: Vec<Seen> = seen
+        .iter()
+        .map(|s| match s.vm {
+            Some(vm) if s.index == index => Seen {
+                index,
+                vm: Some(VmSeen {
+                    running: true,
+                    stopped: false,
+                    labelled: false,
+                    ..vm
+                }),
+                lease: LeaseSeen::None,
+            },
+            _ => *s,
+        })
+        .collect();
+    let usable = freed
+        .iter()
+        .any(|s| s.index == index && s.vm.is_some_and(|v| v.removing.is_none() && !v.deleting));
+    let planned = plan(size, warm, &freed);
+    usable && (1..=size).contains(&index) && !planned.stop.contains(&index)
 }
 
 /// The index of `name` in `pool` (`<pool>-<index>`, written as [`member_name`] writes it).

@@ -14,7 +14,8 @@ use super::{OnRelease, Policy};
 #[serde(rename_all = "camelCase", tag = "kind")]
 pub enum ReleaseEffect {
     /// Stopped, its disk kept (`onRelease: keep`, and every unmanaged pool); with `warm`, the
-    /// broker may keep it running instead as one of the pool's warm members.
+    /// broker restarts it instead when the pool's warm buffer wants it running
+    /// ([`super::plan::stays_warm`]).
     Stop {
         /// The pool keeps warm members (free members running for the next claim).
         warm: bool,
@@ -55,8 +56,9 @@ impl ReleaseEffect {
             ReleaseEffect::Stop { warm: false } => {
                 "its VM is stopped; its disk is kept for the next user".into()
             }
-            ReleaseEffect::Stop { warm: true } => "its VM is stopped (or kept running as one of \
-                 the pool's warm members); its disk is kept for the next user"
+            ReleaseEffect::Stop { warm: true } => "its VM is stopped, or restarted when the pool \
+                 wants it as one of its warm members (either way every open session ends); its \
+                 disk is kept for the next user"
                 .into(),
             ReleaseEffect::Restart => {
                 "its VM is restarted (every open session ends); its disk is kept".into()

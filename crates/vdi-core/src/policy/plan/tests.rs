@@ -141,6 +141,41 @@ fn warm_starts_the_lowest_free_stopped_and_stops_the_highest_extra() {
     assert_eq!(p.start, vec![1, 2]);
 }
 
+#[test]
+fn a_released_member_the_warm_buffer_wants_stays_warm_and_the_highest_extra_goes() {
+    // dev-1 claimed (running), dev-2 warm, dev-3 stopped; warm 1: dev-1, released, is the
+    // lowest free member that runs, so it stays and dev-2 is the extra.
+    let members = vec![claimed(1), free(2, true), free(3, false)];
+    assert!(stays_warm(3, 1, &members, 1));
+    let after = vec![free(1, true), free(2, true), free(3, false)];
+    assert_eq!(plan(3, 1, &after).stop, vec![2]);
+    // Released above the running warm one: not wanted.
+    let members = vec![free(1, true), claimed(2), free(3, false)];
+    assert!(!stays_warm(3, 1, &members, 2));
+    // Warm 2 wants both.
+    assert!(stays_warm(3, 2, &members, 2));
+    // No warm buffer, above the size, being removed, or no VM: never.
+    assert!(!stays_warm(3, 0, &members, 2));
+    assert!(!stays_warm(1, 2, &members, 2));
+    let mut removing = claimed(2);
+    removing.vm = removing.vm.map(|v| VmSeen {
+        removing: Some(Removal::Shrink),
+        ..v
+    });
+    assert!(!stays_warm(3, 2, &[free(1, true), removing], 2));
+    assert!(!stays_warm(3, 2, &[free(1, true)], 2));
+    // A labelled member (an assignment) counts as claimed until it ends, like a Lease.
+    let labelled = Seen {
+        vm: Some(VmSeen {
+            running: true,
+            labelled: true,
+            ..VmSeen::default()
+        }),
+        ..free(1, true)
+    };
+    assert!(stays_warm(3, 1, &[labelled, free(2, true)], 1));
+}
+
 /// Every combination of up to five indices, each absent, free (stopped or running), claimed,
 /// labelled, broker-held or marked, against every size and warm: the rules' invariants.
 #[test]
