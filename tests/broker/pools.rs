@@ -9,14 +9,18 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use corral_tests::{
-    annotate, client_as, desktop_pools, eventually, golden_vm, leases, managed_pool_in, namespace,
-    now_micro, plant_lease, wait_pool_members,
+    actor_as, annotate, client_as, desktop_pools, eventually, golden_vm, leases, managed_pool_in,
+    namespace, now_micro, plant_lease, wait_pool_members,
 };
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use sandbox::broker::Signal;
 use serde_json::json;
-use vdi_core::names::{BROKER_USER, MEMBER_LABEL, POOL_LABEL, REMOVING_ANNOTATION, lease_name};
+use vdi_core::audit::parse_note;
+use vdi_core::claim::{ClaimOptions, assign};
+use vdi_core::names::{
+    BROKER_USER, CHANGED_BY_ANNOTATION, MEMBER_LABEL, POOL_LABEL, REMOVING_ANNOTATION, lease_name,
+};
 use vdi_core::policy::{DesktopPool, DesktopPoolSpec};
 
 use crate::{CONVERGE, claim, replicas_mine, replicas_steady, wait_granted};
@@ -339,4 +343,128 @@ async fn a_grow_without_its_golden_vm_is_a_condition_and_one_event_then_it_grows
         ready.then_some(())
     })
     .await;
+}
+
+/// Issue 37 item 8, history an administrator can trust: an administrator's assignment is
+/// recorded as theirs (from the claim's own record, which the guard pins), a member released
+/// with `onRelease: keep` that the warm buffer wants is restarted (and said so) rather than
+/// stopped and started again, the lowest free members stay warm, and a resize names who asked,
+/// once; the DesktopPool's record of who changed it cannot name someone else.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_history_names_who_asked_and_a_released_warm_member_is_restarted_not_stopped() {
+    let _steady = replicas_steady().await;
+    let ns = managed("pools-history", "hy", 3, 1).await;
+    wait_pool_members(&ns, "hy", "hy-1 warm", CLONING, |m| {
+        m.len() == 3 && m["hy-1"].power == "Running" && m.values().all(|m| m.settled())
+    })
+    .await;
+    let admin = actor_as("admin").await;
+    let claimed = assign(&admin, &ns, "hy", "alice", &ClaimOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(claimed.member, "hy-1", "the claim takes the warm member");
+    wait_granted(&ns, "hy-1", "alice", CONVERGE).await;
+    let granted = crate::wait_event(&ns, "hy-1", "Claimed", "alice", CONVERGE).await;
+    let note = granted.note.unwrap_or_default();
+    let (facts, text) = parse_note(&note);
+    let facts = facts.unwrap_or_else(|| panic!("the broker's facts in {note:?}"));
+    assert_eq!(
+        (facts.user.as_deref(), facts.by.as_deref()),
+        (Some("alice"), Some("admin")),
+        "{note}"
+    );
+    assert!(
+        text.contains("granted to alice, assigned by admin"),
+        "{text}"
+    );
+
+    // The buffer refills with hy-2; alice's release then keeps hy-1 warm by a restart, and hy-2,
+    // now the extra, is stopped.
+    wait_pool_members(&ns, "hy", "hy-2 warm beside alice's hy-1", CLONING, |m| {
+        m["hy-2"].power == "Running" && m["hy-2"].free() && m.values().all(|m| m.settled())
+    })
+    .await;
+    corral_tests::release_as("alice", &ns, "hy-1").await;
+    let released = crate::wait_event(&ns, "hy-1", "Released", "alice", CONVERGE).await;
+    let note = released.note.unwrap_or_default();
+    assert!(note.contains("VM restarted to stay warm"), "{note}");
+    assert!(!note.contains("VM stopped"), "{note}");
+    let settled = wait_pool_members(&ns, "hy", "hy-1 warm again, hy-2 stopped", CLONING, |m| {
+        m.values().all(|m| m.settled() && m.free())
+            && m["hy-1"].power == "Running"
+            && m["hy-2"].power == "Stopped"
+    })
+    .await;
+    assert_eq!(settled["hy-3"].power, "Stopped", "{settled:#?}");
+    let stopped = crate::wait_event(&ns, "hy-2", "WarmStopped", "hy-2", CONVERGE).await;
+    assert!(
+        stopped
+            .note
+            .is_some_and(|n| n.contains("the lowest stay running")),
+        "the warm buffer says why"
+    );
+
+    // A resize by the administrator names them, once.
+    vdi_core::managed::change::resize(admin.client(), &ns, "hy", 2, None)
+        .await
+        .unwrap();
+    let resized = crate::wait_event(&ns, "hy", "Resized", "admin", CONVERGE).await;
+    let note = resized.note.unwrap_or_default();
+    assert_eq!(
+        parse_note(&note).0.and_then(|f| f.by).as_deref(),
+        Some("admin"),
+        "{note}"
+    );
+    assert!(
+        note.contains("pool hy resized by admin: 3 → 2 members"),
+        "{note}"
+    );
+    wait_pool_members(&ns, "hy", "2 members", CLONING, |m| {
+        m.len() == 2 && m.values().all(|m| m.settled())
+    })
+    .await;
+    let generation = desktop_pool(&ns, "hy").await.metadata.generation;
+    eventually("the pool's status at its generation", CONVERGE, || async {
+        let pool = desktop_pool(&ns, "hy").await;
+        (pool.status?.observed_generation == generation).then_some(())
+    })
+    .await;
+    let resizes = reasons(&ns)
+        .await
+        .iter()
+        .filter(|r| *r == "Resized")
+        .count();
+    assert_eq!(resizes, 1, "one Resized Event: {:?}", reasons(&ns).await);
+
+    // Nobody writes another's name as the pool's changer, administrators neither.
+    let pools = desktop_pools(admin.client(), &ns);
+    let before = desktop_pool(&ns, "hy").await.metadata.resource_version;
+    let forged = pools
+        .patch(
+            "hy",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({ "metadata": { "annotations": { CHANGED_BY_ANNOTATION: "bob" } } }),
+            ),
+        )
+        .await;
+    match forged {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 403, "{s:?}");
+            assert!(
+                s.message.contains(
+                    "DesktopPool hy may not say it was changed by bob: corral.dev/vdi-changed-by \
+                     names who writes the spec (admin)"
+                ),
+                "{}",
+                s.message
+            );
+        }
+        other => panic!("expected the broker's policy to refuse, got {other:?}"),
+    }
+    assert_eq!(
+        desktop_pool(&ns, "hy").await.metadata.resource_version,
+        before,
+        "the DesktopPool did not move"
+    );
 }

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use vdi_core::names::{MEMBER_LABEL, POOL_LABEL, lease_name};
+use vdi_core::names::{ASSIGNED_BY_ANNOTATION, MEMBER_LABEL, POOL_LABEL, lease_name};
 
 use crate::{client, denied, install_and_wait, serial, uninstall};
 
@@ -361,6 +361,115 @@ async fn with_the_guard_a_held_claim_has_both_times_no_users_finalizer_and_its_m
         .unwrap();
     leases_as(&admin)
         .delete(&lease_name("k-1"), &DeleteParams::default())
+        .await
+        .unwrap();
+    uninstall(&admin).await;
+}
+
+/// Item 8 of issue 37: a claim's record of who assigned it (corral.dev/vdi-assigned-by), from
+/// which the broker's Events name an administrator, is written only by that writer and kept
+/// only while the holder stays.
+#[tokio::test]
+async fn with_the_guard_a_claim_names_who_assigned_it_only_as_its_writer() {
+    let _serial = serial().await;
+    let admin = client("admin").await;
+    let alice = client("alice").await;
+    let bob = client("bob").await;
+    let ns = namespace("guard-assigner").await;
+    pool_vms(&admin, &ns, "g", 3).await.unwrap();
+    install_and_wait(&admin, &ns, "g-3").await;
+    let leases_as = |c: &Client| Api::<Lease>::namespaced(c.clone(), &ns);
+    let name = lease_name("g-1");
+    let assigned = |holder: &str, by: &str| {
+        let mut lease = crate::lease_for("g-1", holder);
+        lease.metadata.annotations =
+            Some([(ASSIGNED_BY_ANNOTATION.to_owned(), by.to_owned())].into());
+        lease
+    };
+    let absent = async || leases_as(&admin).get_opt(&name).await.unwrap().is_none();
+
+    denied(
+        "bob claims g-1 saying the administrator assigned it",
+        leases_as(&bob)
+            .create(&PostParams::default(), &assigned("bob", "admin"))
+            .await,
+        "claim Lease corral-vdi-g-1 may not say it was assigned by admin: \
+         corral.dev/vdi-assigned-by names who writes the claim (bob)",
+    );
+    denied(
+        "the administrator assigns g-1 to alice in bob's name",
+        leases_as(&admin)
+            .create(&PostParams::default(), &assigned("alice", "bob"))
+            .await,
+        "may not say it was assigned by bob",
+    );
+    assert!(absent().await, "no Lease was created");
+
+    leases_as(&admin)
+        .create(&PostParams::default(), &assigned("alice", "admin"))
+        .await
+        .expect("the administrator assigns g-1 to alice in their own name");
+    let current = async || leases_as(&admin).get(&name).await.unwrap();
+    let mut renewed = current().await;
+    renewed.spec.as_mut().unwrap().renew_time = Some(MicroTime(jiff::Timestamp::now()));
+    leases_as(&alice)
+        .replace(&name, &PostParams::default(), &renewed)
+        .await
+        .expect("alice renews, the record kept");
+    let before = current().await.metadata.resource_version;
+    let mut rewritten = current().await;
+    rewritten
+        .metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(ASSIGNED_BY_ANNOTATION.to_owned(), "carol".into());
+    denied(
+        "alice says carol assigned it",
+        leases_as(&alice)
+            .replace(&name, &PostParams::default(), &rewritten)
+            .await,
+        "may not say it was assigned by carol",
+    );
+    assert_eq!(
+        current().await.metadata.resource_version,
+        before,
+        "the Lease did not move"
+    );
+    // A new holder cannot inherit the record: the administrator leaves g-1 without a holder
+    // (the record stays theirs), and bob's takeover may not keep it.
+    let mut idle = current().await;
+    idle.spec.as_mut().unwrap().holder_identity = None;
+    leases_as(&admin)
+        .replace(&name, &PostParams::default(), &idle)
+        .await
+        .expect("the administrator empties the holder");
+    let now = Some(MicroTime(jiff::Timestamp::now()));
+    let mut taken = current().await;
+    let spec = taken.spec.as_mut().unwrap();
+    (spec.holder_identity, spec.acquire_time, spec.renew_time) =
+        (Some("bob".into()), now.clone(), now);
+    let idle_version = current().await.metadata.resource_version;
+    denied(
+        "bob takes g-1 over keeping the administrator's record",
+        leases_as(&bob)
+            .replace(&name, &PostParams::default(), &taken)
+            .await,
+        "may not say it was assigned by admin: corral.dev/vdi-assigned-by names who writes the \
+         claim (bob)",
+    );
+    assert_eq!(
+        current().await.metadata.resource_version,
+        idle_version,
+        "the Lease did not move"
+    );
+    taken.metadata.annotations = None;
+    leases_as(&bob)
+        .replace(&name, &PostParams::default(), &taken)
+        .await
+        .expect("bob takes g-1 over as his own claim");
+    leases_as(&admin)
+        .delete(&name, &DeleteParams::default())
         .await
         .unwrap();
     uninstall(&admin).await;

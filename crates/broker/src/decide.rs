@@ -377,6 +377,7 @@ fn grant(
         event,
         notice,
         announce,
+        assigned_by: facts.lease.and_then(|l| l.assigned_by.clone()),
     }
 }
 

@@ -25,7 +25,7 @@ use kube::{Client, Resource, ResourceExt};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::names::{LEASE_PREFIX, POOL_LABEL};
+use crate::names::{ASSIGNED_BY_ANNOTATION, LEASE_PREFIX, POOL_LABEL};
 use crate::scope::Scope;
 
 /// How far a Lease's `renewTime` may lie ahead of the API server's clock before it is reported
@@ -215,6 +215,11 @@ pub fn lease_view(lease: &ClaimLease, now: Timestamp) -> LeaseView {
         transitions: lease.transitions(),
         resource_version: lease.resource_version(),
         problem,
+        assigned_by: lease
+            .annotations()
+            .get(ASSIGNED_BY_ANNOTATION)
+            .filter(|by| !by.is_empty() && Some(by.as_str()) != lease.holder())
+            .cloned(),
     }
 }
 
@@ -291,6 +296,10 @@ pub struct LeaseView {
     /// range"), if it cannot: then it is not active and its times are absent
     /// ([`crate::lease::lease_view`]).
     pub problem: Option<String>,
+    /// Who wrote the claim for its holder, when that is someone else (an administrator's
+    /// assignment): [`crate::names::ASSIGNED_BY_ANNOTATION`], which the guard pins to the
+    /// writer's identity; `None` when the holder claimed for themselves.
+    pub assigned_by: Option<String>,
 }
 
 #[cfg(test)]
@@ -310,6 +319,21 @@ mod tests {
             "spec": spec,
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn an_assigner_is_read_only_when_someone_else_than_the_holder() {
+        let mut assigned = raw(json!({ "holderIdentity": "alice" }));
+        let by = |lease: &ClaimLease| lease_view(lease, now()).assigned_by;
+        assert_eq!(by(&assigned), None);
+        for (written, read) in [("admin", Some("admin")), ("alice", None), ("", None)] {
+            assigned.metadata.annotations = Some(
+                [(ASSIGNED_BY_ANNOTATION.to_owned(), written.to_owned())]
+                    .into_iter()
+                    .collect(),
+            );
+            assert_eq!(by(&assigned).as_deref(), read, "{written:?}");
+        }
     }
 
     #[test]

@@ -83,6 +83,22 @@ pub const BROKER_REPLICA_ANNOTATION_PREFIX: &str = "replica.corral.dev/";
 /// no logged-in user (KubeVirt's `userlist` subresource): RFC 3339 UTC time of the first such
 /// reading; removed once a user is logged in or the claim ends ([`crate::policy::reclaim`]).
 pub const IDLE_SINCE_ANNOTATION: &str = "corral.dev/vdi-idle-since";
+/// Claim Lease annotation naming who wrote the claim for its holder when that is someone else
+/// (an administrator's `assign POOL USER`): their full identity. With the guard the API server
+/// lets a request set it only to the requester's own identity, and keep it only while the
+/// holder stays (guard/guard.yaml), so the broker's Events can say who asked. Absent: the holder
+/// claimed for themselves.
+pub const ASSIGNED_BY_ANNOTATION: &str = "corral.dev/vdi-assigned-by";
+/// DesktopPool annotation naming who changed its spec (`pool set`, `pool resize`, the app's
+/// Settings): their full identity. With the broker installed the API server lets a request set
+/// it only to the requester's own identity (or keep it as it is: broker/members-policy.yaml), so
+/// the broker's `Resized` Event can say who asked, when [`CHANGED_GENERATION_ANNOTATION`] is
+/// the pool's `metadata.generation`.
+pub const CHANGED_BY_ANNOTATION: &str = "corral.dev/vdi-changed-by";
+/// DesktopPool annotation written beside [`CHANGED_BY_ANNOTATION`]: the `metadata.generation`
+/// the change makes (the one read plus one; the write carries the resourceVersion read). A spec
+/// changed later by a writer that does not say leaves it behind, so the writer is then unknown.
+pub const CHANGED_GENERATION_ANNOTATION: &str = "corral.dev/vdi-changed-generation";
 /// Claim Lease annotation the holder writes when they press Keep on a reclaim notice: RFC 3339
 /// UTC time; an idle reclaim counts from it ([`crate::policy::reclaim`]).
 pub const KEPT_AT_ANNOTATION: &str = "corral.dev/vdi-kept-at";

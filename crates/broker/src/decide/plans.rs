@@ -152,6 +152,10 @@ pub struct GrantPlan {
     /// The reclaim to announce with an Event [`Reason::ReclaimSoon`] once the VM is written:
     /// `notice` is new (the member crossed into the notice lead of this reclaim).
     pub announce: Option<ReclaimDue>,
+    /// Who wrote the claim for the holder, when someone else did (an administrator's
+    /// assignment; the Lease's record, which the guard pins to its writer): the grant's Event
+    /// names them.
+    pub assigned_by: Option<String>,
 }
 
 /// No grant to anyone, and a sentence saying why: label and Lease disagree

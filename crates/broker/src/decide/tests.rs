@@ -27,6 +27,7 @@ fn lease(holder: &str, expires: &str) -> LeaseView {
         transitions: 0,
         resource_version: Some("42".into()),
         problem: None,
+        assigned_by: None,
     }
 }
 
@@ -122,6 +123,21 @@ fn a_new_claim_is_granted_labelled_and_started_and_looked_at_again_after_expiry_
         (None, Some(Reason::Claimed))
     );
     assert_eq!(d.requeue_at, Some("2026-12-03T13:00:30Z".parse().unwrap()));
+    assert_eq!(g.assigned_by, None, "alice claimed it herself");
+}
+
+#[test]
+fn an_administrators_assignment_is_granted_naming_who_assigned_it() {
+    let l = LeaseView {
+        assigned_by: Some("admin".into()),
+        ..lease("alice", "13:00:00")
+    };
+    let d = decide_with(Some(vm()), Some(&l), GrantFacts::default());
+    let g = grant_plan(&d);
+    assert_eq!(
+        (g.holder.as_str(), g.assigned_by.as_deref(), g.event),
+        ("alice", Some("admin"), Some(Reason::Claimed))
+    );
 }
 
 #[test]

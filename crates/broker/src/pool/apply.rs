@@ -15,13 +15,15 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::Resource;
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
 use tokio::time::Instant;
 use vdi_core::audit::Facts;
 use vdi_core::lease::ClaimLease;
-use vdi_core::names::{BROKER_USER, member_name};
+use vdi_core::names::{
+    BROKER_USER, CHANGED_BY_ANNOTATION, CHANGED_GENERATION_ANNOTATION, member_name,
+};
 use vdi_core::policy::DesktopPool;
 use vdi_core::policy::plan::{PoolObjects, plan};
 use vdi_core::resources::VirtualMachine;
@@ -29,10 +31,25 @@ use vdi_core::resources::VirtualMachine;
 use super::status::{self, judge, judged};
 use super::take;
 use crate::context::{Context, PoolKey};
+use crate::decide::shown;
 use crate::events::{self, Act};
 
 /// How soon a refused or failed grow is tried again.
 pub const GROW_RETRY: Duration = Duration::from_secs(60);
+
+/// The generation whose resize each pool's `Resized` Event was recorded for: once per spec
+/// change, though the store may still hold the status of the one before at the next reconcile.
+static RESIZES_RECORDED: Mutex<Option<HashMap<PoolKey, i64>>> = Mutex::new(None);
+
+/// Whether the resize to `generation` of pool `key` is recorded already; marks it recorded.
+fn first_record_of(key: &PoolKey, generation: i64) -> bool {
+    let Ok(mut map) = RESIZES_RECORDED.lock() else {
+        return true;
+    };
+    map.get_or_insert_with(HashMap::new)
+        .insert(key.clone(), generation)
+        != Some(generation)
+}
 
 /// The last failed grow of each pool: when, and the sentence.
 static GROW_FAILURES: Mutex<Option<HashMap<PoolKey, (Instant, String)>>> = Mutex::new(None);
@@ -169,20 +186,48 @@ pub async fn reconcile(ctx: &Context, key: &PoolKey) -> anyhow::Result<Option<Ti
             && s.observed_generation != desktop_pool.metadata.generation
             && i64::from(s.members) != i64::from(policy.size)
     });
-    if resized {
+    if resized && first_record_of(key, desktop_pool.metadata.generation.unwrap_or_default()) {
         let had = desktop_pool.status.as_ref().map_or(0, |s| s.members);
+        // Who asked, from the DesktopPool's own record (which the broker's admission policy
+        // pins to its writer), when it was written with this generation.
+        let generation = desktop_pool
+            .metadata
+            .generation
+            .unwrap_or_default()
+            .to_string();
+        let annotations = desktop_pool.annotations();
+        let by = annotations
+            .get(CHANGED_BY_ANNOTATION)
+            .filter(|by| !by.is_empty())
+            .filter(|_| annotations.get(CHANGED_GENERATION_ANNOTATION) == Some(&generation))
+            .cloned();
+        let asked = match &by {
+            Some(by) => format!("by {}", shown(by)),
+            None => "by a writer that did not say who (no corral.dev/vdi-changed-by for this \
+                     generation)"
+                .into(),
+        };
         let text = format!(
-            "pool {pool} resized: {had} → {} members (free members above the size are removed, \
-             claimed ones once released; missing ones cloned from {})",
+            "pool {pool} resized {asked}: {had} → {} members (free members above the size are \
+             removed, claimed ones once released; missing ones cloned from {})",
             policy.size, policy.golden
         );
-        work.record(
-            &desktop_pool.object_ref(&()),
-            "Resized",
-            "Resize",
-            false,
-            None,
+        let act = Act {
+            reason: "Resized",
+            action: "Resize",
+            warning: false,
+            facts: Facts {
+                by,
+                pool: pool.clone(),
+                ..Default::default()
+            },
             text,
+        };
+        events::record(
+            &work.recorder,
+            &desktop_pool.object_ref(&()),
+            namespace,
+            act,
         )
         .await;
     }

@@ -116,11 +116,29 @@ impl Member<'_> {
                      {member}, pool {pool})"
                 )
             }
-            _ => format!(
-                "access to {member} granted to {user} (user {user}, member {member}, pool {pool})"
-            ),
+            _ => match &plan.assigned_by {
+                Some(by) => {
+                    let by = shown(by);
+                    format!(
+                        "access to {member} granted to {user}, assigned by {by} (user {user}, by \
+                         {by}, member {member}, pool {pool})"
+                    )
+                }
+                None => format!(
+                    "access to {member} granted to {user}, who claimed it (user {user}, member \
+                     {member}, pool {pool})"
+                ),
+            },
         };
-        self.record(vm, event, &plan.holder, None, note).await;
+        self.record_by(
+            vm,
+            event,
+            &plan.holder,
+            plan.assigned_by.as_deref(),
+            None,
+            note,
+        )
+        .await;
     }
 
     /// An active claim on a member still running the last claim's session: the reason written

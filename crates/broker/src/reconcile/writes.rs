@@ -166,6 +166,20 @@ impl Member<'_> {
         why: Option<&str>,
         note: String,
     ) {
+        self.record_by(vm, reason, user, None, why, note).await;
+    }
+
+    /// [`Self::record`] of an act someone else asked for on `user`'s behalf (`by`: an
+    /// administrator who assigned them the desktop).
+    pub(super) async fn record_by(
+        &self,
+        vm: &VirtualMachine,
+        reason: Reason,
+        user: &str,
+        by: Option<&str>,
+        why: Option<&str>,
+        note: String,
+    ) {
         let Target {
             namespace, pool, ..
         } = self.target;
@@ -187,9 +201,9 @@ impl Member<'_> {
             ),
             facts: Facts {
                 user: Some(user.to_owned()),
+                by: by.map(str::to_owned),
                 pool: pool.to_owned(),
                 why: why.map(str::to_owned),
-                ..Default::default()
             },
             text: note,
         };

@@ -324,7 +324,7 @@ async fn adopt(
         return Err(refusal);
     }
     let now = actor.clock().now();
-    let lease = claim.lease(name, now, lease_seconds, read.lease(name));
+    let lease = claim.lease(name, now, lease_seconds, read.lease(name), actor.username());
     match write_lease(actor.client(), claim, lease, read.lease(name)).await {
         Ok(()) => {
             finish(
@@ -402,7 +402,7 @@ async fn win_free_member(
         let previous = read
             .lease(&m.name)
             .filter(|_| m.state == MemberState::FreeStaleLease);
-        let lease = claim.lease(&m.name, now, lease_seconds, previous);
+        let lease = claim.lease(&m.name, now, lease_seconds, previous, actor.username());
         match write_lease(actor.client(), claim, lease, previous).await {
             Ok(()) => {
                 tracing::info!(namespace = %claim.namespace, pool = %claim.pool, member = %m.name, assignee = %claim.assignee, actor = %actor.username(), races_lost = lost, "Lease won");

@@ -19,8 +19,8 @@ use crate::clock::{describe_instant, exact_instant};
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::ClaimLease;
 use crate::names::{
-    ADMIN_GROUP, GUARD_B32_MAX_CHARS, MEMBER_LABEL, POOL_LABEL, encode_identity, guard_can_check,
-    lease_name,
+    ADMIN_GROUP, ASSIGNED_BY_ANNOTATION, GUARD_B32_MAX_CHARS, MEMBER_LABEL, POOL_LABEL,
+    encode_identity, guard_can_check, lease_name,
 };
 use crate::state::{MemberState, MemberView};
 use crate::validate;
@@ -80,15 +80,17 @@ pub(super) struct Claim<'a> {
 }
 
 impl Claim<'_> {
-    /// The Lease the assignee holds on `member` from `now` for `lease_seconds`; a takeover of
-    /// `previous` keeps its resourceVersion (the precondition of the update) and counts one
-    /// more transition.
+    /// The Lease the assignee holds on `member` from `now` for `lease_seconds`, written by
+    /// `actor` (their full identity: an assignment to someone else records it as
+    /// [`ASSIGNED_BY_ANNOTATION`]); a takeover of `previous` keeps its resourceVersion (the
+    /// precondition of the update) and counts one more transition.
     pub(super) fn lease(
         &self,
         member: &str,
         now: Timestamp,
         lease_seconds: i32,
         previous: Option<&ClaimLease>,
+        actor: &str,
     ) -> Lease {
         let transitions = previous.map_or(0, |l| l.transitions().saturating_add(1));
         let resource_version = previous.and_then(|l| l.resource_version());
@@ -108,6 +110,9 @@ impl Claim<'_> {
                     (POOL_LABEL.to_owned(), self.pool.to_owned()),
                     (MEMBER_LABEL.to_owned(), member.to_owned()),
                 ])),
+                annotations: (actor != self.assignee).then(|| {
+                    BTreeMap::from([(ASSIGNED_BY_ANNOTATION.to_owned(), actor.to_owned())])
+                }),
                 ..Default::default()
             },
             spec: Some(LeaseSpec {

@@ -12,7 +12,7 @@ use super::ops::{FIELD_MANAGER, managed, object_words};
 use crate::clock::ServerClock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::ClaimLease;
-use crate::names::POOL_LABEL;
+use crate::names::{CHANGED_BY_ANNOTATION, CHANGED_GENERATION_ANNOTATION, POOL_LABEL};
 use crate::policy::plan::{DEFAULT_RECLAIM_MARGIN, PoolObjects, ResizePreview, resize_preview};
 use crate::policy::{DesktopPool, DesktopPoolSpec, MAX_SIZE, OnRelease, PolicyError, PolicyField};
 use crate::resources::VirtualMachine;
@@ -255,8 +255,10 @@ async fn member_count(client: &Client, ns: &str, pool: &str) -> Result<u32> {
 }
 
 /// The merge patch that makes `current`'s spec `spec`, carrying `current`'s resourceVersion
-/// (a changed object answers 409): every spec field written, absent ones as `null`.
-fn patch_of(current: &DesktopPool, spec: &DesktopPoolSpec) -> Value {
+/// (a changed object answers 409), `by` (the writer's identity) as [`CHANGED_BY_ANNOTATION`]
+/// and the generation the change makes as [`CHANGED_GENERATION_ANNOTATION`]: every spec field
+/// written, absent ones as `null`.
+fn patch_of(current: &DesktopPool, spec: &DesktopPoolSpec, by: &str) -> Value {
     let mut fields = serde_json::to_value(spec).unwrap_or_else(|_| json!({}));
     if let Some(map) = fields.as_object_mut() {
         for key in [
@@ -270,7 +272,14 @@ fn patch_of(current: &DesktopPool, spec: &DesktopPoolSpec) -> Value {
         }
     }
     json!({
-        "metadata": { "resourceVersion": current.resource_version() },
+        "metadata": {
+            "resourceVersion": current.resource_version(),
+            "annotations": {
+                CHANGED_BY_ANNOTATION: by,
+                CHANGED_GENERATION_ANNOTATION:
+                    current.metadata.generation.unwrap_or_default().saturating_add(1).to_string(),
+            },
+        },
         "spec": fields,
     })
 }
@@ -300,6 +309,7 @@ async fn write(
         ..Default::default()
     };
     let api: Api<DesktopPool> = Api::namespaced(client.clone(), ns);
+    let by = crate::identity::whoami(client).await?.username;
     let changed = |seen: &DesktopPool| {
         Error::rejected(
             ErrorKind::Conflict,
@@ -316,7 +326,7 @@ async fn write(
     let mut read = current.clone();
     for _ in 0..=STATUS_RETRIES {
         match api
-            .patch(pool, &params, &Patch::Merge(&patch_of(&read, spec)))
+            .patch(pool, &params, &Patch::Merge(&patch_of(&read, spec, &by)))
             .await
         {
             Ok(written) => {
@@ -367,15 +377,19 @@ mod tests {
     }
 
     #[test]
-    fn the_patch_nulls_what_is_gone_and_carries_the_resource_version() {
+    fn the_patch_nulls_what_is_gone_and_carries_the_resource_version_and_the_writer() {
         let mut current = DesktopPool::new("p", spec());
         current.metadata.resource_version = Some("42".into());
+        current.metadata.generation = Some(6);
         let new = DesktopPoolSpec {
             max_session: None,
             ..spec()
         };
-        let patch = patch_of(&current, &new);
+        let patch = patch_of(&current, &new, "admin");
         assert_eq!(patch["metadata"]["resourceVersion"], "42");
+        let annotations = &patch["metadata"]["annotations"];
+        assert_eq!(annotations[CHANGED_BY_ANNOTATION], "admin");
+        assert_eq!(annotations[CHANGED_GENERATION_ANNOTATION], "7");
         assert_eq!(patch["spec"]["maxSession"], Value::Null);
         assert_eq!(patch["spec"]["size"], 4);
     }

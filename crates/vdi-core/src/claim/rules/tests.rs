@@ -24,6 +24,7 @@ pub(in crate::claim) fn lease(holder: Option<&str>, active: bool) -> LeaseView {
         transitions: 0,
         resource_version: Some("7".into()),
         problem: None,
+        assigned_by: None,
     }
 }
 
@@ -235,7 +236,11 @@ fn running_members_are_tried_first_each_group_in_the_identitys_order() {
 
 #[test]
 fn a_new_lease_is_created_and_a_stale_one_is_taken_over_with_its_resource_version() {
-    let made = claim("alice").lease("dev-2", now(), 600, None);
+    let made = claim("alice").lease("dev-2", now(), 600, None, "alice");
+    assert_eq!(
+        made.metadata.annotations, None,
+        "her own claim names no assigner"
+    );
     assert_eq!(made.metadata.name.as_deref(), Some("corral-vdi-dev-2"));
     assert_eq!(made.metadata.namespace.as_deref(), Some("ns"));
     assert_eq!(made.metadata.resource_version, None);
@@ -261,8 +266,13 @@ fn a_new_lease_is_created_and_a_stale_one_is_taken_over_with_its_resource_versio
             ..Default::default()
         }),
     });
-    let taken = claim("alice").lease("dev-2", now(), 600, Some(&old));
+    let taken = claim("alice").lease("dev-2", now(), 600, Some(&old), "admin");
     assert_eq!(taken.metadata.resource_version.as_deref(), Some("41"));
+    assert_eq!(
+        taken.metadata.annotations.unwrap()[ASSIGNED_BY_ANNOTATION],
+        "admin",
+        "an administrator's assignment names them"
+    );
     let spec = taken.spec.unwrap();
     assert_eq!(spec.holder_identity.as_deref(), Some("alice"));
     assert_eq!(spec.lease_transitions, Some(4));
