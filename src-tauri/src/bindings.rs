@@ -41,7 +41,7 @@ pub fn builder() -> Builder<tauri::Wry> {
             crate::policy::save_pool_settings,
             crate::policy::adopt_pool,
             crate::policy::keep_desktop,
-            crate::policy::member_history,
+            crate::policy::history,
             crate::connect::member_paths,
             crate::connect::open_console,
             crate::rdp::open_rdp_in_app,

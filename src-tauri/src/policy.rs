@@ -5,7 +5,7 @@
 //! reclaim notice, and a member's history. Thin adapters: who acts is the cluster's identity
 //! (the link's client and actor), never a name typed in the window.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tauri::State;
 use vdi_core::error::ErrorView;
 use vdi_core::managed::ops;
@@ -184,33 +184,57 @@ pub async fn keep_desktop(
         .map_err(ErrorView::from)
 }
 
-/// A member's history, newest last, with what the window says about its length.
+/// A member's or a pool's history, with what the window says about its length.
 #[derive(Debug, Clone, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-pub struct MemberHistory {
-    /// Its acts (claims, releases, reclaims, force releases, resets), oldest first.
+pub struct History {
+    /// Its acts (claims, releases, reclaims, force releases, resets; for a pool also its
+    /// members' removals, the warm buffer's starts and stops, and resizes), oldest first.
     pub entries: Vec<AuditEntry>,
     /// That Events live only as long as the API server's event TTL ([`TTL_NOTICE`]).
     pub ttl_notice: String,
 }
 
-/// The audit trail of `member` in `namespace` (its Events related to its pool's DesktopPool).
+/// Whose history to read.
+#[derive(Debug, Clone, Deserialize, specta::Type)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum HistoryOf {
+    /// One member's acts.
+    Member {
+        /// The member (VM name).
+        name: String,
+    },
+    /// A whole pool's: every member's acts and the pool's own (resizes).
+    Pool {
+        /// The pool.
+        name: String,
+    },
+}
+
+/// The audit trail of a member or a pool in `namespace` (Events related to the pool's
+/// DesktopPool, [`vdi_core::audit::list`]).
 ///
 /// Errors: a bad name; RBAC does not let you list Events there (403).
 #[tauri::command]
 #[specta::specta]
-pub async fn member_history(
+pub async fn history(
     state: State<'_, AppState>,
     namespace: String,
-    member: String,
-) -> Result<MemberHistory, ErrorView> {
+    of: HistoryOf,
+) -> Result<History, ErrorView> {
     let (client, _) = current(&state)?;
-    let filter = AuditFilter {
-        member: Some(member),
-        ..Default::default()
+    let filter = match of {
+        HistoryOf::Member { name } => AuditFilter {
+            member: Some(name),
+            ..Default::default()
+        },
+        HistoryOf::Pool { name } => AuditFilter {
+            pool: Some(name),
+            ..Default::default()
+        },
     };
     let entries = vdi_core::audit::list(&client, &namespace, &filter).await?;
-    Ok(MemberHistory {
+    Ok(History {
         entries,
         ttl_notice: TTL_NOTICE.to_owned(),
     })

@@ -1,7 +1,7 @@
 //! Managed pools in the app (issue 26): a pool's settings dialog changes its DesktopPool on the
 //! cluster (warm and size), refuses a value the rules refuse before anything is written, and
 //! names the members a shrink removes; a member's history lists its claim with the event TTL
-//! sentence beside it; New pool makes a managed pool with the policy asked for. On a named sandbox with the broker (its replicas record the audit
+//! sentence beside it, and the pool's history the resize as the administrator's; New pool makes a managed pool with the policy asked for. On a named sandbox with the broker (its replicas record the audit
 //! Events), as `sandbox up` starts it.
 
 use std::time::{Duration, Instant};
@@ -306,6 +306,44 @@ async fn pool_settings_change_the_desktop_pool_and_the_history_lists_a_claim() {
     )
     .await;
     wait_until_async("Esc to close the history", || async {
+        !exists(client, "[data-testid='history-dialog']").await
+    })
+    .await;
+
+    // The pool's history: the resize, named as the administrator's (issue 37 item 8), beside
+    // its members' acts.
+    click(client, "[data-testid='pool-history-corral-vms-pol']").await;
+    let pool_history = wait_text_within(
+        client,
+        "[data-testid='history-list']",
+        "Resized",
+        BROKER_WORK,
+    )
+    .await;
+    eprintln!("history of pool pol: {pool_history}");
+    let resized = js(
+        client,
+        r#"const row = [...document.querySelectorAll("[data-testid='history-entry']")]
+             .find(r => r.dataset.reason === "Resized");
+           return row ? [...row.querySelectorAll("td")].map(td => td.textContent) : null;"#,
+    )
+    .await;
+    let cells: Vec<&str> = resized
+        .as_array()
+        .map(|a| a.iter().filter_map(|c| c.as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        cells.contains(&"the pool") && cells.contains(&"admin"),
+        "the resize is the pool's own, by admin: {cells:?}"
+    );
+    assert!(pool_history.contains(&mine), "{pool_history}");
+    gui.screenshot("e2e-policy-pool-history.png");
+    js(
+        client,
+        "document.activeElement.dispatchEvent(new KeyboardEvent('keydown', { key: 'Escape', bubbles: true }))",
+    )
+    .await;
+    wait_until_async("Esc to close the pool's history", || async {
         !exists(client, "[data-testid='history-dialog']").await
     })
     .await;

@@ -643,6 +643,7 @@ export function App() {
           onDelete={actions.openDeletePool}
           onSettings={actions.openPoolSettings}
           onHistory={actions.openHistory}
+          onPoolHistory={actions.openPoolHistory}
           onUnassign={actions.openRelease}
           onConnect={openConnect}
           permissionsFor={(ns) => permissions.get(ns) ?? null}

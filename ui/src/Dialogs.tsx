@@ -1,9 +1,16 @@
-import type { ClusterInfo, Identity, MemberView, Permissions, PoolsSnapshot } from "./bindings";
+import type {
+  ClusterInfo,
+  HistoryOf,
+  Identity,
+  MemberView,
+  Permissions,
+  PoolsSnapshot,
+} from "./bindings";
 import { AssignDialog } from "./components/AssignDialog";
 import { CapacityView } from "./components/CapacityView";
 import { ConnectDialog } from "./components/ConnectDialog";
 import { DeletePoolDialog } from "./components/DeletePoolDialog";
-import { MemberHistoryDialog } from "./components/MemberHistoryDialog";
+import { HistoryDialog } from "./components/HistoryDialog";
 import { NewPoolDialog } from "./components/NewPoolDialog";
 import { PoolSettingsDialog } from "./components/PoolSettingsDialog";
 import { ReleaseDialog } from "./components/ReleaseDialog";
@@ -130,11 +137,11 @@ export function Dialogs(props: DialogsProps) {
           );
         case "history":
           return (
-            <MemberHistoryDialog
+            <HistoryDialog
               key={dialogActionKey(spec)}
               namespace={spec.namespace}
-              member={spec.member}
-              revision={memberRevision(snapshot, spec.namespace, spec.member)}
+              of={spec.of}
+              revision={historyRevision(snapshot, spec.namespace, spec.of)}
               onClose={actions.closeDialog}
             />
           );
@@ -209,7 +216,14 @@ function memberOf(
 }
 
 /** What of `member` the live view shows that a new act changes (its state and holder). */
-function memberRevision(snapshot: PoolsSnapshot | null, namespace: string, member: string): string {
-  const found = memberOf(snapshot, namespace, member);
-  return found === null ? "" : `${found.state}:${found.holder ?? ""}`;
+/** What changes when the history of `of` may have: its member's state and holder, or every
+ * member's of its pool and their number. */
+function historyRevision(snapshot: PoolsSnapshot | null, namespace: string, of: HistoryOf): string {
+  const revision = (m: MemberView) => `${m.name}:${m.state}:${m.holder ?? ""}`;
+  if (of.kind === "member") {
+    const found = memberOf(snapshot, namespace, of.name);
+    return found === null ? "" : revision(found);
+  }
+  const pool = poolView(snapshot, namespace, of.name);
+  return pool === null ? "" : pool.members.map(revision).join(" ");
 }

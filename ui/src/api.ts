@@ -24,7 +24,8 @@ import {
   type GoldenCandidate,
   type Kept,
   type KubeconfigChanged,
-  type MemberHistory,
+  type History,
+  type HistoryOf,
   type MemberPaths,
   type NewPool,
   type Permissions,
@@ -214,9 +215,12 @@ export function keepDesktop(namespace: string, member: string): Promise<Result<K
   return call(() => commands.keepDesktop(namespace, member));
 }
 
-/** `member`'s history (its audit Events, oldest first) and the sentence on how long it lasts. */
-export function memberHistory(namespace: string, member: string): Promise<Result<MemberHistory>> {
-  return call(() => commands.memberHistory(namespace, member));
+/**
+ * A member's or a pool's history (its audit Events, oldest first) and the sentence on how long
+ * it lasts.
+ */
+export function history(namespace: string, of: HistoryOf): Promise<Result<History>> {
+  return call(() => commands.history(namespace, of));
 }
 
 /**

@@ -8,7 +8,7 @@ import {
   unassignMember,
   type Result,
 } from "./api";
-import type { ClaimProgress, ErrorView, MemberView, PoolView } from "./bindings";
+import type { ClaimProgress, ErrorView, HistoryOf, MemberView, PoolView } from "./bindings";
 import type { Notice } from "./components/ActionNotice";
 import {
   actionKeys,
@@ -27,7 +27,7 @@ export type DialogSpec =
   | { kind: "newPool"; namespace: string }
   | { kind: "deletePool"; namespace: string; pool: string }
   | { kind: "poolSettings"; namespace: string; pool: string }
-  | { kind: "history"; namespace: string; member: string };
+  | { kind: "history"; namespace: string; of: HistoryOf };
 
 export type OpenDialog = {
   spec: DialogSpec;
@@ -49,7 +49,7 @@ export function dialogActionKey(spec: DialogSpec): string {
     case "poolSettings":
       return actionKeys.poolSettings(spec.namespace, spec.pool);
     case "history":
-      return actionKeys.history(spec.namespace, spec.member);
+      return actionKeys.history(spec.namespace, spec.of);
   }
 }
 
@@ -185,11 +185,26 @@ export function useClaimActions() {
     [setDialog],
   );
 
+  /** A pool's history (its members' and its own audit Events). */
+  const openPoolHistory = useCallback(
+    (pool: PoolView) => {
+      setDialog({
+        spec: { kind: "history", namespace: pool.namespace, of: { kind: "pool", name: pool.name } },
+        error: null,
+      });
+    },
+    [setDialog],
+  );
+
   /** A member's history (its audit Events). */
   const openHistory = useCallback(
     (member: MemberView) => {
       setDialog({
-        spec: { kind: "history", namespace: member.namespace, member: member.name },
+        spec: {
+          kind: "history",
+          namespace: member.namespace,
+          of: { kind: "member", name: member.name },
+        },
         error: null,
       });
     },
@@ -282,6 +297,7 @@ export function useClaimActions() {
     openDeletePool,
     openPoolSettings,
     openHistory,
+    openPoolHistory,
     closeDialog,
     announce,
     dismissNotice,

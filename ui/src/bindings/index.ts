@@ -115,11 +115,12 @@ export const commands = {
 	 */
 	keepDesktop: (namespace: string, member: string) => __TAURI_INVOKE<Kept>("keep_desktop", { namespace, member }),
 	/**
-	 *  The audit trail of `member` in `namespace` (its Events related to its pool's DesktopPool).
+	 *  The audit trail of a member or a pool in `namespace` (Events related to the pool's
+	 *  DesktopPool, [`vdi_core::audit::list`]).
 	 * 
 	 *  Errors: a bad name; RBAC does not let you list Events there (403).
 	 */
-	memberHistory: (namespace: string, member: string) => __TAURI_INVOKE<MemberHistory>("member_history", { namespace, member }),
+	history: (namespace: string, of: HistoryOf) => __TAURI_INVOKE<History>("history", { namespace, of }),
 	/**  Which paths reach `member` (VNC, RDP, SSH), each available or with the reason. */
 	memberPaths: (namespace: string, member: string) => __TAURI_INVOKE<MemberPaths>("member_paths", { namespace, member }),
 	/**
@@ -817,6 +818,28 @@ export type GuardStatus = {
 	objects: GuardObject[],
 };
 
+/**  A member's or a pool's history, with what the window says about its length. */
+export type History = {
+	/**
+	 *  Its acts (claims, releases, reclaims, force releases, resets; for a pool also its
+	 *  members' removals, the warm buffer's starts and stops, and resizes), oldest first.
+	 */
+	entries: AuditEntry[],
+	/**  That Events live only as long as the API server's event TTL ([`TTL_NOTICE`]). */
+	ttlNotice: string,
+};
+
+/**  Whose history to read. */
+export type HistoryOf = 
+/**  One member's acts. */
+{ kind: "member"; 
+/**  The member (VM name). */
+name: string } | 
+/**  A whole pool's: every member's acts and the pool's own (resizes). */
+{ kind: "pool"; 
+/**  The pool. */
+name: string };
+
 /**
  *  The authenticated user of a kubeconfig context, as the API server reports it
  *  (SelfSubjectReview, authentication.k8s.io/v1).
@@ -883,14 +906,12 @@ export type LeaseView = {
 	 *  ([`crate::lease::lease_view`]).
 	 */
 	problem: string | null,
-};
-
-/**  A member's history, newest last, with what the window says about its length. */
-export type MemberHistory = {
-	/**  Its acts (claims, releases, reclaims, force releases, resets), oldest first. */
-	entries: AuditEntry[],
-	/**  That Events live only as long as the API server's event TTL ([`TTL_NOTICE`]). */
-	ttlNotice: string,
+	/**
+	 *  Who wrote the claim for its holder, when that is someone else (an administrator's
+	 *  assignment): [`crate::names::ASSIGNED_BY_ANNOTATION`], which the guard pins to the
+	 *  writer's identity; `None` when the holder claimed for themselves.
+	 */
+	assignedBy: string | null,
 };
 
 /**

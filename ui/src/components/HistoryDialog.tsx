@@ -1,6 +1,6 @@
 import { useEffect, useId, useState } from "react";
-import { memberHistory } from "../api";
-import type { ErrorView, MemberHistory } from "../bindings";
+import { history } from "../api";
+import type { ErrorView, History, HistoryOf } from "../bindings";
 import { historyRows } from "../lib/history";
 import { formatDateTimeWithZone } from "../lib/time";
 import { ActionError } from "./ActionNotice";
@@ -8,36 +8,33 @@ import { Modal } from "./Modal";
 import { Working } from "./Working";
 
 type HistoryState =
-  | { kind: "loading" }
-  | { kind: "loaded"; history: MemberHistory }
-  | { kind: "failed"; error: ErrorView };
+  { kind: "loading" } | { kind: "loaded"; history: History } | { kind: "failed"; error: ErrorView };
 
-type MemberHistoryDialogProps = {
+type HistoryDialogProps = {
   namespace: string;
-  member: string;
-  /** Changes whenever the member does in the live view: the history is read again. */
+  /** A member's history, or a whole pool's. */
+  of: HistoryOf;
+  /** Changes whenever the member (or the pool) does in the live view: the history is read again. */
   revision: string;
   onClose: () => void;
 };
 
 /**
- * A member's history: its claims, releases, reclaims (with why), force releases and resets,
- * newest first, from the Events the broker (and a force release) recorded; beside it, how long
- * the API server keeps them.
+ * A member's history: its claims, releases, reclaims (with why), force releases and resets; or a
+ * pool's: every member's, with the members added and removed, the warm buffer's starts and
+ * stops, and resizes. Newest first, from the Events the broker (and a force release) recorded;
+ * beside it, how long the API server keeps them.
  */
-export function MemberHistoryDialog({
-  namespace,
-  member,
-  revision,
-  onClose,
-}: MemberHistoryDialogProps) {
+export function HistoryDialog({ namespace, of, revision, onClose }: HistoryDialogProps) {
   const [state, setState] = useState<HistoryState>({ kind: "loading" });
   const [attempt, setAttempt] = useState(0);
   const noticeId = useId();
 
+  const pool = of.kind === "pool";
+  const subject = pool ? `pool ${of.name}` : of.name;
   useEffect(() => {
     let stale = false;
-    void memberHistory(namespace, member).then((result) => {
+    void history(namespace, { kind: pool ? "pool" : "member", name: of.name }).then((result) => {
       if (stale) return;
       setState(
         result.ok
@@ -48,11 +45,11 @@ export function MemberHistoryDialog({
     return () => {
       stale = true;
     };
-  }, [namespace, member, revision, attempt]);
+  }, [namespace, pool, of.name, revision, attempt]);
 
   return (
     <Modal
-      title={`History of ${member}`}
+      title={`History of ${subject}`}
       onClose={onClose}
       describedBy={noticeId}
       testId="history-dialog"
@@ -65,11 +62,15 @@ export function MemberHistoryDialog({
       </p>
       {state.kind === "loading" ? (
         <p className="muted" aria-busy="true">
-          <Working label={`Reading the history of ${member}…`} />
+          <Working label={`Reading the history of ${subject}…`} />
         </p>
       ) : state.kind === "failed" ? (
         <div className="golden-failed">
-          <ActionError source={`History of ${member}`} error={state.error} testId="history-error" />
+          <ActionError
+            source={`History of ${subject}`}
+            error={state.error}
+            testId="history-error"
+          />
           <button
             type="button"
             className="btn btn-small"
@@ -83,17 +84,18 @@ export function MemberHistoryDialog({
         </div>
       ) : state.history.entries.length === 0 ? (
         <p className="muted my-empty" data-testid="history-empty">
-          Nothing recorded for {member} in namespace {namespace}: no act within the event TTL, or it
-          was never claimed in a pool with a broker.
+          Nothing recorded for {subject} in namespace {namespace}: no act within the event TTL, or{" "}
+          {pool ? "the pool has no broker" : "it was never claimed in a pool with a broker"}.
         </p>
       ) : (
         <div className="table-wrap history-wrap">
           <table className="members history-table" data-testid="history-list">
-            <caption className="sr-only">History of {member}, newest first</caption>
+            <caption className="sr-only">History of {subject}, newest first</caption>
             <thead>
               <tr>
                 <th scope="col">Time</th>
                 <th scope="col">What</th>
+                {pool ? <th scope="col">Member</th> : null}
                 <th scope="col">User</th>
                 <th scope="col">Why</th>
               </tr>
@@ -113,6 +115,11 @@ export function MemberHistoryDialog({
                     </span>
                     {row.count > 1 ? <span className="muted"> ×{row.count}</span> : null}
                   </td>
+                  {pool ? (
+                    <td className="mono" data-testid="history-member">
+                      {row.member ?? "the pool"}
+                    </td>
+                  ) : null}
                   <td className="mono truncate" title={row.who}>
                     {row.who}
                   </td>

@@ -34,6 +34,7 @@ function leaseDetails(lease: LeaseView): string {
   const lines = [
     `Ends: ${at(lease.expiresAt)}`,
     `Holder: ${lease.holder ?? "none"}`,
+    ...(lease.assignedBy === null ? [] : [`Assigned by: ${lease.assignedBy}`]),
     `Acquired: ${at(lease.acquiredAt)}`,
     `Renewed: ${at(lease.renewedAt)}`,
     `Duration: ${lease.durationSeconds === null ? "unknown" : `${lease.durationSeconds}s`}`,

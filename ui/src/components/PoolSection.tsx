@@ -18,6 +18,8 @@ export type PoolSectionProps = {
   onSettings: (pool: PoolView) => void;
   /** Opens a member's history (its audit Events). */
   onHistory: (member: MemberView) => void;
+  /** Opens the pool's history (its members' and its own audit Events). */
+  onPoolHistory: (pool: PoolView) => void;
   onUnassign: (member: MemberView, force: boolean) => void;
   onConnect: (member: MemberView) => void;
   /** What you may do in the pool's namespace; null until known. */
@@ -45,6 +47,7 @@ export const PoolSection = memo(function PoolSection({
   onDelete,
   onSettings,
   onHistory,
+  onPoolHistory,
   onUnassign,
   onConnect,
   permissions,
@@ -155,6 +158,18 @@ export const PoolSection = memo(function PoolSection({
           }}
         >
           {assigning ? <Working /> : "Assign…"}
+        </button>
+        <button
+          type="button"
+          className="btn btn-small"
+          data-testid={`pool-history-${pool.namespace}-${pool.name}`}
+          aria-label={`History of pool ${pool.name}`}
+          title={`What happened in ${pool.name}: claims, releases, reclaims, members added and removed, resizes`}
+          onClick={() => {
+            onPoolHistory(pool);
+          }}
+        >
+          History
         </button>
         <button
           type="button"

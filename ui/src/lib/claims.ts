@@ -6,6 +6,7 @@
 import type {
   ClaimProgress,
   Claimed,
+  HistoryOf,
   MemberView,
   Permissions,
   PoolView,
@@ -202,7 +203,7 @@ export const actionKeys = {
   createPool: (namespace: string) => `create-pool:${namespace}`,
   deletePool: (namespace: string, pool: string) => `delete-pool:${poolKey(namespace, pool)}`,
   poolSettings: (namespace: string, pool: string) => `pool-settings:${poolKey(namespace, pool)}`,
-  history: (namespace: string, member: string) => `history:${namespace}/${member}`,
+  history: (namespace: string, of: HistoryOf) => `history:${namespace}/${of.kind}/${of.name}`,
   keep: (namespace: string, member: string) => `keep:${namespace}/${member}`,
 } as const;
 

@@ -44,4 +44,9 @@ describe("historyRows", () => {
     expect(historyRows([entry({ by: "alice" })])[0].who).toBe("alice");
     expect(historyRows([entry({ user: null, by: "admin" })])[0].who).toBe("admin");
   });
+
+  it("names the member an act was on, and none for the pool's own (a resize)", () => {
+    const rows = historyRows([entry({}), entry({ reason: "Resized", member: null, user: null })]);
+    expect(rows.map((r) => r.member)).toEqual([null, "devpool-1"]);
+  });
 });

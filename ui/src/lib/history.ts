@@ -7,6 +7,8 @@ export type HistoryRow = {
   reason: string;
   warning: boolean;
   count: number;
+  /** The member the act was on; null for the pool's own (a resize). */
+  member: string | null;
   /** The user the act concerned, and who did it when not the broker ("alice (by admin)"). */
   who: string;
   /** Why, in a word, else the Event's sentence. */
@@ -24,6 +26,7 @@ export function historyRows(entries: readonly AuditEntry[]): HistoryRow[] {
       reason: e.reason,
       warning: e.warning,
       count: e.count,
+      member: e.member,
       who:
         e.user === null
           ? (e.by ?? "—")

@@ -212,6 +212,7 @@ describe("redirect targets", () => {
     transitions: 0,
     resourceVersion: "1",
     problem: null,
+    assignedBy: null,
   });
   const held = (name: string, holder: string, overrides: Partial<MemberView> = {}) =>
     member(name, {
