@@ -326,6 +326,7 @@ export function App() {
           actions.keep(member.namespace, member.name);
         }}
         onHistory={actions.openHistory}
+        permissionsFor={(ns) => permissions.get(ns) ?? null}
         claimDenied={claimDenied}
         loading={snapshot.status.kind === "syncing"}
         unreadable={snapshot.status.kind === "failing" && snapshot.pools.length === 0}

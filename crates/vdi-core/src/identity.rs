@@ -337,6 +337,8 @@ pub struct Permissions {
     pub delete_pool: Allowed,
     /// Release someone else's active claim ("Force release").
     pub force_release: Allowed,
+    /// Read a member's or a pool's history (list Events: [`crate::audit::list`]).
+    pub history: Allowed,
 }
 
 const CREATE_LEASES: Permission = Permission {
@@ -368,6 +370,13 @@ const START_VMS: Permission = Permission {
     group: "subresources.kubevirt.io",
     resource: "virtualmachines",
     subresource: Some("start"),
+};
+/// List Events (the audit trail a history shows, [`crate::audit::list`]).
+const LIST_EVENTS: Permission = Permission {
+    verb: "list",
+    group: "events.k8s.io",
+    resource: "events",
+    subresource: None,
 };
 /// Create VirtualMachineClone objects (what a pool create needs first).
 pub const CREATE_CLONES: Permission = Permission {
@@ -416,10 +425,20 @@ pub async fn permissions_on(
             CREATE_CLONES,
             DELETE_VMS,
             DELETE_LEASES,
+            LIST_EVENTS,
         ],
     )
     .await;
-    let [leases, patch, start, clones, delete_vms, delete_leases] = &answers[..] else {
+    let [
+        leases,
+        patch,
+        start,
+        clones,
+        delete_vms,
+        delete_leases,
+        events,
+    ] = &answers[..]
+    else {
         unreachable!("one answer per permission asked")
     };
     let admin = actor.identity().is_admin();
@@ -459,5 +478,13 @@ pub async fn permissions_on(
         create_pool: members(all_of(&[clones, patch]), "create pools"),
         delete_pool: members(all_of(&[delete_vms, delete_leases]), "delete pools"),
         force_release,
+        history: if events.allowed {
+            Allowed::yes()
+        } else {
+            Allowed::no(format!(
+                "the history (the cluster's Events) is not yours to read in namespace \
+                 \"{namespace}\": ask an administrator to show it, or to let you list events"
+            ))
+        },
     }
 }

@@ -1256,6 +1256,8 @@ export type Permissions = {
 	deletePool: Allowed,
 	/**  Release someone else's active claim ("Force release"). */
 	forceRelease: Allowed,
+	/**  Read a member's or a pool's history (list Events: [`crate::audit::list`]). */
+	history: Allowed,
 };
 
 /**  A resource the KubeVirt CR permits (`spec.configuration.permittedHostDevices`). */

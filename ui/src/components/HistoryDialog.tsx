@@ -89,7 +89,10 @@ export function HistoryDialog({ namespace, of, revision, onClose }: HistoryDialo
         </p>
       ) : (
         <div className="table-wrap history-wrap">
-          <table className="members history-table" data-testid="history-list">
+          <table
+            className={`members history-table${pool ? " history-of-pool" : ""}`}
+            data-testid="history-list"
+          >
             <caption className="sr-only">History of {subject}, newest first</caption>
             <thead>
               <tr>
@@ -103,8 +106,8 @@ export function HistoryDialog({ namespace, of, revision, onClose }: HistoryDialo
             <tbody>
               {historyRows(state.history.entries).map((row) => (
                 <tr key={row.key} data-testid="history-entry" data-reason={row.reason}>
-                  <td className="tabular">
-                    <time dateTime={row.time}>{formatDateTimeWithZone(row.time) ?? row.time}</time>
+                  <td className="tabular history-time">
+                    <HistoryTime time={row.time} />
                   </td>
                   <td>
                     <span
@@ -120,7 +123,7 @@ export function HistoryDialog({ namespace, of, revision, onClose }: HistoryDialo
                       {row.member ?? "the pool"}
                     </td>
                   ) : null}
-                  <td className="mono truncate" title={row.who}>
+                  <td className="mono" title={row.who}>
                     {row.who}
                   </td>
                   <td className="history-why" title={row.message}>
@@ -138,5 +141,17 @@ export function HistoryDialog({ namespace, of, revision, onClose }: HistoryDialo
         </button>
       </div>
     </Modal>
+  );
+}
+
+/** "2026-12-01 09:30:05 UTC+01:00": the date, then the time with its zone, each on one line. */
+function HistoryTime({ time }: { time: string }) {
+  const shown = formatDateTimeWithZone(time);
+  if (shown === null) return <>{time}</>;
+  return (
+    <time dateTime={time}>
+      <span className="nowrap">{shown.slice(0, 10)}</span>{" "}
+      <span className="nowrap">{shown.slice(11)}</span>
+    </time>
   );
 }

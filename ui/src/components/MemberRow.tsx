@@ -1,5 +1,5 @@
 import { memo } from "react";
-import type { MemberView, Permissions } from "../bindings";
+import type { Allowed, MemberView, Permissions } from "../bindings";
 import { releaseButton } from "../lib/claims";
 import { ROW_HEIGHT, memberRowHeight } from "../lib/poolRows";
 import { ClaimedAtCell, HolderCell, LeaseCell, PowerBadge, StateBadge } from "./MemberCells";
@@ -50,7 +50,7 @@ export const MemberRow = memo(function MemberRow({
       data-testid={`member-${member.name}`}
     >
       <div role="rowheader" className="cell-member">
-        <MemberName member={member} onHistory={onHistory} />
+        <MemberName member={member} onHistory={onHistory} history={permissions?.history ?? null} />
       </div>
       <div role="cell">
         <StateBadge member={member} />
@@ -134,14 +134,27 @@ export function ConnectButton({
   );
 }
 
-/** A member's name, which opens its history (claims, releases, reclaims: its audit Events). */
+/**
+ * A member's name, which opens its history (claims, releases, reclaims: its audit Events); plain
+ * text, with the reason on hover, for someone who may not read the history there.
+ */
 export function MemberName({
   member,
   onHistory,
+  history,
 }: {
   member: MemberView;
   onHistory: (member: MemberView) => void;
+  /** Whether you may read the history in the member's namespace; null until known. */
+  history: Allowed | null;
 }) {
+  if (history !== null && !history.allowed) {
+    return (
+      <span className="mono member-name" title={history.reason ?? undefined}>
+        {member.name}
+      </span>
+    );
+  }
   return (
     <button
       type="button"

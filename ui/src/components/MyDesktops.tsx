@@ -1,5 +1,12 @@
 import { useCallback, useId, useState } from "react";
-import type { ClaimProgress, Identity, MemberView, PoolView, Scope } from "../bindings";
+import type {
+  ClaimProgress,
+  Identity,
+  MemberView,
+  Permissions,
+  PoolView,
+  Scope,
+} from "../bindings";
 import {
   actionKeys,
   chooseClaimPool,
@@ -34,6 +41,8 @@ type MyDesktopsProps = {
   onKeep: (member: MemberView) => void;
   /** Opens a member's history. */
   onHistory: (member: MemberView) => void;
+  /** What you may do in a namespace; null until known. */
+  permissionsFor: (namespace: string) => Permissions | null;
   /** Why you may not claim here (RBAC), or null. */
   claimDenied: string | null;
   /** The first full list has not arrived: say so instead of "no desktop". */
@@ -88,6 +97,7 @@ export function MyDesktops({
   onConnect,
   onKeep,
   onHistory,
+  permissionsFor,
   claimDenied,
   loading,
   unreadable,
@@ -291,7 +301,11 @@ export function MyDesktops({
                     data-testid={`my-desktop-${member.name}`}
                   >
                     <th scope="row" className="cell-member">
-                      <MemberName member={member} onHistory={onHistory} />
+                      <MemberName
+                        member={member}
+                        onHistory={onHistory}
+                        history={permissionsFor(member.namespace)?.history ?? null}
+                      />
                     </th>
                     <td>
                       <span className="truncate" title={`${namespace}/${pool}`}>

@@ -163,8 +163,13 @@ export const PoolSection = memo(function PoolSection({
           type="button"
           className="btn btn-small"
           data-testid={`pool-history-${pool.namespace}-${pool.name}`}
+          disabled={permissions?.history.allowed === false}
+          data-reason={permissions?.history.reason ?? undefined}
           aria-label={`History of pool ${pool.name}`}
-          title={`What happened in ${pool.name}: claims, releases, reclaims, members added and removed, resizes`}
+          title={
+            permissions?.history.reason ??
+            `What happened in ${pool.name}: claims, releases, reclaims, members added and removed, resizes`
+          }
           onClick={() => {
             onPoolHistory(pool);
           }}

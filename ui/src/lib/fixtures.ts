@@ -49,6 +49,7 @@ export function userPermissions(overrides: Partial<Permissions> = {}): Permissio
     createPool: no("RBAC does not let you create virtualmachineclones.clone.kubevirt.io"),
     deletePool: no("RBAC does not let you delete virtualmachines.kubevirt.io"),
     forceRelease: no("only members of corral-vdi:admins may release someone else's desktop"),
+    history: no('the history is not yours to read in namespace "corral-vms"'),
     ...overrides,
   };
 }
@@ -65,6 +66,7 @@ export function adminPermissions(): Permissions {
     createPool: yes,
     deletePool: yes,
     forceRelease: yes,
+    history: yes,
   };
 }
 
