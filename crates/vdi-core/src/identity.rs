@@ -394,7 +394,7 @@ fn all_of(answers: &[&Allowed]) -> Allowed {
         .map_or_else(Allowed::yes, |a| (*a).clone())
 }
 
-/// Reviews what `actor` may do in `namespace` (six SelfSubjectAccessReviews at once), with
+/// Reviews what `actor` may do in `namespace` (seven SelfSubjectAccessReviews at once), with
 /// the guard's rules on top when `guard_installed`: then only administrators assign desktops
 /// to others and force releases, and only they create and delete pools (the guard lets only
 /// them add a VM to a pool or delete a member; RBAC's refusal, when it refuses, is said first).

@@ -37,18 +37,21 @@ use crate::events::{self, Act};
 /// How soon a refused or failed grow is tried again.
 pub const GROW_RETRY: Duration = Duration::from_secs(60);
 
-/// The generation whose resize each pool's `Resized` Event was recorded for: once per spec
-/// change, though the store may still hold the status of the one before at the next reconcile.
-static RESIZES_RECORDED: Mutex<Option<HashMap<PoolKey, i64>>> = Mutex::new(None);
+/// The DesktopPool (uid) and generation whose resize each pool's `Resized` Event was recorded
+/// for: once per spec change, though the store may still hold the status of the one before at
+/// the next reconcile; a pool deleted and made again under its name is another uid.
+static RESIZES_RECORDED: Mutex<Option<HashMap<PoolKey, (String, i64)>>> = Mutex::new(None);
 
-/// Whether the resize to `generation` of pool `key` is recorded already; marks it recorded.
-fn first_record_of(key: &PoolKey, generation: i64) -> bool {
+/// Whether the resize of DesktopPool `uid` (pool `key`) to `generation` is not recorded yet;
+/// marks it recorded.
+fn first_record_of(key: &PoolKey, uid: String, generation: i64) -> bool {
     let Ok(mut map) = RESIZES_RECORDED.lock() else {
         return true;
     };
+    let seen = (uid, generation);
     map.get_or_insert_with(HashMap::new)
-        .insert(key.clone(), generation)
-        != Some(generation)
+        .insert(key.clone(), seen.clone())
+        != Some(seen)
 }
 
 /// The last failed grow of each pool: when, and the sentence.
@@ -186,7 +189,13 @@ pub async fn reconcile(ctx: &Context, key: &PoolKey) -> anyhow::Result<Option<Ti
             && s.observed_generation != desktop_pool.metadata.generation
             && i64::from(s.members) != i64::from(policy.size)
     });
-    if resized && first_record_of(key, desktop_pool.metadata.generation.unwrap_or_default()) {
+    if resized
+        && first_record_of(
+            key,
+            desktop_pool.uid().unwrap_or_default(),
+            desktop_pool.metadata.generation.unwrap_or_default(),
+        )
+    {
         let had = desktop_pool.status.as_ref().map_or(0, |s| s.members);
         // Who asked, from the DesktopPool's own record (which the broker's admission policy
         // pins to its writer), when it was written with this generation.

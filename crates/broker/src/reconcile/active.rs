@@ -125,8 +125,8 @@ impl Member<'_> {
                     )
                 }
                 None => format!(
-                    "access to {member} granted to {user}, who claimed it (user {user}, member \
-                     {member}, pool {pool})"
+                    "access to {member} granted to {user} (user {user}, member {member}, pool \
+                     {pool})"
                 ),
             },
         };

@@ -22,7 +22,8 @@ pub(super) const RESTARTED: &str =
 
 /// What a restart on release did for `onRelease: keep` in a pool whose warm buffer wants the
 /// member running: a fresh boot instead of a stop and a start.
-pub(super) const RESTARTED_WARM: &str = "VM restarted to stay warm (every open stream ends with      it; its disk kept; the pool keeps its lowest free members running)";
+pub(super) const RESTARTED_WARM: &str = "VM restarted to stay warm (every open stream ends with \
+     it; its disk kept; the pool keeps its lowest free members running)";
 
 impl Member<'_> {
     /// The member read whole (the store keeps it trimmed), if it still exists.

@@ -255,9 +255,10 @@ async fn member_count(client: &Client, ns: &str, pool: &str) -> Result<u32> {
 }
 
 /// The merge patch that makes `current`'s spec `spec`, carrying `current`'s resourceVersion
-/// (a changed object answers 409), `by` (the writer's identity) as [`CHANGED_BY_ANNOTATION`]
-/// and the generation the change makes as [`CHANGED_GENERATION_ANNOTATION`]: every spec field
-/// written, absent ones as `null`.
+/// (a changed object answers 409) and, when the spec changes, `by` (the writer's identity) as
+/// [`CHANGED_BY_ANNOTATION`] and the generation the change makes as
+/// [`CHANGED_GENERATION_ANNOTATION`] (a write that changes nothing makes no generation, so it
+/// records none): every spec field written, absent ones as `null`.
 fn patch_of(current: &DesktopPool, spec: &DesktopPoolSpec, by: &str) -> Value {
     let mut fields = serde_json::to_value(spec).unwrap_or_else(|_| json!({}));
     if let Some(map) = fields.as_object_mut() {
@@ -271,17 +272,18 @@ fn patch_of(current: &DesktopPool, spec: &DesktopPoolSpec, by: &str) -> Value {
             map.entry(key).or_insert(Value::Null);
         }
     }
-    json!({
-        "metadata": {
-            "resourceVersion": current.resource_version(),
-            "annotations": {
-                CHANGED_BY_ANNOTATION: by,
-                CHANGED_GENERATION_ANNOTATION:
-                    current.metadata.generation.unwrap_or_default().saturating_add(1).to_string(),
-            },
-        },
+    let mut patch = json!({
+        "metadata": { "resourceVersion": current.resource_version() },
         "spec": fields,
-    })
+    });
+    if *spec != current.spec {
+        patch["metadata"]["annotations"] = json!({
+            CHANGED_BY_ANNOTATION: by,
+            CHANGED_GENERATION_ANNOTATION:
+                current.metadata.generation.unwrap_or_default().saturating_add(1).to_string(),
+        });
+    }
+    patch
 }
 
 /// How many times a write is tried again when only the broker's status moved the
@@ -390,6 +392,12 @@ mod tests {
         let annotations = &patch["metadata"]["annotations"];
         assert_eq!(annotations[CHANGED_BY_ANNOTATION], "admin");
         assert_eq!(annotations[CHANGED_GENERATION_ANNOTATION], "7");
+        let same = patch_of(&current, &spec(), "admin");
+        assert_eq!(
+            same["metadata"].get("annotations"),
+            None,
+            "a write that changes nothing records no writer: no generation follows it"
+        );
         assert_eq!(patch["spec"]["maxSession"], Value::Null);
         assert_eq!(patch["spec"]["size"], 4);
     }

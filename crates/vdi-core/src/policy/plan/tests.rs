@@ -164,7 +164,8 @@ fn a_released_member_the_warm_buffer_wants_stays_warm_and_the_highest_extra_goes
     });
     assert!(!stays_warm(3, 2, &[free(1, true), removing], 2));
     assert!(!stays_warm(3, 2, &[free(1, true)], 2));
-    // A labelled member (an assignment) counts as claimed until it ends, like a Lease.
+    // Another member's label (an assignment) counts as claimed, like a Lease: it is no warm
+    // member, so the released one is wanted.
     let labelled = Seen {
         vm: Some(VmSeen {
             running: true,
@@ -173,7 +174,8 @@ fn a_released_member_the_warm_buffer_wants_stays_warm_and_the_highest_extra_goes
         }),
         ..free(1, true)
     };
-    assert!(stays_warm(3, 1, &[labelled, free(2, true)], 1));
+    assert!(stays_warm(3, 1, &[labelled, claimed(2)], 2));
+    assert!(!stays_warm(3, 1, &[free(1, true), claimed(2)], 2));
 }
 
 /// Every combination of up to five indices, each absent, free (stopped or running), claimed,
