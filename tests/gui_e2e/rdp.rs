@@ -528,7 +528,7 @@ async fn alice_sees_and_types_into_her_desktop_over_rdp_in_the_app() {
         .as_array()
         .into_iter()
         .flatten()
-        .find(|s| s["kind"] == "rdp" && s["state"]["kind"] == "active" && s["helper"].is_null())
+        .find(|s| s["kind"] == "rdpInApp" && s["state"]["kind"] == "active")
         .unwrap_or_else(|| panic!("no active RDP session in the app: {sessions}"));
     let stopped = invoke(
         client,
