@@ -135,6 +135,8 @@ pub struct Plan {
     pub start: Vec<u32>,
     /// Stop these (warm buffer).
     pub stop: Vec<u32>,
+    /// Free members within size that run and stay running (warm buffer), lowest first.
+    pub kept_warm: Vec<u32>,
     /// Indices within size that a claim Lease without a VM keeps from being cloned.
     pub blocked: Vec<u32>,
     /// Claimed members above size: removed once released.
@@ -248,14 +250,15 @@ pub fn plan(size: u32, warm: u32, members: &[Seen]) -> Plan {
             .take(warm - free_running.len())
             .collect();
     } else {
-        plan.stop = free_running.into_iter().skip(warm).rev().collect();
+        plan.stop = free_running.split_off(warm).into_iter().rev().collect();
     }
+    plan.kept_warm = free_running;
     plan
 }
 
 /// Whether member `index`, once its claim ends, is one the warm buffer keeps running: [`plan`]
-/// over `seen` with that member free and running (no Lease, no label) neither stops nor removes
-/// it. The broker then restarts a member released with `onRelease: keep` (a fresh boot, every
+/// over `seen` with that member free and running (no Lease, no label) keeps it
+/// ([`Plan::kept_warm`]). The broker then restarts a member released with `onRelease: keep` (a fresh boot, every
 /// stream of the last holder ended, its disk kept) instead of stopping it and starting it again
 /// as the warm one; since the warm buffer keeps the lowest free members that run, a released
 /// member below the running warm ones stays and the highest extra is stopped.
@@ -276,11 +279,7 @@ pub fn stays_warm(size: u32, warm: u32, seen: &[Seen], index: u32) -> bool {
             _ => *s,
         })
         .collect();
-    let usable = freed
-        .iter()
-        .any(|s| s.index == index && s.vm.is_some_and(|v| v.removing.is_none() && !v.deleting));
-    let planned = plan(size, warm, &freed);
-    usable && (1..=size).contains(&index) && !planned.stop.contains(&index)
+    plan(size, warm, &freed).kept_warm.contains(&index)
 }
 
 /// The index of `name` in `pool` (`<pool>-<index>`, written as [`member_name`] writes it).
