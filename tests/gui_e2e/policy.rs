@@ -300,15 +300,7 @@ async fn pool_settings_change_the_desktop_pool_and_the_history_lists_a_claim() {
     assert!(history.contains("alice"), "{history}");
     gui.screenshot("e2e-policy-history.png");
     // Esc closes it (the dialog listens on the document, as every dialog of the app).
-    js(
-        client,
-        "document.activeElement.dispatchEvent(new KeyboardEvent('keydown', { key: 'Escape', bubbles: true }))",
-    )
-    .await;
-    wait_until_async("Esc to close the history", || async {
-        !exists(client, "[data-testid='history-dialog']").await
-    })
-    .await;
+    close_history_with_escape(client, "the history").await;
 
     // The pool's history: the resize, named as the administrator's (issue 37 item 8), beside
     // its members' acts.
@@ -338,15 +330,7 @@ async fn pool_settings_change_the_desktop_pool_and_the_history_lists_a_claim() {
     );
     assert!(pool_history.contains(&mine), "{pool_history}");
     gui.screenshot("e2e-policy-pool-history.png");
-    js(
-        client,
-        "document.activeElement.dispatchEvent(new KeyboardEvent('keydown', { key: 'Escape', bubbles: true }))",
-    )
-    .await;
-    wait_until_async("Esc to close the pool's history", || async {
-        !exists(client, "[data-testid='history-dialog']").await
-    })
-    .await;
+    close_history_with_escape(client, "the pool's history").await;
 
     // With a broker, New pool makes a managed pool, as the CLI's pool create does: it asks for
     // the policy, and the DesktopPool it writes carries it.
@@ -389,4 +373,17 @@ async fn pool_settings_change_the_desktop_pool_and_the_history_lists_a_claim() {
     click(client, "[data-testid='create-close']").await;
     wait_text(client, "[data-testid='managed-corral-vms-made']", "managed").await;
     gui.close().await;
+}
+
+/// Presses Esc where the focus is and waits until the history dialog (`what`) has closed.
+async fn close_history_with_escape(client: &fantoccini::Client, what: &str) {
+    js(
+        client,
+        "document.activeElement.dispatchEvent(new KeyboardEvent('keydown', { key: 'Escape', bubbles: true }))",
+    )
+    .await;
+    wait_until_async(&format!("Esc to close {what}"), || async {
+        !exists(client, "[data-testid='history-dialog']").await
+    })
+    .await;
 }
