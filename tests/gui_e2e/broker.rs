@@ -40,6 +40,10 @@ async fn alice_gets_a_desktop_through_the_broker_and_releases_it() {
     let gui = Gui::launch_on(&kubeconfig, &[]).await;
     let client = &gui.client;
     wait_text(client, "[data-testid='feed-status']", "live").await;
+    wait_text(client, "[data-testid='identity-badge']", "admin").await;
+    // Where the header's badges stand before the broker's badge has its answer: they stay there.
+    let identity_left = "return document.querySelector(\"[data-testid='identity-badge']\").getBoundingClientRect().left";
+    let left_before = js(client, identity_left).await;
 
     // The badge names the replica that holds the broker's leader Lease.
     let leases: Api<Lease> = Api::namespaced(admin.clone(), BROKER_NAMESPACE);
@@ -63,6 +67,11 @@ async fn alice_gets_a_desktop_through_the_broker_and_releases_it() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     eprintln!("badge: broker: {leader}");
+    assert_eq!(
+        js(client, identity_left).await,
+        left_before,
+        "the header's badges moved when the broker's badge arrived"
+    );
 
     // alice: Get a desktop in pool brk. Until the broker has bound access and started the VM,
     // the line under the button says what the claim waits for.

@@ -126,10 +126,29 @@ async fn pool_settings_change_the_desktop_pool_and_the_history_lists_a_claim() {
     assert_eq!(value_of(client, "[data-testid='settings-warm']").await, "0");
     let before = desktop_pool(&admin, "pol").await;
 
-    // More warm members than the size: the rule's sentence, under the field, and no Save.
+    // More warm members than the size: the rule's sentence, the field marked, and no Save.
     replace_text(client, "[data-testid='settings-warm']", "5").await;
     let problem = wait_text(client, "[data-testid='settings-problem']", "spec.warm").await;
     eprintln!("warm 5 of 2: {problem}");
+    // The dialog keeps its height while a problem comes and goes as values are typed.
+    let height =
+        "return document.querySelector(\"[data-testid='pool-settings-dialog']\").scrollHeight";
+    let with_problem = js(client, height).await;
+    replace_text(client, "[data-testid='settings-warm']", "0").await;
+    wait_text_within(
+        client,
+        "[data-testid='settings-blocked']",
+        "Nothing changed",
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(
+        js(client, height).await,
+        with_problem,
+        "the settings dialog changed its height when the problem went"
+    );
+    replace_text(client, "[data-testid='settings-warm']", "5").await;
+    wait_text(client, "[data-testid='settings-problem']", "spec.warm").await;
     assert!(is_disabled(client, "[data-testid='settings-save']").await);
     let warm_invalid = js(
         client,
@@ -276,6 +295,33 @@ async fn pool_settings_change_the_desktop_pool_and_the_history_lists_a_claim() {
     )
     .await;
     assert!(resizing.starts_with("resizing to 1"), "{resizing}");
+    // At the window's minimum width the head keeps the pool's name whole beside the note, and
+    // My desktops keeps Connect… and Release… whole.
+    client.set_window_size(900, 600).await.unwrap();
+    wait_until_async("the window at 900 px", || async {
+        js(client, "return window.innerWidth")
+            .await
+            .as_u64()
+            .is_some_and(|inner| inner <= 900)
+    })
+    .await;
+    let narrow = js(
+        client,
+        "const name = document.querySelector(\"[data-testid='pool-corral-vms-pol'] .pool-name\");
+         const note = document.querySelector(\"[data-testid='resizing-corral-vms-pol']\");
+         const cut = [...document.querySelectorAll('.my-table .cell-actions')]
+           .filter((c) => c.scrollWidth > c.clientWidth).length;
+         return [name.scrollWidth <= name.clientWidth + 1 && name.clientWidth > 0,
+           note.clientWidth >= 60, cut];",
+    )
+    .await;
+    gui.screenshot("e2e-policy-narrow.png");
+    assert_eq!(
+        narrow,
+        serde_json::json!([true, true, 0]),
+        "at 900 px: [pool name whole, resize note readable, My desktops actions cut]"
+    );
+    client.set_window_size(1280, 820).await.unwrap();
     click(client, &format!("[data-testid='unassign-{mine}']")).await;
     let question = wait_text(client, "[data-testid='release-question']", "made smaller").await;
     assert!(question.contains("disk are deleted"), "{question}");

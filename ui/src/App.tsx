@@ -77,7 +77,8 @@ export function App() {
   }, [closeDialog, dismissNotice]);
   const cluster = useCluster(onReplace);
   const { backendError, snapshot, shownCluster } = cluster;
-  const broker = useBroker(shownCluster);
+  const brokerShown = useBroker(shownCluster);
+  const broker = brokerShown === "checking" ? null : brokerShown;
   const [sessionsOpen, setSessionsOpen] = useState(false);
   const consoleView = useConsole();
   const sessions = useSessions();
@@ -669,7 +670,7 @@ export function App() {
           onAllNamespacesChange={cluster.chooseAllNamespaces}
           identity={identity}
           guard={shownCluster?.guard ?? null}
-          broker={broker}
+          broker={brokerShown}
           feed={feed}
           sessionCounts={sessionCounts(sessions.sessions)}
           onOpenSessions={() => {

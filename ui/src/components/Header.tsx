@@ -32,8 +32,11 @@ type HeaderProps = {
   identity: Identity | null;
   /** Whether the cluster enforces the claim rules itself; null when unknown. */
   guard: GuardStatus | null;
-  /** The cluster's broker (who grants each holder their desktop's access); null when unknown. */
-  broker: BrokerBadgeView | null;
+  /**
+   * The cluster's broker (who grants each holder their desktop's access); "checking" before the
+   * backend has said (a placeholder keeps its place); null when not connected or unknown.
+   */
+  broker: BrokerBadgeView | "checking" | null;
   feed: FeedIndicator;
   /** Active and ended sessions, for the Sessions button. */
   sessionCounts: SessionCounts;
@@ -208,7 +211,13 @@ export function Header(props: HeaderProps) {
           </span>
         )}
         {guard ? <GuardBadge guard={guard} /> : null}
-        {broker ? <BrokerBadge broker={broker} /> : null}
+        {broker === "checking" ? (
+          <span className="badge tone-grey broker-badge" data-testid="broker-badge-checking">
+            checking broker…
+          </span>
+        ) : broker ? (
+          <BrokerBadge broker={broker} />
+        ) : null}
         <button
           type="button"
           className={

@@ -62,6 +62,7 @@ export const PoolSection = memo(function PoolSection({
   const tableId = useId();
   const { counts } = pool;
   const exhausted = counts.total > 0 && counts.free === 0;
+  const countsText = formatStateCounts(pool.stateCounts, counts.total);
   const assign = assignAvailability(pool, permissions);
   const deleteAllowed = permissions?.deletePool ?? { allowed: true, reason: null };
   const assigning = running.has(actionKeys.assign(pool.namespace, pool.name));
@@ -94,7 +95,9 @@ export const PoolSection = memo(function PoolSection({
         <h2 id={headingId} className="pool-name">
           {pool.name}
         </h2>
-        <span className="pool-ns mono">ns/{pool.namespace}</span>
+        <span className="pool-ns mono" title={`namespace ${pool.namespace}`}>
+          ns/{pool.namespace}
+        </span>
         <span
           className={`badge pool-managed tone-${pool.managed ? "blue" : "grey"}`}
           data-testid={`managed-${pool.namespace}-${pool.name}`}
@@ -120,9 +123,9 @@ export const PoolSection = memo(function PoolSection({
         <span
           className={exhausted ? "pool-counts pool-exhausted" : "pool-counts"}
           data-testid={`counts-${pool.namespace}-${pool.name}`}
-          title={exhausted ? "No member is free to claim" : undefined}
+          title={`${countsText}${exhausted ? ": no member is free to claim" : ""}`}
         >
-          {formatStateCounts(pool.stateCounts, counts.total)}
+          {countsText}
         </span>
         {pool.resizeNote !== null ? (
           <span

@@ -283,13 +283,6 @@ function SettingsForm({
 
   const invalid = (field: Field) => problem !== null && problem.field === field;
   const describedBy = (field: Field) => (invalid(field) ? ids.problem : undefined);
-  const problemLine =
-    problem === null ? null : (
-      <p id={ids.problem} className="form-invalid" data-testid="settings-problem" role="alert">
-        {problem.message}
-      </p>
-    );
-  const under = (field: Field) => (invalid(field) ? problemLine : null);
 
   return (
     <form
@@ -332,7 +325,6 @@ function SettingsForm({
           onChange={set("warm")}
         />
       </div>
-      {under("size") ?? under("warm")}
       <DurationFields
         testIdPrefix="settings"
         values={form}
@@ -343,8 +335,16 @@ function SettingsForm({
           set(field)(value);
         }}
       />
-      {under("disconnectGrace") ?? under("maxSession") ?? under("idleTimeout")}
-      {problem !== null && problem.field === null ? problemLine : null}
+      {/* One line kept for the problem whether or not there is one, so that the dialog keeps
+          its height while the values are typed; the field it is about is marked invalid. */}
+      <p
+        id={ids.problem}
+        className="form-invalid form-problem-slot"
+        data-testid="settings-problem"
+        role="alert"
+      >
+        {problem?.message}
+      </p>
       <OnReleaseChoices
         testIdPrefix="settings"
         value={form.onRelease}
