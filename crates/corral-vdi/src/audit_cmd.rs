@@ -182,6 +182,7 @@ mod tests {
             warning: false,
             user: Some("alice, \"the\" admin".into()),
             by: None,
+            who: "alice, \"the\" admin".into(),
             member: Some("lab-1".into()),
             pool: "lab".into(),
             why: Some("idle".into()),

@@ -271,6 +271,11 @@ export type AuditEntry = {
 	user: string | null,
 	/**  Who did it when it was not the broker (a force release: the administrator). */
 	by: string | null,
+	/**
+	 *  Both in one phrase, as the app's history shows them ([`who`]): `alice`,
+	 *  `alice (by admin)`, or `the broker` for the broker's own acts.
+	 */
+	who: string,
 	/**  The member VM, when the act was on one (a resize is on the DesktopPool). */
 	member: string | null,
 	/**  The pool. */

@@ -11,6 +11,7 @@ function entry(overrides: Partial<AuditEntry>): AuditEntry {
     warning: false,
     user: "alice",
     by: null,
+    who: "alice",
     member: "devpool-1",
     pool: "devpool",
     why: null,
@@ -31,18 +32,18 @@ describe("historyRows", () => {
         why: "maxSession",
         message: "reclaimed: maxSession 1h passed",
       }),
-      entry({ time: "2026-12-04T12:00:00Z", reason: "ForceReleased", by: "admin", warning: true }),
+      entry({
+        time: "2026-12-04T12:00:00Z",
+        reason: "ForceReleased",
+        by: "admin",
+        who: "alice (by admin)",
+        warning: true,
+      }),
     ]);
     expect(rows.map((r) => r.reason)).toEqual(["ForceReleased", "Reclaimed", "Claimed"]);
     expect(rows[0].who).toBe("alice (by admin)");
     expect(rows[1].why).toBe("maxSession");
     expect(rows[2].why).toBe("granted to alice");
-  });
-
-  it("shows a dash for an act with no user, and the actor alone when it is the user", () => {
-    expect(historyRows([entry({ user: null })])[0].who).toBe("—");
-    expect(historyRows([entry({ by: "alice" })])[0].who).toBe("alice");
-    expect(historyRows([entry({ user: null, by: "admin" })])[0].who).toBe("admin");
   });
 
   it("names the member an act was on, and none for the pool's own (a resize)", () => {

@@ -9,7 +9,7 @@ export type HistoryRow = {
   count: number;
   /** The member the act was on; null for the pool's own (a resize). */
   member: string | null;
-  /** The user the act concerned, and who did it when not the broker ("alice (by admin)"). */
+  /** The user the act concerned and who did it, as the core words it ("alice (by admin)"). */
   who: string;
   /** Why, in a word, else the Event's sentence. */
   why: string;
@@ -27,12 +27,7 @@ export function historyRows(entries: readonly AuditEntry[]): HistoryRow[] {
       warning: e.warning,
       count: e.count,
       member: e.member,
-      who:
-        e.user === null
-          ? (e.by ?? "—")
-          : e.by === null || e.by === e.user
-            ? e.user
-            : `${e.user} (by ${e.by})`,
+      who: e.who,
       why: e.why ?? e.message,
       message: e.message,
     }))

@@ -32,6 +32,9 @@ pub struct AuditEntry {
     pub user: Option<String>,
     /// Who did it when it was not the broker (a force release: the administrator).
     pub by: Option<String>,
+    /// Both in one phrase, as the app's history shows them ([`who`]): `alice`,
+    /// `alice (by admin)`, or `the broker` for the broker's own acts.
+    pub who: String,
     /// The member VM, when the act was on one (a resize is on the DesktopPool).
     pub member: Option<String>,
     /// The pool.
@@ -44,6 +47,28 @@ pub struct AuditEntry {
     pub count: i32,
     /// Who wrote it (`reportingController`/`reportingInstance`).
     pub reporter: String,
+}
+
+/// The user an act concerned and who did it, in one phrase: `alice` (her own act, or the
+/// broker's for her), `alice (by admin)` (an administrator's on her behalf), `admin` (an
+/// administrator's on no one), `the broker` (the broker's own, for no user: a warm start, a
+/// resize it carries out). The broker's service account ([`crate::names::BROKER_USER`]) is
+/// named so wherever it appears.
+pub fn who(user: Option<&str>, by: Option<&str>) -> String {
+    let named = |id: &str| {
+        if id == crate::names::BROKER_USER {
+            "the broker".to_owned()
+        } else {
+            id.to_owned()
+        }
+    };
+    let by = by.filter(|b| *b != crate::names::BROKER_USER);
+    match (user, by) {
+        (Some(user), Some(by)) if by != user => format!("{} (by {})", named(user), named(by)),
+        (Some(user), _) => named(user),
+        (None, Some(by)) => named(by),
+        (None, None) => "the broker".to_owned(),
+    }
 }
 
 /// Which acts to list; every field narrows.
@@ -100,6 +125,7 @@ pub fn entry_of(event: &Event) -> Option<AuditEntry> {
         reason: event.reason.clone().unwrap_or_default(),
         action: event.action.clone(),
         warning: event.type_.as_deref() == Some("Warning"),
+        who: who(facts.user.as_deref(), facts.by.as_deref()),
         user: facts.user,
         by: facts.by,
         member,
@@ -155,6 +181,19 @@ pub async fn list(client: &Client, ns: &str, filter: &AuditFilter) -> Result<Vec
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn who_names_the_user_the_administrator_and_the_broker() {
+        let broker = crate::names::BROKER_USER;
+        assert_eq!(who(Some("alice"), None), "alice");
+        assert_eq!(who(Some("alice"), Some("alice")), "alice");
+        assert_eq!(who(Some("alice"), Some("admin")), "alice (by admin)");
+        assert_eq!(who(Some("alice"), Some(broker)), "alice");
+        assert_eq!(who(None, Some("admin")), "admin");
+        assert_eq!(who(None, Some(broker)), "the broker");
+        assert_eq!(who(Some(broker), None), "the broker");
+        assert_eq!(who(None, None), "the broker");
+    }
 
     fn event(related_kind: &str, note: &str) -> Event {
         serde_json::from_value(json!({
