@@ -13,6 +13,7 @@ use corral_tests::{
     namespace, now_micro, plant_lease, wait_pool_members,
 };
 use k8s_openapi::api::events::v1::Event;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use sandbox::broker::Signal;
 use serde_json::json;
@@ -411,10 +412,49 @@ async fn the_history_names_who_asked_and_a_released_warm_member_is_restarted_not
         "the warm buffer says why"
     );
 
-    // A resize by the administrator names them, once.
+    // Releasing a free member releases nothing: the warm one keeps running, untouched.
+    let vms = corral_tests::vms(admin.client(), &ns);
+    let warm_before = vms.get("hy-1").await.unwrap();
+    let alice = actor_as("alice").await;
+    let released = vdi_core::claim::unassign(
+        &alice,
+        &ns,
+        "hy-1",
+        &vdi_core::claim::UnassignOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        released.previous_holder.is_none() && !released.lease_released && !released.label_removed,
+        "{released:?}"
+    );
+    assert!(
+        matches!(&released.power, vdi_core::claim::PowerAction::LeftAsIs(why) if why.contains("free")),
+        "{:?}",
+        released.power
+    );
+    assert_eq!(
+        vms.get("hy-1").await.unwrap().resource_version(),
+        warm_before.resource_version(),
+        "releasing a free member changed its VM"
+    );
+
+    // A resize by the administrator names them, once, though another change of the pool's
+    // spec follows at once (the members not yet the new size).
     vdi_core::managed::change::resize(admin.client(), &ns, "hy", 2, None)
         .await
         .unwrap();
+    vdi_core::managed::change::set(
+        admin.client(),
+        &ns,
+        "hy",
+        &vdi_core::managed::change::PolicyChanges {
+            max_session: Some("90m".into()),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
     let resized = crate::wait_event(&ns, "hy", "Resized", "admin", CONVERGE).await;
     let note = resized.note.unwrap_or_default();
     assert_eq!(

@@ -362,6 +362,7 @@ fn power_text(power: &PowerAction) -> String {
         PowerAction::AlreadyStopping => "already stopping".into(),
         PowerAction::BrokerStarted => "started by the broker".into(),
         PowerAction::BrokerReleases(effect) => format!("the broker acts: {}", effect.words),
+        PowerAction::LeftAsIs(why) => format!("left as it is: {why}"),
     }
 }
 

@@ -1580,7 +1580,9 @@ export type PowerAction =
  *  With a broker: the broker does this to it, now that the claim's Lease is gone (its
  *  pool's policy, [`crate::policy::release::ReleaseEffect::of`]).
  */
-{ kind: "brokerReleases"; reason: ReleaseView };
+{ kind: "brokerReleases"; reason: ReleaseView } | 
+/**  Nothing was done to its power; the reason says why ("it is free: with a broker, …"). */
+{ kind: "leftAsIs"; reason: string };
 
 /**
  *  What a guest's RDP server said before any credentials: the protocol it selected and its

@@ -245,6 +245,8 @@ export function describePower(power: PowerAction): string {
       return "started by the broker";
     case "brokerReleases":
       return `the broker acts: ${power.reason.words}`;
+    case "leftAsIs":
+      return `left as it is: ${power.reason}`;
   }
 }
 

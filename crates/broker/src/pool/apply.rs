@@ -37,21 +37,25 @@ use crate::events::{self, Act};
 /// How soon a refused or failed grow is tried again.
 pub const GROW_RETRY: Duration = Duration::from_secs(60);
 
-/// The DesktopPool (uid) and generation whose resize each pool's `Resized` Event was recorded
-/// for: once per spec change, though the store may still hold the status of the one before at
-/// the next reconcile; a pool deleted and made again under its name is another uid.
-static RESIZES_RECORDED: Mutex<Option<HashMap<PoolKey, (String, i64)>>> = Mutex::new(None);
+/// The DesktopPool (uid) and size this process last saw for each pool: a resize is a change of
+/// the size, recorded once, whatever else a later spec change touches (durations, warm); a
+/// pool deleted and made again under its name is another uid.
+static SIZES_SEEN: Mutex<Option<HashMap<PoolKey, (String, u32)>>> = Mutex::new(None);
 
-/// Whether the resize of DesktopPool `uid` (pool `key`) to `generation` is not recorded yet;
-/// marks it recorded.
-fn first_record_of(key: &PoolKey, uid: String, generation: i64) -> bool {
-    let Ok(mut map) = RESIZES_RECORDED.lock() else {
-        return true;
+/// Whether DesktopPool `uid` (pool `key`) was resized to `size`, and marks `size` seen: a
+/// change from the size seen last; at this process's first sight of the pool (just started,
+/// or a new pool), `first_sight` judges (from the pool's status).
+fn resized_to(key: &PoolKey, uid: String, size: u32, first_sight: impl FnOnce() -> bool) -> bool {
+    let Ok(mut map) = SIZES_SEEN.lock() else {
+        return first_sight();
     };
-    let seen = (uid, generation);
-    map.get_or_insert_with(HashMap::new)
-        .insert(key.clone(), seen.clone())
-        != Some(seen)
+    let before = map
+        .get_or_insert_with(HashMap::new)
+        .insert(key.clone(), (uid.clone(), size));
+    match before {
+        Some((seen_uid, seen_size)) if seen_uid == uid => seen_size != size,
+        _ => first_sight(),
+    }
 }
 
 /// The last failed grow of each pool: when, and the sentence.
@@ -184,18 +188,20 @@ pub async fn reconcile(ctx: &Context, key: &PoolKey) -> anyhow::Result<Option<Ti
         }
     };
     let planned = plan(policy.size, policy.warm, &seen);
-    let resized = desktop_pool.status.as_ref().is_some_and(|s| {
-        s.observed_generation.is_some()
-            && s.observed_generation != desktop_pool.metadata.generation
-            && i64::from(s.members) != i64::from(policy.size)
-    });
-    if resized
-        && first_record_of(
-            key,
-            desktop_pool.uid().unwrap_or_default(),
-            desktop_pool.metadata.generation.unwrap_or_default(),
-        )
-    {
+    // At first sight, a spec not yet observed whose size is not the members' count.
+    let resized = resized_to(
+        key,
+        desktop_pool.uid().unwrap_or_default(),
+        policy.size,
+        || {
+            desktop_pool.status.as_ref().is_some_and(|s| {
+                s.observed_generation.is_some()
+                    && s.observed_generation != desktop_pool.metadata.generation
+                    && i64::from(s.members) != i64::from(policy.size)
+            })
+        },
+    );
+    if resized {
         let had = desktop_pool.status.as_ref().map_or(0, |s| s.members);
         // Who asked, from the DesktopPool's own record (which the broker's admission policy
         // pins to its writer), when it was written with this generation.
@@ -216,10 +222,14 @@ pub async fn reconcile(ctx: &Context, key: &PoolKey) -> anyhow::Result<Option<Ti
                      generation)"
                 .into(),
         };
+        let how = if i64::from(policy.size) < i64::from(had) {
+            "free members above the size are removed, claimed ones once released".to_owned()
+        } else {
+            format!("missing ones cloned from {}", policy.golden)
+        };
         let text = format!(
-            "pool {pool} resized {asked}: {had} → {} members (free members above the size are \
-             removed, claimed ones once released; missing ones cloned from {})",
-            policy.size, policy.golden
+            "pool {pool} resized {asked}: {had} → {} members ({how})",
+            policy.size
         );
         let act = Act {
             reason: "Resized",

@@ -36,6 +36,8 @@ pub enum PowerAction {
     /// With a broker: the broker does this to it, now that the claim's Lease is gone (its
     /// pool's policy, [`crate::policy::release::ReleaseEffect::of`]).
     BrokerReleases(crate::policy::release::ReleaseView),
+    /// Nothing was done to its power; the reason says why ("it is free: with a broker, …").
+    LeftAsIs(String),
 }
 
 /// How long a claim waits for a VM that is still stopping (from an earlier release) before

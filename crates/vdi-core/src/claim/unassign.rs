@@ -36,6 +36,11 @@ use crate::state::{ClaimSide, MemberState, member_view_on};
 /// precondition. If a step fails, the Lease is kept and running the same unassign again
 /// finishes the job.
 ///
+/// A member with neither a Lease nor the label is free: without a broker it is stopped still
+/// (a release whose stop failed is finished so), but with a broker its power is the broker's
+/// (it keeps the pool's warm members running and stops the rest), so it is left as it is
+/// ([`super::PowerAction::LeftAsIs`]) and nothing is written.
+///
 /// With a broker installed ([`crate::broker::status`], read once), a member with a Lease and
 /// no conflict is released by deleting the Lease alone (the same rules and Event); the broker
 /// does the rest, and [`Released::power`] says what it does ([`super::PowerAction::BrokerReleases`]). A member in
@@ -61,10 +66,27 @@ pub async fn unassign(
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), namespace);
     let vm = read_member(&vms, namespace, member).await?;
     let lease = crate::lease::get(client, namespace, &lease_name(member)).await?;
-    let side = match &lease {
-        Some(_) => super::cluster_half::side(crate::broker::status(client).await.ok().as_ref()),
-        None => ClaimSide::Client,
+    let has_presentation = vm.labels().contains_key(ASSIGNED_TO_LABEL)
+        || vm.annotations().contains_key(CLAIMED_AT_ANNOTATION);
+    let side = match (&lease, has_presentation) {
+        (None, true) => ClaimSide::Client,
+        _ => super::cluster_half::side(crate::broker::status(client).await.ok().as_ref()),
     };
+    if lease.is_none() && !has_presentation && side == ClaimSide::Broker {
+        tracing::info!(%namespace, %member, caller = %caller, "nothing to release: the member is free");
+        return Ok(Released {
+            namespace: namespace.to_owned(),
+            member: member.to_owned(),
+            previous_holder: None,
+            lease_released: false,
+            label_removed: false,
+            power: super::PowerAction::LeftAsIs(
+                "it is free, and the broker runs free members (warm ones kept, the rest stopped)"
+                    .to_owned(),
+            ),
+            forced: false,
+        });
+    }
     let view = member_view_on(&vm, lease.as_ref(), actor.clock().now(), side);
     let foreign = may_release(
         &view,
@@ -110,8 +132,6 @@ pub async fn unassign(
     if let Some(lease) = &lease {
         delete_lease(client, namespace, member, lease, true).await?;
     }
-    let has_presentation = vm.labels().contains_key(ASSIGNED_TO_LABEL)
-        || vm.annotations().contains_key(CLAIMED_AT_ANNOTATION);
     if has_presentation {
         let patch = json!({ "metadata": {
             "labels": { ASSIGNED_TO_LABEL: null },
