@@ -389,7 +389,7 @@ async fn the_cli_shows_the_wait_for_the_grant_and_leaves_the_release_to_the_brok
     // bob reaches for alice's desktop by every path: each is refused in the claim's words
     // before anything is opened (ssh never starts), and so is a member that does not exist.
     let held = "Only alice, who holds cc-1, can connect to it";
-    let fix = format!("claim a desktop of your own: corral-vdi assign cc -n {ns}");
+    let fix = format!("claim a desktop of your own: corral-vdi assign cc bob -n {ns}");
     for args in [
         &["port-forward", "cc-1", "22"][..],
         &["vnc", "cc-1", "--proxy-only"],

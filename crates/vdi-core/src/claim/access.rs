@@ -73,6 +73,9 @@ pub async fn check_connect(actor: &Actor, ns: &str, member: &str) -> Result<()> 
         offer
             .reason
             .unwrap_or_else(|| format!("{member} is not yours")),
-        format!("claim a desktop of your own: corral-vdi assign {pool} -n {ns}"),
+        format!(
+            "claim a desktop of your own: corral-vdi assign {pool} {} -n {ns}",
+            actor.username()
+        ),
     ))
 }

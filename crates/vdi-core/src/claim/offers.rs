@@ -125,7 +125,7 @@ pub fn may_connect(member: &MemberView, viewer: &Viewer) -> Offer {
         (ClaimSide::Broker, Some(holder)) if viewer.admin => take_over(holder),
         (ClaimSide::Broker, Some(holder)) => Offer::no(format!(
             "Only {holder}, who holds {name}, can connect to it: with the cluster's broker, \
-             access follows the claim. You may claim a free desktop (Get a desktop)."
+             access follows the claim. You may claim a free desktop of your own."
         )),
         (ClaimSide::Broker, None) if viewer.admin || member.holder.as_deref() == Some(caller) => {
             Offer::yes()
