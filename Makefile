@@ -107,6 +107,7 @@ bench: deps ui
 	cargo bench -p corral-tests --bench startup
 	cargo bench -p corral-tests --bench ui_scale
 	cargo bench -p corral-tests --bench rdp
+	cargo bench -p corral-tests --bench memory
 
 # Linux installers (.deb, .rpm) in dist/, with the app and the CLI; prints them and their sizes.
 package: ui

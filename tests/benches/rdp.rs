@@ -19,7 +19,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use corral_tests::gui::xvfb;
-use corral_tests::measure::{between, epoch_ms, launch, percentile, release_app};
+use corral_tests::measure::{between, click, epoch_ms, launch, percentile, release_app, type_in};
 use corral_tests::{client_as, desktop_member, streams_as, vmis, wait_power};
 use sandbox::emulator::knobs::{DEFAULT_RDP_PASSWORD, DEFAULT_RDP_USER, XVNC_DISPLAY_ANNOTATION};
 use vdi_core::session::{SessionKind, Supervisor, Target};
@@ -90,29 +90,6 @@ async fn page_seen(client: &fantoccini::Client, timeout: Duration) -> anyhow::Re
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-}
-
-async fn click(client: &fantoccini::Client, css: &str) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(e) = client.find(fantoccini::Locator::Css(css)).await
-            && e.click().await.is_ok()
-        {
-            return Ok(());
-        }
-        anyhow::ensure!(Instant::now() < deadline, "{css} never clickable");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn type_in(client: &fantoccini::Client, css: &str, text: &str) -> anyhow::Result<()> {
-    click(client, css).await?;
-    client
-        .find(fantoccini::Locator::Css(css))
-        .await?
-        .send_keys(text)
-        .await?;
-    Ok(())
 }
 
 fn summary(name: &str, first: Duration, mut updates: Vec<Duration>, note: &str) {

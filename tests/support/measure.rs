@@ -169,6 +169,33 @@ impl Launched {
     }
 }
 
+/// Clicks the element matching `css` as soon as it is there and takes the click (within 60 s).
+///
+/// Errors: it never took a click.
+pub async fn click(client: &Client, css: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(e) = client.find(fantoccini::Locator::Css(css)).await
+            && e.click().await.is_ok()
+        {
+            return Ok(());
+        }
+        anyhow::ensure!(Instant::now() < deadline, "{css} never clickable");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Clicks the input matching `css`, empties it (a prefilled value goes) and types `text`.
+///
+/// Errors: as [`click`]; WebDriver failed.
+pub async fn type_in(client: &Client, css: &str, text: &str) -> anyhow::Result<()> {
+    click(client, css).await?;
+    let input = client.find(fantoccini::Locator::Css(css)).await?;
+    input.clear().await?;
+    input.send_keys(text).await?;
+    Ok(())
+}
+
 /// Starts `binary` under a fresh Xvfb through tauri-driver, against `kubeconfig`, with a data
 /// directory of its own. The driver's own start-up is not counted in `requested_ms`.
 ///
