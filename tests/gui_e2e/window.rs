@@ -121,7 +121,8 @@ const CLIPPED_ACTIONS: &str = "return [...document.querySelectorAll('.cell-actio
 
 /// Column headers cut off by their column or taking a second line: their texts (a header whose
 /// text is for screen readers only, in a one-pixel box, aside).
-const HEADERS_NOT_WHOLE: &str = "return [...document.querySelectorAll('[role=columnheader], thead th')]
+const HEADERS_NOT_WHOLE: &str =
+    "return [...document.querySelectorAll('[role=columnheader], thead th')]
   .filter((h) => h.querySelector('.sr-only') === null)
   .filter((h) => { const r = document.createRange(); r.selectNodeContents(h);
     const lines = new Set([...r.getClientRects()].map((x) => Math.round(x.top))).size;
