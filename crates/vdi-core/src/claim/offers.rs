@@ -54,6 +54,21 @@ fn release_offer(member: &MemberView, viewer: &Viewer) -> Option<ReleaseOffer> {
             )),
         });
     }
+    // With a broker, members' labels are the broker's and administrators' to write (its
+    // admission policy, and users hold no right to patch VMs).
+    if member.state == MemberState::AssignedLegacy
+        && viewer.side == ClaimSide::Broker
+        && !viewer.admin
+    {
+        return Some(ReleaseOffer {
+            force: false,
+            offer: Offer::no(format!(
+                "{} is assigned to {holder} by its label alone, which only an administrator \
+                 ({ADMIN_GROUP}) removes on a cluster with the broker: ask one to release it.",
+                member.name
+            )),
+        });
+    }
     let offer = match may_release(member, caller, viewer.admin, false, None) {
         Ok(_) => {
             let labelled_for_someone_else = member.state == MemberState::AssignedLegacy
@@ -127,6 +142,16 @@ pub fn may_connect(member: &MemberView, viewer: &Viewer) -> Offer {
             "Only {holder}, who holds {name}, can connect to it: with the cluster's broker, \
              access follows the claim. You may claim a free desktop of your own."
         )),
+        (ClaimSide::Broker, None)
+            if member.state == MemberState::AssignedLegacy && !viewer.admin =>
+        {
+            Offer::no(format!(
+                "{name} is assigned to you by its label alone (a tool that does not claim wrote \
+                 it): with the cluster's broker, a console and ports open only to the holder of \
+                 a claim. Get a desktop for one of your own, and ask an administrator to release \
+                 {name}."
+            ))
+        }
         (ClaimSide::Broker, None) if viewer.admin || member.holder.as_deref() == Some(caller) => {
             Offer::yes()
         }

@@ -183,3 +183,38 @@ fn with_a_broker_only_the_holder_and_administrators_connect() {
         Some(Offer::yes())
     );
 }
+
+#[test]
+fn with_a_broker_a_label_only_desktop_is_neither_connected_to_nor_released_by_its_user() {
+    let labelled = running(member(
+        "m-3",
+        MemberState::AssignedLegacy,
+        None,
+        Some("alice"),
+    ));
+    let on_broker = |name: &str, admin: bool| viewer(name, admin, true, ClaimSide::Broker);
+    let offered = offers(&labelled, &on_broker("alice", false));
+    let connect = offered.connect.unwrap();
+    assert!(!connect.allowed, "{connect:?}");
+    assert!(
+        connect
+            .reason
+            .unwrap()
+            .contains("open only to the holder of a claim"),
+    );
+    let release = offered.release.unwrap();
+    assert!(!release.force && !release.offer.allowed, "{release:?}");
+    assert!(
+        release
+            .offer
+            .reason
+            .unwrap()
+            .contains("only an administrator (corral-vdi:admins) removes"),
+    );
+    // An administrator does both; without a broker, alice does both.
+    let admins = offers(&labelled, &on_broker("admin", true));
+    assert!(admins.connect.unwrap().allowed && admins.release.unwrap().offer.allowed);
+    let no_broker = offers(&labelled, &viewer("alice", false, true, ClaimSide::Client));
+    assert_eq!(no_broker.connect, Some(Offer::yes()));
+    assert!(no_broker.release.unwrap().offer.allowed);
+}
