@@ -131,8 +131,9 @@ pub fn status_text(pool: &DesktopPool) -> String {
                 (None, Some(_)) => " (the broker has not acted on it yet)",
                 _ => "",
             };
+            let members = if s.members == 1 { "member" } else { "members" };
             format!(
-                "{} members: {} free, {} claimed, {} warm, {} creating{behind}",
+                "{} {members}: {} free, {} claimed, {} warm, {} creating{behind}",
                 s.members, s.free, s.claimed, s.warm, s.creating
             )
         }

@@ -27,7 +27,7 @@ export function ReclaimCountdown({
       title={`Reclaimed at ${formatDateTimeWithZone(member.reclaimAt) ?? member.reclaimAt ?? ""}: ${explainWhy(member.reclaimWhy)}`}
     >
       <span className="tabular">{past ? "reclaiming" : `reclaimed ${text}`}</span>{" "}
-      <span className="muted">· {describeWhy(member.reclaimWhy)}</span>
+      <span className="muted">{describeWhy(member.reclaimWhy)}</span>
     </span>
   );
 }
