@@ -478,8 +478,10 @@ async fn run(cli: Cli) -> vdi_core::Result<ExitCode> {
                 timeout,
             };
             check_assign(&ns, &pool, &user, &options)?;
+            // Who asks first: a refused identity (an impersonation not allowed) is the answer,
+            // with no word about the broker read under it.
+            let actor = Actor::connect(conn.client.clone()).await?;
             claim_side(&conn.client).await;
-            let actor = Actor::connect(conn.client).await?;
             let claimed =
                 assign_with_progress(&actor, &ns, &pool, &user, &options, print_claim_progress)
                     .await?;

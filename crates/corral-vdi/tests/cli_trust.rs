@@ -111,6 +111,22 @@ async fn user_is_an_assertion_and_acting_as_someone_else_is_the_clusters_imperso
         ],
         "the cluster refused to let you act as someone else (--as): users \"alice\" is forbidden: User \"bob\" cannot impersonate",
     );
+    // The same for a claim: the refused identity is the whole answer, with no word about the
+    // cluster's broker read under it.
+    let args = [
+        "--context",
+        "bob",
+        "--as",
+        "alice",
+        "assign",
+        "sec",
+        "alice",
+        "-n",
+        &ns,
+    ];
+    refused(&args, "cannot impersonate");
+    let stderr = text(&corral(&args).stderr);
+    assert!(!stderr.contains("broker"), "{stderr}");
     assert_eq!(snapshot(&admin, &ns).await, before, "nothing moved");
 
     // --user naming yourself is fine; an administrator may act as alice through impersonation.
