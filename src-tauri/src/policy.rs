@@ -49,7 +49,8 @@ impl PoolPolicy {
 }
 
 /// The dialog's values, judged before anything is sent: the first problem (by the rules the
-/// broker reads a DesktopPool with) and, for a smaller size, the members it would remove.
+/// broker reads a DesktopPool with) and the members a smaller size would remove or a larger
+/// one add.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyCheck {
@@ -61,6 +62,8 @@ pub struct PolicyCheck {
     pub removed: Vec<String>,
     /// The claimed members above this size, highest index first: removed once released.
     pub removed_once_released: Vec<String>,
+    /// The members a larger size adds, lowest index first: cloned from the golden VM.
+    pub added: Vec<String>,
 }
 
 /// One value the rules refuse.
@@ -101,7 +104,8 @@ pub async fn pool_policy(
 
 /// Judges the dialog's `settings` for `pool` (golden VM `golden`) without writing anything:
 /// the spec they make read by [`DesktopPoolSpec::policy`] (the broker's rules and the CRD's
-/// bounds), and the members a smaller size would remove, from the live view.
+/// bounds), and the members a smaller size would remove or a larger one add, from the live
+/// view.
 #[tauri::command]
 #[specta::specta]
 pub fn check_pool_settings(
@@ -126,6 +130,7 @@ pub fn check_pool_settings(
         problem,
         removed: preview.now,
         removed_once_released: preview.once_released,
+        added: preview.cloned,
     })
 }
 

@@ -179,6 +179,13 @@ async fn pool_settings_change_the_desktop_pool_and_the_history_lists_a_claim() {
     // Size 3, warm 1, max session 8h: written to the DesktopPool.
     replace_text(client, "[data-testid='settings-max-session']", "8h").await;
     replace_text(client, "[data-testid='settings-size']", "3").await;
+    // Before Save, what the larger size adds.
+    wait_text(
+        client,
+        "[data-testid='settings-preview']",
+        "Saving adds member pol-3, cloned from golden-desktop",
+    )
+    .await;
     let deadline = Instant::now() + Duration::from_secs(20);
     while is_disabled(client, "[data-testid='settings-save']").await {
         assert!(

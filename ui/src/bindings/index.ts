@@ -1322,7 +1322,8 @@ export type PolicyChanges = {
 
 /**
  *  The dialog's values, judged before anything is sent: the first problem (by the rules the
- *  broker reads a DesktopPool with) and, for a smaller size, the members it would remove.
+ *  broker reads a DesktopPool with) and the members a smaller size would remove or a larger
+ *  one add.
  */
 export type PolicyCheck = {
 	/**  The first value out of range or unreadable; `null` when all read. */
@@ -1335,6 +1336,8 @@ export type PolicyCheck = {
 	removed: string[],
 	/**  The claimed members above this size, highest index first: removed once released. */
 	removedOnceReleased: string[],
+	/**  The members a larger size adds, lowest index first: cloned from the golden VM. */
+	added: string[],
 };
 
 /**  One value the rules refuse. */

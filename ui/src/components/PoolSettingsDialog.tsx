@@ -8,7 +8,14 @@ import type {
   PoolSettings,
   PoolView,
 } from "../bindings";
-import { describeShrink, formOf, sameSettings, settingsOf, type SettingsForm } from "../lib/policy";
+import {
+  describeGrowth,
+  describeShrink,
+  formOf,
+  sameSettings,
+  settingsOf,
+  type SettingsForm,
+} from "../lib/policy";
 import { usePolicyCheck, usePoolPolicy } from "../usePoolSettings";
 import { ActionError } from "./ActionNotice";
 import { Modal } from "./Modal";
@@ -335,16 +342,19 @@ function SettingsForm({
           set(field)(value);
         }}
       />
-      {/* One line kept for the problem whether or not there is one, so that the dialog keeps
-          its height while the values are typed; the field it is about is marked invalid. */}
-      <p
-        id={ids.problem}
-        className="form-invalid form-problem-slot"
-        data-testid="settings-problem"
-        role="alert"
-      >
-        {problem?.message}
-      </p>
+      {/* Room kept for the problem whether or not there is one, so that the dialog keeps its
+          height while the values are typed (the field it is about is marked invalid); without
+          one, what a larger size adds. */}
+      <div className="form-problem-slot">
+        <p id={ids.problem} className="form-invalid" data-testid="settings-problem" role="alert">
+          {problem?.message}
+        </p>
+        {problem === null && check !== null && check.added.length > 0 ? (
+          <p className="form-preview" data-testid="settings-preview">
+            {describeGrowth(check.added, policy.golden ?? "the golden VM")}
+          </p>
+        ) : null}
+      </div>
       <OnReleaseChoices
         testIdPrefix="settings"
         value={form.onRelease}

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { adminPermissions, userPermissions } from "./fixtures";
 import {
   describePolicy,
+  describeGrowth,
   describeShrink,
   formOf,
   formatStateCounts,
@@ -125,5 +126,16 @@ describe("manageAllowed", () => {
     const user = manageAllowed(userPermissions());
     expect(user.allowed).toBe(false);
     expect(user.reason).toContain("administrators");
+  });
+});
+
+describe("describeGrowth", () => {
+  it("names the members a larger size adds and what they are cloned from", () => {
+    expect(describeGrowth(["lab-4"], "golden-desktop")).toBe(
+      "Saving adds member lab-4, cloned from golden-desktop.",
+    );
+    expect(describeGrowth(["lab-4", "lab-5"], "golden-desktop")).toBe(
+      "Saving adds 2 members lab-4 and lab-5, cloned from golden-desktop.",
+    );
   });
 });

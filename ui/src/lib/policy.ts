@@ -163,6 +163,11 @@ export function describeShrink(
   return `${now}${later} Every other member stays.`;
 }
 
+/** What saving a larger size does: "Saving adds lab-4 and lab-5, cloned from golden-desktop." */
+export function describeGrowth(added: readonly string[], golden: string): string {
+  return `Saving adds ${added.length === 1 ? "member" : `${added.length} members`} ${listNames(added)}, cloned from ${golden}.`;
+}
+
 /**
  * Whether you may change a pool's settings or adopt it: administrators only, as the app judges
  * administrators elsewhere (`Permissions.admin`, from the cluster). Until the answer arrives
