@@ -21,6 +21,10 @@ export default defineConfig({
     emptyOutDir: true,
     target: "es2022",
     sourcemap: false,
+    rolldownOptions: {
+      // The app, and the frame RDP in the app runs in (src/rdpFrame.ts says why).
+      input: { main: "index.html", rdp: "rdp-frame.html" },
+    },
   },
   test: {
     environment: "node",

@@ -64,7 +64,8 @@ const WATCH: &str = r#"
 const [rgb, x, y] = arguments;
 window.__seen = null;
 const step = () => {
-  const c = document.querySelector("iron-remote-desktop")?.shadowRoot?.querySelector("canvas");
+  const c = document.querySelector(".rdp-frame")?.contentDocument
+    ?.querySelector("iron-remote-desktop")?.shadowRoot?.querySelector("canvas");
   if (c && c.width > x) {
     const d = c.getContext("2d").getImageData(x, y, 1, 1).data;
     if ([0, 1, 2].every((i) => Math.abs(d[i] - rgb[i]) <= 24)) { window.__seen = Date.now(); return; }

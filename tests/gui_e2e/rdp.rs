@@ -25,9 +25,47 @@ use crate::driver::{
     replace_text, tempdir, text_of, type_into, wait_attr, wait_text,
 };
 
-/// The RDP canvas, inside the web component's shadow root.
-const CANVAS: &str =
-    r#"document.querySelector("iron-remote-desktop")?.shadowRoot?.querySelector("canvas")"#;
+/// The RDP canvas, inside the web component's shadow root, inside the frame the view runs the
+/// client in (ui/src/rdpFrame.ts).
+const CANVAS: &str = r#"document.querySelector(".rdp-frame")?.contentDocument
+    ?.querySelector("iron-remote-desktop")?.shadowRoot?.querySelector("canvas")"#;
+
+/// Gives the canvas the keyboard focus, as a click into the picture does (the frame, then the
+/// canvas in it), and types `keys` there as WebDriver's element send keys spells them (a
+/// modifier such as `\u{E009}` held until `\u{E000}` or the end), as key actions: they go to
+/// the focused element, which WebDriver cannot name inside the frame's shadow root.
+async fn keys_to_canvas(client: &Client, keys: &str) {
+    use fantoccini::actions::{InputSource, KeyAction, KeyActions};
+    js(
+        client,
+        &format!(
+            r#"document.querySelector(".rdp-frame").contentWindow.focus(); {CANVAS}.focus();
+               return null;"#
+        ),
+    )
+    .await;
+    const MODIFIERS: [char; 4] = ['\u{E008}', '\u{E009}', '\u{E00A}', '\u{E03D}'];
+    let mut held = Vec::new();
+    let mut actions = KeyActions::new("keyboard".into());
+    for key in keys.chars() {
+        if MODIFIERS.contains(&key) {
+            held.push(key);
+            actions = actions.then(KeyAction::Down { value: key });
+        } else if key == '\u{E000}' {
+            for value in held.drain(..).rev() {
+                actions = actions.then(KeyAction::Up { value });
+            }
+        } else {
+            actions = actions
+                .then(KeyAction::Down { value: key })
+                .then(KeyAction::Up { value: key });
+        }
+    }
+    for value in held.drain(..).rev() {
+        actions = actions.then(KeyAction::Up { value });
+    }
+    client.perform_actions(actions).await.unwrap();
+}
 
 /// The canvas's size and its colours at every 32nd pixel of every 32nd row (RGB triples), or
 /// null before it has a size.
@@ -356,10 +394,11 @@ async fn wait_aspect_kept(client: &Client, when: &str) {
             client,
             &format!(
                 r#"const c = {CANVAS}; const r = c.getBoundingClientRect();
+                   const f = document.querySelector(".rdp-frame").getBoundingClientRect();
                    const s = document.querySelector("[data-testid='rdp-screen']")
                      .getBoundingClientRect();
-                   return [c.width, c.height, r.left, r.top, r.right, r.bottom,
-                           s.left, s.top, s.right, s.bottom];"#
+                   return [c.width, c.height, f.left + r.left, f.top + r.top, f.left + r.right,
+                           f.top + r.bottom, s.left, s.top, s.right, s.bottom];"#
             ),
         )
         .await;
@@ -481,17 +520,10 @@ async fn alice_sees_and_types_into_her_desktop_over_rdp_in_the_app() {
 
     // Text typed in the app arrives in the guest's typing sink.
     let typed = std::path::PathBuf::from(&annotations[TYPED_TEXT_ANNOTATION]);
-    js(client, &format!("{CANVAS}.focus(); return null;")).await;
     let text = "typed in the app 42";
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        client
-            .active_element()
-            .await
-            .unwrap()
-            .send_keys(text)
-            .await
-            .unwrap();
+        keys_to_canvas(client, text).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         let got = std::fs::read_to_string(&typed).unwrap_or_default();
         if got.contains(text) {
@@ -661,9 +693,7 @@ async fn wait_clipboard(client: &Client, display: &str, text: &str, whose: &str)
 async fn copy_in_view_until(client: &Client, display: &str, text: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        js(client, &format!("{CANVAS}.focus(); return null;")).await;
-        let focused = client.active_element().await.unwrap();
-        focused.send_keys("\u{E009}c\u{E000}").await.unwrap();
+        keys_to_canvas(client, "\u{E009}c\u{E000}").await;
         let got = match clipboard_within(display, text, Duration::from_secs(3)).await {
             Ok(()) => return,
             Err(got) => got,
@@ -730,9 +760,7 @@ async fn rdp_in_the_app_shares_the_clipboard_and_follows_the_window() {
             Instant::now() < deadline,
             "xrdp's login window never let the session in"
         );
-        js(client, &format!("{CANVAS}.focus(); return null;")).await;
-        let focused = client.active_element().await.unwrap();
-        focused.send_keys("\u{E007}").await.unwrap();
+        keys_to_canvas(client, "\u{E007}").await;
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
     let first = wait_guest_sized_as_canvas(client, &display, before).await;

@@ -28,6 +28,7 @@ import {
 } from "../lib/rdp";
 import {
   COPY_GESTURE_MS,
+  installPageClipboard,
   isCopyGesture,
   syncRdpClipboard,
   type RdpClipboardSync,
@@ -35,6 +36,7 @@ import {
 import { formatScreenSize } from "../lib/console";
 import { findSession } from "../lib/sessions";
 import { ActionError } from "./ActionNotice";
+import type { IronModule } from "../rdpFrame";
 import { RemoteHeading, useDesktopTitle, useFullscreen, type RemoteState } from "./RemoteView";
 
 /** The member whose desktop the RDP view shows. */
@@ -48,18 +50,6 @@ const RESIZE_SETTLE_MS = 400;
  */
 // eslint-disable-next-line @typescript-eslint/no-unsafe-enum-assignment -- the enum is declared, not exported
 const SCALE_FIT = 1 as Parameters<UserInteraction["setScale"]>[0];
-
-/** The web client's two packages, loaded (and its WebAssembly started) once, on first use. */
-let ironLoaded: Promise<typeof import("@devolutions/iron-remote-desktop-rdp")> | null = null;
-function loadIron() {
-  ironLoaded ??= (async () => {
-    await import("@devolutions/iron-remote-desktop");
-    const rdp = await import("@devolutions/iron-remote-desktop-rdp");
-    await rdp.init("WARN");
-    return rdp;
-  })();
-  return ironLoaded;
-}
 
 /** Where the view stands before the screen is shown. */
 type Step =
@@ -85,9 +75,10 @@ type RdpScreenProps = {
 };
 
 /**
- * IronRDP's web component on one proxy session: connects on mount (a tick later, so that
- * StrictMode's mount-unmount-mount connects once), asks the guest for the stage's size when the
- * window settles on a new one, and shuts the session down on unmount.
+ * IronRDP's web component on one proxy session, in a frame of its own (src/rdpFrame.ts: its
+ * WebAssembly goes with the frame): connects on mount (a tick later, so that StrictMode's
+ * mount-unmount-mount connects once), asks the guest for the stage's size when the window
+ * settles on a new one, and shuts the session down and removes the frame on unmount.
  */
 function RdpScreen({ opened, login, uiRef, onStatus }: RdpScreenProps) {
   const hostRef = useRef<HTMLDivElement>(null);
@@ -102,20 +93,18 @@ function RdpScreen({ opened, login, uiRef, onStatus }: RdpScreenProps) {
     let element: HTMLElement | null = null;
     let resizeTimer: ReturnType<typeof setTimeout> | undefined;
     let clipboard: RdpClipboardSync | null = null;
-    // The clipboard moves only while this view has the focus in a focused window, and the
-    // guest's copy only after a copy gesture in it (lib/clipboard's syncRdpClipboard).
-    let windowFocused = true;
+    let sizes: MutationObserver | null = null;
+    const frame = document.createElement("iframe");
+    frame.className = "rdp-frame";
+    frame.title = "Remote desktop (RDP)";
+    frame.src = "rdp-frame.html";
+    // The clipboard moves only while the frame has the focus in a focused window (the page has
+    // it while a frame of it does), and the guest's copy only after a copy gesture in it
+    // (lib/clipboard's syncRdpClipboard).
     let copiedAt = -Infinity;
     const gate = {
-      focused: () => windowFocused && host.contains(document.activeElement),
+      focused: () => document.hasFocus() && document.activeElement === frame,
       copying: () => Date.now() - copiedAt <= COPY_GESTURE_MS,
-    };
-    const onWindowBlur = () => {
-      windowFocused = false;
-    };
-    const onWindowFocus = () => {
-      windowFocused = true;
-      clipboard?.viewFocused();
     };
     const onViewFocus = () => clipboard?.viewFocused();
     const onKey = (event: KeyboardEvent) => {
@@ -123,11 +112,6 @@ function RdpScreen({ opened, login, uiRef, onStatus }: RdpScreenProps) {
       copiedAt = Date.now();
       clipboard?.copyGesture();
     };
-    window.addEventListener("blur", onWindowBlur);
-    window.addEventListener("focus", onWindowFocus);
-    host.addEventListener("focusin", onViewFocus);
-    // Capture: the web component may keep its keys to itself.
-    host.addEventListener("keydown", onKey, true);
     const observer = new ResizeObserver(() => {
       clearTimeout(resizeTimer);
       resizeTimer = setTimeout(() => {
@@ -169,8 +153,7 @@ function RdpScreen({ opened, login, uiRef, onStatus }: RdpScreenProps) {
       }
     };
 
-    const start = async (ui: UserInteraction) => {
-      const rdp = await loadIron();
+    const start = async (ui: UserInteraction, rdp: IronModule) => {
       const { endpoint } = opened;
       const size = desktopSizeFor(host.clientWidth, host.clientHeight);
       let builder = ui
@@ -203,41 +186,63 @@ function RdpScreen({ opened, login, uiRef, onStatus }: RdpScreenProps) {
       }
     };
 
+    /** In the frame, once its module is started: the web component, then the session. */
+    const mount = (frameWindow: Window, rdp: IronModule) => {
+      const doc = frameWindow.document;
+      // The frame's clipboard is the window's (the OS's, through the backend), before the
+      // web component looks at it.
+      installPageClipboard(navigator.clipboard, frameWindow.navigator);
+      const el = doc.createElement("iron-remote-desktop");
+      Object.assign(el, { module: rdp.Backend });
+      el.setAttribute("scale", "fit");
+      el.setAttribute("flexcenter", "true");
+      el.setAttribute("verbose", "false");
+      // The guest's size follows the window: report the canvas's whenever it changes.
+      sizes = new MutationObserver(() => {
+        const now = canvasSize();
+        if (disposed || uiRef.current === null) return;
+        report({ kind: "connected", ...now });
+        fitToStage();
+      });
+      el.addEventListener("ready", (event) => {
+        const canvas = el.shadowRoot?.querySelector("canvas");
+        if (canvas)
+          sizes?.observe(canvas, { attributes: true, attributeFilter: ["width", "height"] });
+        const detail = (event as CustomEvent<{ irgUserInteraction: UserInteraction }>).detail;
+        // A task later: the component sets up its clipboard just after `ready`, and a
+        // session started before that has no clipboard channel.
+        setTimeout(() => {
+          if (!disposed) void start(detail.irgUserInteraction, rdp);
+        }, 0);
+      });
+      // The frame's own focus (a click into the picture, or the window back with it focused)
+      // and its keys (capture: the web component may keep its keys to itself).
+      frameWindow.addEventListener("focus", onViewFocus);
+      frameWindow.addEventListener("keydown", onKey, true);
+      element = el;
+      doc.body.appendChild(el);
+    };
+
     const timer = setTimeout(() => {
       report({ kind: "connecting" });
-      void loadIron().then(
-        (rdp) => {
-          if (disposed) return;
-          const el = document.createElement("iron-remote-desktop");
-          Object.assign(el, { module: rdp.Backend });
-          el.setAttribute("scale", "fit");
-          el.setAttribute("flexcenter", "true");
-          el.setAttribute("verbose", "false");
-          // The guest's size follows the window: report the canvas's whenever it changes.
-          const sizes = new MutationObserver(() => {
-            const now = canvasSize();
-            if (disposed || uiRef.current === null) return;
-            report({ kind: "connected", ...now });
-            fitToStage();
-          });
-          el.addEventListener("ready", (event) => {
-            const canvas = el.shadowRoot?.querySelector("canvas");
-            if (canvas)
-              sizes.observe(canvas, { attributes: true, attributeFilter: ["width", "height"] });
-            const detail = (event as CustomEvent<{ irgUserInteraction: UserInteraction }>).detail;
-            // A task later: the component sets up its clipboard just after `ready`, and a
-            // session started before that has no clipboard channel.
-            setTimeout(() => {
-              if (!disposed) void start(detail.irgUserInteraction);
-            }, 0);
-          });
-          element = el;
-          host.appendChild(el);
-        },
-        (reason: unknown) => {
-          if (!disposed) report({ kind: "failed", facts: ironFacts(reason) });
-        },
-      );
+      frame.addEventListener("load", () => {
+        const frameWindow = frame.contentWindow;
+        const loaded = frameWindow?.corralIron;
+        if (disposed) return;
+        if (!frameWindow || !loaded) {
+          report({ kind: "failed", facts: ironFacts(new Error("the RDP frame did not load")) });
+          return;
+        }
+        void loaded.then(
+          (rdp) => {
+            if (!disposed) mount(frameWindow, rdp);
+          },
+          (reason: unknown) => {
+            if (!disposed) report({ kind: "failed", facts: ironFacts(reason) });
+          },
+        );
+      });
+      host.appendChild(frame);
     }, 0);
 
     return () => {
@@ -245,14 +250,13 @@ function RdpScreen({ opened, login, uiRef, onStatus }: RdpScreenProps) {
       clearTimeout(timer);
       clearTimeout(resizeTimer);
       observer.disconnect();
+      sizes?.disconnect();
       clipboard?.stop();
-      window.removeEventListener("blur", onWindowBlur);
-      window.removeEventListener("focus", onWindowFocus);
-      host.removeEventListener("focusin", onViewFocus);
-      host.removeEventListener("keydown", onKey, true);
       uiRef.current?.shutdown();
       uiRef.current = null;
       element?.remove();
+      // With the frame go the web component's realm and its WebAssembly.
+      frame.remove();
     };
   }, [opened, login, uiRef]);
 

@@ -35,12 +35,12 @@ export function backendClipboard(
 }
 
 /**
- * Makes `clipboard` the page's `navigator.clipboard`. It offers text only, so IronRDP's web
- * component takes its text mode, in which the app decides when text moves
- * ({@link syncRdpClipboard}).
+ * Makes `clipboard` the page's `navigator.clipboard` (or that of `page`, the RDP frame's). It
+ * offers text only, so IronRDP's web component takes its text mode, in which the app decides
+ * when text moves ({@link syncRdpClipboard}).
  */
-export function installPageClipboard(clipboard: TextClipboard): void {
-  Object.defineProperty(navigator, "clipboard", { value: clipboard, configurable: true });
+export function installPageClipboard(clipboard: TextClipboard, page: Navigator = navigator): void {
+  Object.defineProperty(page, "clipboard", { value: clipboard, configurable: true });
 }
 
 /** What {@link syncRdpClipboard} needs of IronRDP's `UserInteraction` in its text mode. */
