@@ -31,9 +31,11 @@ const CANVAS: &str = r#"document.querySelector(".rdp-frame")?.contentDocument
     ?.querySelector("iron-remote-desktop")?.shadowRoot?.querySelector("canvas")"#;
 
 /// Gives the canvas the keyboard focus, as a click into the picture does (the frame, then the
-/// canvas in it), and types `keys` there as WebDriver's element send keys spells them (a
-/// modifier such as `\u{E009}` held until `\u{E000}` or the end), as key actions: they go to
-/// the focused element, which WebDriver cannot name inside the frame's shadow root.
+/// canvas in it), and presses `keys` there as key actions, one after another: they go to the
+/// focused element, which WebDriver cannot name inside the frame's shadow root. A left-hand
+/// modifier (`\u{E008}` Shift, `\u{E009}` Ctrl, `\u{E00A}` Alt, `\u{E03D}` Meta) is held until
+/// `\u{E000}` or the end; nothing else of element send keys is copied (no Shift is added for
+/// capitals): the callers send lower-case text, digits, Ctrl+C and Enter.
 async fn keys_to_canvas(client: &Client, keys: &str) {
     use fantoccini::actions::{InputSource, KeyAction, KeyActions};
     js(

@@ -182,7 +182,8 @@ function RdpScreen({ opened, login, uiRef, onStatus }: RdpScreenProps) {
       } finally {
         clipboard?.stop();
         clipboard = null;
-        uiRef.current = null;
+        // Not a newer screen's (Reconnect).
+        if (uiRef.current === ui) uiRef.current = null;
       }
     };
 
@@ -225,23 +226,28 @@ function RdpScreen({ opened, login, uiRef, onStatus }: RdpScreenProps) {
 
     const timer = setTimeout(() => {
       report({ kind: "connecting" });
-      frame.addEventListener("load", () => {
-        const frameWindow = frame.contentWindow;
-        const loaded = frameWindow?.corralIron;
-        if (disposed) return;
-        if (!frameWindow || !loaded) {
-          report({ kind: "failed", facts: ironFacts(new Error("the RDP frame did not load")) });
-          return;
-        }
-        void loaded.then(
-          (rdp) => {
-            if (!disposed) mount(frameWindow, rdp);
-          },
-          (reason: unknown) => {
-            if (!disposed) report({ kind: "failed", facts: ironFacts(reason) });
-          },
-        );
-      });
+      // Once: the frame is never navigated again, and a second load would start a second client.
+      frame.addEventListener(
+        "load",
+        () => {
+          const frameWindow = frame.contentWindow;
+          const loaded = frameWindow?.corralIron;
+          if (disposed) return;
+          if (!frameWindow || !loaded) {
+            report({ kind: "failed", facts: ironFacts(new Error("the RDP frame did not load")) });
+            return;
+          }
+          void loaded.then(
+            (rdp) => {
+              if (!disposed) mount(frameWindow, rdp);
+            },
+            (reason: unknown) => {
+              if (!disposed) report({ kind: "failed", facts: ironFacts(reason) });
+            },
+          );
+        },
+        { once: true },
+      );
       host.appendChild(frame);
     }, 0);
 

@@ -27,6 +27,10 @@ describe("ironFacts", () => {
   it("reads anything else as a general error with its message", () => {
     expect(ironFacts(new Error("boom"))).toEqual({ kind: IRON_ERROR.general, text: "boom" });
     expect(ironFacts("plain")).toEqual({ kind: IRON_ERROR.general, text: "plain" });
+    // An error of another realm (the RDP frame's) is no instance of this one's Error.
+    const foreign = Object.create(null) as { message: string };
+    foreign.message = "from the frame";
+    expect(ironFacts(foreign)).toEqual({ kind: IRON_ERROR.general, text: "from the frame" });
   });
 });
 

@@ -45,7 +45,11 @@ export function ironFacts(reason: unknown): IronFacts {
       tlsAlert: details?.tlsAlertCode,
     };
   }
-  const text = reason instanceof Error ? reason.message : String(reason);
+  // An Error made in the RDP frame is no instance of this page's Error: its message is read
+  // wherever it comes from.
+  const message =
+    typeof reason === "object" && reason !== null && "message" in reason ? reason.message : null;
+  const text = typeof message === "string" ? message : String(reason);
   return { kind: IRON_ERROR.general, text };
 }
 
