@@ -88,7 +88,8 @@ export const commands = {
 	/**
 	 *  Judges the dialog's `settings` for `pool` (golden VM `golden`) without writing anything:
 	 *  the spec they make read by [`DesktopPoolSpec::policy`] (the broker's rules and the CRD's
-	 *  bounds), and the members a smaller size would remove, from the live view.
+	 *  bounds), and the members a smaller size would remove or a larger one add, from the live
+	 *  view.
 	 */
 	checkPoolSettings: (namespace: string, pool: string, golden: string, settings: PoolSettings) => __TAURI_INVOKE<PolicyCheck>("check_pool_settings", { namespace, pool, golden, settings }),
 	/**
