@@ -24,8 +24,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use corral_tests::measure::{Launched, app_rss, click, launch, mib, release_apps, type_in};
-use corral_tests::{client_as, desktop_member, vmis, wait_power};
+use corral_tests::measure::{app_rss, click, launch, mib, release_apps, type_in};
+use corral_tests::{client_as, running_vm, vmis};
 use sandbox::emulator::knobs::{DEFAULT_RDP_PASSWORD, DEFAULT_RDP_USER, XVNC_DISPLAY_ANNOTATION};
 
 /// How long the app is left alone before its memory is read.
@@ -55,44 +55,6 @@ type Reading = (String, Vec<(String, u64)>);
 
 fn read(binary: &Path, what: &str) -> Reading {
     (what.to_owned(), app_rss(binary))
-}
-
-/// Waits until the element matching `css` says `text` (within 60 s).
-async fn says(app: &Launched, css: &str, text: &str) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let now = app
-            .client
-            .execute(
-                "return document.querySelector(arguments[0])?.textContent ?? ''",
-                vec![serde_json::json!(css)],
-            )
-            .await?;
-        if now.as_str().is_some_and(|t| t.contains(text)) {
-            return Ok(());
-        }
-        anyhow::ensure!(Instant::now() < deadline, "{css} never said {text:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Waits until no element matches `css` (within 30 s).
-async fn gone(app: &Launched, css: &str) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while app
-        .client
-        .execute(
-            "return document.querySelector(arguments[0]) !== null",
-            vec![serde_json::json!(css)],
-        )
-        .await?
-        .as_bool()
-        == Some(true)
-    {
-        anyhow::ensure!(Instant::now() < deadline, "{css} never went");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Ok(())
 }
 
 /// The guest's X display, once the emulator has started it (for the first connection).
@@ -126,17 +88,11 @@ async fn main() -> anyhow::Result<()> {
     let (blank, console) = release_apps()?;
     let shared = corral_tests::sandbox();
     let (ns, pool, member) = ("corral-vms", "membench", "membench-1");
-    desktop_member(ns, pool, member, true).await;
+    running_vm(ns, member, |vm| {
+        vm["metadata"]["labels"] = serde_json::json!({ vdi_core::names::POOL_LABEL: pool });
+    })
+    .await;
     let admin = client_as("admin").await;
-    let start = serde_json::json!({ "spec": { "runStrategy": "Always" } });
-    corral_tests::vms(&admin, ns)
-        .patch(
-            member,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(&start),
-        )
-        .await?;
-    wait_power(ns, member, "Running").await;
     let app = launch(&blank, &shared.kubeconfig).await?;
     tokio::time::sleep(SETTLE).await;
     let blank_idle = read(&blank, "blank app, idle");
@@ -153,7 +109,8 @@ async fn main() -> anyhow::Result<()> {
     for round in 1..=ROUNDS {
         click(&app.client, &connect).await?;
         click(&app.client, "[data-testid='open-console']").await?;
-        says(&app, "[data-testid='console-status']", "Connected").await?;
+        app.says("[data-testid='console-status']", "Connected")
+            .await?;
         let display = match guest.take() {
             Some(display) => display,
             None => guest_display(&admin, ns, member).await?,
@@ -161,7 +118,7 @@ async fn main() -> anyhow::Result<()> {
         updates(&display).await;
         readings.push(read(&console, &format!("{round}: console (VNC) open")));
         click(&app.client, "[data-testid='console-close']").await?;
-        gone(&app, "[data-testid='console-view']").await?;
+        app.gone("[data-testid='console-view']").await?;
         tokio::time::sleep(SETTLE).await;
         readings.push(read(&console, &format!("{round}: console closed")));
 
@@ -186,11 +143,11 @@ async fn main() -> anyhow::Result<()> {
         )
         .await?;
         click(&app.client, "[data-testid='rdp-login-submit']").await?;
-        says(&app, "[data-testid='rdp-status']", "Connected").await?;
+        app.says("[data-testid='rdp-status']", "Connected").await?;
         updates(&display).await;
         readings.push(read(&console, &format!("{round}: RDP in the app open")));
         click(&app.client, "[data-testid='rdp-close']").await?;
-        gone(&app, "[data-testid='rdp-view']").await?;
+        app.gone("[data-testid='rdp-view']").await?;
         tokio::time::sleep(SETTLE).await;
         readings.push(read(&console, &format!("{round}: RDP closed")));
         guest = Some(display);

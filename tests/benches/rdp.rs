@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use corral_tests::gui::xvfb;
 use corral_tests::measure::{between, click, epoch_ms, launch, percentile, release_app, type_in};
-use corral_tests::{client_as, desktop_member, streams_as, vmis, wait_power};
+use corral_tests::{client_as, running_vm, streams_as, vmis};
 use sandbox::emulator::knobs::{DEFAULT_RDP_PASSWORD, DEFAULT_RDP_USER, XVNC_DISPLAY_ANNOTATION};
 use vdi_core::session::{SessionKind, Supervisor, Target};
 
@@ -108,17 +108,11 @@ async fn main() -> anyhow::Result<()> {
     let console = release_app("corral-vdi-console")?;
     let shared = corral_tests::sandbox();
     let (ns, pool, member) = ("corral-vms", "rdpbench", "rdpbench-1");
-    desktop_member(ns, pool, member, true).await;
+    running_vm(ns, member, |vm| {
+        vm["metadata"]["labels"] = serde_json::json!({ vdi_core::names::POOL_LABEL: pool });
+    })
+    .await;
     let admin = client_as("admin").await;
-    let start = serde_json::json!({ "spec": { "runStrategy": "Always" } });
-    corral_tests::vms(&admin, ns)
-        .patch(
-            member,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(&start),
-        )
-        .await?;
-    wait_power(ns, member, "Running").await;
 
     // The app: Connect → RDP in the app → certificate → login, as a user clicks.
     let app = launch(&console, &shared.kubeconfig).await?;

@@ -383,6 +383,19 @@ pub(crate) async fn alices_running_desktop_annotated(
     member
 }
 
+/// Resizes the window to `width` × `height` and waits until the page is at most `width` wide
+/// (the window manager resizes it a moment later).
+pub(crate) async fn resize_window(client: &Client, width: u32, height: u32) {
+    client.set_window_size(width, height).await.unwrap();
+    wait_until_async(&format!("the window resized to {width}"), || async {
+        js(client, "return window.innerWidth")
+            .await
+            .as_u64()
+            .is_some_and(|inner| inner <= u64::from(width))
+    })
+    .await;
+}
+
 pub(crate) async fn wait_until_async<F, Fut>(what: &str, mut check: F)
 where
     F: FnMut() -> Fut,

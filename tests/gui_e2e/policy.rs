@@ -15,8 +15,8 @@ use vdi_core::identity::Actor;
 use vdi_core::policy::{DesktopPool, DesktopPoolSpec, OnRelease};
 
 use crate::driver::{
-    Gui, click, exists, is_disabled, js, open_new_pool, replace_text, text_of, wait_text,
-    wait_text_within, wait_until_async,
+    Gui, click, exists, is_disabled, js, open_new_pool, replace_text, resize_window, text_of,
+    wait_text, wait_text_within, wait_until_async,
 };
 
 /// How long the broker may take to grant a claim here (replicas share two cores with the app).
@@ -304,14 +304,7 @@ async fn pool_settings_change_the_desktop_pool_and_the_history_lists_a_claim() {
     assert!(resizing.starts_with("resizing to 1"), "{resizing}");
     // At the window's minimum width the head keeps the pool's name whole beside the note, and
     // My desktops keeps Connect… and Release… whole.
-    client.set_window_size(900, 600).await.unwrap();
-    wait_until_async("the window at 900 px", || async {
-        js(client, "return window.innerWidth")
-            .await
-            .as_u64()
-            .is_some_and(|inner| inner <= 900)
-    })
-    .await;
+    resize_window(client, 900, 600).await;
     let narrow = js(
         client,
         "const name = document.querySelector(\"[data-testid='pool-corral-vms-pol'] .pool-name\");
@@ -328,7 +321,7 @@ async fn pool_settings_change_the_desktop_pool_and_the_history_lists_a_claim() {
         serde_json::json!([true, true, 0]),
         "at 900 px: [pool name whole, resize note readable, My desktops actions cut]"
     );
-    client.set_window_size(1280, 820).await.unwrap();
+    resize_window(client, 1280, 820).await;
     click(client, &format!("[data-testid='unassign-{mine}']")).await;
     let question = wait_text(client, "[data-testid='release-question']", "made smaller").await;
     assert!(question.contains("disk are deleted"), "{question}");

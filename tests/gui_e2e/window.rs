@@ -11,7 +11,7 @@ use vdi_core::resources::VirtualMachine;
 
 use crate::driver::{
     Gui, ROWS_WHERE_LAID_OUT, accessibility_check, app_binary, choose, click, element, exists, js,
-    tempdir, text_of, type_into, wait_attr, wait_text, wait_until_async,
+    resize_window, tempdir, text_of, type_into, wait_attr, wait_text,
 };
 
 #[tokio::test]
@@ -138,49 +138,31 @@ const HEADERS_NOT_WHOLE: &str =
 async fn screens_at_900_and_1280_light_and_dark_pass_the_accessibility_check() {
     // The widest actions cell there is: admin's Connect… and Force release… on a running
     // member alice holds (a pool of its own made here through the API, removed at the end).
-    corral_tests::desktop_member("corral-vms", "wide", "wide-1", true).await;
-    let admin = corral_tests::actor_as("admin").await;
-    let held = vdi_core::claim::assign(
-        &admin,
-        "corral-vms",
-        "wide",
-        "alice",
-        &vdi_core::claim::ClaimOptions::default(),
-    )
-    .await
-    .unwrap();
     // And one of the viewer's own, for My desktops' widest actions: Connect… and Release….
-    corral_tests::desktop_member("corral-vms", "wide", "wide-2", true).await;
-    let mine = vdi_core::claim::assign(
-        &admin,
-        "corral-vms",
-        "wide",
-        "admin",
-        &vdi_core::claim::ClaimOptions::default(),
-    )
-    .await
-    .unwrap();
+    let admin = corral_tests::actor_as("admin").await;
+    let mut claimed = Vec::new();
+    for (member, user) in [("wide-1", "alice"), ("wide-2", "admin")] {
+        corral_tests::desktop_member("corral-vms", "wide", member, true).await;
+        let options = vdi_core::claim::ClaimOptions::default();
+        let held = vdi_core::claim::assign(&admin, "corral-vms", "wide", user, &options)
+            .await
+            .unwrap();
+        claimed.push(held.member);
+    }
+    let [held, mine] = [&claimed[0], &claimed[1]];
     let gui = Gui::launch().await;
     let client = &gui.client;
     text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
     wait_text(
         client,
-        &format!("[data-testid='unassign-{}']", held.member),
+        &format!("[data-testid='unassign-{held}']"),
         "Force release",
     )
     .await;
-    element(client, &format!("[data-testid='connect-{}']", held.member)).await;
-    wait_text(client, "[data-testid='my-desktops']", &mine.member).await;
+    element(client, &format!("[data-testid='connect-{held}']")).await;
+    wait_text(client, "[data-testid='my-desktops']", mine).await;
     for (width, height) in [(900, 600), (1280, 820)] {
-        client.set_window_size(width, height).await.unwrap();
-        // The window manager resizes it a moment later: wait for the width asserted.
-        wait_until_async(&format!("the window resized to {width}"), || async {
-            js(client, "return window.innerWidth")
-                .await
-                .as_u64()
-                .is_some_and(|inner| inner <= u64::from(width))
-        })
-        .await;
+        resize_window(client, width, height).await;
         for theme in ["light", "dark"] {
             choose(client, "[data-testid='theme-select']", theme).await;
             let sideways = js(
@@ -272,7 +254,7 @@ async fn screens_at_900_and_1280_light_and_dark_pass_the_accessibility_check() {
         }
     }
     gui.close().await;
-    for member in [&held.member, &mine.member] {
+    for member in &claimed {
         vdi_core::claim::unassign(
             &admin,
             "corral-vms",

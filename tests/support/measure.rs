@@ -167,6 +167,48 @@ impl Launched {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
+
+    /// Waits until the element matching `css` says `text` (within 60 s).
+    ///
+    /// Errors: it never did; WebDriver failed.
+    pub async fn says(&self, css: &str, text: &str) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let now = self
+                .client
+                .execute(
+                    "return document.querySelector(arguments[0])?.textContent ?? ''",
+                    vec![serde_json::json!(css)],
+                )
+                .await?;
+            if now.as_str().is_some_and(|t| t.contains(text)) {
+                return Ok(());
+            }
+            anyhow::ensure!(Instant::now() < deadline, "{css} never said {text:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits until no element matches `css` (within 30 s).
+    ///
+    /// Errors: one still did; WebDriver failed.
+    pub async fn gone(&self, css: &str) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let present = self
+                .client
+                .execute(
+                    "return document.querySelector(arguments[0]) !== null",
+                    vec![serde_json::json!(css)],
+                )
+                .await?;
+            if present.as_bool() != Some(true) {
+                return Ok(());
+            }
+            anyhow::ensure!(Instant::now() < deadline, "{css} never went");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
 }
 
 /// Clicks the element matching `css` as soon as it is there and takes the click (within 60 s).
