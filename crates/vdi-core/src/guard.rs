@@ -17,6 +17,11 @@
 //!   one on); so a stale Lease is reclaimed by the broker where one runs, else recovered by an
 //!   administrator;
 //! - a Lease is created, or handed on, naming the caller;
+//! - a claim (a Lease created naming a holder, or handed on) carries its pool's label, and its
+//!   claimant has the RBAC verb `claim` on that pool (SPEC "Entitlements",
+//!   [`crate::entitlement`]; asked of the API server's authorizer with the claimant's own
+//!   groups); so has a user setting their own assigned-to label in the client-side flow; only
+//!   administrators write [`crate::names::FORCED_BY_ANNOTATION`], with their own identity;
 //! - a Lease's `leaseDurationSeconds` is 1..=[`crate::validate::MAX_LEASE_SECONDS`] (required
 //!   when it names a holder), and its `acquireTime`/`renewTime` are micro-times
 //!   (`YYYY-MM-DDTHH:MM:SS.ffffffZ`) before the year 9000, so that jiff (whose range ends at

@@ -21,6 +21,7 @@ pub mod cluster;
 pub mod connect;
 #[cfg(feature = "desktop")]
 pub mod credentials;
+pub mod entitlement;
 pub mod error;
 pub mod guard;
 pub mod identity;

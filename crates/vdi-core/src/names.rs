@@ -89,6 +89,11 @@ pub const IDLE_SINCE_ANNOTATION: &str = "corral.dev/vdi-idle-since";
 /// holder stays (guard/guard.yaml), so the broker's Events can say who asked. Absent: the holder
 /// claimed for themselves.
 pub const ASSIGNED_BY_ANNOTATION: &str = "corral.dev/vdi-assigned-by";
+/// Claim Lease annotation an administrator writes beside [`ASSIGNED_BY_ANNOTATION`] when they
+/// assign a desktop to someone its pool is not for (`assign --force`; SPEC "Entitlements"): their
+/// full identity. The broker grants such a claim only with it; with the guard only
+/// administrators write it, with their own identity, and it stays only while the holder does.
+pub const FORCED_BY_ANNOTATION: &str = "corral.dev/vdi-forced-by";
 /// DesktopPool annotation naming who changed its spec (`pool set`, `pool resize`, the app's
 /// Settings): their full identity. With the broker installed the API server lets a request set
 /// it only to the requester's own identity (or keep it as it is: broker/members-policy.yaml), so
