@@ -11,6 +11,7 @@ pub mod controller;
 pub mod decide;
 pub mod election;
 pub mod enforcement;
+pub mod entitled;
 pub mod events;
 pub mod grant;
 pub mod idle;

@@ -110,7 +110,20 @@ pub async fn reconcile(ctx: &Context, key: &Key) -> anyhow::Result<Option<Timest
         .as_deref()
         .and_then(|l| l.annotations().get(KEPT_AT_ANNOTATION))
         .and_then(|k| k.parse().ok());
-    let refusing = ctx.enforcement.refusing();
+    // The cluster does not enforce the claim rules, else the holder is not entitled (asked only
+    // before a first grant).
+    let refusing = match (
+        ctx.enforcement.refusing(),
+        vm.as_deref(),
+        lease.as_deref(),
+        holder,
+    ) {
+        (Some(why), ..) => Some(why),
+        (None, Some(vm), Some(lease), Some(holder)) => {
+            crate::entitled::refusal(&ctx.client, namespace, member, vm, lease, holder).await?
+        }
+        _ => None,
+    };
     let vmi = stores
         .vmis
         .get(&ObjectRef::new(member).within(namespace))
