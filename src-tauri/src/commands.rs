@@ -423,7 +423,7 @@ pub async fn create_pool(
     let side = claim_side(&state)?;
     let (request, policy) = request.split();
     tracing::info!(namespace = %request.namespace, pool = %request.name, golden = %request.golden, size = request.size, ?side, "pool create requested");
-    create::create(&client, &request, &policy, side, |step| {
+    create::create(&client, &request, &policy, &[], side, |step| {
         if let Err(e) = CreateProgressEvent(step).emit(&app) {
             tracing::warn!(error = %e, "could not send create progress to the window");
         }

@@ -26,6 +26,7 @@ mod audit_cmd;
 mod broker_cmd;
 mod capacity_cmd;
 mod connect_cmd;
+mod entitle_cmd;
 mod guard_cmd;
 mod numbers;
 mod policy_cmd;
@@ -111,6 +112,10 @@ enum Command {
         /// 24 h.
         #[arg(long, value_parser = parse_duration, default_value = "120s")]
         timeout: std::time::Duration,
+        /// Assign to someone the pool is not for (an administrator's act; recorded on the
+        /// claim, corral.dev/vdi-forced-by).
+        #[arg(long)]
+        force: bool,
     },
     /// Release a member: removes its assignment, stops the VM, releases its Lease.
     Unassign {
@@ -188,6 +193,11 @@ enum PoolCommand {
     Set(policy_cmd::SetArgs),
     /// Change a managed pool's size; the broker clones or removes members.
     Resize(policy_cmd::ResizeArgs),
+    /// Let users, groups or service accounts claim from a pool (RBAC: the verb claim on
+    /// desktoppools.corral.dev with the pool's name), or with --remove take it back.
+    Entitle(entitle_cmd::EntitleArgs),
+    /// Who may claim from a pool: every RoleBinding (and ClusterRoleBinding) that grants it.
+    Entitlements(entitle_cmd::EntitlementsArgs),
 }
 
 /// `pool list --watch`: the live view of the app (watches, not polling), printed whole on
@@ -439,6 +449,12 @@ async fn run(cli: Cli) -> vdi_core::Result<ExitCode> {
         Command::Pool(PoolCommand::Resize(args)) => {
             policy_cmd::run_resize(&source, context, args).await?;
         }
+        Command::Pool(PoolCommand::Entitle(args)) => {
+            entitle_cmd::entitle(&source, context, args).await?;
+        }
+        Command::Pool(PoolCommand::Entitlements(args)) => {
+            entitle_cmd::list(&source, context, args).await?;
+        }
         Command::Audit(args) => audit_cmd::run(&source, context, args).await?,
         Command::Pool(PoolCommand::List {
             namespace,
@@ -469,6 +485,7 @@ async fn run(cli: Cli) -> vdi_core::Result<ExitCode> {
             lease_seconds,
             another,
             timeout,
+            force,
         } => {
             let conn = source.connect(context).await?;
             let ns = namespace_or(namespace, &conn.default_namespace);
@@ -476,6 +493,7 @@ async fn run(cli: Cli) -> vdi_core::Result<ExitCode> {
                 lease_seconds,
                 another,
                 timeout,
+                force,
             };
             check_assign(&ns, &pool, &user, &options)?;
             // Who asks first: a refused identity (an impersonation not allowed) is the answer,

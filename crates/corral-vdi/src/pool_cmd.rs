@@ -55,6 +55,15 @@ pub struct CreateArgs {
     /// The pool's policy (with a broker on the cluster, the pool gets a DesktopPool).
     #[command(flatten)]
     pub policy: PolicyArgs,
+    /// Who may claim from the pool: a user (or system:serviceaccount:NS:NAME). May be
+    /// repeated. Without --entitle-user or --entitle-group: everyone who may claim in the
+    /// namespace.
+    #[arg(long = "entitle-user", value_name = "USER")]
+    pub entitle_users: Vec<String>,
+    /// Who may claim from the pool: a group, as the cluster's authenticator reports it. May
+    /// be repeated.
+    #[arg(long = "entitle-group", value_name = "GROUP")]
+    pub entitle_groups: Vec<String>,
 }
 
 /// `pool delete <name> [-n ns] [--force]`.
@@ -145,6 +154,7 @@ pub async fn create(
     context: Option<&str>,
     args: CreateArgs,
 ) -> vdi_core::Result<()> {
+    let who = crate::entitle_cmd::who(&args.entitle_users, &args.entitle_groups, false)?;
     let conn = source.connect(context).await?;
     let cancel = CancelHandle::new();
     let _ctrl_c = CtrlC(tokio::spawn(cancel_on_ctrl_c(cancel.clone())));
@@ -167,6 +177,7 @@ pub async fn create(
         &conn.client,
         &request,
         &args.policy.changes(),
+        &who,
         side(Some(&broker)),
         print_progress,
     )
@@ -184,6 +195,9 @@ pub async fn create(
     );
     for member in &created.members {
         out!("{member}");
+    }
+    for line in &created.entitled {
+        out!("who may use it: {line}");
     }
     if let Some(policy) = policy {
         out!(

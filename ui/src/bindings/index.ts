@@ -1402,6 +1402,11 @@ export type PoolCreated = {
 	 *  clone object that could not be removed).
 	 */
 	warnings: string[],
+	/**
+	 *  Who may claim from it, a sentence each ([`crate::entitlement::entitle`]'s; written by
+	 *  [`crate::managed::create::create`], empty where only the members were made).
+	 */
+	entitled: string[],
 };
 
 /**  What a pool delete removed. */

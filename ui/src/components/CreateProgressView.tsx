@@ -179,6 +179,12 @@ export function CreateProgressView({ state, onClose, onCleanUp }: CreateProgress
               <dd className="mono">{state.created.cloneApiVersion}</dd>
               <dt>Time taken</dt>
               <dd className="tabular">{formatElapsed(state.created.elapsedMs)}</dd>
+              {state.created.entitled.length > 0 ? (
+                <>
+                  <dt>Who may use it</dt>
+                  <dd data-testid="create-entitled">{state.created.entitled.join("; ")}</dd>
+                </>
+              ) : null}
             </dl>
             {state.created.warnings.length > 0 ? (
               <ul className="form-warnings" aria-label="Warnings">

@@ -343,6 +343,7 @@ describe("finishCreateRun", () => {
     golden: "golden-desktop",
     members: ["devpool-1", "devpool-2", "devpool-3"],
     cloneApiVersion: "v1beta1",
+    entitled: [],
     elapsedMs: 4_200,
     warnings: [],
   };
@@ -416,6 +417,7 @@ describe("formatPoolCreated", () => {
     golden: "golden-desktop",
     members: ["devpool-1", "devpool-2", "devpool-3"],
     cloneApiVersion: "v1beta1",
+    entitled: [],
     elapsedMs: 4_200,
     warnings: [],
   };

@@ -109,8 +109,10 @@ where
         namespace,
         pool,
         assignee,
+        forced: options.force,
     };
     refuse_if_guarded(actor, &claim).await?;
+    refuse_unentitled(actor, &claim).await?;
     let broker = crate::broker::status(actor.client())
         .await
         .ok()
@@ -204,6 +206,41 @@ async fn refuse_if_guarded(actor: &Actor, claim: &Claim<'_>) -> Result<()> {
         return Err(guard_refusal(actor.username(), claim));
     }
     Ok(())
+}
+
+/// Step 0, for an assignment to someone else (an administrator's): refuses it, before anything
+/// is read, when the pool is not for them as far as the cluster can tell
+/// ([`crate::entitlement::is_entitled`]: one SubjectAccessReview), unless forced. A claim for
+/// oneself is checked by the guard, with one's own groups, where the Lease is written.
+///
+/// Errors: [`Error::Refused`] naming the missing right and both fixes; the review's error.
+async fn refuse_unentitled(actor: &Actor, claim: &Claim<'_>) -> Result<()> {
+    if claim.forced || claim.assignee == actor.username() {
+        return Ok(());
+    }
+    let Claim {
+        namespace,
+        pool,
+        assignee,
+        ..
+    } = *claim;
+    if crate::entitlement::is_entitled(actor.client(), namespace, pool, assignee).await? {
+        return Ok(());
+    }
+    Err(Error::Refused {
+        message: format!(
+            "pool \"{pool}\" in namespace \"{namespace}\" is not for {assignee}: RBAC gives \
+             {assignee} no {} on {}.{} \"{pool}\" by name (a grant to a group of theirs is not \
+             seen: nobody but the API server knows a user's groups, and only while they sign in)",
+            crate::entitlement::VERB,
+            crate::entitlement::RESOURCE,
+            crate::entitlement::GROUP
+        ),
+        suggestion: Some(format!(
+            "entitle them (corral-vdi pool entitle {pool} --user {assignee} -n {namespace}), \
+             let them take a desktop themselves, or assign with --force (recorded on the claim)"
+        )),
+    })
 }
 
 /// The pool as one claim reads it (two requests): its VMs, every claim Lease of the

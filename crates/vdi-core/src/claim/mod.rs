@@ -72,6 +72,10 @@ pub struct ClaimOptions {
     /// bind the holder's access and start it (default [`DEFAULT_GRANT_TIMEOUT`], 1 s to 24 h).
     /// Without a broker it is not used.
     pub timeout: Duration,
+    /// An administrator's assignment to someone the pool is not for (SPEC "Entitlements"): not
+    /// checked, and recorded on the Lease ([`crate::names::FORCED_BY_ANNOTATION`]) so that the
+    /// broker grants it. Without it such an assignment is refused before anything is written.
+    pub force: bool,
 }
 
 /// How long a claim waits for the broker's grant by default: 120 s.
@@ -83,6 +87,7 @@ impl Default for ClaimOptions {
             lease_seconds: i64::from(DEFAULT_LEASE_SECONDS),
             another: false,
             timeout: DEFAULT_GRANT_TIMEOUT,
+            force: false,
         }
     }
 }

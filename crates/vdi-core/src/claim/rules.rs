@@ -19,8 +19,8 @@ use crate::clock::{describe_instant, exact_instant};
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::ClaimLease;
 use crate::names::{
-    ADMIN_GROUP, ASSIGNED_BY_ANNOTATION, GUARD_B32_MAX_CHARS, MEMBER_LABEL, POOL_LABEL,
-    encode_identity, guard_can_check, lease_name,
+    ADMIN_GROUP, ASSIGNED_BY_ANNOTATION, FORCED_BY_ANNOTATION, GUARD_B32_MAX_CHARS, MEMBER_LABEL,
+    POOL_LABEL, encode_identity, guard_can_check, lease_name,
 };
 use crate::state::{MemberState, MemberView};
 use crate::validate;
@@ -77,6 +77,9 @@ pub(super) struct Claim<'a> {
     pub(super) pool: &'a str,
     /// Whom the member is for (the Lease's holder).
     pub(super) assignee: &'a str,
+    /// An administrator's assignment to someone the pool is not for
+    /// ([`super::ClaimOptions::force`]).
+    pub(super) forced: bool,
 }
 
 impl Claim<'_> {
@@ -111,7 +114,12 @@ impl Claim<'_> {
                     (MEMBER_LABEL.to_owned(), member.to_owned()),
                 ])),
                 annotations: (actor != self.assignee).then(|| {
-                    BTreeMap::from([(ASSIGNED_BY_ANNOTATION.to_owned(), actor.to_owned())])
+                    let mut written =
+                        BTreeMap::from([(ASSIGNED_BY_ANNOTATION.to_owned(), actor.to_owned())]);
+                    if self.forced {
+                        written.insert(FORCED_BY_ANNOTATION.to_owned(), actor.to_owned());
+                    }
+                    written
                 }),
                 ..Default::default()
             },
@@ -150,6 +158,7 @@ pub(super) fn guard_refusal(actor: &str, claim: &Claim<'_>) -> Error {
         namespace,
         pool,
         assignee,
+        ..
     } = *claim;
     if assignee != actor {
         return Error::rejected(

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::change::{PolicyChanges, spec_for};
 use super::ops;
+use crate::entitlement::Who;
 use crate::error::{Error, ErrorKind, Result};
 use crate::policy::{DesktopPool, DesktopPoolSpec};
 use crate::pool::{
@@ -101,7 +102,9 @@ pub struct Created {
     pub policy: Option<DesktopPool>,
 }
 
-/// Creates the pool `request` asks for ([`create_pool`], reporting each step to `progress`)
+/// Creates the pool `request` asks for ([`create_pool`], reporting each step to `progress`),
+/// entitles `who` to claim from it ([`crate::entitlement::entitle`]; nobody named: everyone who
+/// may claim in the namespace, [`Who::Everyone`]; a warning naming the command when it cannot)
 /// and, where `side` is [`ClaimSide::Broker`] (the open link knows it: no read here), its
 /// DesktopPool with `golden`, `size` and `policy` applied, then lets the broker act in the
 /// namespace ([`crate::broker::namespaces::serve`]; a warning naming the command when it
@@ -114,6 +117,7 @@ pub async fn create<P>(
     client: &Client,
     request: &CreatePool,
     policy: &PolicyChanges,
+    who: &[Who],
     side: ClaimSide,
     progress: P,
 ) -> Result<Created>
@@ -122,6 +126,7 @@ where
 {
     let (_, spec) = checked(request, policy, side)?;
     let mut pool = create_pool(client, request, progress).await?;
+    entitle(client, &mut pool, who).await;
     if side == ClaimSide::Client {
         return Ok(Created { pool, policy: None });
     }
@@ -145,4 +150,26 @@ where
         pool,
         policy: Some(written),
     })
+}
+
+/// Entitles `who` (nobody named: [`Who::Everyone`]) to the new pool, as its creator; what it
+/// could not write is a warning on the pool naming the command that does.
+async fn entitle(client: &Client, pool: &mut PoolCreated, who: &[Who]) {
+    let who = if who.is_empty() {
+        vec![Who::Everyone]
+    } else {
+        who.to_vec()
+    };
+    let (ns, name) = (pool.namespace.clone(), pool.name.clone());
+    let written = match crate::identity::whoami(client).await {
+        Ok(me) => crate::entitlement::entitle(client, &ns, &name, &who, &me.username).await,
+        Err(e) => Err(e),
+    };
+    match written {
+        Ok(said) => pool.entitled = said,
+        Err(e) => pool.warnings.push(format!(
+            "nobody may claim from pool \"{name}\" yet: its entitlement was not written ({e}); \
+             corral-vdi pool entitle {name} --everyone -n {ns} (or --user, --group) writes it"
+        )),
+    }
 }

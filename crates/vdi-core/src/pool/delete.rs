@@ -424,6 +424,14 @@ pub async fn delete_pool(
         }
     }
 
+    // Who may claim from it: a pool made again under the name starts with its own grants.
+    if let Err(e) = crate::entitlement::forget_pool(client, ns, pool).await {
+        left_alone.push(format!(
+            "the pool's entitlements (Role {} and its RoleBindings: {e})",
+            crate::entitlement::role_name(pool)
+        ));
+    }
+
     Ok(PoolDeleted {
         namespace: ns.clone(),
         name: pool.clone(),

@@ -534,4 +534,7 @@ pub struct PoolCreated {
     /// Things that did not stop the pool from being made but deserve a look (e.g. a finished
     /// clone object that could not be removed).
     pub warnings: Vec<String>,
+    /// Who may claim from it, a sentence each ([`crate::entitlement::entitle`]'s; written by
+    /// [`crate::managed::create::create`], empty where only the members were made).
+    pub entitled: Vec<String>,
 }

@@ -125,6 +125,7 @@ fn claim<'a>(assignee: &'a str) -> Claim<'a> {
         namespace: "ns",
         pool: "dev",
         assignee,
+        forced: false,
     }
 }
 

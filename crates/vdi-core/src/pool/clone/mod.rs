@@ -226,6 +226,7 @@ where
             clone_api_version: clone_api.version,
             elapsed_ms: u32::try_from(started.elapsed().as_millis()).unwrap_or(u32::MAX),
             warnings,
+            entitled: Vec::new(),
         });
     }
     leftovers.extend(warnings);
