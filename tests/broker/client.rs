@@ -23,7 +23,7 @@ use vdi_core::scope::Scope;
 use vdi_core::state::{ClaimSide, MemberState, MemberView};
 use vdi_core::watch::list_pools_on;
 
-use crate::{CONVERGE, power_code, replicas_mine, replicas_steady, wait_no_grant};
+use crate::{CONVERGE, cli_as, power_code, replicas_mine, replicas_steady, wait_no_grant};
 
 /// `member` of `pool` in `ns` as `pool list` shows it with a broker.
 async fn listed(ns: &str, pool: &str, member: &str) -> MemberView {
@@ -341,22 +341,6 @@ async fn without_a_leader_a_claim_says_so_and_waits_and_the_badge_follows() {
     .await
     .expect("the badge names a leader again")
     .unwrap();
-}
-
-/// Runs the CLI as `user` with `args`; its exit success, stdout and stderr.
-fn cli_as(user: &str, args: &[&str]) -> (bool, String, String) {
-    let out = std::process::Command::new(corral_tests::cli_binary())
-        .args(["--context", user])
-        .args(args)
-        .env("KUBECONFIG", &sandbox().kubeconfig)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[tokio::test]

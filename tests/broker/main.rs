@@ -19,6 +19,7 @@ mod access;
 mod airtight;
 mod bad_leases;
 mod client;
+mod entitlements;
 mod failover;
 mod hand_edit;
 mod label_only;
@@ -392,4 +393,20 @@ async fn console(user: &str, ns: &str, member: &str) -> VmiStream {
         other => panic!("{user}'s console on {member} sent no RFB banner: {other:?}"),
     }
     console
+}
+
+/// Runs the CLI as `user` with `args`; its exit success, stdout and stderr.
+fn cli_as(user: &str, args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(corral_tests::cli_binary())
+        .args(["--context", user])
+        .args(args)
+        .env("KUBECONFIG", &corral_tests::sandbox().kubeconfig)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }

@@ -118,7 +118,25 @@ pub async fn pool_vms(client: &Client, ns: &str, pool: &str, size: usize) -> kub
         vm.metadata.labels = Some([(POOL_LABEL.to_owned(), pool.to_owned())].into());
         api.create(&PostParams::default(), &vm).await?;
     }
+    open_to_everyone(ns, pool).await;
     Ok(())
+}
+
+/// Entitles everyone who may claim in `ns` to `pool`, as `pool create` does by default (SPEC
+/// "Entitlements"): what a label-only pool made by hand needs in `corral-vms`, where pools are
+/// entitled one by one (a test's own namespace entitles every pool:
+/// `sandbox::bootstrap::entitle_every_pool`).
+pub async fn open_to_everyone(ns: &str, pool: &str) {
+    let admin = client_as("admin").await;
+    vdi_core::entitlement::entitle(
+        &admin,
+        ns,
+        pool,
+        &[vdi_core::entitlement::Who::Everyone],
+        "admin",
+    )
+    .await
+    .unwrap_or_else(|e| panic!("entitle everyone to pool {pool} in {ns}: {e}"));
 }
 
 /// [`pool_vms`], then waits (60 s at most) until the emulator has reported each member
@@ -303,6 +321,7 @@ pub async fn desktop_member(ns: &str, pool: &str, name: &str, passthrough: bool)
         .create(&PostParams::default(), &vm)
         .await
         .unwrap();
+    open_to_everyone(ns, pool).await;
     wait_power(ns, name, "Stopped").await;
 }
 

@@ -267,6 +267,8 @@ pub const LEASE_ONLY: &str = "corral-vdi:lease-only";
 /// The claimant Role shipped with the broker (`broker/claimant-role.yaml`), which the users
 /// get in a sandbox with a broker (`vdi_core::broker::claimants`).
 pub const DESKTOP_USER: &str = "corral-vdi:desktop-user";
+/// The Role and RoleBinding of [`entitle_every_pool`] in a test's namespace.
+pub const EVERY_POOL: &str = "corral-vdi:every-pool";
 
 /// Which roles `alice`, `bob` and `carol` get in a namespace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -293,7 +295,7 @@ async fn install_rbac(admin: &Client, roles: UserRoles) -> Result<()> {
             ] }),
     )
     .await?;
-    grant_users(admin, DEMO_NAMESPACE, roles).await
+    grant_roles(admin, DEMO_NAMESPACE, roles).await
 }
 
 /// The ClusterRole that lets a user read what GPU and host-device capacity needs, cluster-wide:
@@ -368,6 +370,46 @@ async fn client_side_roles(admin: &Client, namespace: &str) -> Result<()> {
 /// `corral-vdi-<user>`. The client-side Roles are written in either case (tests bind other
 /// users to them).
 pub async fn grant_users(admin: &Client, namespace: &str, roles: UserRoles) -> Result<()> {
+    grant_roles(admin, namespace, roles).await?;
+    entitle_every_pool(admin, namespace).await
+}
+
+/// The Role and RoleBinding [`EVERY_POOL`]: `alice`, `bob` and `carol` may claim from every
+/// pool of `namespace` (the verb `claim` on `desktoppools` without names: SPEC "Entitlements"),
+/// as a cluster that keeps the behaviour from before entitlements binds it once. A test of
+/// entitlements deletes the RoleBinding.
+pub async fn entitle_every_pool(admin: &Client, namespace: &str) -> Result<()> {
+    let roles: Api<Role> = Api::namespaced(admin.clone(), namespace);
+    apply(
+        &roles,
+        EVERY_POOL,
+        json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": { "name": EVERY_POOL, "namespace": namespace },
+            "rules": [{ "apiGroups": [vdi_core::entitlement::GROUP],
+                        "resources": [vdi_core::entitlement::RESOURCE],
+                        "verbs": [vdi_core::entitlement::VERB] }] }),
+    )
+    .await?;
+    let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), namespace);
+    let subjects: Vec<Value> = ["alice", "bob", "carol"]
+        .iter()
+        .map(|u| json!({ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": u }))
+        .collect();
+    apply(
+        &bindings,
+        EVERY_POOL,
+        json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": { "name": EVERY_POOL, "namespace": namespace },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": EVERY_POOL },
+            "subjects": subjects }),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The users' roles in `namespace` as `roles` says, without entitlements: [`grant_users`]'
+/// first half, and all of `corral-vms`', whose pools are entitled one by one.
+async fn grant_roles(admin: &Client, namespace: &str, roles: UserRoles) -> Result<()> {
     client_side_roles(admin, namespace).await?;
     if roles == UserRoles::Broker {
         let claimants: Vec<_> = ["alice", "bob", "carol"]
@@ -505,8 +547,18 @@ pub async fn wait_for_seed(admin: &Client) -> Result<()> {
 }
 
 /// Demo data in `corral-vms`: a stopped golden VM `golden-desktop`, and a Phase 1 pool `legacy`
-/// of three members made the old way (labels only, no Leases), `legacy-2` assigned to `alice`.
+/// of three members made the old way (labels only, no Leases), `legacy-2` assigned to `alice`,
+/// open to everyone who may claim there (an entitlement by the pool's name: a pool made later
+/// for one group only stays closed to the others).
 pub async fn seed(admin: &Client) -> Result<()> {
+    vdi_core::entitlement::entitle(
+        admin,
+        DEMO_NAMESPACE,
+        "legacy",
+        &[vdi_core::entitlement::Who::Everyone],
+        "admin",
+    )
+    .await?;
     let vms = dynamic(
         admin,
         "kubevirt.io",

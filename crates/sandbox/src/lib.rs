@@ -41,16 +41,23 @@ use kube::Client;
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
-/// Users of every sandbox: (name, groups). `admin` is in `system:masters` (cluster-admin) and
+/// Users of every sandbox: (name, groups), the groups as the API server's authenticator reports
+/// them (the client certificates' Organization entries), so that entitlements are tried with
+/// real group membership. `admin` is in `system:masters` (cluster-admin) and
 /// `corral-vdi:admins` (a Corral VDI administrator for the guard); `alice` and `bob` are
-/// desktop users in `corral-vms`; `carol` may manage Leases there but, without a broker, not
-/// change VMs (their roles: [`bootstrap`]).
+/// desktop users in `corral-vms`, in the group [`ENGINEERING`]; `carol`, in [`CONTRACTORS`],
+/// may manage Leases there but, without a broker, not change VMs (their roles: [`bootstrap`]).
 pub const USERS: &[(&str, &[&str])] = &[
     ("admin", &["system:masters", vdi_core::names::ADMIN_GROUP]),
-    ("alice", &[]),
-    ("bob", &[]),
-    ("carol", &[]),
+    ("alice", &[ENGINEERING]),
+    ("bob", &[ENGINEERING]),
+    ("carol", &[CONTRACTORS]),
 ];
+
+/// The group of `alice` and `bob`.
+pub const ENGINEERING: &str = "engineering";
+/// The group of `carol`.
+pub const CONTRACTORS: &str = "contractors";
 
 /// Namespace with the seeded golden VM and legacy pool.
 pub const DEMO_NAMESPACE: &str = "corral-vms";
