@@ -739,11 +739,12 @@ async fn vms_without_devices_cost_no_capacity_request() {
     };
     assert_eq!(capacity_reads(&paths.lock().unwrap()), Vec::<String>::new());
 
-    // An uncontended claim of a member without devices: still four requests before the start,
-    // after the one read that tells whether a broker does the cluster's half (its Lease).
+    // An uncontended claim of a member without devices (a claim for oneself: an assignment to
+    // someone else asks first whether the pool is for them): still four requests before the
+    // start, after the one read that tells whether a broker does the cluster's half (its Lease).
     let actor = vdi_core::identity::Actor::connect(client).await.unwrap();
     paths.lock().unwrap().clear();
-    assign(&actor, &ns, "plain", "someone", &ClaimOptions::default())
+    assign(&actor, &ns, "plain", "admin", &ClaimOptions::default())
         .await
         .unwrap();
     let seen = paths.lock().unwrap().clone();

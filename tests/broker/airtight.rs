@@ -30,7 +30,7 @@ use vdi_core::broker::claimants::{self, CLAIMANT_ROLE, Claimant};
 use vdi_core::error::ErrorKind;
 use vdi_core::names::{
     BROKER_NAME, BROKER_NAMESPACE, BROKER_REASON_ANNOTATION, CLAIMED_AT_ANNOTATION,
-    KEPT_AT_ANNOTATION, lease_name,
+    KEPT_AT_ANNOTATION, MEMBER_LABEL, POOL_LABEL, lease_name,
 };
 use vdi_core::policy::DesktopPoolSpec;
 use vdi_core::stream::Subresource;
@@ -533,7 +533,8 @@ async fn only_the_broker_writes_its_leader_lease_and_cluster_wide_lease_writers_
 /// Whether `user` may create a Lease in `ns` (a dry run: nothing is written).
 async fn may_claim(user: &str, ns: &str) -> bool {
     let lease: Lease = serde_json::from_value(json!({
-        "metadata": { "name": "corral-vdi-x-1", "namespace": ns },
+        "metadata": { "name": "corral-vdi-x-1", "namespace": ns,
+                      "labels": { POOL_LABEL: "x", MEMBER_LABEL: "x-1" } },
         "spec": { "holderIdentity": user, "acquireTime": "2026-12-06T00:00:00.000000Z",
                   "renewTime": "2026-12-06T00:00:00.000000Z", "leaseDurationSeconds": 60 },
     }))
@@ -570,6 +571,9 @@ async fn who_may_claim_in_a_namespace_is_its_claimant_binding() {
     let _steady = replicas_steady().await;
     let admin = client_as("admin").await;
     let ns = bare_namespace(&admin, "claimants").await;
+    // Pool x is open to everyone who may claim there (SPEC "Entitlements"): who may is the
+    // claimant binding's to say.
+    corral_tests::open_to_everyone(&ns, "x").await;
     let bindings = Api::<RoleBinding>::namespaced(admin.clone(), &ns);
     assert!(!may_claim("carol", &ns).await);
 

@@ -118,7 +118,7 @@ pub async fn pool_vms(client: &Client, ns: &str, pool: &str, size: usize) -> kub
         vm.metadata.labels = Some([(POOL_LABEL.to_owned(), pool.to_owned())].into());
         api.create(&PostParams::default(), &vm).await?;
     }
-    open_to_everyone(ns, pool).await;
+    open_to(client, ns, pool).await;
     Ok(())
 }
 
@@ -127,9 +127,13 @@ pub async fn pool_vms(client: &Client, ns: &str, pool: &str, size: usize) -> kub
 /// entitled one by one (a test's own namespace entitles every pool:
 /// `sandbox::bootstrap::entitle_every_pool`).
 pub async fn open_to_everyone(ns: &str, pool: &str) {
-    let admin = client_as("admin").await;
+    open_to(&client_as("admin").await, ns, pool).await;
+}
+
+/// [`open_to_everyone`] on the cluster of `admin` (an administrator's client).
+pub async fn open_to(admin: &Client, ns: &str, pool: &str) {
     vdi_core::entitlement::entitle(
-        &admin,
+        admin,
         ns,
         pool,
         &[vdi_core::entitlement::Who::Everyone],
@@ -137,6 +141,18 @@ pub async fn open_to_everyone(ns: &str, pool: &str) {
     )
     .await
     .unwrap_or_else(|e| panic!("entitle everyone to pool {pool} in {ns}: {e}"));
+    // The API server's authorizer reads RBAC through a cache: the grant holds a moment later.
+    eventually(
+        &format!("pool {pool} in {ns} open to everyone"),
+        Duration::from_secs(30),
+        || async {
+            vdi_core::entitlement::is_entitled(&admin, ns, pool, "nobody-in-particular")
+                .await
+                .unwrap_or(false)
+                .then_some(())
+        },
+    )
+    .await;
 }
 
 /// [`pool_vms`], then waits (60 s at most) until the emulator has reported each member

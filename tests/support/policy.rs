@@ -109,7 +109,7 @@ pub async fn wait_pool_members(
 }
 
 /// Makes `pool` in `ns` managed with `spec` (a DesktopPool written as admin; its golden VM
-/// must exist) and waits (`within` at most) until the broker has made its `spec.size` members,
+/// must exist), open to everyone who may claim there as `pool create` makes it, and waits (`within` at most) until the broker has made its `spec.size` members,
 /// each settled ([`PoolMember::settled`]) and, when `spec.warm` is set, that many running.
 pub async fn managed_pool_in(ns: &str, pool: &str, spec: DesktopPoolSpec, within: Duration) {
     let size = spec.size as usize;
@@ -118,6 +118,7 @@ pub async fn managed_pool_in(ns: &str, pool: &str, spec: DesktopPoolSpec, within
         .create(&PostParams::default(), &DesktopPool::new(pool, spec))
         .await
         .unwrap_or_else(|e| panic!("create DesktopPool {pool} in {ns}: {e}"));
+    crate::open_to_everyone(ns, pool).await;
     let what = format!("{size} members, {warm} running");
     wait_pool_members(ns, pool, &what, within, |m| {
         m.len() == size

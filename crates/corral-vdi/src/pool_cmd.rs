@@ -197,7 +197,7 @@ pub async fn create(
         out!("{member}");
     }
     for line in &created.entitled {
-        out!("who may use it: {line}");
+        out!("{line}");
     }
     if let Some(policy) = policy {
         out!(

@@ -35,7 +35,10 @@ async fn create_and_delete_print_like_the_walkthrough() {
     assert!(out.status.success(), "{stderr}");
     assert_eq!(
         stdout,
-        "pool \"devpool\" created: 3 members\ndevpool-1\ndevpool-2\ndevpool-3\n"
+        format!(
+            "pool \"devpool\" created: 3 members\ndevpool-1\ndevpool-2\ndevpool-3\npool \
+             \"devpool\" is open to everyone who may claim in namespace \"{ns}\"\n"
+        )
     );
     assert!(
         stderr.starts_with(&format!(
@@ -232,7 +235,10 @@ async fn refusals_exit_non_zero_with_the_cause_and_a_hint() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(
         text(&out.stdout),
-        "pool \"p\" created: 2 members\np-1\np-2\n"
+        format!(
+            "pool \"p\" created: 2 members\np-1\np-2\npool \"p\" is open to everyone who may \
+             claim in namespace \"{ns}\"\n"
+        )
     );
 
     // bob may not delete VMs: refused before anything is deleted (no "run it again"), and the

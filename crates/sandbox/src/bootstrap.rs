@@ -374,10 +374,10 @@ pub async fn grant_users(admin: &Client, namespace: &str, roles: UserRoles) -> R
     entitle_every_pool(admin, namespace).await
 }
 
-/// The Role and RoleBinding [`EVERY_POOL`]: `alice`, `bob` and `carol` may claim from every
-/// pool of `namespace` (the verb `claim` on `desktoppools` without names: SPEC "Entitlements"),
-/// as a cluster that keeps the behaviour from before entitlements binds it once. A test of
-/// entitlements deletes the RoleBinding.
+/// The Role and RoleBinding [`EVERY_POOL`]: everyone who may claim in `namespace` (the group
+/// `system:authenticated`) may claim from every pool there (the verb `claim` on `desktoppools`
+/// without names: SPEC "Entitlements"), as a cluster that keeps the behaviour from before
+/// entitlements binds it once. A test of entitlements deletes the RoleBinding.
 pub async fn entitle_every_pool(admin: &Client, namespace: &str) -> Result<()> {
     let roles: Api<Role> = Api::namespaced(admin.clone(), namespace);
     apply(
@@ -391,10 +391,10 @@ pub async fn entitle_every_pool(admin: &Client, namespace: &str) -> Result<()> {
     )
     .await?;
     let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), namespace);
-    let subjects: Vec<Value> = ["alice", "bob", "carol"]
-        .iter()
-        .map(|u| json!({ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": u }))
-        .collect();
+    let subjects = [
+        json!({ "apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                            "name": vdi_core::entitlement::EVERYONE_GROUP }),
+    ];
     apply(
         &bindings,
         EVERY_POOL,

@@ -163,7 +163,8 @@ fn check(namespace: &str, pool: &str, who: &[Who]) -> Result<()> {
 }
 
 /// Entitles `who` to claim from `pool` in `namespace`: writes the pool's Role (server-side
-/// apply) and one RoleBinding per subject, annotated with `by` (the caller's identity).
+/// apply) and one RoleBinding per subject, annotated with `by` (the caller's identity), and
+/// returns once the API server's authorizer holds them (10 s at most).
 /// Returns a sentence per subject ("group engineering may claim from pool "dev"", "pool "dev" is
 /// open to everyone who may claim in namespace "ns"", or "… already …").
 ///
@@ -228,7 +229,37 @@ pub async fn entitle(
             Who::Claimant(c) => format!("{c} may{already} claim from pool \"{pool}\""),
         });
     }
+    settled(client, namespace, pool, who).await;
     Ok(said)
+}
+
+/// Waits (10 s at most) until the API server's authorizer, which reads RBAC through a cache,
+/// entitles each of `who` to `pool`: so that a claim right after [`entitle`] is not refused.
+/// Asked with SubjectAccessReviews, as [`is_entitled`] does; gives up silently (the grant is
+/// written and holds a moment later).
+async fn settled(client: &Client, namespace: &str, pool: &str, who: &[Who]) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    for w in who {
+        let (user, groups) = match w {
+            Who::Everyone => (
+                "corral-vdi:anyone".to_owned(),
+                vec![EVERYONE_GROUP.to_owned()],
+            ),
+            Who::Claimant(Claimant::Group(g)) => ("corral-vdi:anyone".to_owned(), vec![g.clone()]),
+            Who::Claimant(Claimant::User(u)) => (u.clone(), known_groups(u)),
+            Who::Claimant(Claimant::ServiceAccount { namespace, name }) => {
+                let id = format!("system:serviceaccount:{namespace}:{name}");
+                let groups = known_groups(&id);
+                (id, groups)
+            }
+        };
+        while tokio::time::Instant::now() < deadline {
+            match review(client, namespace, pool, &user, groups.clone()).await {
+                Ok(true) | Err(_) => break,
+                Ok(false) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+            }
+        }
+    }
 }
 
 /// Takes back the grants [`entitle`] wrote for `who` on `pool`. Claims running go on; the next
@@ -526,11 +557,22 @@ pub async fn is_entitled(
     pool: &str,
     identity: &str,
 ) -> Result<bool> {
+    review(client, namespace, pool, identity, known_groups(identity)).await
+}
+
+/// A SubjectAccessReview of [`VERB`] on `pool` for `user` in `groups`.
+async fn review(
+    client: &Client,
+    namespace: &str,
+    pool: &str,
+    user: &str,
+    groups: Vec<String>,
+) -> Result<bool> {
     let review = SubjectAccessReview {
         spec: SubjectAccessReviewSpec {
             resource_attributes: Some(attributes(namespace, pool)),
-            user: Some(identity.to_owned()),
-            groups: Some(known_groups(identity)),
+            user: Some(user.to_owned()),
+            groups: Some(groups),
             ..Default::default()
         },
         ..Default::default()
@@ -541,7 +583,7 @@ pub async fn is_entitled(
         .await
         .map_err(|e| {
             Error::kube(
-                format!("ask whether {identity} may claim from pool \"{pool}\""),
+                format!("ask whether {user} may claim from pool \"{pool}\""),
                 e,
             )
         })?;
