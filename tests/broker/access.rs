@@ -233,3 +233,59 @@ async fn a_service_account_holder_is_bound_as_a_service_account_to_its_member_on
     .await;
     assert!(!may_open_vnc(&robot, &ns, other).await);
 }
+
+#[tokio::test]
+async fn a_service_account_claims_renews_connects_and_releases_its_own_desktop() {
+    use vdi_core::broker::claimants::{Claimant, allow};
+    let _steady = replicas_steady().await;
+    let ns = namespace("kiosk").await;
+    desktop_member(&ns, "kiosk", "kiosk-1", true).await;
+    // A kiosk's identity: longer than the guard can encode in a label (36 characters), which
+    // with a broker matters no more, since the broker writes the label.
+    let dave = format!("system:serviceaccount:{ns}:dave");
+    assert!(
+        dave.len() > 36,
+        "{dave} is short enough for the guard to check its label"
+    );
+    let admin = client_as("admin").await;
+    let sa = Claimant::ServiceAccount {
+        namespace: ns.clone(),
+        name: "dave".into(),
+    };
+    allow(&admin, &ns, &[sa]).await.unwrap();
+    let groups = [
+        "system:serviceaccounts".to_owned(),
+        format!("system:serviceaccounts:{ns}"),
+    ];
+    let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
+    let actor = corral_tests::actor_impersonating(&dave, &groups).await;
+
+    let claimed = vdi_core::claim::assign(
+        &actor,
+        &ns,
+        "kiosk",
+        &dave,
+        &vdi_core::claim::ClaimOptions::default(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{dave} claims for itself: {e}"));
+    assert_eq!(claimed.member, "kiosk-1");
+    // Granted to the service account, as a service account.
+    let (_, binding) = crate::grant(&ns, "kiosk-1").await;
+    let subjects = binding.and_then(|b| b.subjects).unwrap_or_default();
+    assert!(
+        subjects.len() == 1 && subjects[0].kind == "ServiceAccount" && subjects[0].name == "dave",
+        "kiosk-1's binding: {subjects:?}"
+    );
+    corral_tests::eventually("the kiosk's grant to hold", crate::CONVERGE, || async {
+        may_open_vnc(&dave, &ns, "kiosk-1").await.then_some(())
+    })
+    .await;
+    vdi_core::claim::renew::renew(&actor, &ns, "kiosk-1")
+        .await
+        .unwrap_or_else(|e| panic!("{dave} renews its claim: {e}"));
+    unassign(&actor, &ns, "kiosk-1", &UnassignOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("{dave} releases its claim: {e}"));
+    wait_no_grant(&ns, "kiosk-1", crate::CONVERGE).await;
+}

@@ -19,6 +19,7 @@ mod access;
 mod airtight;
 mod bad_leases;
 mod client;
+mod dedicated;
 mod entitlements;
 mod failover;
 mod hand_edit;

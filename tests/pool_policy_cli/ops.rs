@@ -158,6 +158,7 @@ async fn adopt_reads_the_golden_vm_pool_create_wrote_then_set_and_resize_write_t
         max_session: Some("8h".into()),
         idle_timeout: Some("1h".into()),
         on_release: Some(OnRelease::Reset),
+        assignment: None,
     };
     let written = set(&admin, &ns, "pc", &changes).await.unwrap();
     let want = DesktopPoolSpec {
@@ -168,6 +169,7 @@ async fn adopt_reads_the_golden_vm_pool_create_wrote_then_set_and_resize_write_t
         max_session: Some("8h".into()),
         idle_timeout: Some("1h".into()),
         on_release: Some(OnRelease::Reset),
+        assignment: None,
     };
     assert_eq!(written.spec, want);
     assert_eq!(desktop_pool(&ns, "pc").await.unwrap().spec, want);

@@ -86,7 +86,8 @@ pub use plans::{
     TeardownPlan, VmFacts,
 };
 pub use sentences::{
-    IDENTITY_SHOWN, conflict_reason, deleting_reason, not_a_person_reason, shown, unreadable_reason,
+    IDENTITY_SHOWN, conflict_reason, deleting_reason, not_a_person_reason, owned_reason, shown,
+    unreadable_reason,
 };
 
 /// What the Lease says now, with the reclaim margin (and a managed pool's rules) applied.
@@ -215,6 +216,11 @@ pub fn decide(member: &str, namespace: &str, facts: &MemberFacts<'_>) -> Decisio
                     let reason = conflict_reason(member, namespace, label, holder);
                     refuse(vm, &facts.grant, Reason::Conflict, holder, reason)
                 }
+                _ if owned_by_another(facts, vm, holder) => {
+                    let owner = vm.owner.unwrap_or_default();
+                    let reason = owned_reason(member, namespace, owner, holder);
+                    refuse(vm, &facts.grant, Reason::NotGranted, holder, reason)
+                }
                 _ => {
                     let granted = vm.granted_to == Some(encoded.as_str());
                     match vm.vmi {
@@ -298,6 +304,11 @@ pub fn decide(member: &str, namespace: &str, facts: &MemberFacts<'_>) -> Decisio
     }
 }
 
+/// A dedicated pool's member that someone else owns: never granted to `holder`.
+fn owned_by_another(facts: &MemberFacts<'_>, vm: VmFacts<'_>, holder: &str) -> bool {
+    facts.policy.is_some_and(|p| p.dedicated()) && vm.owner.is_some_and(|o| o != holder)
+}
+
 fn grant(
     vm: VmFacts<'_>,
     facts: &MemberFacts<'_>,
@@ -350,7 +361,11 @@ fn grant(
     let soon = next.filter(|next| next.notice_due(facts.now));
     let notice = soon.as_ref().map(managed::notice_value);
     let announce = soon.filter(|_| vm.notice != notice.as_deref());
-    let write_vm = vm.label != Some(encoded.as_str())
+    // A dedicated pool's member becomes its first holder's.
+    let owner = (facts.policy.is_some_and(|p| p.dedicated()) && vm.owner.is_none())
+        .then(|| holder.to_owned());
+    let write_vm = owner.is_some()
+        || vm.label != Some(encoded.as_str())
         || !granted
         || vm.claimed_at != Some(claimed_at.as_str())
         || vm.notice != notice.as_deref()
@@ -378,6 +393,7 @@ fn grant(
         notice,
         announce,
         assigned_by: facts.lease.and_then(|l| l.assigned_by.clone()),
+        owner,
     }
 }
 

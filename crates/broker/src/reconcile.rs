@@ -31,7 +31,7 @@ use vdi_core::lease::lease_view;
 use vdi_core::names::{
     ASSIGNED_TO_LABEL, BROKER_NAME, BROKER_REASON_ANNOTATION, CLAIMED_AT_ANNOTATION,
     GRANTED_TO_ANNOTATION, IDLE_SINCE_ANNOTATION, KEPT_AT_ANNOTATION, LAST_SESSION_ANNOTATION,
-    POOL_LABEL, REMOVING_ANNOTATION, grant_name, lease_name,
+    OWNER_ANNOTATION, POOL_LABEL, REMOVING_ANNOTATION, grant_name, lease_name,
 };
 use vdi_core::resources::VirtualMachine;
 
@@ -225,6 +225,7 @@ fn vm_facts(vm: &VirtualMachine) -> VmFacts<'_> {
         removing: annotation(REMOVING_ANNOTATION),
         vmi: None,
         last_session: annotation(LAST_SESSION_ANNOTATION),
+        owner: annotation(OWNER_ANNOTATION).filter(|o| !o.is_empty()),
     }
 }
 

@@ -198,6 +198,8 @@ enum PoolCommand {
     Entitle(entitle_cmd::EntitleArgs),
     /// Who may claim from a pool: every RoleBinding (and ClusterRoleBinding) that grants it.
     Entitlements(entitle_cmd::EntitlementsArgs),
+    /// Move a member of a dedicated pool to another owner, or free it (recorded as an Event).
+    Owner(policy_cmd::OwnerArgs),
 }
 
 /// `pool list --watch`: the live view of the app (watches, not polling), printed whole on
@@ -349,6 +351,18 @@ fn print_pools(
             pool.counts.free,
             pool.counts.claimed
         );
+        let owners: Vec<String> = pool
+            .members
+            .iter()
+            .filter_map(|m| Some(format!("{} {}", m.name, m.owner.as_deref()?)))
+            .collect();
+        if !owners.is_empty() {
+            out!(
+                "owners: {}; {} unowned",
+                owners.join(", "),
+                pool.members.len() - owners.len()
+            );
+        }
         policy_cmd::print_policy_of(pool, policies);
         let rows: Vec<[String; 6]> = std::iter::once(header.clone())
             .chain(pool.members.iter().map(|m| member_row(m, now)))
@@ -451,6 +465,9 @@ async fn run(cli: Cli) -> vdi_core::Result<ExitCode> {
         }
         Command::Pool(PoolCommand::Entitle(args)) => {
             entitle_cmd::entitle(&source, context, args).await?;
+        }
+        Command::Pool(PoolCommand::Owner(args)) => {
+            policy_cmd::run_owner(&source, context, args).await?;
         }
         Command::Pool(PoolCommand::Entitlements(args)) => {
             entitle_cmd::list(&source, context, args).await?;

@@ -5,8 +5,8 @@
 use clap::Args;
 use vdi_core::cluster::KubeconfigSource;
 use vdi_core::managed::change::{PolicyChanges, preview_resize, resize, set};
-use vdi_core::managed::ops::{adopt, parse_on_release};
-use vdi_core::policy::{DesktopPool, OnRelease, duration};
+use vdi_core::managed::ops::{adopt, parse_assignment, parse_on_release};
+use vdi_core::policy::{Assignment, DesktopPool, OnRelease, duration};
 
 /// The policy flags of `pool set` and `pool create`.
 #[derive(Args, Clone, Default)]
@@ -29,6 +29,10 @@ pub struct PolicyArgs {
     /// from the golden VM).
     #[arg(long, value_name = "WHAT", value_parser = parse_on_release)]
     pub on_release: Option<OnRelease>,
+    /// How members are handed out: floating (a released member goes back to the pool) or
+    /// dedicated (a user's first claim makes the member theirs; on release keep only).
+    #[arg(long, value_name = "HOW", value_parser = parse_assignment)]
+    pub assignment: Option<Assignment>,
 }
 
 /// A duration text the DesktopPool's spec takes (its bounds are checked with the rest).
@@ -53,8 +57,42 @@ impl PolicyArgs {
             max_session: self.max_session.clone(),
             idle_timeout: self.idle_timeout.clone(),
             on_release: self.on_release,
+            assignment: self.assignment,
         }
     }
+}
+
+/// `pool owner <member> --user U | --none [-n ns]`.
+#[derive(Args)]
+pub struct OwnerArgs {
+    /// The member (a VM of a dedicated pool).
+    pub member: String,
+    /// Its new owner, as the cluster names them (system:serviceaccount:NS:NAME for a service
+    /// account).
+    #[arg(long, conflicts_with = "none", required_unless_present = "none")]
+    pub user: Option<String>,
+    /// Free it: nobody's, the next claimant's.
+    #[arg(long)]
+    pub none: bool,
+    /// Namespace (default: the context's namespace).
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+}
+
+/// Runs `pool owner`.
+pub async fn run_owner(
+    source: &KubeconfigSource,
+    context: Option<&str>,
+    args: OwnerArgs,
+) -> vdi_core::Result<()> {
+    let conn = source.connect(context).await?;
+    let ns = args.namespace.unwrap_or(conn.default_namespace.clone());
+    let actor = vdi_core::identity::Actor::connect(conn.client.clone()).await?;
+    let change =
+        vdi_core::managed::owner::set_owner(&actor, &ns, &args.member, args.user.as_deref())
+            .await?;
+    out!("{}", change.sentence());
+    Ok(())
 }
 
 /// `pool adopt <pool> [--from <golden>]`.
@@ -106,13 +144,14 @@ pub fn policy_text(pool: &DesktopPool) -> String {
         Ok(p) => {
             let limit = |d: Option<jiff::SignedDuration>| d.map_or("none".into(), duration::format);
             format!(
-                "size {}, warm {}, disconnect grace {}, max session {}, idle timeout {}, on release {}",
+                "size {}, warm {}, disconnect grace {}, max session {}, idle timeout {}, on release {}, {}",
                 p.size,
                 p.warm,
                 duration::format(p.disconnect_grace),
                 limit(p.max_session),
                 limit(p.idle_timeout),
-                p.on_release.as_str()
+                p.on_release.as_str(),
+                p.assignment.as_str()
             )
         }
         Err(problem) => format!("unreadable ({problem}): the broker leaves the pool as it is"),

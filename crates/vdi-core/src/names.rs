@@ -94,6 +94,11 @@ pub const ASSIGNED_BY_ANNOTATION: &str = "corral.dev/vdi-assigned-by";
 /// full identity. The broker grants such a claim only with it; with the guard only
 /// administrators write it, with their own identity, and it stays only while the holder does.
 pub const FORCED_BY_ANNOTATION: &str = "corral.dev/vdi-forced-by";
+/// VM annotation on a member of a dedicated pool ([`crate::policy::Assignment::Dedicated`]):
+/// the full identity of its owner, whom the broker gives it on their first claim and who alone
+/// claims it from then on. With the guard only the broker and administrators write it
+/// (`corral-vdi pool owner` moves or frees it).
+pub const OWNER_ANNOTATION: &str = "corral.dev/vdi-owner";
 /// DesktopPool annotation naming who changed its spec (`pool set`, `pool resize`, the app's
 /// Settings): their full identity. With the broker installed the API server lets a request set
 /// it only to the requester's own identity (or keep it as it is: broker/members-policy.yaml), so

@@ -15,7 +15,8 @@ use serde::Serialize;
 use crate::lease::{ClaimLease, LeaseView, lease_view};
 use crate::names::{
     self, ASSIGNED_TO_LABEL, BROKER_REASON_ANNOTATION, BROKER_USER, CLAIMED_AT_ANNOTATION,
-    DecodedLabel, GRANTED_TO_ANNOTATION, POOL_LABEL, REMOVING_ANNOTATION, lease_name,
+    DecodedLabel, GRANTED_TO_ANNOTATION, OWNER_ANNOTATION, POOL_LABEL, REMOVING_ANNOTATION,
+    lease_name,
 };
 use crate::policy::DesktopPool;
 use crate::policy::reclaim::ReclaimWhy;
@@ -207,6 +208,11 @@ pub fn member_view_on(
         on_release: ReleaseEffect::Stop { warm: false }.into(),
         state_note: None,
         offers: None,
+        owner: vm
+            .annotations()
+            .get(OWNER_ANNOTATION)
+            .filter(|o| !o.is_empty())
+            .cloned(),
     }
     .noted()
 }
@@ -543,6 +549,9 @@ pub struct MemberView {
     /// What its row offers the identity a cluster link acts as (judged by
     /// [`crate::claim::offers`] where the link forwards its views); `None` elsewhere.
     pub offers: Option<offers::MemberOffers>,
+    /// Its owner in a dedicated pool ([`OWNER_ANNOTATION`], a full identity): only they claim
+    /// it.
+    pub owner: Option<String>,
 }
 
 /// Member counts of a pool, by claimability.

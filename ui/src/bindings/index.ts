@@ -256,6 +256,18 @@ export type AppInfo = {
 	kubeconfigPaths: string[],
 };
 
+/**  How a pool hands out its members (SPEC "Pool policy and lifecycle": assignment). */
+export type Assignment = 
+/**  A released member goes back to the pool, for anyone (the seed's behaviour). */
+"floating" | 
+/**
+ *  A user's first claim makes the member theirs ([`crate::names::OWNER_ANNOTATION`], which
+ *  the broker writes): later claims give them that member again and no one else; release
+ *  and reclaim stop it (`onRelease: keep`; restart and reset are refused) but it stays
+ *  theirs; only an administrator moves or frees ownership.
+ */
+"dedicated";
+
 /**  One act of the trail. */
 export type AuditEntry = {
 	/**  When it happened (last time, for an Event repeated as a series). */
@@ -1086,6 +1098,11 @@ export type MemberView = {
 	 *  [`crate::claim::offers`] where the link forwards its views); `None` elsewhere.
 	 */
 	offers: MemberOffers | null,
+	/**
+	 *  Its owner in a dedicated pool ([`OWNER_ANNOTATION`], a full identity): only they claim
+	 *  it.
+	 */
+	owner: string | null,
 };
 
 /**
@@ -1319,6 +1336,8 @@ export type PolicyChanges = {
 	idleTimeout: string | null,
 	/**  What a release does. */
 	onRelease: OnRelease | null,
+	/**  How members are handed out. */
+	assignment: Assignment | null,
 };
 
 /**
@@ -1483,6 +1502,8 @@ export type PoolSettings = {
 	idleTimeout: string | null,
 	/**  What a release does to the member. */
 	onRelease: OnRelease,
+	/**  How members are handed out. */
+	assignment: Assignment,
 };
 
 /**  A pool: the VMs labelled `corral.dev/vdi-pool=<name>` in one namespace. */

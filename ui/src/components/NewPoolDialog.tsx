@@ -17,7 +17,7 @@ import { CapacityPreview } from "./CapacityPreview";
 import { CreateProgressView } from "./CreateProgressView";
 import { PowerBadge } from "./MemberCells";
 import { Modal } from "./Modal";
-import { DurationFields, PolicyInput, OnReleaseChoices } from "./PolicyFields";
+import { AssignmentChoices, DurationFields, PolicyInput, OnReleaseChoices } from "./PolicyFields";
 import { Working } from "./Working";
 
 const DEFAULT_SIZE = "3";
@@ -389,6 +389,14 @@ export function NewPoolDialog({ namespace, pools, managed, onClose }: NewPoolDia
               disabled={false}
               onChange={(onRelease) => {
                 setPolicyForm((f) => ({ ...f, onRelease }));
+              }}
+            />
+            <AssignmentChoices
+              testIdPrefix="new-pool"
+              value={policyForm.assignment}
+              disabled={false}
+              onChange={(assignment) => {
+                setPolicyForm((f) => ({ ...f, assignment }));
               }}
             />
           </>

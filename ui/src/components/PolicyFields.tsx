@@ -4,8 +4,8 @@
  * judges the values.
  */
 import { useId } from "react";
-import type { OnRelease } from "../bindings";
-import { ON_RELEASE_CHOICES } from "../lib/policy";
+import type { Assignment, OnRelease } from "../bindings";
+import { ASSIGNMENT_CHOICES, ON_RELEASE_CHOICES } from "../lib/policy";
 
 /** The three durations' fields, in the order shown. */
 const DURATION_FIELDS: {
@@ -132,25 +132,27 @@ export function DurationFields(props: {
   );
 }
 
-/** What a release does: one radio per choice, each with its one-line explanation. */
-export function OnReleaseChoices(props: {
-  /** Test ids are `<prefix>-on-release-<choice>`. */
+/** One radio per choice, each with its one-line explanation, under `legend`. */
+function Choices<T extends string>(props: {
+  legend: string;
+  choices: readonly { value: T; label: string; explain: string }[];
+  /** Test ids are `<testIdPrefix>-<choice>`. */
   testIdPrefix: string;
-  value: OnRelease;
+  value: T;
   disabled: boolean;
-  onChange: (value: OnRelease) => void;
+  onChange: (value: T) => void;
 }) {
   const name = useId();
   return (
     <fieldset className="form-field settings-on-release" disabled={props.disabled}>
-      <legend>On release</legend>
-      {ON_RELEASE_CHOICES.map((choice) => (
+      <legend>{props.legend}</legend>
+      {props.choices.map((choice) => (
         <label key={choice.value} className="radio-choice">
           <input
             type="radio"
             name={name}
             value={choice.value}
-            data-testid={`${props.testIdPrefix}-on-release-${choice.value}`}
+            data-testid={`${props.testIdPrefix}-${choice.value}`}
             checked={props.value === choice.value}
             onChange={() => {
               props.onChange(choice.value);
@@ -162,5 +164,41 @@ export function OnReleaseChoices(props: {
         </label>
       ))}
     </fieldset>
+  );
+}
+
+/** What a release does. */
+export function OnReleaseChoices(props: {
+  /** Test ids are `<prefix>-on-release-<choice>`. */
+  testIdPrefix: string;
+  value: OnRelease;
+  disabled: boolean;
+  onChange: (value: OnRelease) => void;
+}) {
+  return (
+    <Choices
+      legend="On release"
+      choices={ON_RELEASE_CHOICES}
+      {...props}
+      testIdPrefix={`${props.testIdPrefix}-on-release`}
+    />
+  );
+}
+
+/** How members are handed out: floating or dedicated. */
+export function AssignmentChoices(props: {
+  /** Test ids are `<prefix>-assignment-<choice>`. */
+  testIdPrefix: string;
+  value: Assignment;
+  disabled: boolean;
+  onChange: (value: Assignment) => void;
+}) {
+  return (
+    <Choices
+      legend="Assignment"
+      choices={ASSIGNMENT_CHOICES}
+      {...props}
+      testIdPrefix={`${props.testIdPrefix}-assignment`}
+    />
   );
 }

@@ -19,7 +19,7 @@ import {
 import { usePolicyCheck, usePoolPolicy } from "../usePoolSettings";
 import { ActionError } from "./ActionNotice";
 import { Modal } from "./Modal";
-import { DurationFields, PolicyInput, OnReleaseChoices } from "./PolicyFields";
+import { AssignmentChoices, DurationFields, PolicyInput, OnReleaseChoices } from "./PolicyFields";
 import { Working } from "./Working";
 
 type PoolSettingsDialogProps = {
@@ -361,6 +361,14 @@ function SettingsForm({
         disabled={readOnly || busy}
         onChange={(onRelease) => {
           setForm((f) => ({ ...f, onRelease }));
+        }}
+      />
+      <AssignmentChoices
+        testIdPrefix="settings"
+        value={form.assignment}
+        disabled={readOnly || busy}
+        onChange={(assignment) => {
+          setForm((f) => ({ ...f, assignment }));
         }}
       />
       {error ? (

@@ -33,6 +33,7 @@ export function member(name: string, overrides: Partial<MemberView> = {}): Membe
     },
     stateNote: null,
     offers: null,
+    owner: null,
     ...overrides,
   };
 }

@@ -20,6 +20,7 @@ const settings: PoolSettings = {
   maxSession: null,
   idleTimeout: "30m",
   onRelease: "keep",
+  assignment: "floating",
 };
 
 describe("settings form", () => {

@@ -6,6 +6,7 @@
  */
 import type {
   Allowed,
+  Assignment,
   OnRelease,
   Permissions,
   PolicyChanges,
@@ -34,6 +35,21 @@ export const ON_RELEASE_CHOICES: readonly { value: OnRelease; label: string; exp
   },
 ];
 
+/** The two assignment choices, each with its one-line explanation. */
+export const ASSIGNMENT_CHOICES: readonly { value: Assignment; label: string; explain: string }[] =
+  [
+    {
+      value: "floating",
+      label: "Floating",
+      explain: "A released desktop goes back to the pool, for anyone.",
+    },
+    {
+      value: "dedicated",
+      label: "Dedicated",
+      explain: "A user's first desktop stays theirs: they get it again, no one else does.",
+    },
+  ];
+
 /** The dialog's fields as typed. */
 export type SettingsForm = {
   size: string;
@@ -45,6 +61,7 @@ export type SettingsForm = {
   /** Empty: never. */
   idleTimeout: string;
   onRelease: OnRelease;
+  assignment: Assignment;
 };
 
 /** The fields showing `settings`. */
@@ -56,6 +73,7 @@ export function formOf(settings: PoolSettings): SettingsForm {
     maxSession: settings.maxSession ?? "",
     idleTimeout: settings.idleTimeout ?? "",
     onRelease: settings.onRelease,
+    assignment: settings.assignment,
   };
 }
 
@@ -83,6 +101,7 @@ export function settingsOf(
       maxSession: text(form.maxSession),
       idleTimeout: text(form.idleTimeout),
       onRelease: form.onRelease,
+      assignment: form.assignment,
     },
   };
 }
@@ -97,6 +116,7 @@ export const DEFAULT_POLICY_FORM: PolicyForm = {
   maxSession: "",
   idleTimeout: "",
   onRelease: "keep",
+  assignment: "floating",
 };
 
 /** No policy: a pool created on a cluster without a broker. */
@@ -106,6 +126,7 @@ export const NO_POLICY: PolicyChanges = {
   maxSession: null,
   idleTimeout: null,
   onRelease: null,
+  assignment: null,
 };
 
 /**
@@ -117,8 +138,11 @@ export function policyChangesOf(
 ): { ok: true; changes: PolicyChanges } | { ok: false; problem: string } {
   const shaped = settingsOf({ ...form, size: "0" });
   if (!shaped.ok) return { ok: false, problem: shaped.problem.message };
-  const { warm, disconnectGrace, maxSession, idleTimeout, onRelease } = shaped.settings;
-  return { ok: true, changes: { warm, disconnectGrace, maxSession, idleTimeout, onRelease } };
+  const { warm, disconnectGrace, maxSession, idleTimeout, onRelease, assignment } = shaped.settings;
+  return {
+    ok: true,
+    changes: { warm, disconnectGrace, maxSession, idleTimeout, onRelease, assignment },
+  };
 }
 
 /** Whether two settings are the same (nothing to save). */
@@ -129,7 +153,8 @@ export function sameSettings(a: PoolSettings, b: PoolSettings): boolean {
     a.disconnectGrace === b.disconnectGrace &&
     a.maxSession === b.maxSession &&
     a.idleTimeout === b.idleTimeout &&
-    a.onRelease === b.onRelease
+    a.onRelease === b.onRelease &&
+    a.assignment === b.assignment
   );
 }
 

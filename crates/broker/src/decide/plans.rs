@@ -30,6 +30,9 @@ pub struct VmFacts<'a> {
     /// `corral.dev/vdi-last-session` (`vdi_core::names::LAST_SESSION_ANNOTATION`): the uid of
     /// the VMI the last claim's session ran on, written when that claim ended while it ran.
     pub last_session: Option<&'a str>,
+    /// `corral.dev/vdi-owner` (`vdi_core::names::OWNER_ANNOTATION`): a dedicated pool's owner
+    /// of the member, if not empty.
+    pub owner: Option<&'a str>,
 }
 
 /// What the broker reads of a member's grant (Role and RoleBinding `corral-vdi-claim-<M>`).
@@ -156,6 +159,9 @@ pub struct GrantPlan {
     /// assignment; the Lease's record, which the guard pins to its writer): the grant's Event
     /// names them.
     pub assigned_by: Option<String>,
+    /// The owner to write (`vdi_core::names::OWNER_ANNOTATION`): the holder, on their first
+    /// claim of an unowned member of a dedicated pool; `None` otherwise.
+    pub owner: Option<String>,
 }
 
 /// No grant to anyone, and a sentence saying why: label and Lease disagree

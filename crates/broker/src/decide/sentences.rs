@@ -57,6 +57,19 @@ pub fn unreadable_reason(member: &str, namespace: &str, problem: &str) -> String
     )
 }
 
+/// Why `holder`'s claim of `member` is not granted: it is `owner`'s dedicated desktop.
+pub fn owned_reason(member: &str, namespace: &str, owner: &str, holder: &str) -> String {
+    format!(
+        "{member} is the dedicated desktop of {}, and {} may not have it: no access granted; \
+         release it (`corral-vdi unassign {member} -n {namespace}`) and claim again for a \
+         desktop of your own, or an administrator moves it (`corral-vdi pool owner {member} \
+         --user {} -n {namespace}`)",
+        shown(owner),
+        shown(holder),
+        shown(holder)
+    )
+}
+
 /// The sentence written while the claim Lease names one of Kubernetes' own identities
 /// (`vdi_core::validate::can_be_a_person`).
 pub fn not_a_person_reason(member: &str, namespace: &str, holder: &str) -> String {

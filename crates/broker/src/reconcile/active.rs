@@ -6,7 +6,7 @@ use kube::api::Api;
 use serde_json::{Value, json};
 use vdi_core::names::{
     ASSIGNED_TO_LABEL, BROKER_REASON_ANNOTATION, CLAIMED_AT_ANNOTATION, GRANTED_TO_ANNOTATION,
-    LAST_SESSION_ANNOTATION,
+    LAST_SESSION_ANNOTATION, OWNER_ANNOTATION,
 };
 use vdi_core::policy::reclaim::ReclaimDue;
 use vdi_core::resources::VirtualMachine;
@@ -57,7 +57,7 @@ impl Member<'_> {
                         .label
                         .is_none_or(|l| l == encoded || facts.granted_to == Some(l));
                     free.then(|| {
-                        json!({ "metadata": {
+                        let mut patch = json!({ "metadata": {
                             "labels": { ASSIGNED_TO_LABEL: encoded },
                             "annotations": {
                                 CLAIMED_AT_ANNOTATION: plan.claimed_at,
@@ -66,7 +66,13 @@ impl Member<'_> {
                                 NOTICE_ANNOTATION: plan.notice,
                                 LAST_SESSION_ANNOTATION: null,
                             },
-                        } })
+                        } });
+                        // An owner written meanwhile (an administrator's move) is kept.
+                        if let Some(owner) = plan.owner.as_deref().filter(|_| facts.owner.is_none())
+                        {
+                            patch["metadata"]["annotations"][OWNER_ANNOTATION] = owner.into();
+                        }
+                        patch
                     })
                 })
                 .await?;

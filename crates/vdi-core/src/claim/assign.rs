@@ -23,7 +23,8 @@ use crate::error::{Error, ErrorKind, Result, is_status};
 use crate::identity::Actor;
 use crate::lease::ClaimLease;
 use crate::names::{
-    ADMIN_GROUP, ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, POOL_LABEL, encode_identity, lease_name,
+    ADMIN_GROUP, ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, OWNER_ANNOTATION, POOL_LABEL,
+    encode_identity, lease_name,
 };
 use crate::resources::VirtualMachine;
 use crate::resources::runs;
@@ -119,12 +120,12 @@ where
         .filter(BrokerStatus::installed);
     // A managed pool's claims last its disconnectGrace (SPEC "Pool policy and lifecycle");
     // only a broker applies a policy, so without one the pool is not asked about.
-    let lease_seconds = match &broker {
-        Some(_) => super::renew::pool_policy(actor, namespace, pool)
-            .await?
-            .map_or(lease_seconds, |p| p.lease_seconds()),
-        None => lease_seconds,
+    let policy = match &broker {
+        Some(_) => super::renew::pool_policy(actor, namespace, pool).await?,
+        None => None,
     };
+    let lease_seconds = policy.as_ref().map_or(lease_seconds, |p| p.lease_seconds());
+    let dedicated = policy.as_ref().is_some_and(|p| p.dedicated());
     let mut finish = Finish {
         broker,
         timeout: options.timeout,
@@ -175,7 +176,55 @@ where
         // The grant's wait has what is left of the claim's timeout.
         finish.timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
     }
+    if dedicated {
+        keep_to_own(&mut read, &claim)?;
+    }
     win_free_member(actor, &claim, &read, &mut devices, lease_seconds, &finish).await
+}
+
+/// In a dedicated pool (SPEC "Pool policy and lifecycle": assignment), the members a claim for
+/// the assignee may take: the one they own, if any ([`OWNER_ANNOTATION`]), else the unowned
+/// ones; never another's.
+///
+/// Errors: [`Error::Refused`] when they own one that cannot be claimed now, naming it and its
+/// state.
+fn keep_to_own(read: &mut PoolRead, claim: &Claim<'_>) -> Result<()> {
+    let owner_of = |member: &str| {
+        read.vm(member)
+            .and_then(|vm| vm.annotations().get(OWNER_ANNOTATION))
+            .filter(|o| !o.is_empty())
+            .cloned()
+    };
+    let owners: Vec<Option<String>> = read.members.iter().map(|m| owner_of(&m.name)).collect();
+    let own = owners
+        .iter()
+        .position(|o| o.as_deref() == Some(claim.assignee));
+    let keep: Vec<bool> = match own {
+        Some(i) => (0..owners.len()).map(|j| j == i).collect(),
+        None => owners.iter().map(Option::is_none).collect(),
+    };
+    if let Some(i) = own
+        && !read.members[i].claimable
+    {
+        let mine = &read.members[i];
+        return Err(Error::Refused {
+            message: format!(
+                "{}'s desktop in dedicated pool \"{}\" is {}, which cannot be claimed now ({})",
+                claim.assignee,
+                claim.pool,
+                mine.name,
+                mine.state.label()
+            ),
+            suggestion: Some(format!(
+                "try again once it is free (corral-vdi pool list -n {}), or ask an administrator \
+                 to move it (corral-vdi pool owner {} --user … | --none)",
+                claim.namespace, mine.name
+            )),
+        });
+    }
+    let mut keep = keep.into_iter();
+    read.members.retain(|_| keep.next().unwrap_or(false));
+    Ok(())
 }
 
 /// Who finishes a claim once its Lease is held: the broker (`broker`: installed), waited for
@@ -195,13 +244,25 @@ impl Finish<'_> {
 
 /// Step 0: with the guard enforced, refuses an assign it would refuse
 /// ([`guard_may_refuse`]), before anything is read. The guard's status is asked only for such
-/// an assign.
+/// an assign. A claim for oneself under an identity whose label the guard cannot check (a
+/// service account's full name is often longer than it can encode) is refused only without a
+/// broker: with one, the client writes no label (the broker does), and such identities claim,
+/// renew, connect and release like anyone (the broker's status is read for them only).
 async fn refuse_if_guarded(actor: &Actor, claim: &Claim<'_>) -> Result<()> {
     let admin = actor.identity().is_admin();
-    if guard_may_refuse(admin, actor.username(), claim.assignee)
-        && crate::guard::status(actor.client())
+    if !guard_may_refuse(admin, actor.username(), claim.assignee) {
+        return Ok(());
+    }
+    if claim.assignee == actor.username()
+        && crate::broker::status(actor.client())
             .await
-            .is_ok_and(|s| s.enforced())
+            .is_ok_and(|b| b.installed())
+    {
+        return Ok(());
+    }
+    if crate::guard::status(actor.client())
+        .await
+        .is_ok_and(|s| s.enforced())
     {
         return Err(guard_refusal(actor.username(), claim));
     }

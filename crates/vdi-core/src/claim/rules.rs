@@ -177,12 +177,14 @@ pub(super) fn guard_refusal(actor: &str, claim: &Claim<'_>) -> Error {
         ErrorKind::Forbidden,
         format!(
             "the cluster's Corral VDI guard cannot check a label for the identity \"{assignee}\" \
-             (longer than {GUARD_B32_MAX_CHARS} characters or not printable ASCII), so it lets only \
-             administrators assign desktops to it"
+             (longer than {GUARD_B32_MAX_CHARS} characters or not printable ASCII), so on a cluster \
+             without a broker (where the claimant writes the label) it lets only administrators \
+             assign desktops to it"
         ),
         format!(
             "ask an administrator ({ADMIN_GROUP}) to run `corral-vdi assign {pool} \
-             {assignee} -n {namespace}`"
+             {assignee} -n {namespace}`, or to install the broker (corral-vdi broker install), \
+             which writes labels for every identity"
         ),
     )
 }

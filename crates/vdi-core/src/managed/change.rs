@@ -4,7 +4,7 @@
 //! by someone else in between is refused, not overwritten. The broker does the rest (it clones
 //! the missing members as pool create does, and removes free members highest index first).
 
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
@@ -12,9 +12,15 @@ use super::ops::{FIELD_MANAGER, managed, object_words};
 use crate::clock::ServerClock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::ClaimLease;
-use crate::names::{CHANGED_BY_ANNOTATION, CHANGED_GENERATION_ANNOTATION, POOL_LABEL};
-use crate::policy::plan::{DEFAULT_RECLAIM_MARGIN, PoolObjects, ResizePreview, resize_preview};
-use crate::policy::{DesktopPool, DesktopPoolSpec, MAX_SIZE, OnRelease, PolicyError, PolicyField};
+use crate::names::{
+    CHANGED_BY_ANNOTATION, CHANGED_GENERATION_ANNOTATION, OWNER_ANNOTATION, POOL_LABEL, member_name,
+};
+use crate::policy::plan::{
+    DEFAULT_RECLAIM_MARGIN, PoolObjects, ResizePreview, index_of, resize_preview,
+};
+use crate::policy::{
+    Assignment, DesktopPool, DesktopPoolSpec, MAX_SIZE, OnRelease, PolicyError, PolicyField,
+};
 use crate::resources::VirtualMachine;
 use crate::validate;
 
@@ -35,6 +41,8 @@ pub struct PolicyChanges {
     pub idle_timeout: Option<String>,
     /// What a release does.
     pub on_release: Option<OnRelease>,
+    /// How members are handed out.
+    pub assignment: Option<Assignment>,
 }
 
 /// The text that removes a limit.
@@ -67,6 +75,7 @@ impl PolicyChanges {
             max_session: limit(&self.max_session, &spec.max_session),
             idle_timeout: limit(&self.idle_timeout, &spec.idle_timeout),
             on_release: self.on_release.or(spec.on_release),
+            assignment: self.assignment.or(spec.assignment),
         }
     }
 
@@ -80,6 +89,7 @@ impl PolicyChanges {
             PolicyField::IdleTimeout => "--idle-timeout (10s to 8784h, or none)",
             PolicyField::Size => "--size (1 to 500)",
             PolicyField::Golden => "--from (the golden VM)",
+            PolicyField::OnRelease => "--on-release keep, or --assignment floating",
         };
         format!("fix {flag}; durations are written like 90s, 30m or 1h30m; nothing was written")
     }
@@ -123,7 +133,7 @@ pub async fn set(
         return Err(Error::invalid(
             format!("pool set {pool}: nothing to change"),
             "pass one or more of --warm, --disconnect-grace, --max-session, --idle-timeout, \
-             --on-release",
+             --on-release, --assignment",
         ));
     }
     let current = managed(client, ns, pool)
@@ -201,11 +211,56 @@ pub async fn resize(
             changes.fix_for(&e),
         )
     })?;
-    let members = member_count(client, ns, pool).await?;
+    let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), ns);
+    let live: Vec<_> = crate::pool::list_member_metadata(&vms, ns, pool)
+        .await?
+        .into_iter()
+        .filter(|vm| vm.metadata.deletion_timestamp.is_none())
+        .collect();
+    let members = u32::try_from(live.len()).unwrap_or(u32::MAX);
     if size > members {
         crate::pool::admit_growth(client, ns, pool, &spec.golden, size - members).await?;
     }
+    let owned = owned_above(pool, size, live.iter().map(|vm| &vm.metadata));
+    if !owned.is_empty() {
+        let highest = owned.iter().map(|(i, _)| *i).max().unwrap_or(size);
+        let named: Vec<String> = owned
+            .iter()
+            .map(|(i, owner)| format!("{} ({owner})", member_name(pool, *i)))
+            .collect();
+        return Err(Error::rejected(
+            ErrorKind::Conflict,
+            format!(
+                "{} would lose owned members: {}; a resize never removes a member of a \
+                 dedicated pool that someone owns, so nothing was written",
+                object_words(ns, pool),
+                named.join(", ")
+            ),
+            format!(
+                "free them first (corral-vdi pool owner <member> --none -n {ns}), or resize to \
+                 at least {highest}"
+            ),
+        ));
+    }
     write(client, ns, pool, &current, &spec).await
+}
+
+/// The members of `pool` above `size` that someone owns ([`crate::names::OWNER_ANNOTATION`]),
+/// as (index, owner), lowest index first: what a resize refuses to remove.
+pub fn owned_above<'a>(
+    pool: &str,
+    size: u32,
+    members: impl Iterator<Item = &'a ObjectMeta>,
+) -> Vec<(u32, String)> {
+    let mut owned: Vec<(u32, String)> = members
+        .filter_map(|m| {
+            let index = index_of(pool, m.name.as_deref()?)?;
+            let owner = m.annotations.as_ref()?.get(OWNER_ANNOTATION)?;
+            (index > size && !owner.is_empty()).then(|| (index, owner.clone()))
+        })
+        .collect();
+    owned.sort();
+    owned
 }
 
 /// What resizing `pool` in `ns` to `size` does to its members as they are now, by the
@@ -241,17 +296,6 @@ pub async fn preview_resize(
         size,
         &objects.seen(now, DEFAULT_RECLAIM_MARGIN),
     ))
-}
-
-/// How many VMs carry `pool`'s label in `ns` (those being deleted excluded).
-async fn member_count(client: &Client, ns: &str, pool: &str) -> Result<u32> {
-    let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), ns);
-    let live = crate::pool::list_member_metadata(&vms, ns, pool)
-        .await?
-        .iter()
-        .filter(|vm| vm.metadata.deletion_timestamp.is_none())
-        .count();
-    Ok(u32::try_from(live).unwrap_or(u32::MAX))
 }
 
 /// The merge patch that makes `current`'s spec `spec`, carrying `current`'s resourceVersion

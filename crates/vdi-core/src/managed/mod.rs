@@ -10,4 +10,5 @@
 pub mod change;
 pub mod create;
 pub mod ops;
+pub mod owner;
 pub mod settings;

@@ -14,7 +14,7 @@ use kube::{Client, ResourceExt};
 
 use crate::error::{Error, ErrorKind, Result, is_status};
 use crate::names::POOL_LABEL;
-use crate::policy::{DesktopPool, DesktopPoolSpec, OnRelease};
+use crate::policy::{Assignment, DesktopPool, DesktopPoolSpec, OnRelease};
 use crate::pool::GOLDEN_ANNOTATION;
 use crate::resources::VirtualMachine;
 use crate::validate;
@@ -276,6 +276,16 @@ pub fn parse_on_release(text: &str) -> std::result::Result<OnRelease, String> {
         .into_iter()
         .find(|o| o.as_str() == text)
         .ok_or_else(|| format!("\"{text}\" is not one of keep, restart, reset"))
+}
+
+/// Reads an assignment as the CLI's `--assignment` takes it: `floating` or `dedicated`.
+///
+/// Errors: a sentence naming the text and the choices.
+pub fn parse_assignment(text: &str) -> std::result::Result<Assignment, String> {
+    [Assignment::Floating, Assignment::Dedicated]
+        .into_iter()
+        .find(|a| a.as_str() == text)
+        .ok_or_else(|| format!("\"{text}\" is not one of floating, dedicated"))
 }
 
 #[cfg(test)]

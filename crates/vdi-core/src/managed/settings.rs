@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::change::{self, NO_LIMIT, PolicyChanges};
 use super::ops;
 use crate::error::{Error, ErrorKind, Result};
-use crate::policy::{DesktopPool, DesktopPoolSpec, OnRelease};
+use crate::policy::{Assignment, DesktopPool, DesktopPoolSpec, OnRelease};
 
 /// A managed pool's settings as the dialog edits them. Durations are texts like `"90s"`,
 /// `"15m"` or `"1h30m"` (`vdi_core::policy::duration`); `null` is the default (one hour for
@@ -29,6 +29,8 @@ pub struct PoolSettings {
     pub idle_timeout: Option<String>,
     /// What a release does to the member.
     pub on_release: OnRelease,
+    /// How members are handed out.
+    pub assignment: Assignment,
 }
 
 impl PoolSettings {
@@ -42,6 +44,7 @@ impl PoolSettings {
             max_session: spec.max_session.clone(),
             idle_timeout: spec.idle_timeout.clone(),
             on_release: spec.on_release.unwrap_or_default(),
+            assignment: spec.assignment.unwrap_or_default(),
         }
     }
 
@@ -55,6 +58,7 @@ impl PoolSettings {
             max_session: self.max_session.clone(),
             idle_timeout: self.idle_timeout.clone(),
             on_release: Some(self.on_release),
+            assignment: Some(self.assignment),
         }
     }
 
@@ -72,6 +76,7 @@ impl PoolSettings {
             max_session: differs(&self.max_session, &from.max_session),
             idle_timeout: differs(&self.idle_timeout, &from.idle_timeout),
             on_release: (self.on_release != from.on_release).then_some(self.on_release),
+            assignment: (self.assignment != from.assignment).then_some(self.assignment),
         }
     }
 }

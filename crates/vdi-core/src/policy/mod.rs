@@ -73,6 +73,35 @@ pub struct DesktopPoolSpec {
     /// What a release does to the member. Absent: [`OnRelease::Keep`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_release: Option<OnRelease>,
+    /// Whether a member goes back to the pool when its claim ends. Absent:
+    /// [`Assignment::Floating`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignment: Option<Assignment>,
+}
+
+/// How a pool hands out its members (SPEC "Pool policy and lifecycle": assignment).
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
+#[serde(rename_all = "camelCase")]
+pub enum Assignment {
+    /// A released member goes back to the pool, for anyone (the seed's behaviour).
+    #[default]
+    Floating,
+    /// A user's first claim makes the member theirs ([`crate::names::OWNER_ANNOTATION`], which
+    /// the broker writes): later claims give them that member again and no one else; release
+    /// and reclaim stop it (`onRelease: keep`; restart and reset are refused) but it stays
+    /// theirs; only an administrator moves or frees ownership.
+    Dedicated,
+}
+
+impl Assignment {
+    /// The spec's text: `floating`, `dedicated`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Assignment::Floating => "floating",
+            Assignment::Dedicated => "dedicated",
+        }
+    }
 }
 
 /// What a release (by the holder, a reclaim or a force release) does to the member.
@@ -144,9 +173,16 @@ pub struct Policy {
     pub idle_timeout: Option<SignedDuration>,
     /// What a release does.
     pub on_release: OnRelease,
+    /// How members are handed out.
+    pub assignment: Assignment,
 }
 
 impl Policy {
+    /// Whether members stay their first holder's ([`Assignment::Dedicated`]).
+    pub fn dedicated(&self) -> bool {
+        self.assignment == Assignment::Dedicated
+    }
+
     /// `disconnect_grace` in whole seconds, as a Lease's `leaseDurationSeconds`.
     pub fn lease_seconds(&self) -> i32 {
         i32::try_from(self.disconnect_grace.as_secs()).unwrap_or(DEFAULT_LEASE_SECONDS)
@@ -162,6 +198,7 @@ impl Policy {
             max_session: self.max_session.map(duration::format),
             idle_timeout: self.idle_timeout.map(duration::format),
             on_release: Some(self.on_release),
+            assignment: Some(self.assignment),
         }
     }
 }
@@ -181,6 +218,8 @@ pub enum PolicyField {
     MaxSession,
     /// `spec.idleTimeout`.
     IdleTimeout,
+    /// `spec.onRelease` with `spec.assignment`: a dedicated pool keeps its members.
+    OnRelease,
 }
 
 impl PolicyField {
@@ -193,6 +232,7 @@ impl PolicyField {
             PolicyField::DisconnectGrace => "disconnectGrace",
             PolicyField::MaxSession => "maxSession",
             PolicyField::IdleTimeout => "idleTimeout",
+            PolicyField::OnRelease => "onRelease",
         }
     }
 }
@@ -289,6 +329,18 @@ impl DesktopPoolSpec {
             .as_deref()
             .map(|t| bounded(PolicyField::IdleTimeout, t, MIN_DURATION, MAX_TIMEOUT))
             .transpose()?;
+        let on_release = self.on_release.unwrap_or_default();
+        let assignment = self.assignment.unwrap_or_default();
+        if assignment == Assignment::Dedicated && on_release != OnRelease::Keep {
+            return Err(PolicyError::new(
+                PolicyField::OnRelease,
+                format!(
+                    ": {} is refused in a dedicated pool (its members stay their owners', disk \
+                     and all): keep",
+                    on_release.as_str()
+                ),
+            ));
+        }
         Ok(Policy {
             golden: self.golden.clone(),
             size: self.size as u32,
@@ -296,7 +348,8 @@ impl DesktopPoolSpec {
             disconnect_grace,
             max_session,
             idle_timeout,
-            on_release: self.on_release.unwrap_or_default(),
+            on_release,
+            assignment,
         })
     }
 }
@@ -320,6 +373,26 @@ mod tests {
             size: 4,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_dedicated_pool_keeps_its_members_on_release() {
+        let dedicated = DesktopPoolSpec {
+            assignment: Some(Assignment::Dedicated),
+            ..spec()
+        };
+        assert!(dedicated.policy().unwrap().dedicated());
+        for refused in [OnRelease::Restart, OnRelease::Reset] {
+            let e = DesktopPoolSpec {
+                on_release: Some(refused),
+                ..dedicated.clone()
+            }
+            .policy()
+            .unwrap_err();
+            assert_eq!(e.field, PolicyField::OnRelease);
+            assert!(e.message.contains("dedicated pool"), "{e}");
+        }
+        assert!(!spec().policy().unwrap().dedicated());
     }
 
     #[test]
@@ -436,6 +509,7 @@ mod tests {
             max_session: Some("1m".into()),
             idle_timeout: Some("1m".into()),
             on_release: Some(OnRelease::Keep),
+            assignment: Some(Assignment::Floating),
             ..spec()
         })
         .unwrap();

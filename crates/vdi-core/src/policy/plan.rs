@@ -32,7 +32,8 @@ use kube::ResourceExt;
 
 use crate::lease::{ClaimLease, lease_view};
 use crate::names::{
-    ASSIGNED_TO_LABEL, BROKER_USER, POOL_LABEL, REMOVING_ANNOTATION, member_name, member_of_lease,
+    ASSIGNED_TO_LABEL, BROKER_USER, OWNER_ANNOTATION, POOL_LABEL, REMOVING_ANNOTATION, member_name,
+    member_of_lease,
 };
 use crate::resources::{VirtualMachine, runs};
 
@@ -104,6 +105,9 @@ pub struct VmSeen {
     pub removing: Option<Removal>,
     /// A deletionTimestamp is set.
     pub deleting: bool,
+    /// Someone owns it ([`crate::names::OWNER_ANNOTATION`], a dedicated pool's): never removed
+    /// by a shrink.
+    pub owned: bool,
 }
 
 /// One index of the pool as the loop sees it.
@@ -141,6 +145,9 @@ pub struct Plan {
     pub blocked: Vec<u32>,
     /// Claimed members above size: removed once released.
     pub waiting: Vec<u32>,
+    /// Owned members above size (a dedicated pool's): never removed by a shrink; an
+    /// administrator frees them first.
+    pub owned_above: Vec<u32>,
     /// The counts for the status.
     pub counts: Counts,
 }
@@ -218,11 +225,18 @@ pub fn plan(size: u32, warm: u32, members: &[Seen]) -> Plan {
             }
             (None, _) => {}
         }
+        if !within && vm.owned {
+            plan.owned_above.push(m.index);
+        }
         if m.claimed() {
             plan.counts.claimed += 1;
-            if !within {
+            if !within && !vm.owned {
                 plan.waiting.push(m.index);
             }
+            continue;
+        }
+        if !within && vm.owned {
+            plan.counts.free += 1;
             continue;
         }
         if !within {
@@ -345,6 +359,10 @@ pub fn vm_seen(vm: &VirtualMachine) -> VmSeen {
             .get(REMOVING_ANNOTATION)
             .and_then(|w| Removal::parse(w)),
         deleting: vm.metadata.deletion_timestamp.is_some(),
+        owned: vm
+            .annotations()
+            .get(OWNER_ANNOTATION)
+            .is_some_and(|o| !o.is_empty()),
     }
 }
 

@@ -69,6 +69,7 @@ pub(in crate::claim) fn member(
         on_release: crate::policy::release::ReleaseEffect::Stop { warm: false }.into(),
         state_note: None,
         offers: None,
+        owner: None,
     }
 }
 
