@@ -141,18 +141,6 @@ pub async fn open_to(admin: &Client, ns: &str, pool: &str) {
     )
     .await
     .unwrap_or_else(|e| panic!("entitle everyone to pool {pool} in {ns}: {e}"));
-    // The API server's authorizer reads RBAC through a cache: the grant holds a moment later.
-    eventually(
-        &format!("pool {pool} in {ns} open to everyone"),
-        Duration::from_secs(30),
-        || async {
-            vdi_core::entitlement::is_entitled(&admin, ns, pool, "nobody-in-particular")
-                .await
-                .unwrap_or(false)
-                .then_some(())
-        },
-    )
-    .await;
 }
 
 /// [`pool_vms`], then waits (60 s at most) until the emulator has reported each member
