@@ -31,6 +31,7 @@ pub fn builder() -> Builder<tauri::Wry> {
             crate::commands::permissions,
             crate::commands::assign_member,
             crate::commands::claim_desktop,
+            crate::commands::entitled_pools,
             crate::commands::unassign_member,
             crate::commands::golden_candidates,
             crate::commands::validate_new_pool,

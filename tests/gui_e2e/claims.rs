@@ -7,8 +7,8 @@ use kube::api::{Api, DeleteParams};
 use vdi_core::resources::VirtualMachine;
 
 use crate::driver::{
-    Gui, choose, click, exists, is_disabled, js, pick_pool, text_of, type_into, wait_attr,
-    wait_text,
+    Gui, choose, click, exists, is_disabled, js, pick_pool, replace_text, text_of, type_into,
+    wait_attr, wait_text,
 };
 
 #[tokio::test]
@@ -136,4 +136,48 @@ async fn assign_refuses_a_name_with_a_space_and_takes_the_exact_name() {
         .delete("asg-1", &DeleteParams::default())
         .await
         .unwrap();
+}
+
+/// "Get a desktop" offers only the pools you are entitled to (issue 38: RBAC's claim on
+/// desktoppools): a pool for alice is offered to her and not to bob, who may claim in the
+/// namespace (this sandbox has no broker: carol may not claim here at all; the broker's tests
+/// try groups).
+#[tokio::test]
+async fn get_a_desktop_offers_only_the_pools_you_are_entitled_to() {
+    use vdi_core::broker::claimants::Claimant;
+    use vdi_core::entitlement::{Who, entitle, unentitle};
+    let admin = client_as("admin").await;
+    corral_tests::pool_vms(&admin, "corral-vms", "eng", 1)
+        .await
+        .unwrap();
+    unentitle(&admin, "corral-vms", "eng", &[Who::Everyone])
+        .await
+        .unwrap();
+    let alice = Who::Claimant(Claimant::User("alice".into()));
+    entitle(&admin, "corral-vms", "eng", &[alice], "admin")
+        .await
+        .unwrap();
+    let gui = Gui::launch().await;
+    let client = &gui.client;
+    text_of(client, "[data-testid='pool-corral-vms-eng']").await;
+    let option = "[data-testid='get-desktop-option-corral-vms/eng']";
+    for (user, offered) in [("alice", true), ("bob", false)] {
+        choose(client, "[data-testid='context-select']", user).await;
+        wait_text(client, "[data-testid='identity-badge']", user).await;
+        wait_text(client, "[data-testid='pool-corral-vms-eng']", "1 free").await;
+        wait_attr(
+            client,
+            "[data-testid='my-desktops']",
+            "data-entitlements",
+            "known",
+        )
+        .await;
+        replace_text(client, "[data-testid='get-desktop-pool']", "eng").await;
+        assert_eq!(
+            exists(client, option).await,
+            offered,
+            "{user} is offered pool eng: {}",
+            !offered
+        );
+    }
 }

@@ -28,6 +28,7 @@ import {
   type HistoryOf,
   type MemberPaths,
   type NewPool,
+  type NamespaceEntitlements,
   type Permissions,
   type PoolCreated,
   type PoolDeleted,
@@ -213,6 +214,14 @@ export function adoptPool(namespace: string, pool: string): Promise<Result<PoolP
  */
 export function keepDesktop(namespace: string, member: string): Promise<Result<Kept>> {
   return call(() => commands.keepDesktop(namespace, member));
+}
+
+/**
+ * Which pools of `namespaces` you may claim from (RBAC's `claim` on `desktoppools`, your groups
+ * included); a namespace RBAC cannot answer for counts as every pool.
+ */
+export function entitledPools(namespaces: string[]): Promise<Result<NamespaceEntitlements[]>> {
+  return call(() => commands.entitledPools(namespaces));
 }
 
 /**

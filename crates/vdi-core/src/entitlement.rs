@@ -663,6 +663,44 @@ pub async fn entitled_pools(client: &Client, namespace: &str) -> Result<Option<E
     Ok(Some(Entitled::Named(names)))
 }
 
+/// Which pools of one namespace the caller may claim from: what the app's "Get a desktop"
+/// offers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
+#[serde(rename_all = "camelCase")]
+pub struct NamespaceEntitlements {
+    /// The namespace.
+    pub namespace: String,
+    /// Every pool there: a grant without names, or RBAC could not say (the guard judges each
+    /// claim).
+    pub every: bool,
+    /// Else these pools, by name (maybe none).
+    pub pools: Vec<String>,
+}
+
+/// [`entitled_pools`] for each of `namespaces` (one request each). A namespace whose answer
+/// cannot be had, or is incomplete, counts as every pool: the guard still judges each claim,
+/// and its refusal names the missing right.
+pub async fn entitlements_in(client: &Client, namespaces: &[String]) -> Vec<NamespaceEntitlements> {
+    let mut found = Vec::new();
+    for namespace in namespaces {
+        let answer = entitled_pools(client, namespace).await.ok().flatten();
+        found.push(match answer {
+            Some(Entitled::Named(pools)) => NamespaceEntitlements {
+                namespace: namespace.clone(),
+                every: false,
+                pools: pools.into_iter().collect(),
+            },
+            Some(Entitled::Every) | None => NamespaceEntitlements {
+                namespace: namespace.clone(),
+                every: true,
+                pools: Vec::new(),
+            },
+        });
+    }
+    found
+}
+
 /// The refusal of a claim from `pool` in `namespace` by `identity`, who has no right to it:
 /// the missing right and whom to ask.
 pub fn not_entitled(identity: &str, namespace: &str, pool: &str) -> Error {

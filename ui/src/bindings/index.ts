@@ -56,6 +56,15 @@ export const commands = {
 	 */
 	claimDesktop: (namespace: string, pool: string) => __TAURI_INVOKE<Claimed>("claim_desktop", { namespace, pool }),
 	/**
+	 *  Which pools of `namespaces` you may claim from (SPEC "Entitlements": RBAC's `claim` on
+	 *  `desktoppools`, your groups included; a SelfSubjectRulesReview per namespace), for "Get a
+	 *  desktop" to offer only those. A namespace RBAC cannot answer for counts as every pool (the
+	 *  guard still judges each claim).
+	 * 
+	 *  Errors: no cluster connected.
+	 */
+	entitledPools: (namespaces: string[]) => __TAURI_INVOKE<NamespaceEntitlements[]>("entitled_pools", { namespaces }),
+	/**
 	 *  Releases `member` as the identity the cluster reports (only a Lease's holder may release
 	 *  an active claim, unless `force`: an administrator's "Force release").
 	 */
@@ -1103,6 +1112,22 @@ export type MemberView = {
 	 *  it.
 	 */
 	owner: string | null,
+};
+
+/**
+ *  Which pools of one namespace the caller may claim from: what the app's "Get a desktop"
+ *  offers.
+ */
+export type NamespaceEntitlements = {
+	/**  The namespace. */
+	namespace: string,
+	/**
+	 *  Every pool there: a grant without names, or RBAC could not say (the guard judges each
+	 *  claim).
+	 */
+	every: boolean,
+	/**  Else these pools, by name (maybe none). */
+	pools: string[],
 };
 
 /**

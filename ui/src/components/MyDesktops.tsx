@@ -22,6 +22,7 @@ import { ConnectButton, MemberName } from "./MemberRow";
 import { ReclaimCountdown, ReclaimNotice } from "./ReclaimNotice";
 import { PoolPicker } from "./PoolPicker";
 import { Working } from "./Working";
+import { useEntitled } from "../useEntitled";
 
 type MyDesktopsProps = {
   /** Who the cluster says you are; null when it could not say. */
@@ -124,7 +125,9 @@ export function MyDesktops({
 
   const username = identity?.username ?? null;
   const mine = myDesktops(pools, username);
-  const choices = claimablePools(pools);
+  const entitled = useEntitled(pools, username);
+  const choices = claimablePools(pools, entitled);
+  const withheld = claimablePools(pools).length - choices.length;
   const chosen =
     current.kind === "none"
       ? null
@@ -150,7 +153,7 @@ export function MyDesktops({
       : (claimDenied ??
         (heldInPick !== null && choices.length === 0
           ? null
-          : getDesktopBlocker(username !== null, choices, scope)));
+          : getDesktopBlocker(username !== null, choices, scope, withheld)));
   // Why the pool box, usable, offers nothing to claim: a claim goes to the pool picked or to
   // none, never to another in its place.
   const pickNote =
@@ -174,7 +177,12 @@ export function MyDesktops({
         : "");
 
   return (
-    <section className="my-desktops" data-testid="my-desktops" aria-labelledby={headingId}>
+    <section
+      className="my-desktops"
+      data-testid="my-desktops"
+      data-entitlements={entitled === null ? "unknown" : "known"}
+      aria-labelledby={headingId}
+    >
       <div className="my-head">
         <h2 id={headingId} className="my-title">
           My desktops

@@ -7,6 +7,7 @@ import type {
   MemberView,
   PoolView,
   Released,
+  Scope,
 } from "../bindings";
 import {
   actionKeys,
@@ -21,6 +22,8 @@ import {
   claimStepFor,
   isClaimAction,
   getDesktopBlocker,
+  mayClaimFrom,
+  type Entitled,
   myDesktops,
   poolKey,
   releaseButton,
@@ -101,6 +104,36 @@ describe("claimablePools", () => {
     ]);
     expect(choices.map((c) => c.key)).toEqual(["a/lab", "b/lab"]);
     expect(choices.map((c) => c.label)).toEqual(["lab (a, 1 free)", "lab (b, 2 free)"]);
+  });
+
+  it("offers only the pools RBAC entitles you to, all while that is not known", () => {
+    const shown = [
+      pool("a", "lab", [member("lab-1")]),
+      pool("a", "eng", [member("eng-1")]),
+      pool("b", "lab", [member("lab-1")]),
+      pool("c", "any", [member("any-1")]),
+    ];
+    const keys = (entitled: Entitled | null) => claimablePools(shown, entitled).map((c) => c.key);
+    expect(keys(null)).toEqual(["a/lab", "a/eng", "b/lab", "c/any"]);
+    const entitled: Entitled = [
+      { namespace: "a", every: false, pools: ["lab"] },
+      { namespace: "b", every: false, pools: [] },
+      { namespace: "c", every: true, pools: [] },
+    ];
+    expect(keys(entitled)).toEqual(["a/lab", "c/any"]);
+    // A namespace the answer does not name yet is every pool's: the cluster judges the claim.
+    expect(mayClaimFrom(entitled, "d", "x")).toBe(true);
+    expect(mayClaimFrom(entitled, "a", "eng")).toBe(false);
+  });
+});
+
+describe("getDesktopBlocker with entitlements", () => {
+  it("says when free pools are there but none is for you", () => {
+    const scope: Scope = { kind: "namespace", namespace: "corral-vms" };
+    expect(getDesktopBlocker(true, [], scope, 2)).toContain(
+      "2 pools have free members, but RBAC does not entitle you to claim from them",
+    );
+    expect(getDesktopBlocker(true, [], scope, 0)).toContain("has a free member right now");
   });
 });
 

@@ -8,6 +8,7 @@ import type {
   Claimed,
   HistoryOf,
   MemberView,
+  NamespaceEntitlements,
   Permissions,
   PoolView,
   PowerAction,
@@ -60,10 +61,32 @@ export function poolKey(namespace: string, pool: string): string {
   return `${namespace}/${pool}`;
 }
 
-/** The pools with at least one free member, in the snapshot's order. */
-export function claimablePools(pools: readonly PoolView[]): PoolChoice[] {
+/**
+ * Which pools you may claim from, per namespace (RBAC's `claim` on `desktoppools`), as the
+ * backend read it; a namespace missing from it is not known yet.
+ */
+export type Entitled = readonly NamespaceEntitlements[];
+
+/**
+ * Whether `entitled` lets you claim from `pool` of `namespace`: yes while it is not known (the
+ * cluster judges the claim), for every pool of a namespace entitled without names, and for the
+ * pools it names.
+ */
+export function mayClaimFrom(entitled: Entitled | null, namespace: string, pool: string): boolean {
+  const here = entitled?.find((e) => e.namespace === namespace);
+  return here === undefined || here.every || here.pools.includes(pool);
+}
+
+/**
+ * The pools with at least one free member that you may claim from (`entitled`; all while it is
+ * not known), in the snapshot's order.
+ */
+export function claimablePools(
+  pools: readonly PoolView[],
+  entitled: Entitled | null = null,
+): PoolChoice[] {
   return pools
-    .filter((p) => p.counts.free > 0)
+    .filter((p) => p.counts.free > 0 && mayClaimFrom(entitled, p.namespace, p.name))
     .map((p) => ({
       key: poolKey(p.namespace, p.name),
       namespace: p.namespace,
@@ -113,9 +136,13 @@ export function getDesktopBlocker(
   identityKnown: boolean,
   choices: readonly PoolChoice[],
   scope: Scope,
+  withheld = 0,
 ): string | null {
   if (!identityKnown) {
     return "Your identity is unknown (the cluster did not say who you are), so no desktop can be claimed for you.";
+  }
+  if (choices.length === 0 && withheld > 0) {
+    return `No pool in ${describeScope(scope)} with a free member is for you: ${withheld === 1 ? "one pool has" : `${withheld} pools have`} free members, but RBAC does not entitle you to claim from ${withheld === 1 ? "it" : "them"}. Ask an administrator (corral-vdi pool entitle).`;
   }
   if (choices.length === 0) {
     return `No pool in ${describeScope(scope)} has a free member right now.`;
