@@ -51,6 +51,10 @@ pub const EVERYONE_GROUP: &str = "system:authenticated";
 pub const GRANTED_BY_ANNOTATION: &str = "corral.dev/vdi-granted-by";
 /// Label on the Role and RoleBindings this module writes: the pool they entitle.
 pub const POOL_LABEL: &str = "corral.dev/vdi-entitles";
+/// The words of the guard's refusal of a claim its claimant is not entitled to
+/// (`guard/guard.yaml`, the Lease policy): how the client tells it from the guard's other
+/// refusals.
+pub const GUARD_REFUSAL: &str = "may not claim from pool";
 /// Field manager of the Role's writes.
 pub const FIELD_MANAGER: &str = "corral-vdi-entitlement";
 

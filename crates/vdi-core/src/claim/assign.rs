@@ -443,7 +443,7 @@ async fn adopt(
             ),
             suggestion: Some("list the pool again to see who holds it".into()),
         }),
-        Err(e) => Err(lease_error(name, e)),
+        Err(e) => Err(lease_error(claim, name, e)),
     }
 }
 
@@ -514,7 +514,7 @@ async fn win_free_member(
             Err(e) if others_stale && crate::error::is_guard_denial(&e) => {
                 expired_skipped += 1;
             }
-            Err(e) => return Err(lease_error(&m.name, e)),
+            Err(e) => return Err(lease_error(claim, &m.name, e)),
         }
     }
     if let Some(refusal) = no_room {
@@ -550,8 +550,16 @@ async fn write_lease(
     .map(|_| ())
 }
 
-/// A Lease write of `member`'s claim that failed for another reason than a lost race.
-fn lease_error(member: &str, e: kube::Error) -> Error {
+/// A Lease write of `member`'s claim that failed for another reason than a lost race: the
+/// guard's refusal of a claim its claimant is not entitled to, as the missing right and whom to
+/// ask ([`crate::entitlement::not_entitled`]); else the API server's answer.
+fn lease_error(claim: &Claim<'_>, member: &str, e: kube::Error) -> Error {
+    let unentitled = matches!(&e, kube::Error::Api(s)
+        if crate::error::is_guard_denial(&e)
+            && s.message.contains(crate::entitlement::GUARD_REFUSAL));
+    if unentitled {
+        return crate::entitlement::not_entitled(claim.assignee, claim.namespace, claim.pool);
+    }
     Error::kube(format!("claim {member} (Lease {})", lease_name(member)), e)
 }
 
