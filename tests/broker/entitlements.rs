@@ -240,6 +240,56 @@ async fn an_administrator_assigns_outside_the_entitlement_only_by_force() {
         refused.to_string().contains("corral.dev/vdi-forced-by"),
         "{refused}"
     );
+
+    // An administrator's unforced claim for carol, written by hand: the broker asks and
+    // refuses; carol may not drop the record to be asked no more.
+    let other = if member == "priv-1" {
+        "priv-2"
+    } else {
+        "priv-1"
+    };
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string();
+    let raw: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": { "name": lease_name(other),
+                      "labels": { "corral.dev/vdi-pool": "priv", "corral.dev/vdi-member": other },
+                      "annotations": { vdi_core::names::ASSIGNED_BY_ANNOTATION: "admin" } },
+        "spec": { "holderIdentity": "carol", "leaseDurationSeconds": 3600,
+                  "acquireTime": now, "renewTime": now }
+    }))
+    .unwrap();
+    leases(&client_as("admin").await, &ns)
+        .create(&PostParams::default(), &raw)
+        .await
+        .unwrap();
+    let api = vms(&client_as("admin").await, &ns);
+    let reason = eventually("the broker's reason", CONVERGE, || async {
+        let vm = api.get(other).await.ok()?;
+        vm.annotations().get(BROKER_REASON_ANNOTATION).cloned()
+    })
+    .await;
+    assert!(reason.contains("is not for"), "{reason}");
+    let mut unrecorded = carols.get(&lease_name(other)).await.unwrap();
+    unrecorded
+        .annotations_mut()
+        .remove(vdi_core::names::ASSIGNED_BY_ANNOTATION);
+    let refused = carols
+        .replace(&lease_name(other), &PostParams::default(), &unrecorded)
+        .await
+        .expect_err("carol dropped the record of who assigned her claim");
+    assert!(
+        refused
+            .to_string()
+            .contains("stay as written while the holder does"),
+        "{refused}"
+    );
+    let (role, binding) = crate::grant(&ns, other).await;
+    assert!(
+        role.is_none() && binding.is_none(),
+        "{other} granted to carol"
+    );
 }
 
 #[tokio::test]
@@ -276,6 +326,32 @@ async fn a_claim_labelled_for_another_pool_is_never_granted() {
         reason.contains("says pool \"door\"") && reason.contains("pool \"shut\""),
         "{reason}"
     );
+    // Nor can she move the claim to the member's own pool, or drop its pool, to be asked no
+    // more: the guard keeps a held claim with the pool it was entitled for.
+    let carols = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+        client_as("carol").await,
+        &ns,
+    );
+    let held = carols.get(&lease_name("shut-1")).await.unwrap();
+    let mut moved = held.clone();
+    moved
+        .labels_mut()
+        .insert("corral.dev/vdi-pool".into(), "shut".into());
+    let refused = carols
+        .replace(&lease_name("shut-1"), &PostParams::default(), &moved)
+        .await
+        .expect_err("carol moved her claim to pool shut");
+    assert!(
+        refused.to_string().contains("may not move claim Lease"),
+        "{refused}"
+    );
+    let mut dropped = held.clone();
+    dropped.labels_mut().remove("corral.dev/vdi-pool");
+    let refused = carols
+        .replace(&lease_name("shut-1"), &PostParams::default(), &dropped)
+        .await
+        .expect_err("carol dropped her claim's pool");
+    assert!(refused.to_string().contains("but no pool"), "{refused}");
     let (role, binding) = crate::grant(&ns, "shut-1").await;
     assert!(
         role.is_none() && binding.is_none(),

@@ -304,9 +304,11 @@ pub fn decide(member: &str, namespace: &str, facts: &MemberFacts<'_>) -> Decisio
     }
 }
 
-/// A dedicated pool's member that someone else owns: never granted to `holder`.
+/// A member someone else owns: never granted to `holder`, unless its pool is floating now (an
+/// administrator's choice). A pool whose policy cannot be read, or that has none any more,
+/// keeps its owners' members theirs.
 fn owned_by_another(facts: &MemberFacts<'_>, vm: VmFacts<'_>, holder: &str) -> bool {
-    facts.policy.is_some_and(|p| p.dedicated()) && vm.owner.is_some_and(|o| o != holder)
+    facts.policy.is_none_or(|p| p.dedicated()) && vm.owner.is_some_and(|o| o != holder)
 }
 
 fn grant(

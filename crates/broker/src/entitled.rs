@@ -4,7 +4,8 @@
 //! - the claim is of the member's own pool: a Lease labelled with another pool than its member's
 //!   VM was entitled for the wrong pool, and is never granted;
 //! - an administrator's assignment to someone else (the Lease's
-//!   [`ASSIGNED_BY_ANNOTATION`] names another than the holder) is granted only when RBAC
+//!   [`ASSIGNED_BY_ANNOTATION`] names another than the holder), and a claim without a pool
+//!   label (which only administrators write), is granted only when RBAC
 //!   entitles the holder as far as the cluster can tell
 //!   ([`vdi_core::entitlement::is_entitled`]: a SubjectAccessReview), or when the administrator
 //!   forced it ([`FORCED_BY_ANNOTATION`]).
@@ -55,15 +56,23 @@ pub fn check(member: &str, vm: &VirtualMachine, lease: &ClaimLease, holder: &str
              from \"{vm_pool}\""
         ));
     }
+    let forced = lease.annotations().contains_key(FORCED_BY_ANNOTATION);
     let by = lease.annotations().get(ASSIGNED_BY_ANNOTATION);
+    let unlabelled = !lease.labels().contains_key(POOL_LABEL);
     match by {
-        Some(by) if by != holder && !lease.annotations().contains_key(FORCED_BY_ANNOTATION) => {
-            Check::Ask {
-                pool: vm_pool,
-                holder: holder.to_owned(),
-                by: by.clone(),
-            }
-        }
+        // An administrator's assignment to someone else, not forced.
+        Some(by) if by != holder && !forced => Check::Ask {
+            pool: vm_pool,
+            holder: holder.to_owned(),
+            by: by.clone(),
+        },
+        // A claim without a pool label, which the guard lets only administrators write: the
+        // authorizer was asked about no pool.
+        None if unlabelled => Check::Ask {
+            pool: vm_pool,
+            holder: holder.to_owned(),
+            by: "an administrator".to_owned(),
+        },
         _ => Check::None,
     }
 }
@@ -133,10 +142,14 @@ mod tests {
             check("dev-1", &vm(None), &lease(Some("dev"), json!({})), "carol"),
             Check::None
         );
-        // An administrator's Lease without labels is theirs to write.
+        // A Lease without a pool label (only an administrator writes one): asked about.
         assert_eq!(
             check("dev-1", &vm(None), &lease(None, json!({})), "carol"),
-            Check::None
+            Check::Ask {
+                pool: "dev".into(),
+                holder: "carol".into(),
+                by: "an administrator".into()
+            }
         );
     }
 

@@ -113,14 +113,7 @@ impl Claim<'_> {
                     (POOL_LABEL.to_owned(), self.pool.to_owned()),
                     (MEMBER_LABEL.to_owned(), member.to_owned()),
                 ])),
-                annotations: (actor != self.assignee).then(|| {
-                    let mut written =
-                        BTreeMap::from([(ASSIGNED_BY_ANNOTATION.to_owned(), actor.to_owned())]);
-                    if self.forced {
-                        written.insert(FORCED_BY_ANNOTATION.to_owned(), actor.to_owned());
-                    }
-                    written
-                }),
+                annotations: records(previous, self.assignee, actor, self.forced),
                 ..Default::default()
             },
             spec: Some(LeaseSpec {
@@ -133,6 +126,32 @@ impl Claim<'_> {
             }),
         }
     }
+}
+
+/// The records a claim Lease carries ([`ASSIGNED_BY_ANNOTATION`], [`FORCED_BY_ANNOTATION`]): an
+/// assignment by `actor` to someone else names them; the assignee's own Lease taken again
+/// (`previous`, expired, still theirs) keeps what it had, as the guard demands while the holder
+/// stays.
+fn records(
+    previous: Option<&ClaimLease>,
+    assignee: &str,
+    actor: &str,
+    forced: bool,
+) -> Option<BTreeMap<String, String>> {
+    if let Some(own) = previous.filter(|l| l.holder() == Some(assignee)) {
+        let kept: BTreeMap<String, String> = [ASSIGNED_BY_ANNOTATION, FORCED_BY_ANNOTATION]
+            .into_iter()
+            .filter_map(|k| Some((k.to_owned(), own.annotations().get(k)?.clone())))
+            .collect();
+        return (!kept.is_empty()).then_some(kept);
+    }
+    (actor != assignee).then(|| {
+        let mut written = BTreeMap::from([(ASSIGNED_BY_ANNOTATION.to_owned(), actor.to_owned())]);
+        if forced {
+            written.insert(FORCED_BY_ANNOTATION.to_owned(), actor.to_owned());
+        }
+        written
+    })
 }
 
 /// When a Lease written at `now` for `seconds` ends; the end of the calendar if that is
