@@ -23,8 +23,7 @@ use crate::error::{Error, ErrorKind, Result, is_status};
 use crate::identity::Actor;
 use crate::lease::ClaimLease;
 use crate::names::{
-    ADMIN_GROUP, ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, OWNER_ANNOTATION, POOL_LABEL,
-    encode_identity, lease_name,
+    ADMIN_GROUP, ASSIGNED_TO_LABEL, CLAIMED_AT_ANNOTATION, POOL_LABEL, encode_identity, lease_name,
 };
 use crate::resources::VirtualMachine;
 use crate::resources::runs;
@@ -183,30 +182,19 @@ where
 }
 
 /// In a dedicated pool (SPEC "Pool policy and lifecycle": assignment), the members a claim for
-/// the assignee may take: the one they own, if any ([`OWNER_ANNOTATION`]), else the unowned
+/// the assignee may take: the one they own, if any ([`MemberView::owner`]), else the unowned
 /// ones; never another's.
 ///
 /// Errors: [`Error::Refused`] when they own one that cannot be claimed now, naming it and its
 /// state.
 fn keep_to_own(read: &mut PoolRead, claim: &Claim<'_>) -> Result<()> {
-    let owner_of = |member: &str| {
-        read.vm(member)
-            .and_then(|vm| vm.annotations().get(OWNER_ANNOTATION))
-            .filter(|o| !o.is_empty())
-            .cloned()
-    };
-    let owners: Vec<Option<String>> = read.members.iter().map(|m| owner_of(&m.name)).collect();
-    let own = owners
+    let own = read
+        .members
         .iter()
-        .position(|o| o.as_deref() == Some(claim.assignee));
-    let keep: Vec<bool> = match own {
-        Some(i) => (0..owners.len()).map(|j| j == i).collect(),
-        None => owners.iter().map(Option::is_none).collect(),
-    };
-    if let Some(i) = own
-        && !read.members[i].claimable
+        .find(|m| m.owner.as_deref() == Some(claim.assignee));
+    if let Some(mine) = own
+        && !mine.claimable
     {
-        let mine = &read.members[i];
         return Err(Error::Refused {
             message: format!(
                 "{}'s desktop in dedicated pool \"{}\" is {}, which cannot be claimed now ({})",
@@ -222,8 +210,11 @@ fn keep_to_own(read: &mut PoolRead, claim: &Claim<'_>) -> Result<()> {
             )),
         });
     }
-    let mut keep = keep.into_iter();
-    read.members.retain(|_| keep.next().unwrap_or(false));
+    let mine = own.map(|m| m.name.clone());
+    read.members.retain(|m| match &mine {
+        Some(name) => m.name == *name,
+        None => m.owner.is_none(),
+    });
     Ok(())
 }
 
