@@ -20,7 +20,7 @@ mod record;
 use serde::{Deserialize, Serialize};
 
 pub use list::{AuditEntry, AuditFilter, entry_of, list, matches};
-pub use record::{Act, CLIENT_REPORTER, pool_ref, record};
+pub use record::{Act, CLIENT_REPORTER, pool_ref, record, vm_ref};
 
 /// What every view of the history says about its length.
 pub const TTL_NOTICE: &str = "The cluster keeps this history for about an hour (its event TTL); \

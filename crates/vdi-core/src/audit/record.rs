@@ -28,6 +28,19 @@ pub fn pool_ref(namespace: &str, pool: &str) -> ObjectReference {
     }
 }
 
+/// The `regarding` reference of an audit Event about a pool member `vm` in `namespace`.
+pub fn vm_ref(namespace: &str, vm: &crate::resources::VirtualMachine) -> ObjectReference {
+    use kube::ResourceExt;
+    ObjectReference {
+        api_version: Some("kubevirt.io/v1".into()),
+        kind: Some("VirtualMachine".into()),
+        name: Some(vm.name_any()),
+        namespace: Some(namespace.to_owned()),
+        uid: vm.uid(),
+        ..Default::default()
+    }
+}
+
 /// One act for the audit trail.
 #[derive(Debug, Clone)]
 pub struct Act {

@@ -6,7 +6,6 @@
 //! console and stops the VM.
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -261,14 +260,7 @@ pub const FORCE_RELEASE_REASON: &str = "ForceReleased";
 async fn record_force_release(actor: &Actor, namespace: &str, vm: &VirtualMachine, from: &str) {
     let now = actor.clock().now();
     let member = vm.name_any();
-    let regarding = ObjectReference {
-        api_version: Some("kubevirt.io/v1".into()),
-        kind: Some("VirtualMachine".into()),
-        name: Some(member.clone()),
-        namespace: Some(namespace.to_owned()),
-        uid: vm.uid(),
-        ..Default::default()
-    };
+    let regarding = crate::audit::vm_ref(namespace, vm);
     let act = Act {
         reason: FORCE_RELEASE_REASON,
         action: "ForceRelease",

@@ -2,7 +2,6 @@
 //! broker makes a member its first holder's ([`OWNER_ANNOTATION`]); an administrator moves or
 //! frees it here (`corral-vdi pool owner`), recorded as an Event ([`OWNER_CHANGED_REASON`]).
 
-use k8s_openapi::api::core::v1::ObjectReference;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
@@ -150,14 +149,7 @@ pub async fn set_owner(
     vms.patch(member, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(|e| Error::kube(format!("write the owner of {what}"), e))?;
-    let regarding = ObjectReference {
-        api_version: Some("kubevirt.io/v1".into()),
-        kind: Some("VirtualMachine".into()),
-        name: Some(member.to_owned()),
-        namespace: Some(namespace.to_owned()),
-        uid: vm.uid(),
-        ..Default::default()
-    };
+    let regarding = crate::audit::vm_ref(namespace, &vm);
     let act = Act {
         reason: OWNER_CHANGED_REASON,
         action: "ChangeOwner",
