@@ -140,24 +140,18 @@ pub async fn list(
                     args.pool
                 );
             } else {
-                let width = |f: &dyn Fn(&entitlement::Entitlement) -> usize, head: usize| {
-                    found.iter().map(f).max().unwrap_or(0).max(head)
-                };
-                let (w, r, v) = (
-                    width(&|e| e.who.chars().count(), 3),
-                    width(&|e| reach_words(e.reach).len(), 5),
-                    width(&|e| e.via.chars().count(), 3),
-                );
-                out!("{:w$}  {:r$}  {:v$}  GRANTED BY", "WHO", "REACH", "VIA");
-                for e in &found {
-                    out!(
-                        "{:w$}  {:r$}  {:v$}  {}",
-                        e.who,
-                        reach_words(e.reach),
-                        e.via,
-                        e.granted_by.as_deref().unwrap_or("-")
-                    );
-                }
+                let header = ["WHO", "REACH", "VIA", "GRANTED BY"].map(str::to_owned);
+                let rows: Vec<[String; 4]> = std::iter::once(header)
+                    .chain(found.iter().map(|e| {
+                        [
+                            e.who.clone(),
+                            reach_words(e.reach).to_owned(),
+                            e.via.clone(),
+                            e.granted_by.clone().unwrap_or_else(|| "-".into()),
+                        ]
+                    }))
+                    .collect();
+                crate::terminal::print_table(&rows, "");
             }
         }
     }
