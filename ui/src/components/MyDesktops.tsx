@@ -135,7 +135,9 @@ export function MyDesktops({
   // The first pool shown by default stays picked: a pool created or freed later, sorted
   // before it, does not change the box under the user (set while rendering, React's way of
   // adjusting state to what was just shown).
-  if (current.kind === "default" && chosen !== null) {
+  // Only once the pools you may claim from are known: a pool offered before that answer, and
+  // not for you, would stay picked and read as full.
+  if (current.kind === "default" && chosen !== null && entitled !== null) {
     setPick({ kind: "pool", choice: chosen });
   }
   // The pool picked has just lost its last free member to you: that is a success, not a
