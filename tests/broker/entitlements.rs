@@ -15,7 +15,7 @@ use crate::{CONVERGE, claim, cli_as, replicas_steady, wait_granted};
 /// A namespace of the test's own where no pool is open to anyone until entitled: the sandbox's
 /// every-pool grant taken away, and `pool` (label-only, `size` stopped members) entitled to
 /// nobody.
-async fn closed_pool(prefix: &str, pool: &str, size: usize) -> String {
+pub(crate) async fn closed_pool(prefix: &str, pool: &str, size: usize) -> String {
     let admin = client_as("admin").await;
     let ns = namespace(prefix).await;
     Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(admin.clone(), &ns)

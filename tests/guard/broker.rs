@@ -14,8 +14,9 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use vdi_core::names::{
-    ASSIGNED_TO_LABEL, BROKER_NAME, BROKER_NAMESPACE, BROKER_REASON_ANNOTATION, BROKER_USER,
-    CLAIMED_AT_ANNOTATION, GRANTED_TO_ANNOTATION, POOL_LABEL, lease_name,
+    ASSIGNED_BY_ANNOTATION, ASSIGNED_TO_LABEL, BROKER_NAME, BROKER_NAMESPACE,
+    BROKER_REASON_ANNOTATION, BROKER_USER, CLAIMED_AT_ANNOTATION, GRANTED_TO_ANNOTATION,
+    POOL_LABEL, lease_name,
 };
 use vdi_core::resources::VirtualMachine;
 
@@ -262,7 +263,8 @@ async fn with_the_guard_the_broker_reclaims_and_labels_and_its_annotations_are_i
     .expect("an administrator clears the broker's reason");
 
     // The broker recovers a held claim by deleting it, and nothing else of it: it hands no
-    // claim on and creates none (bob neither).
+    // held claim on, and creates one for someone else only as the record of its own writing
+    // (an administrator's label it adopts); bob neither.
     let lease_before = stale.metadata.resource_version.clone();
     let mut handed = stale.clone();
     handed.spec.as_mut().unwrap().holder_identity = Some("bob".into());
@@ -275,9 +277,19 @@ async fn with_the_guard_the_broker_reclaims_and_labels_and_its_annotations_are_i
          corral-vdi:admins",
     );
     denied(
-        "the broker creates a claim naming alice",
+        "the broker creates a claim naming alice without saying it wrote it",
         leases_as(&broker)
             .create(&PostParams::default(), &lease_for("b-3", "alice"))
+            .await,
+        &format!("{BROKER_USER} may not create claim Lease corral-vdi-b-3 naming alice"),
+    );
+    let mut by_admin = lease_for("b-3", "alice");
+    by_admin.metadata.annotations =
+        Some([(ASSIGNED_BY_ANNOTATION.to_owned(), "admin".to_owned())].into());
+    denied(
+        "the broker creates a claim naming alice as assigned by admin",
+        leases_as(&broker)
+            .create(&PostParams::default(), &by_admin)
             .await,
         &format!("{BROKER_USER} may not create claim Lease corral-vdi-b-3 naming alice"),
     );
@@ -300,6 +312,30 @@ async fn with_the_guard_the_broker_reclaims_and_labels_and_its_annotations_are_i
             .unwrap()
             .is_none()
     );
+    // An administrator's label-only assignment the broker adopts: a claim it records as its own
+    // writing, created or written over a Lease without a holder, never over a held one.
+    let mut adopted = lease_for("b-3", "alice");
+    adopted.metadata.annotations =
+        Some([(ASSIGNED_BY_ANNOTATION.to_owned(), BROKER_USER.to_owned())].into());
+    leases_as(&broker)
+        .create(&PostParams::default(), &adopted)
+        .await
+        .expect("the broker adopts a label-only assignment of b-3 to alice");
+    let mut over_held = stale.clone();
+    over_held.spec.as_mut().unwrap().holder_identity = Some("bob".into());
+    over_held.metadata.annotations =
+        Some([(ASSIGNED_BY_ANNOTATION.to_owned(), BROKER_USER.to_owned())].into());
+    denied(
+        "the broker writes its own adoption for bob over alice's held Lease",
+        leases_as(&broker)
+            .replace(&lease_name("b-1"), &PostParams::default(), &over_held)
+            .await,
+        "claim Lease corral-vdi-b-1 is held by alice",
+    );
+    leases_as(&admin)
+        .delete(&lease_name("b-3"), &DeleteParams::default())
+        .await
+        .unwrap();
     leases_as(&broker)
         .delete(
             &lease_name("b-1"),

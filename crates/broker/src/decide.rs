@@ -40,8 +40,16 @@
 //! - **No active Lease** (none, no holder, or one being deleted: `deletionTimestamp` set, held
 //!   by finalizers) and the broker's traces on the member (granted-to annotation, or a grant):
 //!   [`Plan::Teardown`]. A Lease being deleted is never deleted again; the member's reason
-//!   annotation names its finalizers until they go. A label-only member (label, no Lease, no
-//!   trace) is left alone.
+//!   annotation names its finalizers until they go.
+//! - **A label-only assignment** (label, no active Lease, no trace: the seed's Go CLI writes the
+//!   label alone, which the guard lets only administrators do) naming a person or robot, while
+//!   the claim rules are enforced: [`Plan::Adopt`], a claim for the labelled user, made once
+//!   RBAC entitles them to the pool (else the reason on the member); on a dedicated member
+//!   someone else owns, [`Plan::Refuse`]. A label that names nobody (a hashed one, one of
+//!   Kubernetes' own identities) is left alone.
+//! - **Active Lease, the label removed** after the broker wrote it (granted-to names the holder
+//!   and the grant binds them): released ([`Plan::Teardown`], the Lease deleted under its
+//!   resourceVersion, one `Released` Event saying the label went), the Go CLI's unassign.
 //! - A grant whose member is gone: [`Plan::DeleteOrphanGrant`].
 //! - **The broker's own Lease** (held by `vdi_core::names::BROKER_USER`: the pool loop took
 //!   the member to remove it) or a VM annotated `corral.dev/vdi-removing`: no claim. No grant,
@@ -69,7 +77,9 @@ mod plans;
 mod sentences;
 
 use jiff::Timestamp;
-use vdi_core::names::{BROKER_USER, encode_identity, label_matches_identity};
+use vdi_core::names::{
+    BROKER_USER, DecodedLabel, decode_identity, encode_identity, label_matches_identity,
+};
 use vdi_core::policy::OnRelease;
 // What a claim's end does: the core's rule, which the views' words follow too.
 use vdi_core::policy::reclaim::{
@@ -82,12 +92,12 @@ use vdi_core::validate::can_be_a_person;
 pub use managed::NOTICE_ANNOTATION;
 
 pub use plans::{
-    AwaitPlan, Decision, GrantFacts, GrantPlan, Handover, MemberFacts, Plan, Reason, RefusalPlan,
-    TeardownPlan, VmFacts,
+    AdoptPlan, AwaitPlan, Decision, GrantFacts, GrantPlan, Handover, MemberFacts, Plan, Reason,
+    RefusalPlan, TeardownPlan, VmFacts,
 };
 pub use sentences::{
-    IDENTITY_SHOWN, conflict_reason, deleting_reason, not_a_person_reason, owned_reason, shown,
-    unreadable_reason,
+    IDENTITY_SHOWN, conflict_reason, deleting_reason, label_not_entitled_reason,
+    label_owned_reason, not_a_person_reason, owned_reason, shown, unreadable_reason,
 };
 
 /// What the Lease says now, with the reclaim margin (and a managed pool's rules) applied.
@@ -212,6 +222,11 @@ pub fn decide(member: &str, namespace: &str, facts: &MemberFacts<'_>) -> Decisio
                     };
                     refuse(vm, &facts.grant, Reason::NotGranted, holder, reason)
                 }
+                // The label the broker wrote with the grant was removed: an administrator's
+                // release of the label alone (the seed's Go CLI's unassign).
+                None if ours(&encoded) && facts.grant.bound.as_deref() == Some(holder) => {
+                    Plan::Teardown(unlabelled(vm, facts, holder))
+                }
                 Some(label) if label != encoded && !ours(label) => {
                     let reason = conflict_reason(member, namespace, label, holder);
                     refuse(vm, &facts.grant, Reason::Conflict, holder, reason)
@@ -296,6 +311,14 @@ pub fn decide(member: &str, namespace: &str, facts: &MemberFacts<'_>) -> Decisio
         }
         Claim::Inactive => nothing(if traces {
             Plan::Teardown(teardown(vm, facts, None, None))
+        } else if let Some(labelled) = label_claimant(facts, vm) {
+            match vm.owner {
+                Some(owner) if owned_by_another(facts, vm, &labelled) => {
+                    let reason = label_owned_reason(member, namespace, &labelled, owner);
+                    refuse(vm, &facts.grant, Reason::NotGranted, &labelled, reason)
+                }
+                _ => Plan::Adopt(AdoptPlan { holder: labelled }),
+            }
         } else if vm.reason.is_some() || vm.idle_since.is_some() || vm.notice.is_some() {
             Plan::ClearReason
         } else {
@@ -309,6 +332,32 @@ pub fn decide(member: &str, namespace: &str, facts: &MemberFacts<'_>) -> Decisio
 /// keeps its owners' members theirs.
 fn owned_by_another(facts: &MemberFacts<'_>, vm: VmFacts<'_>, holder: &str) -> bool {
     facts.policy.is_none_or(|p| p.dedicated()) && vm.owner.is_some_and(|o| o != holder)
+}
+
+/// Whom a free member's label-only assignment is for, if the broker adopts it as a claim
+/// ([`Plan::Adopt`]): the label decodes to an identity a person or robot signs in as, and the
+/// cluster enforces the claim rules (else nothing of a claim would be granted either).
+fn label_claimant(facts: &MemberFacts<'_>, vm: VmFacts<'_>) -> Option<String> {
+    if facts.refusing.is_some() {
+        return None;
+    }
+    match decode_identity(vm.label?) {
+        DecodedLabel::Identity(id) if can_be_a_person(&id) => Some(id),
+        _ => None,
+    }
+}
+
+/// `holder`'s granted claim whose assigned-to label was removed: released as its holder's
+/// release would be (the Lease deleted under its resourceVersion, access revoked, the console
+/// cut, `onRelease` applied, one `Released` Event).
+fn unlabelled(vm: VmFacts<'_>, facts: &MemberFacts<'_>, holder: &str) -> TeardownPlan {
+    let mut plan = teardown(vm, facts, Some(holder), None);
+    plan.reclaim = facts.lease.and_then(|l| l.resource_version.clone());
+    plan.why = Some(
+        "its assigned-to label was removed: an administrator's release of the label alone".into(),
+    );
+    plan.event = Some(Reason::Released);
+    plan
 }
 
 fn grant(

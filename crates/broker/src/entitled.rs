@@ -16,7 +16,7 @@ use kube::ResourceExt;
 use vdi_core::entitlement::{GROUP, RESOURCE, VERB, is_entitled};
 use vdi_core::lease::ClaimLease;
 use vdi_core::names::{
-    ASSIGNED_BY_ANNOTATION, FORCED_BY_ANNOTATION, GRANTED_TO_ANNOTATION, POOL_LABEL,
+    ASSIGNED_BY_ANNOTATION, BROKER_USER, FORCED_BY_ANNOTATION, GRANTED_TO_ANNOTATION, POOL_LABEL,
     encode_identity,
 };
 use vdi_core::resources::VirtualMachine;
@@ -64,7 +64,12 @@ pub fn check(member: &str, vm: &VirtualMachine, lease: &ClaimLease, holder: &str
         Some(by) if by != holder && !forced => Check::Ask {
             pool: vm_pool,
             holder: holder.to_owned(),
-            by: by.clone(),
+            // The broker writes a claim only for an administrator's label it adopted.
+            by: if by == BROKER_USER {
+                "an administrator's assigned-to label".to_owned()
+            } else {
+                by.clone()
+            },
         },
         // A claim without a pool label, which the guard lets only administrators write: the
         // authorizer was asked about no pool.

@@ -17,6 +17,7 @@
 //! has no other way to end an established stream.
 
 mod active;
+mod adopt;
 mod guest;
 mod power;
 mod teardown;
@@ -167,6 +168,14 @@ pub async fn reconcile(ctx: &Context, key: &Key) -> anyhow::Result<Option<Timest
         },
         Plan::Teardown(plan) => match vm {
             Some(vm) => member.teardown(&plan, vm, lease.as_deref()).await?,
+            None => None,
+        },
+        Plan::Adopt(plan) => match vm {
+            Some(vm) => {
+                member
+                    .adopt(&plan, vm, lease.as_deref(), policy.as_ref())
+                    .await?
+            }
             None => None,
         },
         Plan::AwaitSession(plan) => match vm {

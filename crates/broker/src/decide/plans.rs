@@ -252,6 +252,16 @@ pub struct AwaitPlan {
     pub write_vm: bool,
 }
 
+/// A free member an administrator labelled for `holder` (the seed's Go CLI assigns by the
+/// assigned-to label alone, SPEC "Broker"): the broker claims it for them, a Lease written as
+/// a claim would write it, once RBAC entitles them to the member's pool; the grant follows the
+/// Lease as for any claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdoptPlan {
+    /// Whom the label names (decoded): the Lease's holder to be.
+    pub holder: String,
+}
+
 /// What to do with one member.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Plan {
@@ -265,6 +275,8 @@ pub enum Plan {
     Teardown(TeardownPlan),
     /// See [`AwaitPlan`].
     AwaitSession(AwaitPlan),
+    /// See [`AdoptPlan`].
+    Adopt(AdoptPlan),
     /// Only the reason annotation is left of a claim that is gone: remove it.
     ClearReason,
     /// The member is gone: delete its grant.

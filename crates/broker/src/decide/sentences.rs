@@ -3,7 +3,8 @@
 
 use std::borrow::Cow;
 
-use vdi_core::names::lease_name;
+use vdi_core::entitlement::{GROUP, RESOURCE, VERB};
+use vdi_core::names::{ASSIGNED_TO_LABEL, lease_name};
 use vdi_core::state::label_holder;
 
 /// The most characters of an identity shown in an Event's note, a log line or a reason (a
@@ -79,5 +80,38 @@ pub fn not_a_person_reason(member: &str, namespace: &str, holder: &str) -> Strin
          robot signs in as: no access granted; an administrator deletes it (`kubectl delete \
          lease {lease} -n {namespace}`)",
         shown(holder)
+    )
+}
+
+/// Why a label-only assignment of `member` to `labelled` (decoded) is not adopted: the member is
+/// `owner`'s dedicated desktop.
+pub fn label_owned_reason(member: &str, namespace: &str, labelled: &str, owner: &str) -> String {
+    format!(
+        "{member} is labelled for {}, but it is the dedicated desktop of {}: no claim made for \
+         {}; an administrator removes the label (`kubectl label vm {member} -n {namespace} \
+         {ASSIGNED_TO_LABEL}-`) or moves the desktop (`corral-vdi pool owner {member} --user {} \
+         -n {namespace}`)",
+        shown(labelled),
+        shown(owner),
+        shown(labelled),
+        shown(labelled)
+    )
+}
+
+/// Why a label-only assignment of `member` (of `pool`) to `labelled` (decoded) is not adopted:
+/// RBAC does not entitle them to the pool as far as the cluster can tell
+/// (`vdi_core::entitlement::is_entitled`).
+pub fn label_not_entitled_reason(
+    member: &str,
+    namespace: &str,
+    pool: &str,
+    labelled: &str,
+) -> String {
+    let user = shown(labelled);
+    format!(
+        "{member} is labelled for {user}, whom pool \"{pool}\" is not for: no claim made; RBAC \
+         gives {user} no {VERB} on {RESOURCE}.{GROUP} \"{pool}\" by name; entitle them \
+         (`corral-vdi pool entitle {pool} --user {user} -n {namespace}`), or remove the label \
+         (`kubectl label vm {member} -n {namespace} {ASSIGNED_TO_LABEL}-`)"
     )
 }

@@ -423,16 +423,38 @@ fn a_claim_stale_past_the_margin_is_reclaimed_with_its_resource_version() {
 }
 
 #[test]
-fn a_label_only_member_is_left_alone() {
+fn an_administrators_label_on_a_free_member_is_adopted_as_a_claim_for_its_user() {
     let legacy = VmFacts {
         label: Some("carol"),
         claimed_at: Some("2026-12-03T11:00:00Z"),
         power: "Running",
         ..vm()
     };
+    let adopt = |holder: &str| {
+        Plan::Adopt(AdoptPlan {
+            holder: holder.into(),
+        })
+    };
     assert_eq!(
         decide_with(Some(legacy), None, GrantFacts::default()).plan,
-        Plan::Nothing
+        adopt("carol")
+    );
+    // A Lease without a holder is a free member's too.
+    let mut released = lease("", "13:00:00");
+    released.holder = None;
+    assert_eq!(
+        decide_with(Some(legacy), Some(&released), GrantFacts::default()).plan,
+        adopt("carol")
+    );
+    // The full identity, from the label's reversible encoding.
+    let encoded = encode_identity("carol@example.com");
+    let long = VmFacts {
+        label: Some(&encoded),
+        ..legacy
+    };
+    assert_eq!(
+        decide_with(Some(long), None, GrantFacts::default()).plan,
+        adopt("carol@example.com")
     );
     assert_eq!(
         decide_with(Some(vm()), None, GrantFacts::default()).plan,
@@ -442,9 +464,108 @@ fn a_label_only_member_is_left_alone() {
 }
 
 #[test]
+fn a_label_that_names_nobody_or_while_claims_are_not_enforced_is_left_alone() {
+    let system = encode_identity("system:kube-scheduler");
+    for label in ["sha.0123456789abcdef0123456789abcdef", system.as_str()] {
+        let legacy = VmFacts {
+            label: Some(label),
+            ..vm()
+        };
+        assert_eq!(
+            decide_with(Some(legacy), None, GrantFacts::default()).plan,
+            Plan::Nothing,
+            "{label}"
+        );
+    }
+    let legacy = VmFacts {
+        label: Some("carol"),
+        ..vm()
+    };
+    let d = decide(
+        M,
+        NS,
+        &MemberFacts {
+            vm: Some(legacy),
+            lease: None,
+            lease_deleting: None,
+            grant: GrantFacts::default(),
+            now: now(),
+            margin: SignedDuration::from_secs(30),
+            policy: None,
+            kept_at: None,
+            refusing: Some("the guard is not installed"),
+        },
+    );
+    assert_eq!(d.plan, Plan::Nothing);
+}
+
+#[test]
+fn a_label_on_someone_elses_dedicated_member_is_refused_naming_both() {
+    let owned = VmFacts {
+        label: Some("carol"),
+        owner: Some("bob"),
+        ..vm()
+    };
+    let d = decide_with(Some(owned), None, GrantFacts::default());
+    let r = refusal_plan(&d);
+    assert_eq!((r.event, r.holder.as_str()), (Reason::NotGranted, "carol"));
+    assert!(!r.delete_grant && !r.clear_granted_to && r.write_vm);
+    assert!(
+        r.reason.contains("labelled for carol")
+            && r.reason.contains("dedicated desktop of bob")
+            && r.reason.contains("pool owner dev-1 --user carol"),
+        "{}",
+        r.reason
+    );
+    let own = VmFacts {
+        owner: Some("carol"),
+        ..owned
+    };
+    assert_eq!(
+        decide_with(Some(own), None, GrantFacts::default()).plan,
+        Plan::Adopt(AdoptPlan {
+            holder: "carol".into()
+        })
+    );
+}
+
+#[test]
+fn removing_the_label_the_broker_wrote_releases_the_claim() {
+    let unlabelled = VmFacts {
+        label: None,
+        ..alices_running()
+    };
+    let l = lease("alice", "13:00:00");
+    let d = decide_with(Some(unlabelled), Some(&l), granted("alice"));
+    let t = teardown_plan(&d);
+    assert_eq!(
+        t.reclaim.as_deref(),
+        Some("42"),
+        "the Lease deleted under its version"
+    );
+    assert_eq!(t.event, Some(Reason::Released));
+    assert!(
+        t.why
+            .as_deref()
+            .is_some_and(|w| w.contains("assigned-to label was removed")),
+        "{:?}",
+        t.why
+    );
+    assert!(t.delete_grant && t.cut_console && t.write_vm);
+    assert_eq!(
+        t.on_release,
+        Some(OnRelease::Keep),
+        "stopped, as any release"
+    );
+    // Not granted yet (the broker's own label not written, or a grant bound to someone else):
+    // the label is the broker's to write, no release.
+    let d = decide_with(Some(unlabelled), Some(&l), GrantFacts::default());
+    assert!(grant_plan(&d).write_vm);
+}
+
+#[test]
 fn a_leftover_reason_goes_when_the_claim_is_gone() {
     let left = VmFacts {
-        label: Some("carol"),
         reason: Some("label and Lease disagree: …"),
         ..vm()
     };

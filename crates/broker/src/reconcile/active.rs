@@ -5,8 +5,8 @@ use jiff::SignedDuration;
 use kube::api::Api;
 use serde_json::{Value, json};
 use vdi_core::names::{
-    ASSIGNED_TO_LABEL, BROKER_REASON_ANNOTATION, CLAIMED_AT_ANNOTATION, GRANTED_TO_ANNOTATION,
-    LAST_SESSION_ANNOTATION, OWNER_ANNOTATION,
+    ASSIGNED_TO_LABEL, BROKER_REASON_ANNOTATION, BROKER_USER, CLAIMED_AT_ANNOTATION,
+    GRANTED_TO_ANNOTATION, LAST_SESSION_ANNOTATION, OWNER_ANNOTATION,
 };
 use vdi_core::policy::reclaim::ReclaimDue;
 use vdi_core::resources::VirtualMachine;
@@ -123,6 +123,13 @@ impl Member<'_> {
                 )
             }
             _ => match &plan.assigned_by {
+                // Written by the broker itself: an administrator's label-only assignment it
+                // adopted (decide::AdoptPlan).
+                Some(by) if by == BROKER_USER => format!(
+                    "access to {member} granted to {user}, whom an administrator's assigned-to \
+                     label named (a label-only assignment, adopted as a claim) (user {user}, \
+                     member {member}, pool {pool})"
+                ),
                 Some(by) => {
                     let by = shown(by);
                     format!(

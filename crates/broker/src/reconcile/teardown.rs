@@ -156,6 +156,7 @@ impl Member<'_> {
             let what = match (event, &plan.why) {
                 (Reason::Reclaimed, Some(why)) => format!("was reclaimed ({why})"),
                 (Reason::Reclaimed, None) => "expired and was reclaimed".into(),
+                (_, Some(why)) => format!("ended ({why})"),
                 _ => "ended".into(),
             };
             let note = format!(

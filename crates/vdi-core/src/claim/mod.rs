@@ -51,7 +51,7 @@ pub use access::check_connect;
 pub use assign::{StartCheck, assign, assign_with_progress};
 pub use granting::ClaimProgress;
 pub use power::{PowerAction, STOPPING_WAIT_SECONDS, restart, start, stop};
-pub use rules::{check_assign, check_unassign};
+pub use rules::{Adoption, check_assign, check_unassign};
 pub use unassign::{FORCE_RELEASE_REASON, unassign};
 
 use crate::names::DEFAULT_LEASE_SECONDS;

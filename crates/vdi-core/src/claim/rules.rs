@@ -128,6 +128,41 @@ impl Claim<'_> {
     }
 }
 
+/// An administrator's label-only assignment the broker adopts as a claim (SPEC "Broker": the
+/// seed's Go CLI assigns by the assigned-to label alone): whom, where, and for how long.
+#[derive(Debug, Clone, Copy)]
+pub struct Adoption<'a> {
+    /// Namespace of the member.
+    pub namespace: &'a str,
+    /// The member's pool (its VM's pool label).
+    pub pool: &'a str,
+    /// The member.
+    pub member: &'a str,
+    /// Whom the label names (decoded): the Lease's holder.
+    pub assignee: &'a str,
+    /// Who writes the Lease (the broker's own identity, the only one the guard lets it record
+    /// as the assigner).
+    pub writer: &'a str,
+    /// `leaseDurationSeconds`, in seconds (the pool's `disconnectGrace`, else one hour).
+    pub lease_seconds: i32,
+}
+
+impl Adoption<'_> {
+    /// The claim Lease of this adoption from `now`: the shape a claim writes
+    /// ([`super::assign`]), so that the guard, the views and the broker read it alike.
+    /// `previous`: a Lease without a holder on the member, replaced under its resourceVersion
+    /// (the update's precondition); `None`: the Lease is created.
+    pub fn lease(&self, now: Timestamp, previous: Option<&ClaimLease>) -> Lease {
+        let claim = Claim {
+            namespace: self.namespace,
+            pool: self.pool,
+            assignee: self.assignee,
+            forced: false,
+        };
+        claim.lease(self.member, now, self.lease_seconds, previous, self.writer)
+    }
+}
+
 /// The records a claim Lease carries ([`ASSIGNED_BY_ANNOTATION`], [`FORCED_BY_ANNOTATION`]): an
 /// assignment by `actor` to someone else names them; the assignee's own Lease taken again
 /// (`previous`, expired, still theirs) keeps what it had, as the guard demands while the holder
