@@ -409,22 +409,6 @@ fn claim_side(state: &State<'_, AppState>) -> Result<ClaimSide, ErrorView> {
     })
 }
 
-/// Which pools of `namespaces` you may claim from (SPEC "Entitlements": RBAC's `claim` on
-/// `desktoppools`, your groups included; a SelfSubjectRulesReview per namespace), for "Get a
-/// desktop" to offer only those. A namespace RBAC cannot answer for counts as every pool (the
-/// guard still judges each claim).
-///
-/// Errors: no cluster connected.
-#[tauri::command]
-#[specta::specta]
-pub async fn entitled_pools(
-    state: State<'_, AppState>,
-    namespaces: Vec<String>,
-) -> Result<Vec<vdi_core::entitlement::NamespaceEntitlements>, ErrorView> {
-    let (client, _) = current(&state)?;
-    Ok(vdi_core::entitlement::entitlements_in(&client, &namespaces).await)
-}
-
 /// Creates a pool as the CLI does ([`create::create`]: managed on a cluster with a broker),
 /// sending each step as a `pool-create-progress` event ([`vdi_core::pool::CreateProgress`])
 /// while it runs.

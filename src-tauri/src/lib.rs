@@ -7,6 +7,7 @@ mod capacity;
 mod clipboard;
 mod commands;
 mod connect;
+mod entitlements;
 mod events;
 mod kubeconfig;
 mod logging;

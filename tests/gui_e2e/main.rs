@@ -12,6 +12,7 @@ mod claims;
 mod cluster;
 mod connect;
 mod driver;
+mod entitlements;
 mod permissions;
 mod policy;
 mod pool_dialogs;

@@ -12,7 +12,7 @@ use kube::{Client, ResourceExt};
 use sandbox::DEMO_NAMESPACE;
 use vdi_core::claim::{self, ClaimOptions};
 use vdi_core::identity::Actor;
-use vdi_core::policy::{DesktopPool, DesktopPoolSpec, OnRelease};
+use vdi_core::policy::{Assignment, DesktopPool, DesktopPoolSpec, OnRelease};
 
 use crate::driver::{
     Gui, click, exists, is_disabled, js, open_new_pool, replace_text, resize_window, text_of,
@@ -418,6 +418,54 @@ async fn pool_settings_change_the_desktop_pool_and_the_history_lists_a_claim() {
     );
     click(client, "[data-testid='create-close']").await;
     wait_text(client, "[data-testid='managed-corral-vms-made']", "managed").await;
+
+    // Its settings: who may use it (pool create opened it to everyone who may claim here, by
+    // its name), and the assignment mode. Dedicated with a reset on release is the broker's
+    // refusal, named before anything is written; dedicated with keep is saved.
+    click(client, "[data-testid='settings-corral-vms-made']").await;
+    let who = wait_text(
+        client,
+        "[data-testid='entitlements']",
+        "everyone who may claim in the namespace",
+    )
+    .await;
+    assert!(who.contains("this pool"), "{who}");
+    let chosen =
+        "return document.querySelector(\"[data-testid='settings-assignment-floating']\").checked";
+    assert_eq!(js(client, chosen).await, serde_json::json!(true));
+    click(client, "[data-testid='settings-assignment-dedicated']").await;
+    wait_text(client, "[data-testid='settings-problem']", "dedicated").await;
+    assert!(is_disabled(client, "[data-testid='settings-save']").await);
+    click(client, "[data-testid='settings-on-release-keep']").await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while is_disabled(client, "[data-testid='settings-save']").await {
+        assert!(
+            Instant::now() < deadline,
+            "Save stayed disabled for dedicated and keep: {}",
+            text_of(client, "[data-testid='pool-settings-dialog']").await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    gui.screenshot("e2e-policy-dedicated.png");
+    click(client, "[data-testid='settings-save']").await;
+    wait_text(
+        client,
+        "[data-testid='action-result']",
+        "Settings of made saved",
+    )
+    .await;
+    let made = wait_desktop_pool(&admin, "made", "dedicated, keep on release", |s| {
+        s.assignment == Some(Assignment::Dedicated) && s.on_release == Some(OnRelease::Keep)
+    })
+    .await;
+    eprintln!("made dedicated: {:?}", made.spec);
+    // An administrator gives made-1 to alice: its row names her as its owner while nobody
+    // holds it.
+    let admin_actor = Actor::connect(admin.clone()).await.unwrap();
+    vdi_core::managed::owner::set_owner(&admin_actor, DEMO_NAMESPACE, "made-1", Some("alice"))
+        .await
+        .unwrap();
+    wait_text(client, "[data-testid='owner-made-1']", "owner: alice").await;
     gui.close().await;
 }
 

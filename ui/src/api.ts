@@ -31,6 +31,7 @@ import {
   type NamespaceEntitlements,
   type Permissions,
   type PoolCreated,
+  type PoolEntitlements,
   type PoolDeleted,
   type PolicyCheck,
   type PoolPolicy,
@@ -44,6 +45,7 @@ import {
   type SessionView,
   type SshOpened,
   type UsbList,
+  type WhoInput,
 } from "./bindings";
 import { toErrorView } from "./lib/errors";
 
@@ -222,6 +224,27 @@ export function keepDesktop(namespace: string, member: string): Promise<Result<K
  */
 export function entitledPools(namespaces: string[]): Promise<Result<NamespaceEntitlements[]>> {
   return call(() => commands.entitledPools(namespaces));
+}
+
+/** Who may claim from `pool` (every RBAC grant of the right, by reach), for its settings. */
+export function poolEntitlements(
+  namespace: string,
+  pool: string,
+): Promise<Result<PoolEntitlements>> {
+  return call(() => commands.poolEntitlements(namespace, pool));
+}
+
+/**
+ * Entitles `who` to claim from `pool`, or (`remove`) takes back the grant this product wrote for
+ * them; the sentences say what was done.
+ */
+export function entitlePool(
+  namespace: string,
+  pool: string,
+  who: WhoInput,
+  remove: boolean,
+): Promise<Result<string[]>> {
+  return call(() => commands.entitlePool(namespace, pool, who, remove));
 }
 
 /**

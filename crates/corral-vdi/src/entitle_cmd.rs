@@ -2,9 +2,8 @@
 //! thin adapters over `vdi_core::entitlement`.
 
 use clap::Args;
-use vdi_core::broker::claimants::Claimant;
 use vdi_core::cluster::KubeconfigSource;
-use vdi_core::entitlement::{self, Reach, Who};
+use vdi_core::entitlement::{self, Reach, Who, WhoInput};
 
 /// How `pool entitlements` prints.
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -45,16 +44,17 @@ impl WhoArgs {
 ///
 /// Errors: [`vdi_core::Error::Invalid`] naming a bad user or group.
 pub fn who(users: &[String], groups: &[String], everyone: bool) -> vdi_core::Result<Vec<Who>> {
-    let users = users.iter().map(|u| Claimant::user(u));
-    let groups = groups.iter().map(|g| Claimant::group(g));
-    let mut named = users
+    let users = users
+        .iter()
+        .map(|name| WhoInput::User { name: name.clone() });
+    let groups = groups
+        .iter()
+        .map(|name| WhoInput::Group { name: name.clone() });
+    users
         .chain(groups)
-        .map(|c| c.map(Who::Claimant))
-        .collect::<vdi_core::Result<Vec<_>>>()?;
-    if everyone {
-        named.push(Who::Everyone);
-    }
-    Ok(named)
+        .chain(everyone.then_some(WhoInput::Everyone))
+        .map(|w| w.parse())
+        .collect()
 }
 
 /// `pool entitle <pool> --user U | --group G | --everyone [--remove] [-n ns]`.

@@ -31,7 +31,7 @@ use k8s_openapi::api::rbac::v1::{
 };
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::broker::claimants::Claimant;
@@ -96,6 +96,54 @@ impl Who {
             return Some(Who::Everyone);
         }
         Claimant::of_subject(subject).map(Who::Claimant)
+    }
+}
+
+/// Whom a pool is for, as a front end names it (the CLI's `--user`, `--group`, `--everyone`;
+/// the app's "Who may use this pool"), before it is checked ([`WhoInput::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum WhoInput {
+    /// A user as the cluster names them; `system:serviceaccount:<namespace>:<name>` names a
+    /// service account.
+    User {
+        /// The name.
+        name: String,
+    },
+    /// A group as the cluster's authenticator reports it.
+    Group {
+        /// The name.
+        name: String,
+    },
+    /// Everyone who may claim in the namespace.
+    Everyone,
+}
+
+impl WhoInput {
+    /// Whom it names, checked ([`Claimant::user`], [`Claimant::group`]).
+    ///
+    /// Errors: [`Error::Invalid`] naming a bad user or group.
+    pub fn parse(&self) -> Result<Who> {
+        Ok(match self {
+            WhoInput::User { name } => Who::Claimant(Claimant::user(name)?),
+            WhoInput::Group { name } => Who::Claimant(Claimant::group(name)?),
+            WhoInput::Everyone => Who::Everyone,
+        })
+    }
+}
+
+impl Who {
+    /// How a front end names it again ([`WhoInput::parse`] gives it back).
+    pub fn input(&self) -> WhoInput {
+        match self {
+            Who::Everyone => WhoInput::Everyone,
+            Who::Claimant(Claimant::Group(name)) => WhoInput::Group { name: name.clone() },
+            Who::Claimant(Claimant::User(name)) => WhoInput::User { name: name.clone() },
+            Who::Claimant(Claimant::ServiceAccount { namespace, name }) => WhoInput::User {
+                name: format!("system:serviceaccount:{namespace}:{name}"),
+            },
+        }
     }
 }
 
@@ -370,6 +418,10 @@ pub struct Entitlement {
     pub via: String,
     /// Who wrote it, where [`entitle`] did ([`GRANTED_BY_ANNOTATION`]).
     pub granted_by: Option<String>,
+    /// Whom to name to take it back with [`unentitle`]: present only for a grant of this pool
+    /// that [`entitle`] wrote (its RoleBinding [`binding_name`]); others are RBAC's own, changed
+    /// where they were made.
+    pub revoke: Option<WhoInput>,
 }
 
 /// Whether a rule gives the verb [`VERB`] on `desktoppools` of `corral.dev` for `pool`:
@@ -400,16 +452,23 @@ fn best(rules: Option<&Vec<PolicyRule>>, pool: &str) -> Option<bool> {
         .max()
 }
 
+/// The entitlements a binding grants. `binding`: the RoleBinding's name where [`entitle`] may
+/// have written it (a grant of the pool by name), so that one it did write can be taken back.
 fn entries<'a>(
     subjects: Option<&'a Vec<Subject>>,
     reach: Reach,
     via: String,
     granted_by: Option<&String>,
+    binding: Option<(&'a str, &'a str)>,
 ) -> impl Iterator<Item = Entitlement> + 'a {
     let granted_by = granted_by.cloned();
     subjects.into_iter().flatten().map(move |s| {
-        let who =
-            Who::of_subject(s).map_or_else(|| format!("{} {}", s.kind, s.name), |w| w.to_string());
+        let whom = Who::of_subject(s);
+        let revoke = whom
+            .as_ref()
+            .zip(binding)
+            .and_then(|(w, (pool, name))| (binding_name(pool, w) == name).then(|| w.input()));
+        let who = whom.map_or_else(|| format!("{} {}", s.kind, s.name), |w| w.to_string());
         let name = match &s.namespace {
             Some(ns) if s.kind == "ServiceAccount" => format!("{ns}/{}", s.name),
             _ => s.name.clone(),
@@ -421,6 +480,7 @@ fn entries<'a>(
             reach,
             via: via.clone(),
             granted_by: granted_by.clone(),
+            revoke,
         }
     })
 }
@@ -477,11 +537,13 @@ pub async fn list(
             } else {
                 Reach::Namespace
             };
+            let name = b.metadata.name.as_deref().unwrap_or_default();
             found.extend(entries(
                 b.subjects.as_ref(),
                 reach,
-                format!("RoleBinding {}", b.name_any()),
+                format!("RoleBinding {name}"),
                 b.annotations().get(GRANTED_BY_ANNOTATION),
+                (reach == Reach::Pool).then_some((pool, name)),
             ));
         }
     }
@@ -492,6 +554,7 @@ pub async fn list(
                 b.subjects.as_ref(),
                 Reach::Cluster,
                 format!("ClusterRoleBinding {}", b.name_any()),
+                None,
                 None,
             ));
         }

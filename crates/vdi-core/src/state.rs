@@ -361,6 +361,7 @@ pub fn group_pools_with<'a>(
             let size = policy.and_then(|m| m.policy.as_ref().ok()).map(|p| p.size);
             PoolView {
                 resize_note: size.and_then(|size| resize_note(size, &members)),
+                offer: None,
                 namespace,
                 name,
                 state_counts: StateCounts::of(&members, policy.map_or(0, |m| m.creating)),
@@ -597,6 +598,9 @@ pub struct PoolView {
     /// While a managed pool has members above its size (a shrink under way), what is left to
     /// do: "resizing to 2: dev-4 is being removed; dev-3 goes when released".
     pub resize_note: Option<String>,
+    /// What "Get a desktop" offers the identity a cluster link acts as (judged by
+    /// [`crate::claim::offers::fill`] where the link forwards its views); `None` elsewhere.
+    pub offer: Option<offers::PoolOffer>,
 }
 
 #[cfg(test)]

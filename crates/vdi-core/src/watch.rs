@@ -799,6 +799,7 @@ mod tests {
             policy_problem: None,
             state_counts: Default::default(),
             resize_note: None,
+            offer: None,
         }
     }
 

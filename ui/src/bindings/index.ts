@@ -65,6 +65,23 @@ export const commands = {
 	 */
 	entitledPools: (namespaces: string[]) => __TAURI_INVOKE<NamespaceEntitlements[]>("entitled_pools", { namespaces }),
 	/**
+	 *  Who may claim from `pool` in `namespace`: every RoleBinding of the namespace (and, where you
+	 *  may read them, every ClusterRoleBinding) that gives the right.
+	 * 
+	 *  Errors: a bad name (no request); 403 for who may not read the namespace's RBAC.
+	 */
+	poolEntitlements: (namespace: string, pool: string) => __TAURI_INVOKE<PoolEntitlements>("pool_entitlements", { namespace, pool }),
+	/**
+	 *  Entitles `who` to claim from `pool` in `namespace` (a RoleBinding of the pool's Role, naming
+	 *  you as who granted it), once the API server's authorizer holds it; or, with `remove`, takes
+	 *  back the grant of the pool that `entitle` wrote for them (claims running go on). The
+	 *  sentences say what was done.
+	 * 
+	 *  Errors: a bad name or whom (nothing written); 403 for who may not write Roles and
+	 *  RoleBindings in the namespace.
+	 */
+	entitlePool: (namespace: string, pool: string, who: WhoInput, remove: boolean) => __TAURI_INVOKE<string[]>("entitle_pool", { namespace, pool, who, remove }),
+	/**
 	 *  Releases `member` as the identity the cluster reports (only a Lease's holder may release
 	 *  an active claim, unless `force`: an administrator's "Force release").
 	 */
@@ -729,6 +746,34 @@ export type DeviceNeed = {
 	classLabel: string,
 	/**  The entries asking for it, as `gpus/<name>` or `hostDevices/<name>`. */
 	entries: string[],
+};
+
+/**  One grant of the right to claim from a pool. */
+export type Entitlement = {
+	/**
+	 *  Whom: "user alice", "group engineering", "service account kiosks/dave", "everyone who
+	 *  may claim in the namespace".
+	 */
+	who: string,
+	/**  The subject's kind as RBAC names it: `User`, `Group` or `ServiceAccount`. */
+	kind: string,
+	/**  The subject's name (for a service account, `<namespace>/<name>`). */
+	name: string,
+	/**  How far it reaches. */
+	reach: Reach,
+	/**
+	 *  The binding that grants it: "RoleBinding corral-vdi:pool:dev:…" or "ClusterRoleBinding
+	 *  cluster-admin".
+	 */
+	via: string,
+	/**  Who wrote it, where [`entitle`] did ([`GRANTED_BY_ANNOTATION`]). */
+	grantedBy: string | null,
+	/**
+	 *  Whom to name to take it back with [`unentitle`]: present only for a grant of this pool
+	 *  that [`entitle`] wrote (its RoleBinding [`binding_name`]); others are RBAC's own, changed
+	 *  where they were made.
+	 */
+	revoke: WhoInput | null,
 };
 
 /**  Kinds of failure, so that callers can react without parsing text. */
@@ -1415,6 +1460,8 @@ export type PolicySummary = {
 	idleTimeout: string | null,
 	/**  What a release does to the member. */
 	onRelease: OnRelease,
+	/**  How members are handed out: floating, or dedicated to their first holder. */
+	assignment: Assignment,
 };
 
 /**  Member counts of a pool, by claimability. */
@@ -1484,12 +1531,40 @@ export type PoolDeleted = {
 	leftAlone: string[],
 };
 
+/**  Who may use a pool, as its settings dialog shows it. */
+export type PoolEntitlements = {
+	/**  Every grant of the right to claim from the pool, by reach, then whom. */
+	entitlements: Entitlement[],
+	/**
+	 *  Whether the cluster-wide grants (ClusterRoleBindings) could be read too; when not, some
+	 *  who may claim are not listed.
+	 */
+	complete: boolean,
+};
+
 /**  Names one pool: its namespace and its name. */
 export type PoolKey = {
 	/**  Namespace the pool lives in. */
 	namespace: string,
 	/**  Pool name. */
 	name: string,
+};
+
+/**
+ *  What "Get a desktop" offers the viewer of a pool (judged by [`crate::claim::offers::fill`]
+ *  with the rule a claim applies, [`crate::claim::ownership`]).
+ */
+export type PoolOffer = {
+	/**
+	 *  Free members a claim of theirs may take: every free one, but in a dedicated pool only
+	 *  their own (if they own one) or the unowned ones.
+	 */
+	free: number,
+	/**
+	 *  In a dedicated pool, the member they own, if any: their desktop, which their claims
+	 *  return.
+	 */
+	yours: string | null,
 };
 
 /**  A pool's policy as the settings dialog shows it. */
@@ -1566,6 +1641,11 @@ export type PoolView = {
 	 *  do: "resizing to 2: dev-4 is being removed; dev-3 goes when released".
 	 */
 	resizeNote: string | null,
+	/**
+	 *  What "Get a desktop" offers the identity a cluster link acts as (judged by
+	 *  [`crate::claim::offers::fill`] where the link forwards its views); `None` elsewhere.
+	 */
+	offer: PoolOffer | null,
 };
 
 /**
@@ -1704,6 +1784,15 @@ export type RdpOpened = {
 	 */
 	trust: Trust,
 };
+
+/**  How far a grant reaches. */
+export type Reach = 
+/**  This pool, by name. */
+"pool" | 
+/**  Every pool of the namespace (a rule without names, bound in the namespace). */
+"namespace" | 
+/**  Every pool of the cluster (a ClusterRoleBinding). */
+"cluster";
 
 /**  The next reclaim of a claim. */
 export type ReclaimDue = {
@@ -2046,6 +2135,25 @@ export type UsbMark =
 "securityKey" | 
 /**  A known security-key vendor; its report descriptor could not be read. */
 "securityKeyByVendor";
+
+/**
+ *  Whom a pool is for, as a front end names it (the CLI's `--user`, `--group`, `--everyone`;
+ *  the app's "Who may use this pool"), before it is checked ([`WhoInput::parse`]).
+ */
+export type WhoInput = 
+/**
+ *  A user as the cluster names them; `system:serviceaccount:<namespace>:<name>` names a
+ *  service account.
+ */
+{ kind: "user"; 
+/**  The name. */
+name: string } | 
+/**  A group as the cluster's authenticator reports it. */
+{ kind: "group"; 
+/**  The name. */
+name: string } | 
+/**  Everyone who may claim in the namespace. */
+{ kind: "everyone" };
 
 /* Tauri Specta runtime */
 type EventEmit<T> = [T] extends [null] ? () => Promise<void> : (payload: T) => Promise<void>;

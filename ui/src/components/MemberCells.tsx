@@ -121,8 +121,24 @@ function ClaimedAgo({
   );
 }
 
-/** Who holds a member; for a conflict, the Lease's holder and whom the label names. */
+/**
+ * Who holds a member; for a conflict, the Lease's holder and whom the label names; in a
+ * dedicated pool, its owner too when someone else (or nobody) holds it.
+ */
 export function HolderCell({ member }: { member: MemberView }) {
+  const owner = member.owner;
+  if (owner !== null && member.holder !== owner) {
+    const text = member.holder ? `${member.holder} · owner: ${owner}` : `owner: ${owner}`;
+    return (
+      <span
+        className="mono truncate muted"
+        data-testid={`owner-${member.name}`}
+        title={`The dedicated desktop of ${owner}: only ${owner} claims it; an administrator moves it (pool owner)`}
+      >
+        {text}
+      </span>
+    );
+  }
   if (!member.holder) {
     return <Missing title="No holder" />;
   }
@@ -138,7 +154,10 @@ export function HolderCell({ member }: { member: MemberView }) {
     );
   }
   return (
-    <span className="mono truncate" title={member.holder}>
+    <span
+      className="mono truncate"
+      title={owner !== null ? `${member.holder}, whose dedicated desktop it is` : member.holder}
+    >
       {member.holder}
     </span>
   );

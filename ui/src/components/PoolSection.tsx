@@ -184,7 +184,7 @@ export const PoolSection = memo(function PoolSection({
           className="btn btn-small"
           data-testid={`settings-${pool.namespace}-${pool.name}`}
           aria-label={`Settings of pool ${pool.name}…`}
-          title={`Size, warm members, timeouts and what a release does in ${pool.name}`}
+          title={`Who may use ${pool.name}, its size, warm members, timeouts and what a release does`}
           onClick={() => {
             onSettings(pool);
           }}

@@ -19,6 +19,7 @@ import {
 import { usePolicyCheck, usePoolPolicy } from "../usePoolSettings";
 import { ActionError } from "./ActionNotice";
 import { Modal } from "./Modal";
+import { WhoMayUse } from "./WhoMayUse";
 import { AssignmentChoices, DurationFields, PolicyInput, OnReleaseChoices } from "./PolicyFields";
 import { Working } from "./Working";
 
@@ -41,8 +42,8 @@ function ignore() {
 }
 
 /**
- * A pool's settings (its DesktopPool): size, warm members, the three timeouts and what a
- * release does. The backend judges every value as it is typed (the broker's rules); a smaller
+ * A pool's settings: who may use it (RBAC, for every pool), and its DesktopPool's size, warm
+ * members, the three timeouts, what a release does and how members are assigned. The backend judges every value as it is typed (the broker's rules); a smaller
  * size asks first, naming the members it removes. An unmanaged pool offers Adopt instead.
  */
 export function PoolSettingsDialog({
@@ -139,6 +140,7 @@ export function PoolSettingsDialog({
           "."
         )}
       </p>
+      <WhoMayUse namespace={namespace} pool={pool} manage={manage} />
       {body}
     </Modal>
   );

@@ -97,6 +97,17 @@ describe("claimablePools", () => {
     ]);
   });
 
+  it("offers what the backend judged free for you, and names your dedicated desktop", () => {
+    const dedicated = pool("corral-vms", "ded", [member("ded-1"), member("ded-2")]);
+    // Both free, but both owned by others: nothing for you.
+    const others = { ...dedicated, offer: { free: 0, yours: null } };
+    expect(claimablePools([others])).toEqual([]);
+    const yours = { ...dedicated, offer: { free: 1, yours: "ded-2" } };
+    expect(claimablePools([yours]).map((c) => [c.label, c.free])).toEqual([
+      ["ded (corral-vms, your desktop ded-2)", 1],
+    ]);
+  });
+
   it("tells pools of the same name in different namespaces apart", () => {
     const choices = claimablePools([
       pool("a", "lab", [member("lab-1")]),

@@ -78,23 +78,39 @@ export function mayClaimFrom(entitled: Entitled | null, namespace: string, pool:
 }
 
 /**
- * The pools with at least one free member that you may claim from (`entitled`; all while it is
- * not known), in the snapshot's order.
+ * The free members a claim of yours may take from `pool`: what the backend judged for you
+ * (`offer`: in a dedicated pool your own member or the unowned ones), else every free one.
+ */
+function freeForYou(pool: PoolView): number {
+  return pool.offer?.free ?? pool.counts.free;
+}
+
+/**
+ * The pools with at least one member free for you that you may claim from (`entitled`; all
+ * while it is not known), in the snapshot's order; a dedicated pool where you own a member is
+ * labelled with it ("your desktop dev-3").
  */
 export function claimablePools(
   pools: readonly PoolView[],
   entitled: Entitled | null = null,
 ): PoolChoice[] {
   return pools
-    .filter((p) => p.counts.free > 0 && mayClaimFrom(entitled, p.namespace, p.name))
-    .map((p) => ({
-      key: poolKey(p.namespace, p.name),
-      namespace: p.namespace,
-      pool: p.name,
-      free: p.counts.free,
-      label: `${p.name} (${p.namespace}, ${p.counts.free} free)`,
-      managed: p.managed,
-    }));
+    .filter((p) => freeForYou(p) > 0 && mayClaimFrom(entitled, p.namespace, p.name))
+    .map((p) => {
+      const yours = p.offer?.yours ?? null;
+      const free = freeForYou(p);
+      return {
+        key: poolKey(p.namespace, p.name),
+        namespace: p.namespace,
+        pool: p.name,
+        free,
+        label:
+          yours !== null
+            ? `${p.name} (${p.namespace}, your desktop ${yours})`
+            : `${p.name} (${p.namespace}, ${free} free)`,
+        managed: p.managed,
+      };
+    });
 }
 
 /**

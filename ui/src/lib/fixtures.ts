@@ -132,6 +132,7 @@ export function pool(name: string, members: MemberView[], namespace = "corral-vm
       creating: 0,
     },
     resizeNote: null,
+    offer: null,
   };
 }
 

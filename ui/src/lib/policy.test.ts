@@ -114,6 +114,7 @@ describe("pool head", () => {
       maxSession: null,
       idleTimeout: "30m",
       onRelease: "reset",
+      assignment: "floating",
     });
     expect(text).toContain("max session no limit");
     expect(text).toContain("on release: reset");

@@ -236,6 +236,7 @@ export function describePolicy(policy: PolicySummary): string {
     `max session ${policy.maxSession ?? "no limit"}`,
     `idle timeout ${policy.idleTimeout ?? "never"}`,
     `on release: ${choice?.label.toLowerCase() ?? policy.onRelease}`,
+    ...(policy.assignment === "dedicated" ? ["dedicated desktops"] : []),
     `golden VM ${policy.golden}`,
   ].join(" · ");
 }

@@ -188,11 +188,8 @@ where
 /// Errors: [`Error::Refused`] when they own one that cannot be claimed now, naming it and its
 /// state.
 fn keep_to_own(read: &mut PoolRead, claim: &Claim<'_>) -> Result<()> {
-    let own = read
-        .members
-        .iter()
-        .find(|m| m.owner.as_deref() == Some(claim.assignee));
-    if let Some(mine) = own
+    let own = super::ownership::own_member(&read.members, claim.assignee).cloned();
+    if let Some(mine) = &own
         && !mine.claimable
     {
         return Err(Error::Refused {
@@ -210,11 +207,8 @@ fn keep_to_own(read: &mut PoolRead, claim: &Claim<'_>) -> Result<()> {
             )),
         });
     }
-    let mine = own.map(|m| m.name.clone());
-    read.members.retain(|m| match &mine {
-        Some(name) => m.name == *name,
-        None => m.owner.is_none(),
-    });
+    read.members
+        .retain(|m| super::ownership::may_take(m, own.as_ref()));
     Ok(())
 }
 

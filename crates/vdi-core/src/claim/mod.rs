@@ -37,6 +37,7 @@ mod assign;
 pub mod cluster_half;
 mod granting;
 pub mod offers;
+pub mod ownership;
 mod power;
 pub mod renew;
 mod rules;

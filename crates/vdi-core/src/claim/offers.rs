@@ -4,9 +4,11 @@
 //! decides and someone else's desktop is a take-over to confirm), judged once here for the app's
 //! rows and dialogs. Pure: no request.
 
+use super::ownership::{may_take, own_member};
 use super::rules::{conflict_error, may_release};
 use crate::names::ADMIN_GROUP;
-use crate::state::offers::{MemberOffers, Offer, ReleaseOffer};
+use crate::policy::Assignment;
+use crate::state::offers::{MemberOffers, Offer, PoolOffer, ReleaseOffer};
 use crate::state::{ClaimSide, MemberState, MemberView, PoolView};
 
 /// Who looks at the views, and what decides what they may do.
@@ -30,10 +32,31 @@ pub fn offers(member: &MemberView, viewer: &Viewer) -> MemberOffers {
     }
 }
 
-/// Fills every member's [`MemberView::offers`] in `pools` for `viewer`.
+/// Fills every member's [`MemberView::offers`] in `pool` for `viewer`, and what "Get a
+/// desktop" offers them of it ([`PoolView::offer`]).
 pub fn fill(pool: &mut PoolView, viewer: &Viewer) {
     for member in &mut pool.members {
         member.offers = Some(offers(member, viewer));
+    }
+    pool.offer = Some(pool_offer(pool, &viewer.username));
+}
+
+/// What a claim of `who` may take from `pool`: its free members, kept in a dedicated pool to
+/// their own or the unowned ones ([`super::ownership`], as `assign` keeps them).
+pub fn pool_offer(pool: &PoolView, who: &str) -> PoolOffer {
+    let dedicated = pool
+        .policy
+        .as_ref()
+        .is_some_and(|p| p.assignment == Assignment::Dedicated);
+    let own = dedicated.then(|| own_member(&pool.members, who)).flatten();
+    let free = pool
+        .members
+        .iter()
+        .filter(|m| m.claimable && (!dedicated || may_take(m, own)))
+        .count();
+    PoolOffer {
+        free: u32::try_from(free).unwrap_or(u32::MAX),
+        yours: own.map(|m| m.name.clone()),
     }
 }
 

@@ -15,7 +15,7 @@ use crate::names::{
     CLAIMED_AT_ANNOTATION, GRANTED_TO_ANNOTATION, IDLE_SINCE_ANNOTATION, KEPT_AT_ANNOTATION,
 };
 use crate::policy::reclaim::{ClaimTimes, WrittenTimes, due, recorded_start, trusted_times};
-use crate::policy::{DesktopPool, OnRelease, Policy, duration};
+use crate::policy::{Assignment, DesktopPool, OnRelease, Policy, duration};
 use crate::resources::VirtualMachine;
 
 /// A managed pool's policy as the views show it: durations in the spec's own text (`"15m"`,
@@ -38,6 +38,8 @@ pub struct PolicySummary {
     pub idle_timeout: Option<String>,
     /// What a release does to the member.
     pub on_release: OnRelease,
+    /// How members are handed out: floating, or dedicated to their first holder.
+    pub assignment: Assignment,
 }
 
 impl From<&Policy> for PolicySummary {
@@ -50,6 +52,7 @@ impl From<&Policy> for PolicySummary {
             max_session: p.max_session.map(duration::format),
             idle_timeout: p.idle_timeout.map(duration::format),
             on_release: p.on_release,
+            assignment: p.assignment,
         }
     }
 }
@@ -249,6 +252,31 @@ mod tests {
         let mut all = group_pools_with(vms, leases, pools, now(), ClaimSide::Client);
         assert_eq!(all.len(), 1);
         all.remove(0)
+    }
+
+    #[test]
+    fn get_a_desktop_offers_a_dedicated_pool_s_own_or_unowned_members_only() {
+        use crate::claim::offers::pool_offer;
+        use crate::names::OWNER_ANNOTATION;
+        let vms = [
+            vm("p-1", "Stopped", json!({ OWNER_ANNOTATION: "bob" })),
+            vm("p-2", "Stopped", json!({})),
+            vm("p-3", "Stopped", json!({ OWNER_ANNOTATION: "alice" })),
+        ];
+        let dedicated = DesktopPoolSpec {
+            assignment: Some(Assignment::Dedicated),
+            ..spec(None, None)
+        };
+        let pool = group(&vms, &[], &[desktop_pool(dedicated)]);
+        let offer = |who: &str| {
+            let o = pool_offer(&pool, who);
+            (o.free, o.yours)
+        };
+        assert_eq!(offer("alice"), (1, Some("p-3".into())), "her own only");
+        assert_eq!(offer("carol"), (1, None), "the unowned one");
+        // Floating: owner marks left from a dedicated past do not keep anyone out.
+        let floating = group(&vms, &[], &[desktop_pool(spec(None, None))]);
+        assert_eq!(pool_offer(&floating, "carol").free, 3);
     }
 
     #[test]

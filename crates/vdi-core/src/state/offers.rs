@@ -63,3 +63,17 @@ pub struct MemberOffers {
     /// Connect….
     pub connect: Option<Offer>,
 }
+
+/// What "Get a desktop" offers the viewer of a pool (judged by [`crate::claim::offers::fill`]
+/// with the rule a claim applies, [`crate::claim::ownership`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
+#[serde(rename_all = "camelCase")]
+pub struct PoolOffer {
+    /// Free members a claim of theirs may take: every free one, but in a dedicated pool only
+    /// their own (if they own one) or the unowned ones.
+    pub free: u32,
+    /// In a dedicated pool, the member they own, if any: their desktop, which their claims
+    /// return.
+    pub yours: Option<String>,
+}
