@@ -78,6 +78,18 @@ async fn the_other_replica_leads_within_the_lease_duration_and_grants_what_waite
     let claim_seen =
         claim_seen.expect("the claim's Lease was not written before the new leader led");
     assert!(claim_seen < failover);
+    // The leader gauge moved: 1 on the new leader, 0 on the killed one back as a follower.
+    for (identity, want) in [(new.as_str(), 1.0), (old.as_str(), 0.0)] {
+        corral_tests::eventually(
+            &format!("{identity}'s leader gauge {want}"),
+            CONVERGE,
+            || async {
+                let text = crate::metrics::scrape(identity).await?;
+                (crate::metrics::sample(&text, "corral_vdi_leader") == Some(want)).then_some(())
+            },
+        )
+        .await;
+    }
     assert!(!granted_early, "the claim was granted while nobody led");
     let claimed = tokio::time::timeout(Duration::from_secs(30), claiming)
         .await

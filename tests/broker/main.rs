@@ -24,6 +24,7 @@ mod entitlements;
 mod failover;
 mod hand_edit;
 mod label_only;
+mod metrics;
 mod policy;
 mod pools;
 mod reclaim;

@@ -8,6 +8,8 @@ use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::Client;
 use kube::runtime::reflector::Store;
 use vdi_core::clock::ServerClock;
+
+use crate::serve::Telemetry;
 use vdi_core::lease::ClaimLease;
 use vdi_core::policy::DesktopPool;
 use vdi_core::resources::{VirtualMachine, VirtualMachineInstance};
@@ -60,30 +62,8 @@ pub struct Context {
     /// Whether the cluster enforces the claim rules ([`crate::enforcement`]): no grant while
     /// it does not.
     pub enforcement: Enforcement,
-}
-
-impl Context {
-    /// What every reconcile of the leader `identity` shares.
-    pub fn new(
-        client: Client,
-        streams: Client,
-        clock: ServerClock,
-        margin: SignedDuration,
-        identity: String,
-        stores: Stores,
-        enforcement: Enforcement,
-    ) -> Self {
-        Context {
-            client,
-            streams,
-            clock,
-            margin,
-            identity,
-            stores,
-            idle: Polls::default(),
-            enforcement,
-        }
-    }
+    /// The replica's metrics and health.
+    pub telemetry: Telemetry,
 }
 
 /// A managed pool: its namespace and name (the DesktopPool's).

@@ -41,6 +41,8 @@ use vdi_core::resources::{VirtualMachine, VirtualMachineInstance};
 use crate::context::{Context, Key, PoolKey, Stores};
 use crate::enforcement::{self, Enforcement};
 use crate::reconcile::reconcile;
+use crate::serve::{Health, Telemetry};
+use std::sync::Arc;
 use vdi_core::clock::ServerClock;
 use vdi_core::policy::plan::index_of;
 
@@ -64,6 +66,8 @@ enum Work {
 
 /// Watches `api` into a store as [`vdi_core::watch::reflected`] does (the objects `keep`
 /// accepts, each trimmed with `trim`); yields the work key of every object that changed.
+/// Each event counts as an answer of the API server, each error as a failing watch, for the
+/// replica's readiness (`health`).
 fn reflect<K>(
     api: Api<K>,
     config: watcher::Config,
@@ -71,6 +75,7 @@ fn reflect<K>(
     trim: fn(&mut K),
     key: fn(&K) -> Option<Work>,
     what: &'static str,
+    health: Arc<Health>,
 ) -> (Store<K>, impl Stream<Item = Work> + Send)
 where
     K: vdi_core::watch::Watched,
@@ -80,10 +85,16 @@ where
     let stream = vdi_core::watch::reflected(api, config, writer, keep, trim, backoff).filter_map(
         move |event| {
             std::future::ready(match event {
-                Ok(Event::Apply(k) | Event::Delete(k) | Event::InitApply(k)) => key(&k),
-                Ok(Event::Init | Event::InitDone) => None,
+                Ok(event) => {
+                    health.watch_ok();
+                    match event {
+                        Event::Apply(k) | Event::Delete(k) | Event::InitApply(k) => key(&k),
+                        Event::Init | Event::InitDone => None,
+                    }
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "watch of {what} failed; retrying");
+                    health.watch_failed(what, &e.to_string());
                     None
                 }
             })
@@ -200,15 +211,20 @@ impl Queue {
         self.due.insert((when, key));
     }
 
-    /// The first member due by `now`.
-    fn pop_due(&mut self, now: Instant) -> Option<Work> {
+    /// The first member due by `now`, with when it was due.
+    fn pop_due(&mut self, now: Instant) -> Option<(Instant, Work)> {
         let (when, _) = self.due.first()?;
         if *when > now {
             return None;
         }
-        let (_, key) = self.due.pop_first()?;
+        let (when, key) = self.due.pop_first()?;
         self.at.remove(&key);
-        Some(key)
+        Some((when, key))
+    }
+
+    /// How many members and pools wait.
+    fn len(&self) -> usize {
+        self.due.len()
     }
 
     /// When the next member is due.
@@ -224,7 +240,9 @@ pub async fn lead(
     identity: String,
     clock: ServerClock,
     margin: jiff::SignedDuration,
+    telemetry: Telemetry,
 ) {
+    let health = &telemetry.health;
     let (vms, vm_keys) = reflect(
         Api::<VirtualMachine>::all(client.clone()),
         watcher::Config::default().labels(POOL_LABEL),
@@ -232,6 +250,7 @@ pub async fn lead(
         trim_vm,
         |vm| vm_key(vm).map(Work::Member),
         "pool member VirtualMachines",
+        health.clone(),
     );
     let (leases, lease_keys) = reflect(
         Api::<ClaimLease>::all(client.clone()),
@@ -241,6 +260,7 @@ pub async fn lead(
         |_| {},
         |l| lease_key(l).map(Work::Member),
         "claim Leases",
+        health.clone(),
     );
     let managed = format!("{MANAGED_BY_LABEL}={BROKER_NAME}");
     let (roles, role_keys) = reflect(
@@ -250,6 +270,7 @@ pub async fn lead(
         |_| {},
         |r| grant_key(r).map(Work::Member),
         "grant Roles",
+        health.clone(),
     );
     let (bindings, binding_keys) = reflect(
         Api::<RoleBinding>::all(client.clone()),
@@ -258,6 +279,7 @@ pub async fn lead(
         |_| {},
         |b| grant_key(b).map(Work::Member),
         "grant RoleBindings",
+        health.clone(),
     );
     let (pools, pool_keys) = reflect(
         Api::<DesktopPool>::all(client.clone()),
@@ -266,6 +288,7 @@ pub async fn lead(
         |_| {},
         |p| pool_key(p).map(Work::Pool),
         "DesktopPools",
+        health.clone(),
     );
     // A member's VMI (named like it): which session runs now, by uid. Trimmed to metadata.
     let (vmis, vmi_keys) = reflect(
@@ -280,6 +303,7 @@ pub async fn lead(
             }))
         },
         "VirtualMachineInstances",
+        health.clone(),
     );
     let stores = Stores {
         vms,
@@ -291,15 +315,17 @@ pub async fn lead(
     };
     let enforcement = Enforcement::default();
     enforcement::refresh(&client, &enforcement).await;
-    let ctx = std::sync::Arc::new(Context::new(
-        client.clone(),
+    let ctx = Arc::new(Context {
+        client: client.clone(),
         streams,
         clock,
         margin,
         identity,
-        stores.clone(),
+        stores: stores.clone(),
+        idle: Default::default(),
         enforcement,
-    ));
+        telemetry: telemetry.clone(),
+    });
     let mut triggers = pin!(futures::stream::select(
         futures::stream::select(
             futures::stream::select(vm_keys, lease_keys),
@@ -332,22 +358,34 @@ pub async fn lead(
         if listed {
             let now = Instant::now();
             while running.len() < CONCURRENCY {
-                let Some(key) = queue.pop_due(now) else { break };
+                let Some((due, key)) = queue.pop_due(now) else {
+                    break;
+                };
                 if running.contains(&key) {
                     again.insert(key);
                     continue;
                 }
+                let metrics = &telemetry.metrics;
+                metrics
+                    .queue_wait
+                    .observe(now.duration_since(due).as_secs_f64());
                 running.insert(key.clone());
                 let ctx = ctx.clone();
                 tasks.spawn(async move {
+                    let started = Instant::now();
                     let result = match &key {
                         Work::Member(member) => reconcile(&ctx, member).await,
                         Work::Pool(pool) => crate::pool::reconcile(&ctx, pool).await,
                     };
+                    ctx.telemetry.metrics.reconciled(started.elapsed(), &result);
                     (key, result)
                 });
             }
         }
+        telemetry
+            .metrics
+            .depth
+            .set(i64::try_from(queue.len()).unwrap_or(i64::MAX));
         let next = queue
             .next()
             .filter(|_| listed && running.len() < CONCURRENCY);
@@ -356,18 +394,20 @@ pub async fn lead(
                 Some(key) => schedule(&mut queue, &stores, key, Instant::now()),
                 None => {
                     tracing::error!("the watches ended");
+                    health.ended("the watches ended");
                     return;
                 }
             },
             () = &mut ready, if !listed => {
                 listed = true;
+                health.listed();
                 tracing::info!(
                     vms = stores.vms.state().len(),
                     leases = stores.leases.state().len(),
                     grants = stores.roles.state().len(),
                     "watches listed: reconciling every member"
                 );
-                pass = start_pass(&stores, &mut queue, &client, &ctx.clock).await;
+                pass = start_pass(&stores, &mut queue, &client, &ctx).await;
             }
             Some(done) = tasks.join_next(), if !tasks.is_empty() => {
                 let Ok((key, result)) = done else { continue };
@@ -410,7 +450,7 @@ pub async fn lead(
             }
             _ = passes.tick() => {
                 if listed && pass.is_none() {
-                    pass = start_pass(&stores, &mut queue, &client, &ctx.clock).await;
+                    pass = start_pass(&stores, &mut queue, &client, &ctx).await;
                 }
             }
         }
@@ -424,8 +464,10 @@ async fn start_pass(
     stores: &Stores,
     queue: &mut Queue,
     client: &Client,
-    clock: &ServerClock,
+    ctx: &Context,
 ) -> Option<HashSet<Work>> {
+    let clock = &ctx.clock;
+    census(stores, ctx);
     let now = Instant::now();
     let keys = member_keys(stores);
     // Pools too, but the pass does not wait for them: a pool's grow may take minutes.
@@ -440,6 +482,23 @@ async fn start_pass(
         queue.schedule(key.clone(), now);
     }
     Some(keys)
+}
+
+/// `corral_vdi_pool_members` from the stores, counted as the views count them.
+fn census(stores: &Stores, ctx: &Context) {
+    let (vms, leases, pools) = (
+        stores.vms.state(),
+        stores.leases.state(),
+        stores.pools.state(),
+    );
+    let views = vdi_core::state::group_pools_with(
+        vms.iter().map(AsRef::as_ref),
+        leases.iter().map(AsRef::as_ref),
+        pools.iter().map(AsRef::as_ref),
+        ctx.clock.now(),
+        vdi_core::state::ClaimSide::Broker,
+    );
+    ctx.telemetry.metrics.census(&views);
 }
 
 /// Every member the stores know of: by its VM, its claim Lease or its grant.
@@ -499,9 +558,13 @@ mod tests {
         queue.schedule(work("a"), now + Duration::from_secs(1));
         queue.schedule(work("a"), later);
         assert_eq!(queue.next(), Some(now));
-        assert_eq!(queue.pop_due(now), Some(work("b")));
+        assert_eq!(queue.len(), 2);
+        assert_eq!(queue.pop_due(now), Some((now, work("b"))));
         assert_eq!(queue.pop_due(now), None, "a is due in 1 s, not now");
-        assert_eq!(queue.pop_due(later), Some(work("a")));
+        assert_eq!(
+            queue.pop_due(later),
+            Some((now + Duration::from_secs(1), work("a")))
+        );
         assert_eq!((queue.pop_due(later), queue.next()), (None, None));
     }
 

@@ -36,7 +36,10 @@ use tokio::task::JoinHandle;
 use vdi_core::clock::ServerClock;
 use vdi_core::names::{BROKER_NAME, BROKER_NAMESPACE, BROKER_REPLICA_ANNOTATION_PREFIX};
 
+use std::sync::Arc;
+
 use crate::options::{Options, field_manager};
+use crate::serve::{Health, Telemetry};
 
 /// How long to wait before building the lease manager again after an API error.
 const RETRY: Duration = Duration::from_secs(2);
@@ -92,6 +95,7 @@ pub async fn run<F>(
     options: Options,
     clock: ServerClock,
     shutdown: impl Future<Output = ()>,
+    telemetry: Telemetry,
     mut lead: F,
 ) where
     F: FnMut() -> JoinHandle<()>,
@@ -101,6 +105,7 @@ pub async fn run<F>(
         identity.clone(),
         options.heartbeat_period(),
         clock,
+        telemetry.health.clone(),
     ));
     tokio::pin!(shutdown);
     let mut holders = pin!(holders(&client));
@@ -108,6 +113,8 @@ pub async fn run<F>(
     let stop = |reconciler: &mut Option<JoinHandle<()>>, why: &str| {
         if let Some(task) = reconciler.take() {
             task.abort();
+            telemetry.metrics.leader.set(0);
+            telemetry.health.leading(false);
             tracing::warn!(%identity, "{why}: reconciler stopped");
         }
     };
@@ -141,6 +148,8 @@ pub async fn run<F>(
                     Ok(true) => {
                         tracing::info!(%identity, "leading: holds Lease {BROKER_NAMESPACE}/{BROKER_NAME}");
                         stop(&mut reconciler, "restarting");
+                        telemetry.metrics.leader.set(1);
+                        telemetry.health.leading(true);
                         reconciler = Some(lead());
                     }
                     Ok(false) => stop(&mut reconciler, "lost the leader Lease"),
@@ -205,9 +214,16 @@ fn holders(client: &Client) -> impl Stream<Item = Option<String>> + use<> {
 }
 
 /// Every `period`, applies `replica.corral.dev/<identity>` = now (RFC 3339, the API server's
-/// time) on the leader-election Lease, with field manager `corral-vdi-broker/<identity>`.
+/// time) on the leader-election Lease, with field manager `corral-vdi-broker/<identity>`; each
+/// answer (or failure) is the replica's readiness evidence (`health`).
 /// Runs until aborted; a failed write is logged and retried at the next tick.
-async fn heartbeat(client: Client, identity: String, period: Duration, clock: ServerClock) {
+async fn heartbeat(
+    client: Client,
+    identity: String,
+    period: Duration,
+    clock: ServerClock,
+    health: Arc<Health>,
+) {
     let api: Api<Lease> = Api::namespaced(client, BROKER_NAMESPACE);
     let key = format!("{BROKER_REPLICA_ANNOTATION_PREFIX}{identity}");
     let params = PatchParams::apply(&field_manager(&identity));
@@ -224,8 +240,14 @@ async fn heartbeat(client: Client, identity: String, period: Duration, clock: Se
                 "annotations": { &key: vdi_core::clock::annotation_time(clock.now()) },
             },
         });
-        if let Err(e) = api.patch(BROKER_NAME, &params, &Patch::Apply(patch)).await {
-            tracing::warn!(error = %e, "cannot write heartbeat {key} on Lease {BROKER_NAMESPACE}/{BROKER_NAME}");
+        match api.patch(BROKER_NAME, &params, &Patch::Apply(patch)).await {
+            Ok(_) => health.answered(),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot write heartbeat {key} on Lease {BROKER_NAMESPACE}/{BROKER_NAME}");
+                health.failed(format!(
+                    "heartbeat on Lease {BROKER_NAMESPACE}/{BROKER_NAME}: {e}"
+                ));
+            }
         }
     }
 }

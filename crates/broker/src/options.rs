@@ -1,5 +1,6 @@
 //! The broker's command line: `corral-vdi-broker [--identity ID] [--lease-seconds 15]
-//! [--reclaim-margin-seconds 30]`.
+//! [--reclaim-margin-seconds 30] [--bind-address 0.0.0.0] [--metrics-port 8080]
+//! [--health-port 8081] [--stall-seconds 30]`.
 //!
 //! A bad value is refused by clap before anything touches the cluster, with a sentence naming
 //! the flag and exit code 2 (clap's usage-error code).
@@ -32,6 +33,19 @@ pub struct Options {
     /// the clock-skew allowance of clients still renewing.
     #[arg(long, default_value_t = 30, allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(0..=86400))]
     pub reclaim_margin_seconds: u64,
+    /// The address `/metrics`, `/healthz` and `/readyz` listen on (all of the pod's by default).
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind_address: std::net::IpAddr,
+    /// The port of `/metrics` (OpenMetrics text; 0: any free port).
+    #[arg(long, default_value_t = 8080)]
+    pub metrics_port: u16,
+    /// The port of `/healthz` and `/readyz`, the Deployment's probes (0: any free port).
+    #[arg(long, default_value_t = 8081)]
+    pub health_port: u16,
+    /// How long, in seconds (5..=600), this replica stays ready without an answer from the API
+    /// server, or, leading, with a watch failing.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(5..=600))]
+    pub stall_seconds: u64,
 }
 
 /// Accepts an identity that can name an annotation key (`replica.corral.dev/<identity>`).
@@ -104,6 +118,12 @@ mod tests {
     fn defaults_and_bounds() {
         let o = parse(&["--identity", "broker-0"]).unwrap();
         assert_eq!((o.lease_seconds, o.reclaim_margin_seconds), (15, 30));
+        assert_eq!(
+            (o.metrics_port, o.health_port, o.stall_seconds),
+            (8080, 8081, 30)
+        );
+        assert!(parse(&["--stall-seconds", "1"]).is_err());
+        assert!(parse(&["--metrics-port", "70000"]).is_err());
         assert_eq!(o.grace_seconds(), 5);
         assert_eq!(o.identity().unwrap(), "broker-0");
         assert!(parse(&["--lease-seconds", "2"]).is_err());

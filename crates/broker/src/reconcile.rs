@@ -37,7 +37,7 @@ use vdi_core::names::{
 use vdi_core::resources::VirtualMachine;
 
 use crate::context::{Context, Key};
-use crate::decide::{GrantFacts, MemberFacts, NOTICE_ANNOTATION, Plan, VmFacts, decide};
+use crate::decide::{GrantFacts, MemberFacts, NOTICE_ANNOTATION, Plan, Reason, VmFacts, decide};
 use crate::grant::{self, Owner, Target};
 
 /// How soon a member is looked at again when a start failed.
@@ -159,7 +159,18 @@ pub async fn reconcile(ctx: &Context, key: &Key) -> anyhow::Result<Option<Timest
     let mut retry = match decision.plan {
         Plan::Nothing => None,
         Plan::Grant(plan) => match (owner, vm) {
-            (Some(owner), Some(vm)) => member.grant(&plan, owner, vm).await?,
+            (Some(owner), Some(vm)) => {
+                let retry = member.grant(&plan, owner, vm).await?;
+                // A new claim bound: how long since its Lease was written.
+                if plan.apply_grant && plan.event == Some(Reason::Claimed) {
+                    let acquired = view.as_ref().and_then(|v| v.acquired_at);
+                    if let Some(written) = lease.as_deref().and_then(|l| written_at(l, acquired)) {
+                        let took = now.duration_since(written).as_secs_f64().max(0.0);
+                        ctx.telemetry.metrics.grant.observe(took);
+                    }
+                }
+                retry
+            }
             _ => None,
         },
         Plan::Refuse(plan) => match vm {
@@ -214,6 +225,20 @@ pub async fn reconcile(ctx: &Context, key: &Key) -> anyhow::Result<Option<Timest
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     })
+}
+
+/// When a claim's Lease was written, as far as the API server's clock says: its `acquireTime`
+/// (`acquired`, read), never before its `creationTimestamp` (which the API server sets; a
+/// takeover keeps the old one).
+fn written_at(
+    lease: &vdi_core::lease::ClaimLease,
+    acquired: Option<Timestamp>,
+) -> Option<Timestamp> {
+    let created = lease.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    match (created, acquired) {
+        (Some(c), Some(a)) => Some(c.max(a)),
+        (c, a) => c.or(a),
+    }
 }
 
 /// What the rules read of a VM (its VMI, which the VM does not say, absent).

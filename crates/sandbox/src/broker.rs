@@ -6,7 +6,8 @@
 //! under a token of that ServiceAccount of its own (the TokenRequest API, valid
 //! [`TOKEN_SECONDS`]), read from a kubeconfig of its own (`<dir>/broker/replica-<i>.kubeconfig`,
 //! mode 0600, the token in no log), as `--identity <name>-broker-<i>`, logging to
-//! `<dir>/logs/broker-<i>.log`. They die with the sandbox, as its other processes do.
+//! `<dir>/logs/broker-<i>.log`, serving `/metrics` and its probes on 127.0.0.1 at ports of its
+//! own (listed in `<dir>/`[`ENDPOINTS_FILE`], which `sandbox status` prints). They die with the sandbox, as its other processes do.
 //!
 //! Tests reach them through [`Brokers`] ([`crate::Sandbox::brokers`]): which run and their pids
 //! ([`Brokers::replicas`]), a signal to one ([`Brokers::kill`]: kill -9 of the leader for a
@@ -26,7 +27,7 @@ use tokio::process::Child;
 use vdi_core::broker::{BrokerState, BrokerStatus};
 use vdi_core::names::{BROKER_NAME, BROKER_NAMESPACE};
 
-use crate::process::{command, find_program, log_tail};
+use crate::process::{command, find_program, free_port, log_tail};
 
 /// How many replicas a sandbox runs (the Deployment's `replicas`).
 pub const REPLICAS: usize = 2;
@@ -92,6 +93,22 @@ pub struct ReplicaInfo {
     pub identity: String,
     /// Its process id while it runs; `None` once it exited or was killed (and reaped).
     pub pid: Option<u32>,
+    /// Its `/metrics`: `http://127.0.0.1:<port>/metrics`.
+    pub metrics: String,
+    /// Its probes' base: `http://127.0.0.1:<port>` (`/healthz`, `/readyz`).
+    pub health: String,
+}
+
+/// The file beside a sandbox's logs that lists each replica's endpoints, one
+/// `<identity> <metrics URL> <health URL>` line per replica: what `sandbox status` prints.
+pub const ENDPOINTS_FILE: &str = "broker/endpoints";
+
+/// A replica's endpoints from its ports.
+fn urls(ports: (u16, u16)) -> (String, String) {
+    (
+        format!("http://127.0.0.1:{}/metrics", ports.0),
+        format!("http://127.0.0.1:{}", ports.1),
+    )
 }
 
 /// A signal [`Brokers::kill`] sends.
@@ -123,6 +140,8 @@ struct Replica {
     kubeconfig: PathBuf,
     log: PathBuf,
     child: Option<Child>,
+    /// Its `--metrics-port` and `--health-port` on 127.0.0.1, kept across restarts.
+    ports: (u16, u16),
 }
 
 /// The broker's replicas of one sandbox; shared (`Arc`) between the sandbox and its tests.
@@ -197,8 +216,19 @@ impl Brokers {
                 kubeconfig,
                 log: launch.dir.join("logs").join(format!("broker-{i}.log")),
                 child: None,
+                ports: (free_port()?, free_port()?),
             });
         }
+        let listed: String = replicas
+            .iter()
+            .map(|r| {
+                let (metrics, health) = urls(r.ports);
+                format!("{} {metrics} {health}\n", r.identity)
+            })
+            .collect();
+        let endpoints = launch.dir.join(ENDPOINTS_FILE);
+        std::fs::write(&endpoints, listed)
+            .with_context(|| format!("write {}", endpoints.display()))?;
         let brokers = Arc::new(Brokers {
             program,
             lease_seconds: launch.lease_seconds,
@@ -217,9 +247,14 @@ impl Brokers {
         let mut replicas = self.lock();
         replicas
             .iter_mut()
-            .map(|r| ReplicaInfo {
-                identity: r.identity.clone(),
-                pid: r.child.as_mut().and_then(running_pid),
+            .map(|r| {
+                let (metrics, health) = urls(r.ports);
+                ReplicaInfo {
+                    identity: r.identity.clone(),
+                    pid: r.child.as_mut().and_then(running_pid),
+                    metrics,
+                    health,
+                }
             })
             .collect()
     }
@@ -269,7 +304,7 @@ impl Brokers {
     ///
     /// Errors: no replica `i`, it still runs, or the process did not start.
     pub async fn start(&self, i: usize) -> Result<u32> {
-        let (identity, kubeconfig, log) = {
+        let (identity, kubeconfig, log, ports) = {
             let mut replicas = self.lock();
             let replica = replicas
                 .get_mut(i)
@@ -284,6 +319,7 @@ impl Brokers {
                 replica.identity.clone(),
                 replica.kubeconfig.clone(),
                 replica.log.clone(),
+                replica.ports,
             )
         };
         let (program, lease_seconds, margin) = (
@@ -299,6 +335,9 @@ impl Brokers {
                 cmd.args(["--identity", &identity])
                     .args(["--lease-seconds", &lease_seconds.to_string()])
                     .args(["--reclaim-margin-seconds", &margin.to_string()])
+                    .args(["--bind-address", "127.0.0.1"])
+                    .args(["--metrics-port", &ports.0.to_string()])
+                    .args(["--health-port", &ports.1.to_string()])
                     .env("KUBECONFIG", &kubeconfig);
                 cmd.spawn()
                     .with_context(|| format!("start {} as {identity}", program.display()))

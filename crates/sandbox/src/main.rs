@@ -196,6 +196,9 @@ fn status(name: &str) -> Result<()> {
                     );
                     println!("kubeconfig: {kubeconfig}");
                     println!("{}", broker_report(Path::new(&kubeconfig)));
+                    for line in replica_endpoints(name) {
+                        println!("{line}");
+                    }
                 }
                 Err(e) => {
                     println!(
@@ -211,6 +214,27 @@ fn status(name: &str) -> Result<()> {
         (None, _) => println!("sandbox \"{name}\": not running"),
     }
     Ok(())
+}
+
+/// Each broker replica's `metrics:` and `health:` lines, from the sandbox's
+/// [`sandbox::broker::ENDPOINTS_FILE`] (none when it runs no broker).
+fn replica_endpoints(name: &str) -> Vec<String> {
+    let listed = fs::read_to_string(
+        state_root()
+            .join(name)
+            .join(sandbox::broker::ENDPOINTS_FILE),
+    )
+    .unwrap_or_default();
+    listed
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split(' ');
+            let (identity, metrics, health) = (fields.next()?, fields.next()?, fields.next()?);
+            Some(format!(
+                "  replica {identity}: metrics: {metrics}  health: {health}"
+            ))
+        })
+        .collect()
 }
 
 /// The broker's state ([`sandbox::broker::describe`]), asked as admin within 3 s; a line saying

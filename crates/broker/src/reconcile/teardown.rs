@@ -17,6 +17,7 @@ use super::power::{RESTARTED, RESTARTED_WARM};
 use super::{CHANGED_RETRY, CONSOLE_CUT, Member, VmWrite, vm_facts};
 use crate::decide::{NOTICE_ANNOTATION, Reason, TeardownPlan, shown};
 use crate::grant::Target;
+use crate::metrics::WhyLabel;
 use crate::pool::take::take_for_removal;
 use vdi_core::policy::plan::Removal;
 
@@ -42,7 +43,18 @@ impl Member<'_> {
         }
         if let Some(rv) = &plan.reclaim {
             match self.delete_lease(rv).await? {
-                Some(deleted) => done.push(deleted),
+                Some(deleted) => {
+                    if plan.event == Some(Reason::Reclaimed) {
+                        let why = match (plan.reclaim_why, &plan.why) {
+                            (Some(rule), _) => rule.as_str(),
+                            (None, Some(_)) => "invalid",
+                            (None, None) => "expired",
+                        };
+                        let metrics = &self.ctx.telemetry.metrics;
+                        metrics.reclaims.get_or_create(&WhyLabel { why }).inc();
+                    }
+                    done.push(deleted);
+                }
                 // Renewed, taken over or deleted meanwhile: decide again on what is there now.
                 None => return Ok(Some(CHANGED_RETRY)),
             }
