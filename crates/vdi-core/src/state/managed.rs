@@ -255,31 +255,6 @@ mod tests {
     }
 
     #[test]
-    fn get_a_desktop_offers_a_dedicated_pool_s_own_or_unowned_members_only() {
-        use crate::claim::offers::pool_offer;
-        use crate::names::OWNER_ANNOTATION;
-        let vms = [
-            vm("p-1", "Stopped", json!({ OWNER_ANNOTATION: "bob" })),
-            vm("p-2", "Stopped", json!({})),
-            vm("p-3", "Stopped", json!({ OWNER_ANNOTATION: "alice" })),
-        ];
-        let dedicated = DesktopPoolSpec {
-            assignment: Some(Assignment::Dedicated),
-            ..spec(None, None)
-        };
-        let pool = group(&vms, &[], &[desktop_pool(dedicated)]);
-        let offer = |who: &str| {
-            let o = pool_offer(&pool, who);
-            (o.free, o.yours)
-        };
-        assert_eq!(offer("alice"), (1, Some("p-3".into())), "her own only");
-        assert_eq!(offer("carol"), (1, None), "the unowned one");
-        // Floating: owner marks left from a dedicated past do not keep anyone out.
-        let floating = group(&vms, &[], &[desktop_pool(spec(None, None))]);
-        assert_eq!(pool_offer(&floating, "carol").free, 3);
-    }
-
-    #[test]
     fn a_held_member_of_a_managed_pool_shows_its_next_reclaim_and_the_notice() {
         let vms = [
             vm("p-1", "Running", json!({})),

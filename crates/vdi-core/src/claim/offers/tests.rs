@@ -218,3 +218,53 @@ fn with_a_broker_a_label_only_desktop_is_neither_connected_to_nor_released_by_it
     assert_eq!(no_broker.connect, Some(Offer::yes()));
     assert!(no_broker.release.unwrap().offer.allowed);
 }
+
+/// A dedicated pool `d` of three stopped members, `d-1` bob's, `d-2` nobody's, `d-3` alice's.
+fn dedicated_pool(assignment: &str) -> crate::state::PoolView {
+    use crate::names::{OWNER_ANNOTATION, POOL_LABEL};
+    use crate::policy::DesktopPool;
+    use crate::resources::VirtualMachine;
+    let vm = |name: &str, owner: Option<&str>| -> VirtualMachine {
+        let annotations = owner.map_or(
+            serde_json::json!({}),
+            |o| serde_json::json!({ OWNER_ANNOTATION: o }),
+        );
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": { "name": name, "namespace": "ns", "labels": { POOL_LABEL: "d" },
+                          "annotations": annotations },
+            "spec": {}, "status": { "printableStatus": "Stopped" }
+        }))
+        .unwrap()
+    };
+    let vms = [
+        vm("d-1", Some("bob")),
+        vm("d-2", None),
+        vm("d-3", Some("alice")),
+    ];
+    let pool: DesktopPool = serde_json::from_value(serde_json::json!({
+        "apiVersion": "corral.dev/v1alpha1", "kind": "DesktopPool",
+        "metadata": { "name": "d", "namespace": "ns" },
+        "spec": { "golden": "gold", "size": 3, "assignment": assignment }
+    }))
+    .unwrap();
+    let now = "2026-12-04T12:00:00Z".parse().unwrap();
+    let mut pools = crate::state::group_pools_with(&vms, &[], [&pool], now, ClaimSide::Broker);
+    pools.remove(0)
+}
+
+#[test]
+fn get_a_desktop_offers_a_dedicated_pool_s_own_or_unowned_members_only() {
+    let pool = dedicated_pool("dedicated");
+    let offer = |who: &str| {
+        let o = super::pool_offer(&pool, who);
+        (o.free, o.yours)
+    };
+    assert_eq!(offer("alice"), (1, Some("d-3".into())), "her own only");
+    assert_eq!(offer("carol"), (1, None), "the unowned one");
+    // Floating: owner marks left from a dedicated past keep nobody out.
+    assert_eq!(
+        super::pool_offer(&dedicated_pool("floating"), "carol").free,
+        3
+    );
+}
