@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything Corral VDI Console needs to build, run and test, idempotently:
 #   - Debian packages (WebKitGTK for Tauri, Xvfb and WebKitWebDriver for GUI tests, libusb,
-#     and the helper programs the app drives: usbredirect, FreeRDP, TigerVNC, virt-viewer);
+#     the helper programs the app drives: usbredirect, FreeRDP, TigerVNC, virt-viewer; and
+#     Prometheus, which the sandbox runs to scrape its broker);
 #   - the UI's npm packages (npm ci, skipped when package-lock.json has not changed);
 #   - tauri-driver (cargo install, into the cache);
 #   - the sandbox's kube-apiserver and etcd (go build from the Go module proxy, cached by pin;
@@ -86,6 +87,7 @@ APT_PACKAGES=(
   tigervnc-standalone-server x11-utils x11-xserver-utils freerdp2-shadow-x11 openssh-server openssh-client
   xterm xdotool xrdp xclip
   gnome-keyring
+  prometheus
 )
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -101,6 +103,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   # xrdp as a process of its own only, so the system one is turned off again.
   if [[ " ${missing[*]} " == *" xrdp "* ]] && [ -d /run/systemd/system ]; then
     $SUDO systemctl disable --now xrdp xrdp-sesman >/dev/null
+  fi
+  # Likewise prometheus's system service: the sandbox runs its own, scraping its broker.
+  if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+    $SUDO systemctl disable --now prometheus >/dev/null
   fi
 fi
 finish

@@ -300,45 +300,56 @@ async fn a_claim_labelled_for_another_pool_is_never_granted() {
     stopped_pool(&admin, &ns, "door", 1).await.unwrap();
 
     // carol may claim from "door" and writes a claim of shut-1 saying it is of "door": the guard
-    // admits it (it sees the label only), the broker sees the member's own pool and refuses.
-    let now = jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
-        .to_string();
-    let raw: kube::api::DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": { "name": lease_name("shut-1"),
-                      "labels": { "corral.dev/vdi-pool": "door", "corral.dev/vdi-member": "shut-1" } },
-        "spec": { "holderIdentity": "carol", "leaseDurationSeconds": 3600,
-                  "acquireTime": now, "renewTime": now }
-    }))
-    .unwrap();
+    // admits it (it sees the label only), the broker sees the member's own pool, never grants
+    // it, and releases it at once so that her renewals keep shut-1 from nobody.
+    let raw = |member: &str| -> kube::api::DynamicObject {
+        let now = jiff::Timestamp::now()
+            .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+            .to_string();
+        serde_json::from_value(json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": { "name": lease_name(member),
+                          "labels": { "corral.dev/vdi-pool": "door", "corral.dev/vdi-member": member } },
+            "spec": { "holderIdentity": "carol", "leaseDurationSeconds": 3600,
+                      "acquireTime": now, "renewTime": now }
+        }))
+        .unwrap()
+    };
     leases(&client_as("carol").await, &ns)
-        .create(&PostParams::default(), &raw)
+        .create(&PostParams::default(), &raw("shut-1"))
         .await
         .unwrap();
-    let api = vms(&admin, &ns);
-    let reason = eventually("the broker's reason on shut-1", CONVERGE, || async {
-        let vm = api.get("shut-1").await.ok()?;
-        vm.annotations().get(BROKER_REASON_ANNOTATION).cloned()
-    })
-    .await;
+    let reclaimed = crate::wait_event(&ns, "shut-1", "Reclaimed", "carol", CONVERGE).await;
+    let note = reclaimed.note.unwrap_or_default();
     assert!(
-        reason.contains("says pool \"door\"") && reason.contains("pool \"shut\""),
-        "{reason}"
+        note.contains("says pool \"door\"") && note.contains("pool \"shut\""),
+        "{note}"
     );
-    // Nor can she move the claim to the member's own pool, or drop its pool, to be asked no
-    // more: the guard keeps a held claim with the pool it was entitled for.
+    assert!(
+        leases(&admin, &ns)
+            .get_opt(&lease_name("shut-1"))
+            .await
+            .unwrap()
+            .is_none(),
+        "carol's claim of another pool stayed"
+    );
+    // Nor can she move a claim to another pool, or drop its pool, to be asked no more: the
+    // guard keeps a held claim with the pool it was entitled for (her claim of door-1 here).
+    leases(&client_as("carol").await, &ns)
+        .create(&PostParams::default(), &raw("door-1"))
+        .await
+        .unwrap();
     let carols = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
         client_as("carol").await,
         &ns,
     );
-    let held = carols.get(&lease_name("shut-1")).await.unwrap();
+    let held = carols.get(&lease_name("door-1")).await.unwrap();
     let mut moved = held.clone();
     moved
         .labels_mut()
         .insert("corral.dev/vdi-pool".into(), "shut".into());
     let refused = carols
-        .replace(&lease_name("shut-1"), &PostParams::default(), &moved)
+        .replace(&lease_name("door-1"), &PostParams::default(), &moved)
         .await
         .expect_err("carol moved her claim to pool shut");
     assert!(
@@ -348,7 +359,7 @@ async fn a_claim_labelled_for_another_pool_is_never_granted() {
     let mut dropped = held.clone();
     dropped.labels_mut().remove("corral.dev/vdi-pool");
     let refused = carols
-        .replace(&lease_name("shut-1"), &PostParams::default(), &dropped)
+        .replace(&lease_name("door-1"), &PostParams::default(), &dropped)
         .await
         .expect_err("carol dropped her claim's pool");
     assert!(refused.to_string().contains("but no pool"), "{refused}");

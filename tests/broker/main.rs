@@ -67,8 +67,11 @@ const CONVERGE: Duration = Duration::from_secs(30);
 
 /// The sandbox of this binary, with the broker; every test calls this before anything else
 /// (the first call of a binary decides the sandbox's options).
-fn with_broker() -> &'static corral_tests::Shared {
-    corral_tests::sandbox_with(|o| o.broker = true)
+pub(crate) fn with_broker() -> &'static corral_tests::Shared {
+    corral_tests::sandbox_with(|o| {
+        o.broker = true;
+        o.prometheus = true;
+    })
 }
 
 /// Tests that leave the replicas alone hold this shared; a test that kills or restarts them

@@ -41,6 +41,11 @@ pub struct Shared {
     /// The broker's replicas when the binary runs one ([`sandbox::Options::broker`]); see
     /// [`sandbox::broker::Brokers`].
     pub brokers: Option<Arc<sandbox::broker::Brokers>>,
+    /// The Prometheus scraping them, when the binary runs one ([`sandbox::Options::prometheus`]):
+    /// its base URL.
+    pub prometheus: Option<String>,
+    /// The kube-apiserver's process id ([`sandbox::Sandbox::apiserver_pid`]).
+    pub apiserver_pid: Option<u32>,
 }
 
 static SANDBOX: OnceLock<Shared> = OnceLock::new();
@@ -92,6 +97,8 @@ pub fn start(configure: impl FnOnce(&mut Options)) -> Result<Shared> {
                             ssh_user: sb.ssh_user.clone(),
                             ssh_host_public_key: sb.ssh_host_public_key.clone(),
                             brokers: sb.brokers(),
+                            prometheus: sb.prometheus_url().map(str::to_owned),
+                            apiserver_pid: sb.apiserver_pid(),
                         }));
                         std::future::pending::<()>().await;
                         drop(sb);

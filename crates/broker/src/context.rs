@@ -7,6 +7,9 @@ use jiff::SignedDuration;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::Client;
 use kube::runtime::reflector::Store;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
 use vdi_core::clock::ServerClock;
 
 use crate::serve::Telemetry;
@@ -64,6 +67,41 @@ pub struct Context {
     pub enforcement: Enforcement,
     /// The replica's metrics and health.
     pub telemetry: Telemetry,
+    /// Claims reclaimed in each managed pool, by why, since its usage history last took them
+    /// ([`Context::count_reclaim`], [`Context::take_reclaims`]).
+    pub reclaimed: Mutex<HashMap<PoolKey, BTreeMap<String, i32>>>,
+}
+
+impl Context {
+    /// Counts a claim of managed pool `pool` in `namespace` reclaimed for `why`, for the pool's
+    /// usage history (an unmanaged pool keeps none).
+    pub fn count_reclaim(&self, namespace: &str, pool: &str, why: &str) {
+        let managed = self
+            .stores
+            .pools
+            .get(&kube::runtime::reflector::ObjectRef::new(pool).within(namespace))
+            .is_some();
+        if !managed {
+            return;
+        }
+        let key = PoolKey {
+            namespace: namespace.to_owned(),
+            pool: pool.to_owned(),
+        };
+        let mut reclaimed = self.reclaimed.lock().unwrap_or_else(|p| p.into_inner());
+        let count = reclaimed
+            .entry(key)
+            .or_default()
+            .entry(why.to_owned())
+            .or_default();
+        *count = count.saturating_add(1);
+    }
+
+    /// The reclaims of `pool` counted since the last take, by why (emptied).
+    pub fn take_reclaims(&self, pool: &PoolKey) -> BTreeMap<String, i32> {
+        let mut reclaimed = self.reclaimed.lock().unwrap_or_else(|p| p.into_inner());
+        reclaimed.remove(pool).unwrap_or_default()
+    }
 }
 
 /// A managed pool: its namespace and name (the DesktopPool's).

@@ -325,6 +325,7 @@ pub async fn lead(
         idle: Default::default(),
         enforcement,
         telemetry: telemetry.clone(),
+        reclaimed: Default::default(),
     });
     let mut triggers = pin!(futures::stream::select(
         futures::stream::select(

@@ -29,6 +29,12 @@
 //! - Active Lease and a label naming someone else that is not the broker's: [`Plan::Refuse`]
 //!   with [`Reason::Conflict`] (no grant to either; a reason annotation naming both fixes, one
 //!   Event).
+//! - **An active claim that can never be granted** (a Lease labelled with another pool than its
+//!   member's, [`MemberFacts::never`]; a dedicated member someone else owns): reclaimed at once
+//!   ([`Plan::Teardown`], the Lease deleted under its resourceVersion, Event `Reclaimed` saying
+//!   why), so that a Lease renewed for ever keeps nobody out. A dedicated member nobody owns,
+//!   claimed by someone who owns another of the pool ([`MemberFacts::owns_elsewhere`]):
+//!   [`Plan::Refuse`] (a user's desktop is one).
 //! - **A Lease with a holder that cannot be read** (`LeaseView::problem`: a time or duration out
 //!   of range): [`Plan::Refuse`] with [`Reason::UnreadableClaim`] (no grant, the grant made
 //!   before revoked, the reason names the bad field, one Event). It is never deleted: only an
@@ -97,7 +103,8 @@ pub use plans::{
 };
 pub use sentences::{
     IDENTITY_SHOWN, conflict_reason, deleting_reason, label_not_entitled_reason,
-    label_owned_reason, not_a_person_reason, owned_reason, shown, unreadable_reason,
+    label_owned_reason, not_a_person_reason, owned_reason, owns_elsewhere_reason, shown,
+    unreadable_reason,
 };
 
 /// What the Lease says now, with the reclaim margin (and a managed pool's rules) applied.
@@ -231,9 +238,20 @@ pub fn decide(member: &str, namespace: &str, facts: &MemberFacts<'_>) -> Decisio
                     let reason = conflict_reason(member, namespace, label, holder);
                     refuse(vm, &facts.grant, Reason::Conflict, holder, reason)
                 }
+                // Claims that can never be granted are released at once, so that a Lease
+                // renewed for ever blocks nobody: another pool's, or someone else's desktop.
+                _ if facts.never.is_some() => {
+                    let why = facts.never.unwrap_or_default().to_owned();
+                    Plan::Teardown(never(vm, facts, holder, why))
+                }
                 _ if owned_by_another(facts, vm, holder) => {
                     let owner = vm.owner.unwrap_or_default();
-                    let reason = owned_reason(member, namespace, owner, holder);
+                    let why = owned_reason(member, namespace, owner, holder);
+                    Plan::Teardown(never(vm, facts, holder, why))
+                }
+                _ if facts.owns_elsewhere.is_some() && vm.owner.is_none() => {
+                    let own = facts.owns_elsewhere.unwrap_or_default();
+                    let reason = owns_elsewhere_reason(member, namespace, own, holder);
                     refuse(vm, &facts.grant, Reason::NotGranted, holder, reason)
                 }
                 _ => {
@@ -357,6 +375,17 @@ fn unlabelled(vm: VmFacts<'_>, facts: &MemberFacts<'_>, holder: &str) -> Teardow
         "its assigned-to label was removed: an administrator's release of the label alone".into(),
     );
     plan.event = Some(Reason::Released);
+    plan
+}
+
+/// `holder`'s active claim that can never be granted (`why`): released as a reclaim is (the
+/// Lease deleted under its resourceVersion, whatever the broker made of it undone), one
+/// `Reclaimed` Event naming why; the member's power is left alone unless the claim was granted.
+fn never(vm: VmFacts<'_>, facts: &MemberFacts<'_>, holder: &str, why: String) -> TeardownPlan {
+    let mut plan = teardown(vm, facts, Some(holder), None);
+    plan.reclaim = facts.lease.and_then(|l| l.resource_version.clone());
+    plan.why = Some(why);
+    plan.event = Some(Reason::Reclaimed);
     plan
 }
 

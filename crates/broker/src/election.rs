@@ -34,7 +34,10 @@ use kube::runtime::watcher::{self, watcher};
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder};
 use tokio::task::JoinHandle;
 use vdi_core::clock::ServerClock;
-use vdi_core::names::{BROKER_NAME, BROKER_NAMESPACE, BROKER_REPLICA_ANNOTATION_PREFIX};
+use vdi_core::names::{
+    BROKER_NAME, BROKER_NAMESPACE, BROKER_REPLICA_ANNOTATION_PREFIX,
+    BROKER_UNREADY_ANNOTATION_PREFIX,
+};
 
 use std::sync::Arc;
 
@@ -214,8 +217,9 @@ fn holders(client: &Client) -> impl Stream<Item = Option<String>> + use<> {
 }
 
 /// Every `period`, applies `replica.corral.dev/<identity>` = now (RFC 3339, the API server's
-/// time) on the leader-election Lease, with field manager `corral-vdi-broker/<identity>`; each
-/// answer (or failure) is the replica's readiness evidence (`health`).
+/// time) and the replica's readiness record (`unready.corral.dev/<identity>`, [`Health::record`])
+/// on the leader-election Lease, with field manager `corral-vdi-broker/<identity>`; each answer
+/// (or failure) is the replica's readiness evidence (`health`).
 /// Runs until aborted; a failed write is logged and retried at the next tick.
 async fn heartbeat(
     client: Client,
@@ -226,18 +230,25 @@ async fn heartbeat(
 ) {
     let api: Api<Lease> = Api::namespaced(client, BROKER_NAMESPACE);
     let key = format!("{BROKER_REPLICA_ANNOTATION_PREFIX}{identity}");
+    let unready_key = format!("{BROKER_UNREADY_ANNOTATION_PREFIX}{identity}");
     let params = PatchParams::apply(&field_manager(&identity));
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
+        let now = clock.now();
+        let mut annotations = serde_json::json!({ &key: vdi_core::clock::annotation_time(now) });
+        // Left out when it never was unready: this field manager's apply then drops it.
+        if let Some(record) = health.record(now) {
+            annotations[&unready_key] = serde_json::json!(record);
+        }
         let patch = serde_json::json!({
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
             "metadata": {
                 "name": BROKER_NAME,
                 "namespace": BROKER_NAMESPACE,
-                "annotations": { &key: vdi_core::clock::annotation_time(clock.now()) },
+                "annotations": annotations,
             },
         });
         match api.patch(BROKER_NAME, &params, &Patch::Apply(patch)).await {

@@ -82,7 +82,18 @@ pub fn check(member: &str, vm: &VirtualMachine, lease: &ClaimLease, holder: &str
     }
 }
 
-/// [`check`], asking the cluster where it must: the reason a grant is refused, if it is.
+/// Why a claim is not granted for want of entitlement.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Not now: an administrator's assignment to someone RBAC does not entitle (an entitlement
+    /// or force may follow; the Lease stays, as the administrator wrote it).
+    NotYet(String),
+    /// Never, whoever is entitled to what: a claim of another pool than its member's. The
+    /// broker releases it at once, so that it blocks nobody.
+    Never(String),
+}
+
+/// [`check`], asking the cluster where it must: why a grant is refused, if it is.
 ///
 /// Errors: the SubjectAccessReview failed (the reconcile is retried).
 pub async fn refusal(
@@ -92,20 +103,20 @@ pub async fn refusal(
     vm: &VirtualMachine,
     lease: &ClaimLease,
     holder: &str,
-) -> vdi_core::Result<Option<String>> {
+) -> vdi_core::Result<Option<Refusal>> {
     Ok(match check(member, vm, lease, holder) {
         Check::None => None,
-        Check::Refuse(why) => Some(why),
+        Check::Refuse(why) => Some(Refusal::Never(why)),
         Check::Ask { pool, holder, by } => {
             if is_entitled(client, namespace, &pool, &holder).await? {
                 None
             } else {
-                Some(format!(
+                Some(Refusal::NotYet(format!(
                     "{by} assigned {member} to {holder}, whom pool \"{pool}\" is not for: RBAC \
                      gives {holder} no {VERB} on {RESOURCE}.{GROUP} \"{pool}\" by name; entitle \
                      them (corral-vdi pool entitle {pool} --user {holder} -n {namespace}), or \
                      assign again with --force"
-                ))
+                )))
             }
         }
     })

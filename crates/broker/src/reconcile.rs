@@ -38,6 +38,7 @@ use vdi_core::resources::VirtualMachine;
 
 use crate::context::{Context, Key};
 use crate::decide::{GrantFacts, MemberFacts, NOTICE_ANNOTATION, Plan, Reason, VmFacts, decide};
+use crate::entitled::Refusal;
 use crate::grant::{self, Owner, Target};
 
 /// How soon a member is looked at again when a start failed.
@@ -113,15 +114,44 @@ pub async fn reconcile(ctx: &Context, key: &Key) -> anyhow::Result<Option<Timest
         .and_then(|k| k.parse().ok());
     // The cluster does not enforce the claim rules, else the holder is not entitled (asked only
     // before a first grant).
-    let refusing = match (
+    let (refusing, never) = match (
         ctx.enforcement.refusing(),
         vm.as_deref(),
         lease.as_deref(),
         holder,
     ) {
-        (Some(why), ..) => Some(why),
+        (Some(why), ..) => (Some(why), None),
         (None, Some(vm), Some(lease), Some(holder)) => {
-            crate::entitled::refusal(&ctx.client, namespace, member, vm, lease, holder).await?
+            match crate::entitled::refusal(&ctx.client, namespace, member, vm, lease, holder)
+                .await?
+            {
+                Some(Refusal::NotYet(why)) => (Some(why), None),
+                Some(Refusal::Never(why)) => (None, Some(why)),
+                None => (None, None),
+            }
+        }
+        _ => (None, None),
+    };
+    // A dedicated pool's member nobody owns yet, claimed by someone who owns another.
+    let owns_elsewhere = match (policy.as_ref(), vm.as_deref(), holder) {
+        (Some(p), Some(vm), Some(holder))
+            if p.dedicated() && !vm.annotations().contains_key(OWNER_ANNOTATION) =>
+        {
+            stores
+                .vms
+                .state()
+                .iter()
+                .find(|other| {
+                    other.namespace().as_deref() == Some(namespace.as_str())
+                        && other.labels().get(POOL_LABEL) == Some(&pool)
+                        && other.name_any() != *member
+                        && other
+                            .annotations()
+                            .get(OWNER_ANNOTATION)
+                            .map(String::as_str)
+                            == Some(holder)
+                })
+                .map(|other| other.name_any())
         }
         _ => None,
     };
@@ -131,6 +161,8 @@ pub async fn reconcile(ctx: &Context, key: &Key) -> anyhow::Result<Option<Timest
         .and_then(|vmi| vmi.metadata.uid.clone());
     let facts = MemberFacts {
         refusing: refusing.as_deref(),
+        never: never.as_deref(),
+        owns_elsewhere: owns_elsewhere.as_deref(),
         vm: vm.as_deref().map(|vm| VmFacts {
             vmi: vmi.as_deref(),
             ..vm_facts(vm)

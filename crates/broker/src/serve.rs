@@ -56,6 +56,10 @@ struct State {
     ended: Option<String>,
     /// The readiness last logged.
     logged: Result<(), String>,
+    /// Since when, and why, the replica is not ready, if it is not.
+    unready: Option<(Instant, String)>,
+    /// The last time it was not ready: from, to, why.
+    last: Option<(Instant, Instant, String)>,
 }
 
 impl Health {
@@ -71,6 +75,8 @@ impl Health {
                 watch_failing: None,
                 ended: None,
                 logged: Ok(()),
+                unready: None,
+                last: None,
             }),
         })
     }
@@ -174,7 +180,33 @@ impl Health {
                 }
                 s.logged = verdict.clone();
             }
+            match (&verdict, s.unready.take()) {
+                (Ok(()), Some((since, why))) => s.last = Some((since, now, why)),
+                (Err(_), Some(episode)) => s.unready = Some(episode),
+                (Err(why), None) => s.unready = Some((now, why.clone())),
+                (Ok(()), None) => {}
+            }
             verdict
+        })
+    }
+
+    /// The readiness record `broker status` shows (`vdi_core::names::
+    /// BROKER_UNREADY_ANNOTATION_PREFIX`), with times in the clock whose now is `now`: "since
+    /// <time>: <why>" while not ready, "from <time> to <time>: <why>" for the last time it was
+    /// not, `None` when it never was.
+    pub fn record(&self, now: jiff::Timestamp) -> Option<String> {
+        self.with(|s| {
+            let at = |i: Instant| {
+                let ago = jiff::SignedDuration::try_from(i.elapsed()).unwrap_or_default();
+                vdi_core::clock::annotation_time(now.checked_sub(ago).unwrap_or(now))
+            };
+            match (&s.unready, &s.last) {
+                (Some((since, why)), _) => Some(format!("since {}: {why}", at(*since))),
+                (None, Some((from, to, why))) => {
+                    Some(format!("from {} to {}: {why}", at(*from), at(*to)))
+                }
+                (None, None) => None,
+            }
         })
     }
 }
@@ -271,8 +303,19 @@ mod tests {
         health.answered();
         let why = health.ready().unwrap_err();
         assert!(why.contains("the watch of claim Leases"), "{why}");
+        let now: jiff::Timestamp = "2026-12-07T00:00:00Z".parse().unwrap();
+        let record = health.record(now).unwrap();
+        assert!(
+            record.starts_with("since 2026-12-07T00:00:00Z: no answer from the API server"),
+            "{record}"
+        );
         health.watch_ok();
         assert_eq!(health.ready(), Ok(()));
+        let record = health.record(now).unwrap();
+        assert!(
+            record.starts_with("from ") && record.contains(" to 2026-12-07T00:00:00Z"),
+            "{record}"
+        );
         assert_eq!(health.live(), Ok(()));
         health.ended("the watches ended");
         assert!(health.live().is_err());

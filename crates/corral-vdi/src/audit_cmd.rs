@@ -10,7 +10,7 @@ use vdi_core::clock::{ServerClock, exact_instant};
 use vdi_core::cluster::KubeconfigSource;
 use vdi_core::validate::parse_duration;
 
-use crate::terminal::{escaped, is_control};
+use crate::terminal::json_safe;
 
 /// The CSV columns, in order.
 pub const CSV_COLUMNS: [&str; 8] = [
@@ -124,12 +124,8 @@ fn print_table(entries: &[AuditEntry], ns: &str) {
     out!("{TTL_NOTICE}");
 }
 
-/// The entries as CSV ([`CSV_COLUMNS`], one record a line): every cell escaped for a terminal
-/// first (a line break in a message becomes `\u{a}`), then quoted by the CSV rules.
+/// The entries as CSV ([`CSV_COLUMNS`], one record a line; [`crate::terminal::csv`]).
 fn csv_text(entries: &[AuditEntry]) -> String {
-    let mut writer = csv::WriterBuilder::new()
-        .terminator(csv::Terminator::Any(b'\n'))
-        .from_writer(Vec::new());
     let mut rows = vec![CSV_COLUMNS.map(str::to_owned)];
     rows.extend(entries.iter().map(|e| {
         [
@@ -143,30 +139,7 @@ fn csv_text(entries: &[AuditEntry]) -> String {
             e.message.clone(),
         ]
     }));
-    for row in rows {
-        // Writing to memory cannot fail.
-        let _ = writer.write_record(row.iter().map(|c| escaped(c, false).into_owned()));
-    }
-    writer
-        .into_inner()
-        .ok()
-        .and_then(|bytes| String::from_utf8(bytes).ok())
-        .unwrap_or_default()
-}
-
-/// `json` with every character a terminal would act on written as a JSON escape (`\u202e`):
-/// serde_json leaves DEL, C1 controls and bidirectional controls as they are, and they only
-/// occur inside strings.
-fn json_safe(json: &str) -> String {
-    let mut out = String::with_capacity(json.len());
-    for c in json.chars() {
-        if is_control(c) && !matches!(c, '\n' | '\t') {
-            out.push_str(&format!("\\u{:04x}", u32::from(c)));
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    crate::terminal::csv(&rows)
 }
 
 #[cfg(test)]

@@ -88,6 +88,7 @@ fn print_status(status: &BrokerStatus, clock: &ServerClock) {
         "REPLICA".to_owned(),
         "LAST HEARTBEAT".to_owned(),
         "ROLE".to_owned(),
+        "NOT READY".to_owned(),
     ]];
     rows.extend(status.replicas.iter().map(|r| {
         let age = now.duration_since(r.last_seen).as_secs().max(0);
@@ -95,6 +96,7 @@ fn print_status(status: &BrokerStatus, clock: &ServerClock) {
             r.identity.clone(),
             format!("{age}s ago"),
             if r.leader { "leader" } else { "standby" }.to_owned(),
+            r.unready.clone().unwrap_or_else(|| "-".to_owned()),
         ]
     }));
     if rows.len() > 1 {

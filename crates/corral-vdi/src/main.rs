@@ -32,6 +32,7 @@ mod numbers;
 mod policy_cmd;
 mod pool_cmd;
 mod terminal;
+mod usage_cmd;
 mod usb_cmd;
 
 use std::path::PathBuf;
@@ -200,6 +201,8 @@ enum PoolCommand {
     Entitlements(entitle_cmd::EntitlementsArgs),
     /// Move a member of a dedicated pool to another owner, or free it (recorded as an Event).
     Owner(policy_cmd::OwnerArgs),
+    /// A managed pool's hourly usage over the last 7 days: peak claimed, lowest free, reclaims.
+    Usage(usage_cmd::UsageArgs),
 }
 
 /// `pool list --watch`: the live view of the app (watches, not polling), printed whole on
@@ -472,6 +475,7 @@ async fn run(cli: Cli) -> vdi_core::Result<ExitCode> {
         Command::Pool(PoolCommand::Entitlements(args)) => {
             entitle_cmd::list(&source, context, args).await?;
         }
+        Command::Pool(PoolCommand::Usage(args)) => usage_cmd::run(&source, context, args).await?,
         Command::Audit(args) => audit_cmd::run(&source, context, args).await?,
         Command::Pool(PoolCommand::List {
             namespace,

@@ -105,6 +105,38 @@ pub(crate) fn print_table<const N: usize>(rows: &[[String; N]], indent: &str) {
     }
 }
 
+/// `json` with every character a terminal would act on written as a JSON escape (`\u202e`):
+/// serde_json leaves DEL, C1 controls and bidirectional controls as they are, and they only
+/// occur inside strings.
+pub(crate) fn json_safe(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if is_control(c) && !matches!(c, '\n' | '\t') {
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `rows` as CSV (RFC 4180, one record a line, `\n` ends each): every cell escaped for a
+/// terminal first (a line break in a message becomes `\u{a}`), then quoted by the CSV rules.
+pub(crate) fn csv<const N: usize>(rows: &[[String; N]]) -> String {
+    let mut writer = ::csv::WriterBuilder::new()
+        .terminator(::csv::Terminator::Any(b'\n'))
+        .from_writer(Vec::new());
+    for row in rows {
+        // Writing to memory cannot fail.
+        let _ = writer.write_record(row.iter().map(|c| escaped(c, false).into_owned()));
+    }
+    writer
+        .into_inner()
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -45,6 +45,9 @@ pub const PROGRAM_ENV: &str = "CORRAL_BROKER_BIN";
 /// The replicas' `--reclaim-margin-seconds` unless
 /// [`crate::Options::broker_reclaim_margin_seconds`] says otherwise: the broker's own default.
 pub const DEFAULT_RECLAIM_MARGIN_SECONDS: u32 = 30;
+/// The replicas' `--stall-seconds`: how long one stays ready without an answer from the API
+/// server (shorter than the broker's default 30, so that a test sees it turn unready soon).
+pub const STALL_SECONDS: u32 = 10;
 /// How long [`Brokers::wait_ready`] waits at most for a leader and every replica's heartbeat.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -336,6 +339,7 @@ impl Brokers {
                     .args(["--lease-seconds", &lease_seconds.to_string()])
                     .args(["--reclaim-margin-seconds", &margin.to_string()])
                     .args(["--bind-address", "127.0.0.1"])
+                    .args(["--stall-seconds", &STALL_SECONDS.to_string()])
                     .args(["--metrics-port", &ports.0.to_string()])
                     .args(["--health-port", &ports.1.to_string()])
                     .env("KUBECONFIG", &kubeconfig);

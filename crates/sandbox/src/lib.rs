@@ -28,6 +28,7 @@ pub mod emulator;
 pub mod kubeconfig;
 pub mod pki;
 mod process;
+pub mod prometheus;
 pub mod ssh;
 
 use std::fs;
@@ -89,6 +90,9 @@ pub struct Options {
     /// wait before reclaiming it ([`broker::DEFAULT_RECLAIM_MARGIN_SECONDS`] unless a test of
     /// reclaim wants it shorter).
     pub broker_reclaim_margin_seconds: u32,
+    /// Whether to run a Prometheus that scrapes the broker's replicas ([`prometheus`]; with
+    /// [`Options::broker`] only).
+    pub prometheus: bool,
 }
 
 impl Options {
@@ -103,6 +107,7 @@ impl Options {
             broker: true,
             broker_lease_seconds: broker::DEFAULT_LEASE_SECONDS,
             broker_reclaim_margin_seconds: broker::DEFAULT_RECLAIM_MARGIN_SECONDS,
+            prometheus: true,
         }
     }
 
@@ -124,6 +129,7 @@ impl Options {
             broker: false,
             broker_lease_seconds: broker::DEFAULT_LEASE_SECONDS,
             broker_reclaim_margin_seconds: broker::DEFAULT_RECLAIM_MARGIN_SECONDS,
+            prometheus: false,
         })
     }
 }
@@ -187,6 +193,7 @@ pub struct Sandbox {
     emulator: JoinHandle<()>,
     guests: Option<Arc<emulator::guests::Guests>>,
     brokers: Option<Arc<broker::Brokers>>,
+    prometheus: Option<prometheus::Prometheus>,
 }
 
 use process::free_port;
@@ -366,6 +373,12 @@ impl Sandbox {
         } else {
             None
         };
+        let prometheus = match &brokers {
+            Some(brokers) if options.prometheus => {
+                Some(prometheus::Prometheus::start(&dir, &brokers.replicas()).await?)
+            }
+            _ => None,
+        };
         let sshd = ssh::SshServer::start(&dir.join("ssh"), &options.name).await?;
         let (emulator, guests) = if options.emulate {
             // KubeVirt's parts act as KubeVirt's service accounts, whom the guard trusts as it
@@ -418,12 +431,25 @@ impl Sandbox {
             emulator,
             guests,
             brokers,
+            prometheus,
         })
     }
 
     /// A client acting as one of [`USERS`].
     pub async fn client_as(&self, user: &str) -> Result<Client> {
         kubeconfig::client(&self.kubeconfig, user).await
+    }
+
+    /// The kube-apiserver's process id (a test pauses it with SIGSTOP to see the broker turn
+    /// unready); `None` once it exited.
+    pub fn apiserver_pid(&self) -> Option<u32> {
+        self.apiserver.id()
+    }
+
+    /// The base URL of the Prometheus that scrapes the broker's replicas (`/api/v1/…`); `None`
+    /// without [`Options::prometheus`].
+    pub fn prometheus_url(&self) -> Option<&str> {
+        self.prometheus.as_ref().map(|p| p.url.as_str())
     }
 
     /// The broker's replicas, to share with whoever controls them (a test fixture); `None`

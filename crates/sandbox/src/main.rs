@@ -199,6 +199,10 @@ fn status(name: &str) -> Result<()> {
                     for line in replica_endpoints(name) {
                         println!("{line}");
                     }
+                    let prometheus = state_root().join(name).join(sandbox::prometheus::URL_FILE);
+                    if let Ok(url) = fs::read_to_string(prometheus) {
+                        println!("prometheus: {}", url.trim());
+                    }
                 }
                 Err(e) => {
                     println!(

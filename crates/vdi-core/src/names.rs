@@ -78,6 +78,11 @@ pub const BROKER_LAST_RECONCILE_ANNOTATION: &str = "corral.dev/broker-last-recon
 /// Prefix of the annotations on the leader-election Lease where each replica records itself:
 /// `replica.corral.dev/<identity>` = RFC 3339 UTC time of its last heartbeat.
 pub const BROKER_REPLICA_ANNOTATION_PREFIX: &str = "replica.corral.dev/";
+/// Prefix of each broker replica's readiness record on the leader-election Lease
+/// (`unready.corral.dev/<identity>`), written with its heartbeat: "since <RFC 3339>: <why>"
+/// while it is not ready, "from <RFC 3339> to <RFC 3339>: <why>" for the last time it was not;
+/// absent when it never was. `broker status` shows it.
+pub const BROKER_UNREADY_ANNOTATION_PREFIX: &str = "unready.corral.dev/";
 
 /// VM annotation the broker writes on a claimed member of a managed pool whose guest reports
 /// no logged-in user (KubeVirt's `userlist` subresource): RFC 3339 UTC time of the first such

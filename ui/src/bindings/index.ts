@@ -367,6 +367,12 @@ export type BrokerReplica = {
 	lastSeen: string,
 	/**  Whether it is the Lease's current holder. */
 	leader: boolean,
+	/**
+	 *  Its readiness record (`unready.corral.dev/<identity>`, at most 500 characters): "since
+	 *  <time>: <why>" while it is not ready, "from <time> to <time>: <why>" for the last time
+	 *  it was not; `None` when it never was.
+	 */
+	unready: string | null,
 };
 
 /**  Whether a broker acts on this cluster. */

@@ -71,8 +71,16 @@ pub struct MemberFacts<'a> {
     /// the holder's last Keep, if it reads.
     pub kept_at: Option<Timestamp>,
     /// Why no claim may be granted now (the cluster does not enforce the claim rules,
-    /// [`crate::enforcement`]); `None` while claims may be granted.
+    /// [`crate::enforcement`]; or an administrator's assignment to someone RBAC does not
+    /// entitle); `None` while claims may be granted.
     pub refusing: Option<&'a str>,
+    /// Why the active claim can never be granted, so that it is released at once rather than
+    /// left to block the member ([`crate::entitled::Refusal::Never`]: a Lease of another pool
+    /// than its member's); `None` otherwise.
+    pub never: Option<&'a str>,
+    /// In a dedicated pool, another member the holder owns already, if any: a member nobody
+    /// owns is not made theirs too.
+    pub owns_elsewhere: Option<&'a str>,
 }
 
 /// Why an Event is recorded (its `reason`, SPEC "Audit").

@@ -115,3 +115,15 @@ pub fn label_not_entitled_reason(
          (`kubectl label vm {member} -n {namespace} {ASSIGNED_TO_LABEL}-`)"
     )
 }
+
+/// Why `holder`'s claim of `member`, in a dedicated pool, is not granted: they own `own` there
+/// already, and a member is dedicated to one user at most once.
+pub fn owns_elsewhere_reason(member: &str, namespace: &str, own: &str, holder: &str) -> String {
+    let user = shown(holder);
+    format!(
+        "{user} owns {own} in this dedicated pool already, so {member} is not made theirs too: no \
+         access granted; release it (`corral-vdi unassign {member} -n {namespace}`) and claim \
+         again, which gives {user} {own}, or an administrator frees {own} (`corral-vdi pool \
+         owner {own} --none -n {namespace}`)"
+    )
+}

@@ -62,6 +62,8 @@ fn decide_deleting(
             policy: None,
             kept_at: None,
             refusing: None,
+            never: None,
+            owns_elsewhere: None,
         },
     )
 }
@@ -494,6 +496,8 @@ fn a_label_that_names_nobody_or_while_claims_are_not_enforced_is_left_alone() {
             policy: None,
             kept_at: None,
             refusing: Some("the guard is not installed"),
+            never: None,
+            owns_elsewhere: None,
         },
     );
     assert_eq!(d.plan, Plan::Nothing);
@@ -776,6 +780,8 @@ fn no_claim_is_granted_while_the_claim_rules_are_not_enforced_and_the_grant_is_r
                 policy: None,
                 kept_at: None,
                 refusing: Some(why),
+                never: None,
+                owns_elsewhere: None,
             },
         );
         let r = refusal_plan(&d);
@@ -800,4 +806,76 @@ fn kubernetes_own_identities_are_never_granted_but_service_accounts_are() {
     let l = lease("system:serviceaccount:corral-vms:kiosk", "13:00:00");
     let d = decide_with(Some(vm()), Some(&l), GrantFacts::default());
     assert!(grant_plan(&d).apply_grant);
+}
+
+/// [`decide_with`] on alice's active claim of a stopped member, with `never` and
+/// `owns_elsewhere` as given and the member owned by `owner`.
+fn decide_unfit(owner: Option<&str>, never: Option<&str>, elsewhere: Option<&str>) -> Decision {
+    let l = lease("alice", "13:00:00");
+    let member = VmFacts { owner, ..vm() };
+    decide(
+        M,
+        NS,
+        &MemberFacts {
+            vm: Some(member),
+            lease: Some(&l),
+            lease_deleting: None,
+            grant: GrantFacts::default(),
+            now: now(),
+            margin: SignedDuration::from_secs(30),
+            policy: None,
+            kept_at: None,
+            refusing: None,
+            never,
+            owns_elsewhere: elsewhere,
+        },
+    )
+}
+
+#[test]
+fn a_claim_that_can_never_be_granted_is_released_at_once() {
+    // Another pool's Lease, or someone else's dedicated desktop: the Lease deleted under its
+    // resourceVersion, so that renewing it blocks nobody; the power left alone (never granted).
+    for (d, why) in [
+        (
+            decide_unfit(
+                None,
+                Some("the claim Lease of dev-1 says pool \"open\""),
+                None,
+            ),
+            "says pool \"open\"",
+        ),
+        (
+            decide_unfit(Some("bob"), None, None),
+            "dedicated desktop of bob",
+        ),
+    ] {
+        let t = teardown_plan(&d);
+        assert_eq!(t.reclaim.as_deref(), Some("42"));
+        assert_eq!(t.event, Some(Reason::Reclaimed));
+        assert!(
+            t.why.as_deref().is_some_and(|w| w.contains(why)),
+            "{:?}",
+            t.why
+        );
+        assert_eq!(
+            t.on_release, None,
+            "never granted: its power is not the claim's"
+        );
+        assert!(!t.delete_grant);
+    }
+    // Her own desktop: granted.
+    assert!(grant_plan(&decide_unfit(Some("alice"), None, None)).apply_grant);
+}
+
+#[test]
+fn a_second_desktop_is_never_made_the_same_users() {
+    let d = decide_unfit(None, None, Some("dev-2"));
+    let r = refusal_plan(&d);
+    assert_eq!(r.event, Reason::NotGranted);
+    assert!(
+        r.reason.contains("alice owns dev-2") && r.reason.contains("unassign dev-1"),
+        "{}",
+        r.reason
+    );
 }

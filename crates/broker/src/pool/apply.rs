@@ -157,6 +157,8 @@ pub async fn reconcile(ctx: &Context, key: &PoolKey) -> anyhow::Result<Option<Ti
         recorder: take::recorder(ctx),
     };
     let PoolKey { namespace, pool } = key;
+    // Reclaims since the last look, for the usage history of the status written first.
+    let reclaims = ctx.take_reclaims(key);
     let policy = match desktop_pool.policy() {
         Ok(policy) => policy,
         Err(problem) => {
@@ -181,7 +183,7 @@ pub async fn reconcile(ctx: &Context, key: &PoolKey) -> anyhow::Result<Option<Ti
             status::write(
                 &ctx.client,
                 &desktop_pool,
-                &status::status(&desktop_pool, counts, &judged, now),
+                &status::status(&desktop_pool, counts, &judged, now, &reclaims),
             )
             .await?;
             return Ok(None);
@@ -256,7 +258,7 @@ pub async fn reconcile(ctx: &Context, key: &PoolKey) -> anyhow::Result<Option<Ti
     let grow = !planned.clone.is_empty() && retry_at.is_none();
     let failed = retry_at.map(|(_, why)| why);
     let judged = judge(key, &planned, policy.size, grow, failed.as_deref());
-    let before = status::status(&desktop_pool, planned.counts, &judged, now);
+    let before = status::status(&desktop_pool, planned.counts, &judged, now, &reclaims);
     status::write(&ctx.client, &desktop_pool, &before).await?;
     if grow {
         let failed = work.grow(&policy.golden, &planned.clone).await;
@@ -278,7 +280,8 @@ pub async fn reconcile(ctx: &Context, key: &PoolKey) -> anyhow::Result<Option<Ti
         status::write(
             &ctx.client,
             &written,
-            &status::status(&desktop_pool, counts, &judged, now),
+            // Folded into what was written just now: its reclaims are in it already.
+            &status::status(&written, counts, &judged, now, &Default::default()),
         )
         .await?;
         set_failure(key, failed);

@@ -9,6 +9,9 @@
 //! - `PolicyInvalid`: the spec cannot be read ([`vdi_core::policy::DesktopPool::policy`]); the
 //!   broker then does nothing to the pool.
 //!
+//! It also keeps the pool's hourly usage history ([`vdi_core::policy::usage`]: peak claimed,
+//! lowest free, reclaims by why), folded in at each look.
+//!
 //! Written only when it changed (a condition keeps its `lastTransitionTime` while its status
 //! stays), with a merge patch of `status` (field manager `corral-vdi-broker`).
 
@@ -18,7 +21,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
+use std::collections::BTreeMap;
 use vdi_core::names::BROKER_NAME;
+
+use vdi_core::policy::usage;
 use vdi_core::policy::{DesktopPool, DesktopPoolStatus};
 
 use crate::context::PoolKey;
@@ -46,6 +52,7 @@ pub fn status(
     counts: Counts,
     judged: &[Judged],
     now: Timestamp,
+    reclaims: &BTreeMap<String, i32>,
 ) -> DesktopPoolStatus {
     let old = pool
         .status
@@ -79,6 +86,18 @@ pub fn status(
         warm: counts.warm,
         creating: counts.creating,
         conditions,
+        usage: usage::record(
+            pool.status
+                .as_ref()
+                .map(|s| s.usage.as_slice())
+                .unwrap_or_default(),
+            now,
+            &usage::Look {
+                claimed: counts.claimed,
+                free: counts.free,
+                reclaims: reclaims.clone(),
+            },
+        ),
     }
 }
 
@@ -230,12 +249,30 @@ mod tests {
         };
         let t0: Timestamp = "2026-12-04T10:00:00Z".parse().unwrap();
         let t1: Timestamp = "2026-12-04T11:00:00Z".parse().unwrap();
-        let first = status(&pool, Counts::default(), &[ready(true)], t0);
+        let first = status(
+            &pool,
+            Counts::default(),
+            &[ready(true)],
+            t0,
+            &BTreeMap::new(),
+        );
         assert_eq!(first.observed_generation, Some(3));
         pool.status = Some(first.clone());
-        let again = status(&pool, Counts::default(), &[ready(true)], t1);
+        let again = status(
+            &pool,
+            Counts::default(),
+            &[ready(true)],
+            t1,
+            &BTreeMap::new(),
+        );
         assert_eq!(again, first, "nothing changed: nothing to write");
-        let flipped = status(&pool, Counts::default(), &[ready(false)], t1);
+        let flipped = status(
+            &pool,
+            Counts::default(),
+            &[ready(false)],
+            t1,
+            &BTreeMap::new(),
+        );
         assert_eq!(flipped.conditions[0].last_transition_time, Time(t1));
         assert_eq!(message(&pool, "Ready"), Some("m"));
     }

@@ -52,6 +52,7 @@ impl Member<'_> {
                         };
                         let metrics = &self.ctx.telemetry.metrics;
                         metrics.reclaims.get_or_create(&WhyLabel { why }).inc();
+                        self.ctx.count_reclaim(namespace, self.target.pool, why);
                     }
                     done.push(deleted);
                 }

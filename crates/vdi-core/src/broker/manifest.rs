@@ -384,7 +384,26 @@ mod tests {
         );
         assert_eq!(
             container["args"],
-            serde_json::json!(["--lease-seconds", "15"])
+            serde_json::json!([
+                "--lease-seconds",
+                "15",
+                "--metrics-port",
+                "8080",
+                "--health-port",
+                "8081"
+            ])
+        );
+        // The probes ask the health port; the metrics port is named for a ServiceMonitor.
+        for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
+            assert_eq!(container[probe]["httpGet"]["path"], path);
+            assert_eq!(container[probe]["httpGet"]["port"], "health");
+        }
+        assert_eq!(
+            container["ports"],
+            serde_json::json!([
+                { "name": "metrics", "containerPort": 8080 },
+                { "name": "health", "containerPort": 8081 }
+            ])
         );
         assert_eq!(container["env"][0]["name"], "POD_NAME");
         assert_eq!(

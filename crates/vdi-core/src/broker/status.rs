@@ -20,7 +20,7 @@ use crate::error::{Error, Result, describe, is_status};
 use crate::lease::{ClaimLease, lease_view};
 use crate::names::{
     BROKER_LAST_RECONCILE_ANNOTATION, BROKER_NAME, BROKER_NAMESPACE, BROKER_REFUSING_ANNOTATION,
-    BROKER_REPLICA_ANNOTATION_PREFIX,
+    BROKER_REPLICA_ANNOTATION_PREFIX, BROKER_UNREADY_ANNOTATION_PREFIX,
 };
 
 /// A replica's heartbeat older than this many Lease durations is dropped: that replica is gone
@@ -59,6 +59,10 @@ pub struct BrokerReplica {
     pub last_seen: Timestamp,
     /// Whether it is the Lease's current holder.
     pub leader: bool,
+    /// Its readiness record (`unready.corral.dev/<identity>`, at most 500 characters): "since
+    /// <time>: <why>" while it is not ready, "from <time> to <time>: <why>" for the last time
+    /// it was not; `None` when it never was.
+    pub unready: Option<String>,
 }
 
 /// What the cluster's broker is doing.
@@ -176,7 +180,16 @@ pub fn status_of(lease: Option<&ClaimLease>, now: Timestamp) -> BrokerStatus {
     let mut replicas = Vec::new();
     let mut last_reconcile = None;
     let mut refusing = None;
+    let unready = |identity: &str| {
+        lease
+            .annotations()
+            .get(&format!("{BROKER_UNREADY_ANNOTATION_PREFIX}{identity}"))
+            .map(|v| v.chars().take(UNREADY_CHARS).collect::<String>())
+    };
     for (key, value) in lease.annotations() {
+        if key.starts_with(BROKER_UNREADY_ANNOTATION_PREFIX) {
+            continue;
+        }
         let mut time = || match value.parse::<Timestamp>() {
             Ok(t) => Some(t),
             Err(_) => {
@@ -200,6 +213,7 @@ pub fn status_of(lease: Option<&ClaimLease>, now: Timestamp) -> BrokerStatus {
                 identity: identity.to_owned(),
                 last_seen,
                 leader: view.active && view.holder.as_deref() == Some(identity),
+                unready: unready(identity),
             });
         }
     }
@@ -285,6 +299,8 @@ pub fn status_of(lease: Option<&ClaimLease>, now: Timestamp) -> BrokerStatus {
 
 /// The most characters of the leader's refusal ([`BROKER_REFUSING_ANNOTATION`]) shown.
 const REFUSING_CHARS: usize = 1000;
+/// The most characters of a replica's readiness record kept.
+const UNREADY_CHARS: usize = 500;
 
 /// Longest annotation value a problem quotes.
 const QUOTED_CHARS: usize = 40;

@@ -394,6 +394,7 @@ mod tests {
             identity: "broker-a".into(),
             last_seen: "2026-12-03T19:58:00Z".parse().unwrap(),
             leader: false,
+            unready: None,
         });
         assert_eq!(
             no_leader_words(&broker, now),

@@ -16,6 +16,7 @@ pub mod duration;
 pub mod plan;
 pub mod reclaim;
 pub mod release;
+pub mod usage;
 
 use jiff::SignedDuration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -154,6 +155,9 @@ pub struct DesktopPoolStatus {
     /// `Ready` (size and warm reached), `Resizing`, `PolicyValid`, … (Kubernetes conditions).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// Hourly usage, oldest first, seven days at most ([`usage`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub usage: Vec<usage::UsageBucket>,
 }
 
 /// A DesktopPool's spec, checked and parsed.

@@ -40,6 +40,8 @@ fn decide_managed(
             policy: Some(policy),
             kept_at: kept_at.map(|k| k.parse().unwrap()),
             refusing: None,
+            never: None,
+            owns_elsewhere: None,
         },
     )
 }
@@ -266,6 +268,8 @@ fn a_reset_waits_for_no_lease_being_deleted_it_stops_instead() {
             policy: Some(&p),
             kept_at: None,
             refusing: None,
+            never: None,
+            owns_elsewhere: None,
         },
     );
     assert_eq!(teardown_plan(&d).on_release, Some(OnRelease::Keep));
