@@ -7,16 +7,13 @@
 use std::time::Duration;
 
 use corral_tests::{
-    client_as, eventually, golden_vm, leases, managed_pool_in, namespace, release_as, vms,
-    wait_pool_members,
+    client_as, golden_vm, leases, managed_pool_in, namespace, release_as, vms, wait_pool_members,
 };
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use serde_json::json;
-use vdi_core::names::{
-    BROKER_REASON_ANNOTATION, MEMBER_LABEL, OWNER_ANNOTATION, POOL_LABEL, lease_name,
-};
+use vdi_core::names::{MEMBER_LABEL, OWNER_ANNOTATION, POOL_LABEL, lease_name};
 use vdi_core::policy::{Assignment, DesktopPoolSpec};
 
 use crate::{
@@ -170,18 +167,20 @@ async fn raw_claims_neither_squat_on_someone_s_desktop_nor_collect_a_second_one(
     assert_eq!(grant(&ns, &mine).await, (None, None), "a grant for bob");
     assert_eq!(uid_and_owner(&ns, &mine).await.1.as_deref(), Some("alice"));
 
-    // alice's raw Lease on the other member: not made hers too, not granted; the reason names
-    // her own desktop.
+    // alice's raw Lease on the other member: not made hers too, never granted, and released at
+    // once; the Event names her own desktop.
     raw_claim("alice", &ns, "hd", other).await;
-    let reason = eventually("the reason on the second member", CONVERGE, || async {
-        let vm = vms(&admin, &ns).get(other).await.ok()?;
-        vm.annotations()
-            .get(BROKER_REASON_ANNOTATION)
-            .filter(|r| r.contains(&format!("alice owns {mine}")))
-            .cloned()
-    })
-    .await;
-    assert!(reason.contains("release it"), "{reason}");
+    let reclaimed = wait_event(&ns, other, "Reclaimed", "alice", CONVERGE).await;
+    let note = reclaimed.note.unwrap_or_default();
+    assert!(note.contains(&format!("alice owns {mine}")), "{note}");
+    assert!(
+        leases(&admin, &ns)
+            .get_opt(&lease_name(other))
+            .await
+            .unwrap()
+            .is_none(),
+        "alice's second claim stayed"
+    );
     assert_eq!(
         uid_and_owner(&ns, other).await.1,
         None,
@@ -192,7 +191,6 @@ async fn raw_claims_neither_squat_on_someone_s_desktop_nor_collect_a_second_one(
         (None, None),
         "a second desktop for alice"
     );
-    release("alice", &ns, "hd", other).await;
 
     // Her claim still gives her her own.
     assert_eq!(claim("alice", &ns, "hd").await.member, mine);

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use vdi_core::clock::ServerClock;
+use vdi_core::policy::usage::UsageBucket;
 
 use crate::serve::Telemetry;
 use vdi_core::lease::ClaimLease;
@@ -70,6 +71,9 @@ pub struct Context {
     /// Claims reclaimed in each managed pool, by why, since its usage history last took them
     /// ([`Context::count_reclaim`], [`Context::take_reclaims`]).
     pub reclaimed: Mutex<HashMap<PoolKey, BTreeMap<String, i32>>>,
+    /// Each managed pool's usage history as this leader last wrote it: what the next status
+    /// folds into, so that a store lagging behind its own writes loses no bucket.
+    pub usage: Mutex<HashMap<PoolKey, Vec<UsageBucket>>>,
 }
 
 impl Context {
@@ -101,6 +105,28 @@ impl Context {
     pub fn take_reclaims(&self, pool: &PoolKey) -> BTreeMap<String, i32> {
         let mut reclaimed = self.reclaimed.lock().unwrap_or_else(|p| p.into_inner());
         reclaimed.remove(pool).unwrap_or_default()
+    }
+
+    /// Gives back reclaims taken for a status that could not be written.
+    pub fn give_back_reclaims(&self, pool: &PoolKey, taken: BTreeMap<String, i32>) {
+        let mut reclaimed = self.reclaimed.lock().unwrap_or_else(|p| p.into_inner());
+        let counts = reclaimed.entry(pool.clone()).or_default();
+        for (why, n) in taken {
+            let count = counts.entry(why).or_default();
+            *count = count.saturating_add(n);
+        }
+    }
+
+    /// The usage history this leader last wrote for `pool`, if it wrote one.
+    pub fn written_usage(&self, pool: &PoolKey) -> Option<Vec<UsageBucket>> {
+        let usage = self.usage.lock().unwrap_or_else(|p| p.into_inner());
+        usage.get(pool).cloned()
+    }
+
+    /// Remembers the usage history written for `pool`.
+    pub fn wrote_usage(&self, pool: &PoolKey, written: &[UsageBucket]) {
+        let mut usage = self.usage.lock().unwrap_or_else(|p| p.into_inner());
+        usage.insert(pool.clone(), written.to_vec());
     }
 }
 

@@ -86,7 +86,7 @@ where
         move |event| {
             std::future::ready(match event {
                 Ok(event) => {
-                    health.watch_ok();
+                    health.watch_ok(what);
                     match event {
                         Event::Apply(k) | Event::Delete(k) | Event::InitApply(k) => key(&k),
                         Event::Init | Event::InitDone => None,
@@ -326,6 +326,7 @@ pub async fn lead(
         enforcement,
         telemetry: telemetry.clone(),
         reclaimed: Default::default(),
+        usage: Default::default(),
     });
     let mut triggers = pin!(futures::stream::select(
         futures::stream::select(

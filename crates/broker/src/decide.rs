@@ -9,9 +9,10 @@
 //! - **Active Lease** (a holder `H`, readable times, a `renewTime` (else `acquireTime`) not
 //!   ahead of the API server's clock by more than the margin, and `renewTime +
 //!   leaseDurationSeconds + margin` after now: a claim still inside the reclaim margin is kept)
-//!   and the assigned-to label absent, the broker's own (equal to the granted-to annotation) or
-//!   `encode(H)`: [`Plan::Grant`]. The label follows the Lease, so an administrator's hand edit
-//!   of the holder moves the grant.
+//!   and the assigned-to label absent (not yet written: the broker's own removed is a release,
+//!   below), the broker's own (equal to the granted-to annotation) or `encode(H)`:
+//!   [`Plan::Grant`]. The label follows the Lease, so an administrator's hand edit of the holder
+//!   moves the grant.
 //! - **The last session first** (SPEC "Broker": a holder is never bound to a member whose
 //!   running VMI started before their claim). A claim that ends while the member's VMI runs
 //!   records that VMI's uid ([`TeardownPlan::last_session`]); a new holder is granted only once
@@ -30,11 +31,13 @@
 //!   with [`Reason::Conflict`] (no grant to either; a reason annotation naming both fixes, one
 //!   Event).
 //! - **An active claim that can never be granted** (a Lease labelled with another pool than its
-//!   member's, [`MemberFacts::never`]; a dedicated member someone else owns): reclaimed at once
-//!   ([`Plan::Teardown`], the Lease deleted under its resourceVersion, Event `Reclaimed` saying
-//!   why), so that a Lease renewed for ever keeps nobody out. A dedicated member nobody owns,
-//!   claimed by someone who owns another of the pool ([`MemberFacts::owns_elsewhere`]):
-//!   [`Plan::Refuse`] (a user's desktop is one).
+//!   member's, [`MemberFacts::never`]; a member someone else owns where owner marks count,
+//!   `vdi_core::claim::ownership::owners_count`; a dedicated member nobody owns, claimed by
+//!   someone who owns another of the pool, [`MemberFacts::owns_elsewhere`]): if it was never
+//!   granted and the pool's policy reads, reclaimed at once ([`Plan::Teardown`], the Lease
+//!   deleted under its resourceVersion, Event `Reclaimed` saying why, counted `unfit`), so that
+//!   a Lease renewed for ever keeps nobody out; otherwise [`Plan::Refuse`] (a granted session
+//!   is revoked, not torn down, and granted again once an administrator undoes the change).
 //! - **A Lease with a holder that cannot be read** (`LeaseView::problem`: a time or duration out
 //!   of range): [`Plan::Refuse`] with [`Reason::UnreadableClaim`] (no grant, the grant made
 //!   before revoked, the reason names the bad field, one Event). It is never deleted: only an
@@ -47,12 +50,14 @@
 //!   by finalizers) and the broker's traces on the member (granted-to annotation, or a grant):
 //!   [`Plan::Teardown`]. A Lease being deleted is never deleted again; the member's reason
 //!   annotation names its finalizers until they go.
-//! - **A label-only assignment** (label, no active Lease, no trace: the seed's Go CLI writes the
-//!   label alone, which the guard lets only administrators do) naming a person or robot, while
-//!   the claim rules are enforced: [`Plan::Adopt`], a claim for the labelled user, made once
-//!   RBAC entitles them to the pool (else the reason on the member); on a dedicated member
-//!   someone else owns, [`Plan::Refuse`]. A label that names nobody (a hashed one, one of
-//!   Kubernetes' own identities) is left alone.
+//! - **A label-only assignment** (label, no active Lease, no trace, no last session recorded:
+//!   the seed's Go CLI writes the label alone; with a broker, the guard and the broker's members
+//!   policy let only administrators and the broker write it, and the broker's own hand-over
+//!   label comes with the last session's record) naming a person or robot, while the claim
+//!   rules are enforced: [`Plan::Adopt`], a claim for the labelled user, made once RBAC entitles
+//!   them to the pool (else the reason on the member); on a dedicated member someone else owns,
+//!   [`Plan::Refuse`]. A label that names nobody (a hashed one, one of Kubernetes' own
+//!   identities) is left alone.
 //! - **Active Lease, the label removed** after the broker wrote it (granted-to names the holder
 //!   and the grant binds them): released ([`Plan::Teardown`], the Lease deleted under its
 //!   resourceVersion, one `Released` Event saying the label went), the Go CLI's unassign.
@@ -88,6 +93,7 @@ use vdi_core::names::{
 };
 use vdi_core::policy::OnRelease;
 // What a claim's end does: the core's rule, which the views' words follow too.
+use vdi_core::claim::ownership::owners_count;
 use vdi_core::policy::reclaim::{
     ReclaimDue, ReclaimWhy, WrittenTimes, recorded_start, trusted_times,
 };
@@ -239,20 +245,23 @@ pub fn decide(member: &str, namespace: &str, facts: &MemberFacts<'_>) -> Decisio
                     refuse(vm, &facts.grant, Reason::Conflict, holder, reason)
                 }
                 // Claims that can never be granted are released at once, so that a Lease
-                // renewed for ever blocks nobody: another pool's, or someone else's desktop.
+                // renewed for ever blocks nobody: another pool's, someone else's desktop, a
+                // second desktop of the same user. Only claims never granted, and only while
+                // the pool's policy reads: a granted session is refused (revoked, its Lease
+                // kept) and granted again once an administrator undoes the change.
                 _ if facts.never.is_some() => {
                     let why = facts.never.unwrap_or_default().to_owned();
-                    Plan::Teardown(never(vm, facts, holder, why))
+                    unfit(vm, facts, holder, why)
                 }
                 _ if owned_by_another(facts, vm, holder) => {
                     let owner = vm.owner.unwrap_or_default();
                     let why = owned_reason(member, namespace, owner, holder);
-                    Plan::Teardown(never(vm, facts, holder, why))
+                    unfit(vm, facts, holder, why)
                 }
                 _ if facts.owns_elsewhere.is_some() && vm.owner.is_none() => {
                     let own = facts.owns_elsewhere.unwrap_or_default();
-                    let reason = owns_elsewhere_reason(member, namespace, own, holder);
-                    refuse(vm, &facts.grant, Reason::NotGranted, holder, reason)
+                    let why = owns_elsewhere_reason(member, namespace, own, holder);
+                    unfit(vm, facts, holder, why)
                 }
                 _ => {
                     let granted = vm.granted_to == Some(encoded.as_str());
@@ -349,14 +358,16 @@ pub fn decide(member: &str, namespace: &str, facts: &MemberFacts<'_>) -> Decisio
 /// administrator's choice). A pool whose policy cannot be read, or that has none any more,
 /// keeps its owners' members theirs.
 fn owned_by_another(facts: &MemberFacts<'_>, vm: VmFacts<'_>, holder: &str) -> bool {
-    facts.policy.is_none_or(|p| p.dedicated()) && vm.owner.is_some_and(|o| o != holder)
+    owners_count(facts.policy.map(|p| p.dedicated())) && vm.owner.is_some_and(|o| o != holder)
 }
 
 /// Whom a free member's label-only assignment is for, if the broker adopts it as a claim
 /// ([`Plan::Adopt`]): the label decodes to an identity a person or robot signs in as, and the
 /// cluster enforces the claim rules (else nothing of a claim would be granted either).
 fn label_claimant(facts: &MemberFacts<'_>, vm: VmFacts<'_>) -> Option<String> {
-    if facts.refusing.is_some() {
+    // A label beside the last session's record is the broker's own hand-over label (written
+    // for a new holder who then gave the claim up), not an administrator's assignment.
+    if facts.refusing.is_some() || vm.last_session.is_some() {
         return None;
     }
     match decode_identity(vm.label?) {
@@ -378,15 +389,22 @@ fn unlabelled(vm: VmFacts<'_>, facts: &MemberFacts<'_>, holder: &str) -> Teardow
     plan
 }
 
-/// `holder`'s active claim that can never be granted (`why`): released as a reclaim is (the
-/// Lease deleted under its resourceVersion, whatever the broker made of it undone), one
-/// `Reclaimed` Event naming why; the member's power is left alone unless the claim was granted.
-fn never(vm: VmFacts<'_>, facts: &MemberFacts<'_>, holder: &str, why: String) -> TeardownPlan {
+/// `holder`'s active claim that is not to be granted (`why`). Never granted before and the
+/// pool's policy readable (or no DesktopPool at all): released as a reclaim is (the Lease deleted
+/// under its resourceVersion, whatever the broker made of it undone), one `Reclaimed` Event
+/// naming why, the member's power left alone. Otherwise refused: no grant (revoked), the reason
+/// on the member, the Lease kept.
+fn unfit(vm: VmFacts<'_>, facts: &MemberFacts<'_>, holder: &str, why: String) -> Plan {
+    let granted = vm.granted_to == Some(encode_identity(holder).as_str());
+    if granted || facts.policy_unreadable {
+        return refuse(vm, &facts.grant, Reason::NotGranted, holder, why);
+    }
     let mut plan = teardown(vm, facts, Some(holder), None);
     plan.reclaim = facts.lease.and_then(|l| l.resource_version.clone());
     plan.why = Some(why);
     plan.event = Some(Reason::Reclaimed);
-    plan
+    plan.unfit = true;
+    Plan::Teardown(plan)
 }
 
 fn grant(
@@ -541,6 +559,7 @@ fn teardown(
         event: traces.then_some(Reason::Released),
         last_session,
         handover: None,
+        unfit: false,
     }
 }
 
@@ -611,6 +630,7 @@ fn revoke(vm: VmFacts<'_>) -> TeardownPlan {
         event: None,
         last_session: None,
         handover: None,
+        unfit: false,
     }
 }
 

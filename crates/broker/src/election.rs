@@ -117,6 +117,8 @@ pub async fn run<F>(
         if let Some(task) = reconciler.take() {
             task.abort();
             telemetry.metrics.leader.set(0);
+            telemetry.metrics.members.clear();
+            telemetry.metrics.depth.set(0);
             telemetry.health.leading(false);
             tracing::warn!(%identity, "{why}: reconciler stopped");
         }

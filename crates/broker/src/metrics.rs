@@ -14,10 +14,12 @@
 //!   `acquireTime`, not before its `creationTimestamp`: the API server's clock for a new Lease)
 //!   to the holder's grant bound;
 //! - `corral_vdi_reclaims_total{why}` (`expired`, `invalid`: a Lease that never expires or lies
-//!   about its time, `maxSession`, `idle`, `disconnected`);
+//!   about its time, `maxSession`, `idle`, `disconnected`, `unfit`: a claim that could never be
+//!   granted, released at once);
 //! - `corral_vdi_leader`: 1 while this replica holds the leader Lease, else 0.
 //!
-//! Standby replicas serve the same names (their reconcile counts stay 0, their leader gauge 0).
+//! Standby replicas serve the same names (their leader gauge 0; a replica that stops leading
+//! drops its pool census and queue depth, so that a sum over replicas counts the leader's).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -48,7 +50,7 @@ pub struct MemberLabels {
 /// Why a claim was reclaimed.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WhyLabel {
-    /// `expired`, `invalid`, `maxSession`, `idle`, `disconnected`.
+    /// `expired`, `invalid`, `maxSession`, `idle`, `disconnected`, `unfit`.
     pub why: &'static str,
 }
 

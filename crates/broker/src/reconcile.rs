@@ -23,6 +23,7 @@ mod power;
 mod teardown;
 mod writes;
 
+use anyhow::Context as _;
 use jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use kube::runtime::events::{Recorder, Reporter};
@@ -104,10 +105,9 @@ pub async fn reconcile(ctx: &Context, key: &Key) -> anyhow::Result<Option<Timest
             .map(|_| l.metadata.finalizers.as_deref().unwrap_or_default())
     });
     // A managed pool: its DesktopPool, named like the pool in its namespace, whose policy reads.
-    let policy = stores
-        .pools
-        .get(&ObjectRef::new(&pool).within(namespace))
-        .and_then(|p| p.policy().ok());
+    let desktop_pool = stores.pools.get(&ObjectRef::new(&pool).within(namespace));
+    let policy = desktop_pool.as_ref().and_then(|p| p.policy().ok());
+    let policy_unreadable = desktop_pool.is_some() && policy.is_none();
     let kept_at = lease
         .as_deref()
         .and_then(|l| l.annotations().get(KEPT_AT_ANNOTATION))
@@ -132,19 +132,28 @@ pub async fn reconcile(ctx: &Context, key: &Key) -> anyhow::Result<Option<Timest
         }
         _ => (None, None),
     };
-    // A dedicated pool's member nobody owns yet, claimed by someone who owns another.
+    // A dedicated pool's member nobody owns yet, claimed by someone who owns another: asked of
+    // the API server (a quorum read of the pool's members' metadata), not the store, which may
+    // lag behind this broker's own owner marks.
     let owns_elsewhere = match (policy.as_ref(), vm.as_deref(), holder) {
         (Some(p), Some(vm), Some(holder))
             if p.dedicated() && !vm.annotations().contains_key(OWNER_ANNOTATION) =>
         {
-            stores
-                .vms
-                .state()
+            let vms: kube::Api<VirtualMachine> =
+                kube::Api::namespaced(ctx.client.clone(), namespace);
+            let members = vms
+                .list_metadata(
+                    &kube::api::ListParams::default().labels(&format!("{POOL_LABEL}={pool}")),
+                )
+                .await
+                .with_context(|| {
+                    format!("list the members of pool {pool} in namespace \"{namespace}\"")
+                })?;
+            members
+                .items
                 .iter()
                 .find(|other| {
-                    other.namespace().as_deref() == Some(namespace.as_str())
-                        && other.labels().get(POOL_LABEL) == Some(&pool)
-                        && other.name_any() != *member
+                    other.name_any() != *member
                         && other
                             .annotations()
                             .get(OWNER_ANNOTATION)
@@ -163,6 +172,7 @@ pub async fn reconcile(ctx: &Context, key: &Key) -> anyhow::Result<Option<Timest
         refusing: refusing.as_deref(),
         never: never.as_deref(),
         owns_elsewhere: owns_elsewhere.as_deref(),
+        policy_unreadable,
         vm: vm.as_deref().map(|vm| VmFacts {
             vmi: vmi.as_deref(),
             ..vm_facts(vm)

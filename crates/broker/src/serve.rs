@@ -50,8 +50,9 @@ struct State {
     leading: bool,
     /// The leader's watches have all listed.
     listed: bool,
-    /// Since when, and why, a watch of the leader fails (cleared by its next event).
-    watch_failing: Option<(Instant, String)>,
+    /// Per watch of the leader that fails: since when, and why (cleared by that watch's next
+    /// event).
+    watch_failing: std::collections::BTreeMap<&'static str, (Instant, String)>,
     /// Why the leader's watches ended, if they did (the process should be restarted).
     ended: Option<String>,
     /// The readiness last logged.
@@ -72,7 +73,7 @@ impl Health {
                 error: None,
                 leading: false,
                 listed: false,
-                watch_failing: None,
+                watch_failing: Default::default(),
                 ended: None,
                 logged: Ok(()),
                 unready: None,
@@ -104,7 +105,7 @@ impl Health {
         self.with(|s| {
             s.leading = leading;
             s.listed = false;
-            s.watch_failing = None;
+            s.watch_failing.clear();
             s.ended = None;
         });
     }
@@ -114,21 +115,21 @@ impl Health {
         self.with(|s| s.listed = true);
     }
 
-    /// A watch of the leader delivered an event: it works, and the API server answers.
-    pub fn watch_ok(&self) {
+    /// The watch of `what` delivered an event: it works, and the API server answers.
+    pub fn watch_ok(&self, what: &'static str) {
         self.with(|s| {
-            s.watch_failing = None;
+            s.watch_failing.remove(what);
             s.answered = Instant::now();
             s.error = None;
         });
     }
 
     /// The watch of `what` failed with `error` (it retries).
-    pub fn watch_failed(&self, what: &str, error: &str) {
+    pub fn watch_failed(&self, what: &'static str, error: &str) {
         self.with(|s| {
-            if s.watch_failing.is_none() {
-                s.watch_failing = Some((Instant::now(), format!("the watch of {what}: {error}")));
-            }
+            s.watch_failing
+                .entry(what)
+                .or_insert_with(|| (Instant::now(), format!("the watch of {what}: {error}")));
         });
     }
 
@@ -164,7 +165,8 @@ impl Health {
             } else if s.leading && !s.listed {
                 Err("leading, and its caches are not synced yet".to_owned())
             } else {
-                match &s.watch_failing {
+                let longest = s.watch_failing.values().min_by_key(|(since, _)| *since);
+                match longest {
                     Some((since, why)) if now.duration_since(*since) > stall => Err(format!(
                         "{why} (failing for {} s, bound {} s)",
                         now.duration_since(*since).as_secs(),
@@ -309,7 +311,10 @@ mod tests {
             record.starts_with("since 2026-12-07T00:00:00Z: no answer from the API server"),
             "{record}"
         );
-        health.watch_ok();
+        // Another watch's events do not clear it.
+        health.watch_ok("DesktopPools");
+        assert!(health.ready().is_err());
+        health.watch_ok("claim Leases");
         assert_eq!(health.ready(), Ok(()));
         let record = health.record(now).unwrap();
         assert!(

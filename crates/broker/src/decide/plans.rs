@@ -81,6 +81,9 @@ pub struct MemberFacts<'a> {
     /// In a dedicated pool, another member the holder owns already, if any: a member nobody
     /// owns is not made theirs too.
     pub owns_elsewhere: Option<&'a str>,
+    /// The pool has a DesktopPool whose policy cannot be read (`policy` is then `None`): the
+    /// broker releases nothing it would not release under any policy.
+    pub policy_unreadable: bool,
 }
 
 /// Why an Event is recorded (its `reason`, SPEC "Audit").
@@ -90,7 +93,8 @@ pub enum Reason {
     Claimed,
     /// The claim ended (its Lease released or deleted).
     Released,
-    /// A claim was reclaimed (its Lease deleted: stale past the margin, or never expiring).
+    /// A claim was reclaimed (its Lease deleted: stale past the margin, never expiring, past a
+    /// managed pool's rule, or a claim that could never be granted).
     Reclaimed,
     /// The Lease's holder changed: access moved to the new holder.
     HolderChanged,
@@ -102,8 +106,10 @@ pub enum Reason {
     StartFailed,
     /// A managed pool's claim will be reclaimed soon (its notice).
     ReclaimSoon,
-    /// The claim is not granted: the cluster does not enforce the claim rules, or its holder
-    /// is one of Kubernetes' own identities (`system:…`), which no person signs in as.
+    /// The claim is not granted: the cluster does not enforce the claim rules, its holder is
+    /// one of Kubernetes' own identities (`system:…`), RBAC does not entitle an administrator's
+    /// assignee, the member is someone else's or a second desktop (a granted session), or an
+    /// administrator's label names someone the pool is not for.
     NotGranted,
 }
 
@@ -232,6 +238,9 @@ pub struct TeardownPlan {
     /// The member is restarted (`on_release` is `Restart`) and the new holder is granted only
     /// once that VMI is gone.
     pub handover: Option<Handover>,
+    /// A claim that could never be granted (another pool's, someone else's desktop, a second
+    /// desktop), released at once: counted as `unfit` among the reclaims.
+    pub unfit: bool,
 }
 
 /// The new holder of a member handed over while it runs ([`TeardownPlan::handover`]).

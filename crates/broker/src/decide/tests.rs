@@ -64,6 +64,7 @@ fn decide_deleting(
             refusing: None,
             never: None,
             owns_elsewhere: None,
+            policy_unreadable: false,
         },
     )
 }
@@ -498,6 +499,7 @@ fn a_label_that_names_nobody_or_while_claims_are_not_enforced_is_left_alone() {
             refusing: Some("the guard is not installed"),
             never: None,
             owns_elsewhere: None,
+            policy_unreadable: false,
         },
     );
     assert_eq!(d.plan, Plan::Nothing);
@@ -782,6 +784,7 @@ fn no_claim_is_granted_while_the_claim_rules_are_not_enforced_and_the_grant_is_r
                 refusing: Some(why),
                 never: None,
                 owns_elsewhere: None,
+                policy_unreadable: false,
             },
         );
         let r = refusal_plan(&d);
@@ -828,6 +831,7 @@ fn decide_unfit(owner: Option<&str>, never: Option<&str>, elsewhere: Option<&str
             refusing: None,
             never,
             owns_elsewhere: elsewhere,
+            policy_unreadable: false,
         },
     )
 }
@@ -871,11 +875,33 @@ fn a_claim_that_can_never_be_granted_is_released_at_once() {
 #[test]
 fn a_second_desktop_is_never_made_the_same_users() {
     let d = decide_unfit(None, None, Some("dev-2"));
-    let r = refusal_plan(&d);
-    assert_eq!(r.event, Reason::NotGranted);
+    let t = teardown_plan(&d);
+    assert!(t.unfit && t.reclaim.is_some());
+    let why = t.why.clone().unwrap_or_default();
     assert!(
-        r.reason.contains("alice owns dev-2") && r.reason.contains("unassign dev-1"),
-        "{}",
-        r.reason
+        why.contains("alice owns dev-2") && why.contains("unassign dev-1"),
+        "{why}"
     );
+}
+
+#[test]
+fn a_granted_session_is_refused_not_torn_down_when_ownership_changes() {
+    // alice was granted dev-1 (floating then); it is bob's now: refused, her Lease kept.
+    let l = lease("alice", "13:00:00");
+    let granted = VmFacts {
+        owner: Some("bob"),
+        label: Some("alice"),
+        granted_to: Some("alice"),
+        ..vm()
+    };
+    let d = decide_with(Some(granted), Some(&l), granted_grant());
+    let r = refusal_plan(&d);
+    assert!(
+        r.delete_grant && r.reason.contains("dedicated desktop of bob"),
+        "{r:?}"
+    );
+}
+
+fn granted_grant() -> GrantFacts {
+    granted("alice")
 }

@@ -157,8 +157,14 @@ pub async fn reconcile(ctx: &Context, key: &PoolKey) -> anyhow::Result<Option<Ti
         recorder: take::recorder(ctx),
     };
     let PoolKey { namespace, pool } = key;
-    // Reclaims since the last look, for the usage history of the status written first.
+    // Reclaims since the last look, for the usage history of the status written first, folded
+    // into the history this leader last wrote (the store may lag behind it).
     let reclaims = ctx.take_reclaims(key);
+    let prior = ctx.written_usage(key).unwrap_or_else(|| {
+        (desktop_pool.status.as_ref())
+            .map(|s| s.usage.clone())
+            .unwrap_or_default()
+    });
     let policy = match desktop_pool.policy() {
         Ok(policy) => policy,
         Err(problem) => {
@@ -180,12 +186,8 @@ pub async fn reconcile(ctx: &Context, key: &PoolKey) -> anyhow::Result<Option<Ti
                 work.record(&regarding, "PolicyInvalid", "Refuse", true, None, message)
                     .await;
             }
-            status::write(
-                &ctx.client,
-                &desktop_pool,
-                &status::status(&desktop_pool, counts, &judged, now, &reclaims),
-            )
-            .await?;
+            let written = status::status(&desktop_pool, counts, &judged, now, &prior, &reclaims);
+            write_status(ctx, key, &desktop_pool, &written, reclaims).await?;
             return Ok(None);
         }
     };
@@ -258,8 +260,15 @@ pub async fn reconcile(ctx: &Context, key: &PoolKey) -> anyhow::Result<Option<Ti
     let grow = !planned.clone.is_empty() && retry_at.is_none();
     let failed = retry_at.map(|(_, why)| why);
     let judged = judge(key, &planned, policy.size, grow, failed.as_deref());
-    let before = status::status(&desktop_pool, planned.counts, &judged, now, &reclaims);
-    status::write(&ctx.client, &desktop_pool, &before).await?;
+    let before = status::status(
+        &desktop_pool,
+        planned.counts,
+        &judged,
+        now,
+        &prior,
+        &reclaims,
+    );
+    write_status(ctx, key, &desktop_pool, &before, reclaims).await?;
     if grow {
         let failed = work.grow(&policy.golden, &planned.clone).await;
         if let Some(why) = &failed
@@ -277,13 +286,14 @@ pub async fn reconcile(ctx: &Context, key: &PoolKey) -> anyhow::Result<Option<Ti
             status: Some(before),
             ..(*desktop_pool).clone()
         };
-        status::write(
-            &ctx.client,
-            &written,
-            // Folded into what was written just now: its reclaims are in it already.
-            &status::status(&written, counts, &judged, now, &Default::default()),
-        )
-        .await?;
+        // Folded into what was written just now: its reclaims are in it already.
+        let usage = written
+            .status
+            .as_ref()
+            .map(|s| s.usage.clone())
+            .unwrap_or_default();
+        let after = status::status(&written, counts, &judged, now, &usage, &Default::default());
+        write_status(ctx, key, &written, &after, Default::default()).await?;
         set_failure(key, failed);
     }
     if let Some(e) = errors.into_iter().next() {
@@ -293,4 +303,28 @@ pub async fn reconcile(ctx: &Context, key: &PoolKey) -> anyhow::Result<Option<Ti
         let wait = GROW_RETRY.saturating_sub(at.elapsed());
         now.checked_add(SignedDuration::try_from(wait).ok()?).ok()
     }))
+}
+
+/// Writes `status` on `pool` (`key`) unless it holds it already, remembering the usage history
+/// it carries; the `reclaims` folded into it are given back when the write fails, for the next
+/// look.
+///
+/// Errors: the write failed.
+async fn write_status(
+    ctx: &Context,
+    key: &PoolKey,
+    pool: &DesktopPool,
+    status: &vdi_core::policy::DesktopPoolStatus,
+    reclaims: std::collections::BTreeMap<String, i32>,
+) -> anyhow::Result<()> {
+    match status::write(&ctx.client, pool, status).await {
+        Ok(_) => {
+            ctx.wrote_usage(key, &status.usage);
+            Ok(())
+        }
+        Err(e) => {
+            ctx.give_back_reclaims(key, reclaims);
+            Err(e)
+        }
+    }
 }

@@ -47,11 +47,14 @@ pub struct Judged {
 
 /// The status to write for `pool` with these counts and conditions; conditions that did not
 /// change status keep their `lastTransitionTime`.
+/// The usage history is `prior` (what was last written, else the status as read) with this
+/// look and `reclaims` folded in.
 pub fn status(
     pool: &DesktopPool,
     counts: Counts,
     judged: &[Judged],
     now: Timestamp,
+    prior: &[usage::UsageBucket],
     reclaims: &BTreeMap<String, i32>,
 ) -> DesktopPoolStatus {
     let old = pool
@@ -87,10 +90,7 @@ pub fn status(
         creating: counts.creating,
         conditions,
         usage: usage::record(
-            pool.status
-                .as_ref()
-                .map(|s| s.usage.as_slice())
-                .unwrap_or_default(),
+            prior,
             now,
             &usage::Look {
                 claimed: counts.claimed,
@@ -248,12 +248,15 @@ mod tests {
             message: "m".into(),
         };
         let t0: Timestamp = "2026-12-04T10:00:00Z".parse().unwrap();
-        let t1: Timestamp = "2026-12-04T11:00:00Z".parse().unwrap();
+        // Within the same hour: the usage history's bucket does not change either (a new hour
+        // is a new bucket, written once).
+        let t1: Timestamp = "2026-12-04T10:40:00Z".parse().unwrap();
         let first = status(
             &pool,
             Counts::default(),
             &[ready(true)],
             t0,
+            &[],
             &BTreeMap::new(),
         );
         assert_eq!(first.observed_generation, Some(3));
@@ -263,6 +266,7 @@ mod tests {
             Counts::default(),
             &[ready(true)],
             t1,
+            &pool.status.clone().unwrap_or_default().usage,
             &BTreeMap::new(),
         );
         assert_eq!(again, first, "nothing changed: nothing to write");
@@ -271,6 +275,7 @@ mod tests {
             Counts::default(),
             &[ready(false)],
             t1,
+            &pool.status.clone().unwrap_or_default().usage,
             &BTreeMap::new(),
         );
         assert_eq!(flipped.conditions[0].last_transition_time, Time(t1));

@@ -46,6 +46,7 @@ impl Member<'_> {
                 Some(deleted) => {
                     if plan.event == Some(Reason::Reclaimed) {
                         let why = match (plan.reclaim_why, &plan.why) {
+                            _ if plan.unfit => "unfit",
                             (Some(rule), _) => rule.as_str(),
                             (None, Some(_)) => "invalid",
                             (None, None) => "expired",

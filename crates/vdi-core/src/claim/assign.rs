@@ -124,7 +124,7 @@ where
         None => None,
     };
     let lease_seconds = policy.as_ref().map_or(lease_seconds, |p| p.lease_seconds());
-    let dedicated = policy.as_ref().is_some_and(|p| p.dedicated());
+    let owned = super::ownership::owners_count(policy.as_ref().map(|p| p.dedicated()));
     let mut finish = Finish {
         broker,
         timeout: options.timeout,
@@ -175,7 +175,7 @@ where
         // The grant's wait has what is left of the claim's timeout.
         finish.timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
     }
-    if dedicated {
+    if owned {
         keep_to_own(&mut read, &claim)?;
     }
     win_free_member(actor, &claim, &read, &mut devices, lease_seconds, &finish).await

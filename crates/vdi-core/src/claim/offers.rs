@@ -4,7 +4,7 @@
 //! decides and someone else's desktop is a take-over to confirm), judged once here for the app's
 //! rows and dialogs. Pure: no request.
 
-use super::ownership::{may_take, own_member};
+use super::ownership::{may_take, own_member, owners_count};
 use super::rules::{conflict_error, may_release};
 use crate::names::ADMIN_GROUP;
 use crate::policy::Assignment;
@@ -44,10 +44,11 @@ pub fn fill(pool: &mut PoolView, viewer: &Viewer) {
 /// What a claim of `who` may take from `pool`: its free members, kept in a dedicated pool to
 /// their own or the unowned ones ([`super::ownership`], as `assign` keeps them).
 pub fn pool_offer(pool: &PoolView, who: &str) -> PoolOffer {
-    let dedicated = pool
-        .policy
-        .as_ref()
-        .is_some_and(|p| p.assignment == Assignment::Dedicated);
+    let dedicated = owners_count(
+        pool.policy
+            .as_ref()
+            .map(|p| p.assignment == Assignment::Dedicated),
+    );
     let own = dedicated.then(|| own_member(&pool.members, who)).flatten();
     let free = pool
         .members

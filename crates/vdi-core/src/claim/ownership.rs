@@ -6,6 +6,15 @@
 
 use crate::state::MemberView;
 
+/// Whether owner marks decide who may take a member, given whether the pool's policy says
+/// dedicated (`None`: no DesktopPool, or one whose policy cannot be read). In a dedicated pool,
+/// and where no policy reads, owners keep their desktops (until an administrator says otherwise);
+/// in a floating pool, marks left from a dedicated past keep nobody out. The broker's grant and
+/// every front end's choice of a member follow this one rule.
+pub fn owners_count(dedicated: Option<bool>) -> bool {
+    dedicated != Some(false)
+}
+
 /// The member `who` owns among `members`, if any (its [`MemberView::owner`] is `who`).
 pub fn own_member<'a>(members: &'a [MemberView], who: &str) -> Option<&'a MemberView> {
     members.iter().find(|m| m.owner.as_deref() == Some(who))
@@ -30,6 +39,11 @@ mod tests {
             owner: owner.map(Into::into),
             ..free(name)
         }
+    }
+
+    #[test]
+    fn owner_marks_count_unless_the_pool_is_floating() {
+        assert!(owners_count(Some(true)) && owners_count(None) && !owners_count(Some(false)));
     }
 
     #[test]

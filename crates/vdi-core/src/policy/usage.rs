@@ -24,11 +24,13 @@ pub struct UsageBucket {
     /// The hour's start, RFC 3339 UTC (`2026-12-07T09:00:00Z`).
     pub hour: String,
     /// The most members claimed at once in that hour.
+    #[serde(default)]
     pub peak_claimed: i32,
     /// The fewest members free at once in that hour.
+    #[serde(default)]
     pub lowest_free: i32,
     /// Claims reclaimed in that hour, by why (`disconnected`, `maxSession`, `idle`, `expired`,
-    /// `invalid`).
+    /// `invalid`, `unfit`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub reclaims: BTreeMap<String, i32>,
 }

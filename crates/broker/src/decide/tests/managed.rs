@@ -42,6 +42,7 @@ fn decide_managed(
             refusing: None,
             never: None,
             owns_elsewhere: None,
+            policy_unreadable: false,
         },
     )
 }
@@ -270,6 +271,7 @@ fn a_reset_waits_for_no_lease_being_deleted_it_stops_instead() {
             refusing: None,
             never: None,
             owns_elsewhere: None,
+            policy_unreadable: false,
         },
     );
     assert_eq!(teardown_plan(&d).on_release, Some(OnRelease::Keep));
