@@ -13,7 +13,7 @@
 //! A holder granted the member already is not asked again: losing the right ends no claim.
 
 use kube::ResourceExt;
-use vdi_core::entitlement::{GROUP, RESOURCE, VERB, is_entitled};
+use vdi_core::entitlement::{is_entitled, missing_right};
 use vdi_core::lease::ClaimLease;
 use vdi_core::names::{
     ASSIGNED_BY_ANNOTATION, BROKER_USER, FORCED_BY_ANNOTATION, GRANTED_TO_ANNOTATION, POOL_LABEL,
@@ -112,10 +112,8 @@ pub async fn refusal(
                 None
             } else {
                 Some(Refusal::NotYet(format!(
-                    "{by} assigned {member} to {holder}, whom pool \"{pool}\" is not for: RBAC \
-                     gives {holder} no {VERB} on {RESOURCE}.{GROUP} \"{pool}\" by name; entitle \
-                     them (corral-vdi pool entitle {pool} --user {holder} -n {namespace}), or \
-                     assign again with --force"
+                    "{by} assigned {member} to {holder}, {}, or assign again with --force",
+                    missing_right(&holder, namespace, &pool)
                 )))
             }
         }

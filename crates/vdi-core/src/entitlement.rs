@@ -768,6 +768,19 @@ pub async fn entitlements_in(client: &Client, namespaces: &[String]) -> Vec<Name
     found
 }
 
+/// The right `identity` lacks for `pool` in `namespace`, as someone who may grant it reads it
+/// (an assignment or a label the broker did not follow): "whom pool "P" is not for: RBAC gives
+/// alice no claim on desktoppools.corral.dev "P" by name; entitle them (corral-vdi pool entitle P
+/// --user alice -n NS)". The broker's reasons and the client's refusal of an assignment say it
+/// alike.
+pub fn missing_right(identity: &str, namespace: &str, pool: &str) -> String {
+    format!(
+        "whom pool \"{pool}\" is not for: RBAC gives {identity} no {VERB} on \
+         {RESOURCE}.{GROUP} \"{pool}\" by name; entitle them (corral-vdi pool entitle {pool} \
+         --user {identity} -n {namespace})"
+    )
+}
+
 /// The refusal of a claim from `pool` in `namespace` by `identity`, who has no right to it:
 /// the missing right and whom to ask.
 pub fn not_entitled(identity: &str, namespace: &str, pool: &str) -> Error {

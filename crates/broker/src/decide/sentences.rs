@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use vdi_core::entitlement::{GROUP, RESOURCE, VERB};
+use vdi_core::entitlement::missing_right;
 use vdi_core::names::{ASSIGNED_TO_LABEL, lease_name};
 use vdi_core::state::label_holder;
 
@@ -109,10 +109,9 @@ pub fn label_not_entitled_reason(
 ) -> String {
     let user = shown(labelled);
     format!(
-        "{member} is labelled for {user}, whom pool \"{pool}\" is not for: no claim made; RBAC \
-         gives {user} no {VERB} on {RESOURCE}.{GROUP} \"{pool}\" by name; entitle them \
-         (`corral-vdi pool entitle {pool} --user {user} -n {namespace}`), or remove the label \
-         (`kubectl label vm {member} -n {namespace} {ASSIGNED_TO_LABEL}-`)"
+        "{member} is labelled for {user}, {}, or remove the label (`kubectl label vm {member} -n \
+         {namespace} {ASSIGNED_TO_LABEL}-`); no claim made",
+        missing_right(&user, namespace, pool)
     )
 }
 

@@ -888,20 +888,14 @@ fn a_second_desktop_is_never_made_the_same_users() {
 fn a_granted_session_is_refused_not_torn_down_when_ownership_changes() {
     // alice was granted dev-1 (floating then); it is bob's now: refused, her Lease kept.
     let l = lease("alice", "13:00:00");
-    let granted = VmFacts {
+    let moved = VmFacts {
         owner: Some("bob"),
-        label: Some("alice"),
-        granted_to: Some("alice"),
-        ..vm()
+        ..alices_running()
     };
-    let d = decide_with(Some(granted), Some(&l), granted_grant());
+    let d = decide_with(Some(moved), Some(&l), granted("alice"));
     let r = refusal_plan(&d);
     assert!(
         r.delete_grant && r.reason.contains("dedicated desktop of bob"),
         "{r:?}"
     );
-}
-
-fn granted_grant() -> GrantFacts {
-    granted("alice")
 }
