@@ -406,6 +406,9 @@ struct ClientDisplay {
     name: String,
     home: std::path::PathBuf,
     _xvfb: tokio::process::Child,
+    /// Xvfb's standard output, kept open while it runs: a closed pipe would end it with
+    /// SIGPIPE at its next write, and the display with it.
+    _stdout: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
 }
 
 impl Drop for ClientDisplay {
@@ -444,6 +447,7 @@ async fn client_display(ns: &str) -> ClientDisplay {
         name: format!(":{}", number.trim()),
         home,
         _xvfb: xvfb,
+        _stdout: lines,
     }
 }
 
