@@ -12,11 +12,12 @@ use kube::{Client, ResourceExt};
 use sandbox::DEMO_NAMESPACE;
 use vdi_core::claim::{self, ClaimOptions};
 use vdi_core::identity::Actor;
+use vdi_core::policy::usage::hour_of;
 use vdi_core::policy::{Assignment, DesktopPool, DesktopPoolSpec, OnRelease};
 
 use crate::driver::{
-    Gui, click, exists, is_disabled, js, open_new_pool, replace_text, resize_window, text_of,
-    wait_text, wait_text_within, wait_until_async,
+    Gui, accessibility_check, click, exists, is_disabled, js, open_new_pool, replace_text,
+    resize_window, text_of, wait_text, wait_text_within, wait_until_async,
 };
 
 /// How long the broker may take to grant a claim here (replicas share two cores with the app).
@@ -466,7 +467,161 @@ async fn pool_settings_change_the_desktop_pool_and_the_history_lists_a_claim() {
         .await
         .unwrap();
     wait_text(client, "[data-testid='owner-made-1']", "owner: alice").await;
+    usage_chart_shows_the_peak_at_its_hour(&gui, &admin, &kubeconfig).await;
     gui.close().await;
+}
+
+/// The bars (hour, peak claimed) of the usage chart `css`, in order.
+async fn bars(client: &fantoccini::Client, css: &str) -> Vec<(String, i64)> {
+    let read = format!(
+        "return Array.from(document.querySelectorAll({:?})).map(r => [r.dataset.hour, Number(r.dataset.peak)])",
+        format!("{css} g.usage-peak rect")
+    );
+    serde_json::from_value(js(client, &read).await).unwrap()
+}
+
+/// `corral-vdi pool usage <pool> -o csv` as the administrator: (hour, peak claimed, lowest
+/// free) per row.
+fn cli_usage(kubeconfig: &std::path::Path, pool: &str) -> Vec<(String, i64, i64)> {
+    let out = std::process::Command::new(corral_tests::cli_binary())
+        .env("KUBECONFIG", kubeconfig)
+        .args([
+            "--context",
+            "admin",
+            "pool",
+            "usage",
+            pool,
+            "-n",
+            DEMO_NAMESPACE,
+        ])
+        .args(["-o", "csv"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("hour,peak_claimed,lowest_free,reclaims"));
+    lines
+        .map(|line| {
+            let cells: Vec<&str> = line.split(',').collect();
+            (
+                cells[0].to_owned(),
+                cells[1].parse().unwrap(),
+                cells[2].parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Issue 39 item 4: after scripted claims (alice and bob, two of a pool of three), the pool's
+/// small chart has its tallest bar at the hour of the claims by the API server's clock (the
+/// hour the CLI's CSV gives the peak of 2), and the large chart and its table show the CLI's
+/// rows exactly.
+async fn usage_chart_shows_the_peak_at_its_hour(
+    gui: &Gui,
+    admin: &Client,
+    kubeconfig: &std::path::Path,
+) {
+    let client = &gui.client;
+    stopped_pool(admin, DEMO_NAMESPACE, "use", 3).await.unwrap();
+    let spec = DesktopPoolSpec {
+        golden: "golden-desktop".into(),
+        size: 3,
+        ..Default::default()
+    };
+    Api::<DesktopPool>::namespaced(admin.clone(), DEMO_NAMESPACE)
+        .create(&PostParams::default(), &DesktopPool::new("use", spec))
+        .await
+        .unwrap();
+    let before = jiff::Timestamp::now();
+    for user in ["alice", "bob"] {
+        let actor = Actor::connect(sandbox::kubeconfig::client(kubeconfig, user).await.unwrap())
+            .await
+            .unwrap();
+        tokio::time::timeout(
+            BROKER_WORK,
+            claim::assign(
+                &actor,
+                DEMO_NAMESPACE,
+                "use",
+                user,
+                &ClaimOptions::default(),
+            ),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{user}'s claim within the broker's time"))
+        .unwrap_or_else(|e| panic!("{user}'s claim: {e}"));
+    }
+    // The broker's history says so (its next look after the claims).
+    let deadline = Instant::now() + BROKER_WORK;
+    let peak = loop {
+        let rows = cli_usage(kubeconfig, "use");
+        if let Some(row) = rows.iter().find(|r| r.1 == 2) {
+            break row.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no hour with a peak of 2: {rows:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    // The hour of the claims, by the API server's clock (the sandbox's is this machine's).
+    let (first, last) = (hour_of(before), hour_of(jiff::Timestamp::now()));
+    assert!(
+        first <= peak.0 && peak.0 <= last,
+        "the peak's hour {} is not the claims' ({first} to {last})",
+        peak.0
+    );
+
+    // The small chart in the pool's head: its tallest bar is that hour.
+    let small = "[data-testid='usage-chart-use']";
+    wait_until_async("the small chart shows the peak of 2", || async {
+        bars(client, small).await.iter().any(|b| b.1 == 2)
+    })
+    .await;
+    let drawn = bars(client, small).await;
+    let tallest = drawn.iter().max_by_key(|b| b.1).unwrap();
+    assert_eq!(tallest.0, peak.0, "tallest bar {tallest:?} of {drawn:?}");
+    let label = js(
+        client,
+        &format!(
+            "return document.querySelector(\"{small} g.usage-peak rect[data-hour='{}']\").getAttribute('aria-label')",
+            peak.0
+        ),
+    )
+    .await;
+    assert!(
+        label
+            .as_str()
+            .unwrap_or_default()
+            .contains("peak 2 claimed"),
+        "{label}"
+    );
+
+    // The large chart and its table: the CLI's rows, bar for bar (read again until both agree:
+    // a new hour may begin between the two reads).
+    click(client, "[data-testid='usage-corral-vms-use']").await;
+    wait_text(client, "[data-testid='usage-dialog']", "Usage of pool use").await;
+    click(client, "[data-testid='usage-table-toggle']").await;
+    wait_until_async("the large chart and the table match the CLI's CSV", || async {
+        let rows = cli_usage(kubeconfig, "use");
+        let want: Vec<(String, i64)> = rows.iter().map(|r| (r.0.clone(), r.1)).collect();
+        let table = js(
+            client,
+            "return Array.from(document.querySelectorAll(\"[data-testid='usage-table'] tbody tr\")).map(r => [r.dataset.hour, ...Array.from(r.cells).slice(1, 3).map(c => Number(c.textContent))])",
+        )
+        .await;
+        let mut table: Vec<(String, i64, i64)> = serde_json::from_value(table).unwrap_or_default();
+        table.sort();
+        bars(client, "[data-testid='usage-chart-large']").await == want && table == rows
+    })
+    .await;
+    gui.screenshot("e2e-usage-chart.png");
+    accessibility_check(client, "the usage dialog").await;
 }
 
 /// Presses Esc where the focus is and waits until the history dialog (`what`) has closed.

@@ -646,6 +646,7 @@ export function App() {
           onSettings={actions.openPoolSettings}
           onHistory={actions.openHistory}
           onPoolHistory={actions.openPoolHistory}
+          onUsage={actions.openPoolUsage}
           onUnassign={actions.openRelease}
           onConnect={openConnect}
           permissionsFor={(ns) => permissions.get(ns) ?? null}

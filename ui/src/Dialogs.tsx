@@ -15,6 +15,7 @@ import { NewPoolDialog } from "./components/NewPoolDialog";
 import { PoolSettingsDialog } from "./components/PoolSettingsDialog";
 import { ReleaseDialog } from "./components/ReleaseDialog";
 import { SessionsView } from "./components/SessionsView";
+import { UsageDialog } from "./components/UsageDialog";
 import { UsbView } from "./components/UsbView";
 import { claimStepFor } from "./lib/claims";
 import type { DialogKind } from "./lib/dialogs";
@@ -142,6 +143,15 @@ export function Dialogs(props: DialogsProps) {
               namespace={spec.namespace}
               of={spec.of}
               revision={historyRevision(snapshot, spec.namespace, spec.of)}
+              onClose={actions.closeDialog}
+            />
+          );
+        case "usage":
+          return (
+            <UsageDialog
+              key={dialogActionKey(spec)}
+              pool={spec.pool}
+              view={poolView(snapshot, spec.namespace, spec.pool)}
               onClose={actions.closeDialog}
             />
           );

@@ -27,7 +27,8 @@ export type DialogSpec =
   | { kind: "newPool"; namespace: string }
   | { kind: "deletePool"; namespace: string; pool: string }
   | { kind: "poolSettings"; namespace: string; pool: string }
-  | { kind: "history"; namespace: string; of: HistoryOf };
+  | { kind: "history"; namespace: string; of: HistoryOf }
+  | { kind: "usage"; namespace: string; pool: string };
 
 export type OpenDialog = {
   spec: DialogSpec;
@@ -50,6 +51,8 @@ export function dialogActionKey(spec: DialogSpec): string {
       return actionKeys.poolSettings(spec.namespace, spec.pool);
     case "history":
       return actionKeys.history(spec.namespace, spec.of);
+    case "usage":
+      return actionKeys.usage(spec.namespace, spec.pool);
   }
 }
 
@@ -196,6 +199,17 @@ export function useClaimActions() {
     [setDialog],
   );
 
+  /** A managed pool's hourly usage (from its view: nothing to read). */
+  const openPoolUsage = useCallback(
+    (pool: PoolView) => {
+      setDialog({
+        spec: { kind: "usage", namespace: pool.namespace, pool: pool.name },
+        error: null,
+      });
+    },
+    [setDialog],
+  );
+
   /** A member's history (its audit Events). */
   const openHistory = useCallback(
     (member: MemberView) => {
@@ -298,6 +312,7 @@ export function useClaimActions() {
     openPoolSettings,
     openHistory,
     openPoolHistory,
+    openPoolUsage,
     closeDialog,
     announce,
     dismissNotice,

@@ -370,6 +370,7 @@ pub fn group_pools_with<'a>(
                 stray_leases,
                 managed: policy.is_some(),
                 policy: policy.and_then(|m| m.policy.as_ref().ok().map(PolicySummary::from)),
+                usage: policy.map_or_else(Vec::new, |m| m.usage.clone()),
                 policy_problem: policy
                     .and_then(|m| m.policy.as_ref().err().map(ToString::to_string)),
             }
@@ -601,6 +602,10 @@ pub struct PoolView {
     /// What "Get a desktop" offers the identity a cluster link acts as (judged by
     /// [`crate::claim::offers::fill`] where the link forwards its views); `None` elsewhere.
     pub offer: Option<offers::PoolOffer>,
+    /// A managed pool's hourly usage, oldest first, as the broker keeps it in its DesktopPool's
+    /// status ([`crate::policy::usage`]); empty for a label-only pool or before the broker's
+    /// first look.
+    pub usage: Vec<crate::policy::usage::UsageBucket>,
 }
 
 #[cfg(test)]

@@ -800,6 +800,7 @@ mod tests {
             state_counts: Default::default(),
             resize_note: None,
             offer: None,
+            usage: Vec::new(),
         }
     }
 

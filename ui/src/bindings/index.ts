@@ -1652,6 +1652,12 @@ export type PoolView = {
 	 *  [`crate::claim::offers::fill`] where the link forwards its views); `None` elsewhere.
 	 */
 	offer: PoolOffer | null,
+	/**
+	 *  A managed pool's hourly usage, oldest first, as the broker keeps it in its DesktopPool's
+	 *  status ([`crate::policy::usage`]); empty for a label-only pool or before the broker's
+	 *  first look.
+	 */
+	usage: UsageBucket[],
 };
 
 /**
@@ -2066,6 +2072,21 @@ previous: string } |
  *  made again since): the user is asked again.
  */
 { kind: "replaced" };
+
+/**  One hour of a pool's usage. */
+export type UsageBucket = {
+	/**  The hour's start, RFC 3339 UTC (`2026-12-07T09:00:00Z`). */
+	hour: string,
+	/**  The most members claimed at once in that hour. */
+	peakClaimed?: number,
+	/**  The fewest members free at once in that hour. */
+	lowestFree?: number,
+	/**
+	 *  Claims reclaimed in that hour, by why (`disconnected`, `maxSession`, `idle`, `expired`,
+	 *  `invalid`, `unfit`).
+	 */
+	reclaims?: { [key in string]: number },
+};
 
 /**  Whether this user may open the device node, and if not how to fix it. */
 export type UsbAccess = {

@@ -4,7 +4,9 @@ import { actionKeys, assignAvailability, poolKey } from "../lib/claims";
 import { memberOffsets } from "../lib/poolRows";
 import { describePolicy, formatStateCounts } from "../lib/policy";
 import { poolTestId } from "../lib/presentation";
+import { describeUsage, HEAD_HOURS, lastHours, usageRows } from "../lib/usage";
 import { MemberRow } from "./MemberRow";
+import { UsageChart } from "./UsageChart";
 import { Working } from "./Working";
 
 export type PoolSectionProps = {
@@ -20,6 +22,8 @@ export type PoolSectionProps = {
   onHistory: (member: MemberView) => void;
   /** Opens the pool's history (its members' and its own audit Events). */
   onPoolHistory: (pool: PoolView) => void;
+  /** Opens a managed pool's hourly usage. */
+  onUsage: (pool: PoolView) => void;
   onUnassign: (member: MemberView, force: boolean) => void;
   onConnect: (member: MemberView) => void;
   /** What you may do in the pool's namespace; null until known. */
@@ -48,6 +52,7 @@ export const PoolSection = memo(function PoolSection({
   onSettings,
   onHistory,
   onPoolHistory,
+  onUsage,
   onUnassign,
   onConnect,
   permissions,
@@ -68,6 +73,10 @@ export const PoolSection = memo(function PoolSection({
   const assigning = running.has(actionKeys.assign(pool.namespace, pool.name));
   const deleting = running.has(actionKeys.deletePool(pool.namespace, pool.name));
   const rows = useMemo(() => memberOffsets(pool.members), [pool.members]);
+  const usageSummary = useMemo(
+    () => describeUsage(lastHours(usageRows(pool.usage), HEAD_HOURS)),
+    [pool.usage],
+  );
   return (
     <section
       className={collapsed ? "pool pool-collapsed" : "pool"}
@@ -127,6 +136,32 @@ export const PoolSection = memo(function PoolSection({
         >
           {countsText}
         </span>
+        {pool.managed ? (
+          <button
+            type="button"
+            className={pool.usage.length > 0 ? "pool-usage" : "btn btn-small"}
+            data-testid={`usage-${pool.namespace}-${pool.name}`}
+            aria-label={
+              pool.usage.length > 0
+                ? `Usage of pool ${pool.name} in the last ${HEAD_HOURS} hours: ${usageSummary}`
+                : `Usage of pool ${pool.name}`
+            }
+            title={
+              pool.usage.length > 0
+                ? `Last ${HEAD_HOURS} hours: ${usageSummary}. Click for the last seven days.`
+                : "Members claimed and free hour by hour: nothing recorded yet"
+            }
+            onClick={() => {
+              onUsage(pool);
+            }}
+          >
+            {pool.usage.length > 0 ? (
+              <UsageChart buckets={pool.usage} size="small" testId={`usage-chart-${pool.name}`} />
+            ) : (
+              "Usage"
+            )}
+          </button>
+        ) : null}
         {pool.resizeNote !== null ? (
           <span
             className="badge tone-amber pool-resizing truncate"

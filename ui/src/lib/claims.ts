@@ -247,6 +247,7 @@ export const actionKeys = {
   deletePool: (namespace: string, pool: string) => `delete-pool:${poolKey(namespace, pool)}`,
   poolSettings: (namespace: string, pool: string) => `pool-settings:${poolKey(namespace, pool)}`,
   history: (namespace: string, of: HistoryOf) => `history:${namespace}/${of.kind}/${of.name}`,
+  usage: (namespace: string, pool: string) => `usage:${poolKey(namespace, pool)}`,
   keep: (namespace: string, member: string) => `keep:${namespace}/${member}`,
 } as const;
 

@@ -5,6 +5,7 @@ import type {
   Permissions,
   PoolView,
   SessionView,
+  UsageBucket,
   UsbDevice,
   UsbList,
 } from "../bindings";
@@ -133,7 +134,22 @@ export function pool(name: string, members: MemberView[], namespace = "corral-vm
     },
     resizeNote: null,
     offer: null,
+    usage: [],
   };
+}
+
+/** `hours` consecutive usage buckets ending with the hour starting at `lastHour` (RFC 3339 UTC),
+ * oldest first: peak claimed `peaks[i]` (0 beyond), and 4 minus that free. */
+export function usage(lastHour: string, hours: number, peaks: number[] = []): UsageBucket[] {
+  const last = Date.parse(lastHour);
+  return Array.from({ length: hours }, (_, i) => {
+    const peak = peaks[i] ?? 0;
+    return {
+      hour: new Date(last - (hours - 1 - i) * 3_600_000).toISOString().replace(".000Z", "Z"),
+      peakClaimed: peak,
+      lowestFree: 4 - peak,
+    };
+  });
 }
 
 /** The backend's security notice (vdi-core `usb::SECURITY_NOTICE`). */

@@ -115,6 +115,9 @@ impl StateCounts {
 pub(super) struct Managed {
     pub(super) policy: Result<Policy, crate::policy::PolicyError>,
     pub(super) creating: u32,
+    /// Its hourly usage history, as the broker keeps it in the status (the last
+    /// [`crate::policy::usage::KEPT_HOURS`] buckets at most).
+    pub(super) usage: Vec<crate::policy::usage::UsageBucket>,
 }
 
 impl Managed {
@@ -127,6 +130,10 @@ impl Managed {
                 .as_ref()
                 .and_then(|s| u32::try_from(s.creating).ok())
                 .unwrap_or(0),
+            usage: pool.status.as_ref().map_or_else(Vec::new, |s| {
+                let kept = crate::policy::usage::KEPT_HOURS;
+                s.usage[s.usage.len().saturating_sub(kept)..].to_vec()
+            }),
         }
     }
 }
