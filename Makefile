@@ -16,7 +16,7 @@ APP := $(CARGO_TARGET_DIR)/debug/corral-vdi-console
 SANDBOX := $(CARGO_TARGET_DIR)/debug/sandbox
 CLI := $(CARGO_TARGET_DIR)/debug/corral-vdi
 
-.PHONY: help deps ui app demo sandbox-up sandbox-down lint bindings test test-install bench package
+.PHONY: help deps ui app demo sandbox-up sandbox-down lint bindings test test-install bench package broker-image
 
 help:
 	@echo "make demo   - open the app against a fresh local sandbox cluster"
@@ -108,6 +108,12 @@ bench: deps ui
 	cargo bench -p corral-tests --bench ui_scale
 	cargo bench -p corral-tests --bench rdp
 	cargo bench -p corral-tests --bench memory
+
+# The broker's image (OCI layout in dist/broker-image/oci, its root file system from Debian
+# packages) from the release build; prints its digest.
+broker-image: deps
+	cargo build --release --locked -p corral-vdi-broker
+	scripts/broker-image.sh
 
 # Linux installers (.deb, .rpm) in dist/, with the app and the CLI; prints them and their sizes.
 package: ui

@@ -5,6 +5,7 @@
 #     Prometheus, which the sandbox runs to scrape its broker);
 #   - the UI's npm packages (npm ci, skipped when package-lock.json has not changed);
 #   - tauri-driver (cargo install, into the cache);
+#   - Helm, for the broker's chart test (go build from the Go module proxy, cached by pin);
 #   - the sandbox's kube-apiserver and etcd (go build from the Go module proxy, cached by pin;
 #     Go's build cache is filled first, in the background).
 # Needs Rust (cargo), Go and Node.js/npm already installed. Uses sudo for apt when not root.
@@ -78,6 +79,14 @@ if [ ! -x "$CACHE/tools/bin/tauri-driver" ] || [ "$(cat "$CACHE/tools/.tauri-dri
     && echo '$TAURI_DRIVER_VERSION' > '$CACHE/tools/.tauri-driver-version'"
 fi
 
+# Helm, which renders broker/chart for its test (tests/guard/chart.rs): built from the Go module
+# proxy (broker/chart-tools pins it), once per pin.
+helm_pin=$(cat broker/chart-tools/go.mod broker/chart-tools/go.sum | sha256sum | cut -c1-16)
+if [ ! -x "$CACHE/tools/bin/helm" ] || [ "$(cat "$CACHE/tools/.helm-pin" 2>/dev/null)" != "$helm_pin" ]; then
+  echo "install-deps: go build helm (broker/chart-tools)"
+  start helm bash -c "mkdir -p '$CACHE/tools/bin' && cd broker/chart-tools && GOFLAGS=-mod=mod go build -o '$CACHE/tools/bin/helm' helm.sh/helm/v4/cmd/helm \
+    && echo '$helm_pin' > '$CACHE/tools/.helm-pin'"
+fi
 
 APT_PACKAGES=(
   build-essential pkg-config file libssl-dev libxdo-dev librsvg2-dev libayatana-appindicator3-dev

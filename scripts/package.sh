@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Linux installers: a .deb and an .rpm holding the app (corral-vdi-console), the
-# corral-vdi CLI on PATH, the in-cluster broker's binary corral-vdi-broker (for administrators
-# who run it outside a container; broker/Containerfile builds its image), a desktop entry and
-# icons. Prints each artifact with its size.
+# corral-vdi CLI on PATH, a desktop entry and icons. Prints each artifact with its size. The
+# in-cluster broker is no part of a workstation's install: it ships as its image
+# (scripts/broker-image.sh, broker/chart).
 #
 # Output: dist/corral-vdi-console_<version>_<arch>.deb and .rpm (no spaces in the names).
 #
@@ -21,14 +21,14 @@ case "${1:-}" in
   "")
     profile=release
     # The app (with its default features: the UI built by `make ui` served from inside the
-    # binary, as `tauri build` would), the CLI and the broker that go into the same packages,
-    # in one cargo run so that their shared dependencies are compiled once.
-    cargo build --release --locked -p corral-vdi-console -p corral-vdi -p corral-vdi-broker
+    # binary, as `tauri build` would) and the CLI that goes into the same packages, in one
+    # cargo run so that their shared dependencies are compiled once.
+    cargo build --release --locked -p corral-vdi-console -p corral-vdi
     bundle_flags=()
     ;;
   --debug)
     profile=debug
-    for bin in corral-vdi-console corral-vdi corral-vdi-broker; do
+    for bin in corral-vdi-console corral-vdi; do
       [ -x "$TARGET/debug/$bin" ] || { echo "package: $TARGET/debug/$bin is missing: run \`make app\` first" >&2; exit 1; }
     done
     bundle_flags=(--debug)
@@ -38,9 +38,9 @@ case "${1:-}" in
     exit 2
     ;;
 esac
-# The CLI and the broker beside the app in /usr/bin, in both packages.
+# The CLI beside the app in /usr/bin, in both packages.
 BIN="$(cd "$TARGET/$profile" && pwd)"
-files=$(printf '{"/usr/bin/corral-vdi":"%s","/usr/bin/corral-vdi-broker":"%s"}' "$BIN/corral-vdi" "$BIN/corral-vdi-broker")
+files=$(printf '{"/usr/bin/corral-vdi":"%s"}' "$BIN/corral-vdi")
 extra=$(printf '{"bundle":{"linux":{"deb":{"files":%s},"rpm":{"files":%s}}}}' "$files" "$files")
 
 # Bundle what was built. Run from the repository root, where the Tauri CLI finds

@@ -23,6 +23,7 @@ mod dedicated;
 mod entitlements;
 mod failover;
 mod hand_edit;
+mod image;
 mod label_only;
 mod metrics;
 mod policy;

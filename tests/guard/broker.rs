@@ -480,7 +480,7 @@ async fn with_a_broker_a_claims_label_and_annotation_are_the_brokers_and_adminis
     let broker = as_broker().await;
     let ns = namespace("broker-members").await;
     pool_vms(&admin, &ns, "p", 2).await.unwrap();
-    vdi_core::broker::install(&admin).await.unwrap();
+    vdi_core::broker::install(&admin, None).await.unwrap();
     // The broker's policy stands alone: the guard its install brought is taken away here, and
     // waited for until the API server no longer enforces it (a label only the guard refuses).
     uninstall(&admin).await;

@@ -103,7 +103,7 @@ async fn broker_install_status_and_uninstall_as_an_administrator_and_as_a_user()
     // She may not install it either: refused with who may (the guard, which it installs first),
     // and nothing written.
     let before = snapshot(&admin).await;
-    let refused = broker::install(&alice).await.unwrap_err();
+    let refused = broker::install(&alice, None).await.unwrap_err();
     assert_eq!(refused.kind(), ErrorKind::Forbidden, "{refused}");
     assert!(
         refused
@@ -115,7 +115,7 @@ async fn broker_install_status_and_uninstall_as_an_administrator_and_as_a_user()
 
     // An administrator installs it: the guard first (the broker grants nothing without its
     // claim rules), then every object is said, and is as this version ships it.
-    let done = broker::install(&admin).await.unwrap();
+    let done = broker::install(&admin, None).await.unwrap();
     assert!(
         done[0].starts_with(
             "installed the Corral VDI guard, whose claim rules the broker's grants rest on"

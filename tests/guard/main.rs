@@ -11,6 +11,7 @@
 
 mod broker;
 mod broker_manifests;
+mod chart;
 mod claim_rules;
 mod leases;
 mod members;

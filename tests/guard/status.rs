@@ -167,7 +167,7 @@ async fn only_a_cluster_administrator_installs_or_removes_the_guard_and_the_brok
     // Installing: the first object refused, named (the guard comes first for the broker too).
     for err in [
         guard::install(&bob).await.unwrap_err(),
-        vdi_core::broker::install(&bob).await.unwrap_err(),
+        vdi_core::broker::install(&bob, None).await.unwrap_err(),
     ] {
         assert_eq!(err.kind(), vdi_core::error::ErrorKind::Forbidden, "{err}");
         assert!(

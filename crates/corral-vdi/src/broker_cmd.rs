@@ -1,6 +1,7 @@
 //! `broker install | status | uninstall`: thin adapters over `vdi_core::broker`.
 
 use clap::Subcommand;
+use kube::ResourceExt;
 use vdi_core::broker::claimants::{self, Claimant};
 use vdi_core::broker::namespaces;
 use vdi_core::broker::{self, BrokerState, BrokerStatus, ManifestStatus};
@@ -20,6 +21,15 @@ pub enum BrokerCommand {
         /// create add theirs too.
         #[arg(short = 'n', long = "namespace")]
         namespaces: Vec<String>,
+        /// The broker's image, for a private registry or a pinned digest
+        /// (`registry.example.com/vdi/corral-vdi-broker:0.1.0`, `…@sha256:…`); default: this
+        /// version's published image.
+        #[arg(long)]
+        image: Option<String>,
+        /// Print the objects as YAML documents (as broker/chart renders them), write nothing:
+        /// for review, GitOps or `kubectl apply -f -`.
+        #[arg(long)]
+        print: bool,
     },
     /// Say whether a broker runs: the leader, each replica's last heartbeat, the last reconcile,
     /// whether it grants (it grants nothing while the guard is missing), and (for
@@ -130,13 +140,29 @@ pub async fn run(
     context: Option<&str>,
     command: BrokerCommand,
 ) -> vdi_core::Result<std::process::ExitCode> {
+    // Printing needs no cluster.
+    if let BrokerCommand::Install {
+        namespaces,
+        image,
+        print: true,
+    } = &command
+    {
+        for obj in broker::install_objects(image.as_deref(), namespaces)? {
+            let yaml = serde_yaml::to_string(&obj)
+                .map_err(|e| vdi_core::Error::Config(format!("print {}: {e}", obj.name_any())))?;
+            out!("---\n{}", yaml.trim_end());
+        }
+        return Ok(std::process::ExitCode::SUCCESS);
+    }
     let conn = source.connect(context).await?;
     match command {
-        BrokerCommand::Install { namespaces } => {
+        BrokerCommand::Install {
+            namespaces, image, ..
+        } => {
             for ns in &namespaces {
                 vdi_core::validate::namespace(ns)?;
             }
-            for done in broker::install(&conn.client).await? {
+            for done in broker::install(&conn.client, image.as_deref()).await? {
                 out!("{done}");
             }
             for ns in &namespaces {

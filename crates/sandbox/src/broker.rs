@@ -195,7 +195,7 @@ impl Brokers {
     /// TokenRequest failed, a kubeconfig could not be written, a process did not start.
     pub(crate) async fn launch(launch: Launch<'_>) -> Result<Arc<Self>> {
         let program = program()?;
-        vdi_core::broker::install(launch.admin)
+        vdi_core::broker::install(launch.admin, None)
             .await
             .context("install the Corral VDI broker's manifests")?;
         let folder = launch.dir.join("broker");

@@ -14,6 +14,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, ErrorKind, Result, describe, is_status};
+use crate::names::BROKER_IMAGE_ANNOTATION;
 
 /// A set of manifests shipped with this version.
 #[derive(Debug, Clone, Copy)]
@@ -160,14 +161,26 @@ impl Manifest {
     /// Errors: 403 when the caller may not write an object (an administrator's job:
     /// [`Manifest::needs`]), naming it; the API server's refusal of an object names it.
     pub async fn install(&self, client: &Client) -> Result<Vec<String>> {
+        self.install_objects(client, self.objects()?).await
+    }
+
+    /// [`Manifest::install`] of `objects`: this manifest's [`Manifest::objects`] with settings
+    /// an administrator chose at install (the broker's image) applied.
+    ///
+    /// Errors: as [`Manifest::install`].
+    pub async fn install_objects(
+        &self,
+        client: &Client,
+        objects: Vec<DynamicObject>,
+    ) -> Result<Vec<String>> {
         let params = PostParams {
             field_manager: Some(self.field_manager.to_owned()),
             ..Default::default()
         };
         let mut done = Vec::new();
-        for obj in self.objects()? {
-            let (api, resource) = api_for(client, &obj)?;
-            let name = named(&resource, &obj);
+        for obj in &objects {
+            let (api, resource) = api_for(client, obj)?;
+            let name = named(&resource, obj);
             let failed = |e: kube::Error| match &e {
                 kube::Error::Api(s) if s.code == 403 => Error::rejected(
                     ErrorKind::Forbidden,
@@ -182,9 +195,9 @@ impl Manifest {
             for attempt in 1.. {
                 let obj_name = obj.name_any();
                 let written = match api.get_opt(&obj_name).await.map_err(failed)? {
-                    None => api.create(&params, &obj).await.map(|_| "created"),
+                    None => api.create(&params, obj).await.map(|_| "created"),
                     Some(live) => api
-                        .replace(&obj_name, &params, &replacement(&obj, &live))
+                        .replace(&obj_name, &params, &replacement(obj, &live))
                         .await
                         .map(|_| "replaced"),
                 };
@@ -202,8 +215,8 @@ impl Manifest {
         // Wait (briefly) until the API server has compiled the admission policies written, so
         // that they are enforced when this returns: a policy's status says so.
         let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
-        for obj in self.objects()? {
-            if resource_of(&obj)?.kind != "ValidatingAdmissionPolicy" {
+        for obj in &objects {
+            if resource_of(obj)?.kind != "ValidatingAdmissionPolicy" {
                 continue;
             }
             let name = obj.name_any();
@@ -390,7 +403,21 @@ pub fn compared_part(kind: &str, shipped: &DynamicObject, live: &DynamicObject) 
     let mut found = Vec::new();
     match kind {
         "ServiceAccount" => {}
-        "Deployment" | "Namespace" => differ(
+        "Deployment" => {
+            // An image chosen at install (`broker install --image`, the chart's `image`) is
+            // named in an annotation only administrators write: no change on the cluster.
+            let image = "/spec/template/spec/containers/0/image";
+            let chosen = live.annotations().get(BROKER_IMAGE_ANNOTATION);
+            let mut shipped_spec = shipped.data["spec"].clone();
+            if let (Some(chosen), Some(ours)) = (chosen, shipped.data.pointer(image))
+                && live.data.pointer(image).and_then(Value::as_str) == Some(chosen)
+                && ours.as_str() != Some(chosen)
+            {
+                shipped_spec["template"]["spec"]["containers"][0]["image"] = chosen.clone().into();
+            }
+            differ("", &shipped_spec, &live.data["spec"], false, &mut found)
+        }
+        "Namespace" => differ(
             "",
             &shipped.data["spec"],
             &live.data["spec"],

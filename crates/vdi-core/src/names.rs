@@ -41,6 +41,10 @@ pub const ADMIN_GROUP: &str = "corral-vdi:admins";
 /// how a refusal is told to be the guard's ([`crate::error::is_guard_denial`]).
 pub const DENIAL_PREFIX: &str = "corral-vdi guard:";
 
+/// Annotation on the broker's Deployment naming the image it was installed with
+/// (`corral-vdi broker install --image`, the chart's `image`): an image chosen at install is
+/// no change on the cluster (`corral-vdi broker status`).
+pub const BROKER_IMAGE_ANNOTATION: &str = "corral.dev/broker-image";
 /// Namespace of the in-cluster broker (SPEC "Broker"): its ServiceAccount, Deployment and
 /// leader-election Lease live there.
 pub const BROKER_NAMESPACE: &str = "corral-vdi-system";

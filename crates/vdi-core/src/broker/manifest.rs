@@ -10,7 +10,7 @@ use kube::{Client, ResourceExt};
 use super::FIELD_MANAGER;
 use crate::error::{Error, Result, is_status};
 use crate::manifests::{Comparison, Found, Manifest, Verdict};
-use crate::names::{BROKER_NAME, BROKER_NAMESPACE, MANAGED_BY_LABEL};
+use crate::names::{BROKER_IMAGE_ANNOTATION, BROKER_NAME, BROKER_NAMESPACE, MANAGED_BY_LABEL};
 
 /// The broker's manifest, as shipped (`broker/broker.yaml`): its namespace, ServiceAccount,
 /// ClusterRole `corral-vdi:broker` and binding, the status reader Role
@@ -72,9 +72,91 @@ pub fn objects() -> Result<Vec<DynamicObject>> {
     BROKER.objects()
 }
 
+/// The image broker/broker.yaml's Deployment runs: `ghcr.io/corral-vdi/corral-vdi-broker:`
+/// and this version.
+///
+/// Errors: only if the shipped manifest does not parse, which a unit test rules out.
+pub fn default_image() -> Result<String> {
+    let objects = objects()?;
+    let deployment = objects
+        .iter()
+        .find(|o| o.types.as_ref().is_some_and(|t| t.kind == "Deployment"))
+        .ok_or_else(|| Error::Config("broker/broker.yaml has no Deployment".to_owned()))?;
+    Ok(
+        deployment.data["spec"]["template"]["spec"]["containers"][0]["image"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    )
+}
+
+/// Checks an image reference given at install (`--image`): a registry path with a tag or a
+/// digest (`registry.example.com/vdi/corral-vdi-broker:0.1.0`, `…@sha256:<64 hex>`), 1 to 512
+/// characters of lowercase letters, digits and `./:@_-`.
+///
+/// Errors: [`Error::Invalid`] naming the image and what is wrong; nothing is written.
+pub fn check_image(image: &str) -> Result<()> {
+    let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || "./:@_-".contains(c);
+    let last = image.rsplit('/').next().unwrap_or_default();
+    let why = if image.is_empty() || image.len() > 512 {
+        "it must have 1 to 512 characters".to_owned()
+    } else if let Some(bad) = image.chars().find(|c| !allowed(*c)) {
+        format!(
+            "it has the character {bad:?}; an image reference has lowercase letters, digits and ./:@_- only"
+        )
+    } else if !last.contains(':') && !last.contains('@') {
+        "it has no tag or digest: pin the version to run".to_owned()
+    } else {
+        return Ok(());
+    };
+    Err(Error::invalid(
+        format!("image \"{image}\": {why}"),
+        "name the image with its registry and a tag or digest: \
+         registry.example.com/vdi/corral-vdi-broker:0.1.0 or …@sha256:<64 hex digits>",
+    ))
+}
+
+/// Everything [`install`] writes, in order, as `corral-vdi broker install --print` prints it
+/// and broker/chart renders it: the guard's objects ([`crate::guard::objects`]), the broker's
+/// ([`objects`]) with its Deployment running `image` (default [`default_image`]) and naming it
+/// in [`BROKER_IMAGE_ANNOTATION`], and the RoleBinding that lets the broker act in each of
+/// `namespaces` ([`super::namespaces::binding`]).
+///
+/// Errors: [`Error::Invalid`] for a bad image ([`check_image`]) or namespace.
+pub fn install_objects(image: Option<&str>, namespaces: &[String]) -> Result<Vec<DynamicObject>> {
+    let image = match image {
+        Some(image) => {
+            check_image(image)?;
+            image.to_owned()
+        }
+        None => default_image()?,
+    };
+    let mut all = crate::guard::objects()?;
+    for mut obj in objects()? {
+        if obj.types.as_ref().is_some_and(|t| t.kind == "Deployment") {
+            obj.data["spec"]["template"]["spec"]["containers"][0]["image"] = image.clone().into();
+            obj.annotations_mut()
+                .insert(BROKER_IMAGE_ANNOTATION.to_owned(), image.clone());
+        }
+        all.push(obj);
+    }
+    for ns in namespaces {
+        crate::validate::namespace(ns)?;
+        let binding = serde_json::to_value(super::namespaces::binding(ns))
+            .and_then(|mut v| {
+                v["apiVersion"] = "rbac.authorization.k8s.io/v1".into();
+                v["kind"] = "RoleBinding".into();
+                serde_json::from_value(v)
+            })
+            .map_err(|e| Error::Config(format!("the broker's RoleBinding in {ns}: {e}")))?;
+        all.push(binding);
+    }
+    Ok(all)
+}
+
 /// Installs (or updates) the broker, after the guard ([`crate::guard::install`]: the broker
 /// grants nothing on a cluster that does not enforce the claim rules): every object of
-/// [`MANIFEST`] and [`MEMBERS_POLICY`] is
+/// [`MANIFEST`] and [`MEMBERS_POLICY`] ([`install_objects`], the Deployment running `image`) is
 /// created, or replaced whole so that edits made on the cluster go (labels and annotations
 /// others added stay). Returns what was done, one phrase per object ("created Deployment
 /// corral-vdi-broker in namespace "corral-vdi-system""), once the API server enforces the
@@ -83,7 +165,15 @@ pub fn objects() -> Result<Vec<DynamicObject>> {
 /// Errors: [`Error::Rejected`] `Forbidden` for a caller who is not a cluster administrator,
 /// naming the first object refused (nothing after it is written; nothing is written at all
 /// when the first, the Namespace, is refused).
-pub async fn install(client: &Client) -> Result<Vec<String>> {
+pub async fn install(client: &Client, image: Option<&str>) -> Result<Vec<String>> {
+    // Checked before anything is written.
+    let broker = install_objects(image, &[])?
+        .into_iter()
+        .filter(|o| {
+            !o.annotations()
+                .contains_key(crate::guard::DIGEST_ANNOTATION)
+        })
+        .collect();
     // The guard first: the broker grants only where the claim rules are enforced
     // (broker `enforcement`), and they are the guard's.
     let guard = crate::guard::install(client).await?;
@@ -91,7 +181,7 @@ pub async fn install(client: &Client) -> Result<Vec<String>> {
         "installed the Corral VDI guard, whose claim rules the broker's grants rest on: {}",
         guard.summary
     )];
-    done.extend(BROKER.install(client).await?);
+    done.extend(BROKER.install_objects(client, broker).await?);
     Ok(done)
 }
 
@@ -373,15 +463,6 @@ mod tests {
             ),
             "the image's tag is this version"
         );
-        // broker/Containerfile builds that image with the Rust version the workspace requires.
-        let containerfile = include_str!("../../../../broker/Containerfile");
-        assert!(
-            containerfile.contains(&format!(
-                "ARG RUST_VERSION={}\n",
-                env!("CARGO_PKG_RUST_VERSION")
-            )),
-            "broker/Containerfile's RUST_VERSION"
-        );
         assert_eq!(
             container["args"],
             serde_json::json!([
@@ -525,6 +606,55 @@ mod tests {
         let reading = find("RoleBinding", super::super::STATUS_ROLE);
         assert_eq!(reading.data["subjects"][0]["name"], "system:authenticated");
         assert_eq!(reading.data["roleRef"]["name"], super::super::STATUS_ROLE);
+    }
+
+    #[test]
+    fn an_image_chosen_at_install_is_checked_named_and_no_change() {
+        for good in [
+            "registry.example.com/vdi/corral-vdi-broker:0.1.0",
+            "localhost:5000/broker@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        ] {
+            check_image(good).unwrap();
+        }
+        for (bad, why) in [
+            ("", "1 to 512"),
+            ("Registry/broker:1", "character 'R'"),
+            ("registry.example.com:5000/broker", "no tag or digest"),
+            ("broker:1 --privileged", "character ' '"),
+        ] {
+            let refused = check_image(bad).unwrap_err().to_string();
+            assert!(refused.contains(why), "{bad}: {refused}");
+        }
+        let image = "registry.example.com/vdi/corral-vdi-broker:0.1.0";
+        let all = install_objects(Some(image), &["team-a".to_owned()]).unwrap();
+        let live = all
+            .iter()
+            .find(|o| o.types.as_ref().unwrap().kind == "Deployment")
+            .unwrap();
+        assert_eq!(
+            live.data["spec"]["template"]["spec"]["containers"][0]["image"],
+            image
+        );
+        assert_eq!(live.annotations()[BROKER_IMAGE_ANNOTATION], image);
+        let binding = all.last().unwrap();
+        assert_eq!(
+            (binding.namespace().as_deref(), binding.name_any().as_str()),
+            (Some("team-a"), super::super::namespaces::SERVE_BINDING)
+        );
+        // Named in the annotation: no difference; changed by hand beside it: one.
+        let shipped = find("Deployment", BROKER_NAME);
+        assert_eq!(
+            crate::manifests::compared_part("Deployment", &shipped, live),
+            Vec::<String>::new()
+        );
+        let mut edited = live.clone();
+        edited.data["spec"]["template"]["spec"]["containers"][0]["image"] = "other:1".into();
+        assert_eq!(
+            crate::manifests::compared_part("Deployment", &shipped, &edited).len(),
+            1
+        );
+        assert!(install_objects(Some("Bad"), &[]).is_err());
+        assert!(install_objects(None, &["Not A Namespace".to_owned()]).is_err());
     }
 
     #[test]

@@ -11,7 +11,8 @@ mod status;
 
 pub use manifest::{
     DIGEST_ANNOTATION, GRANT_API_GROUP, GRANTED_RIGHTS, MANAGED_BY, MANIFEST, MEMBERS_POLICY,
-    ManifestStatus, install, manifest_digest, manifest_status, objects, uninstall,
+    ManifestStatus, check_image, default_image, install, install_objects, manifest_digest,
+    manifest_status, objects, uninstall,
 };
 
 pub use status::{
