@@ -16,13 +16,15 @@
 #
 # Prints the image manifest's digest (sha256:…), which `corral-vdi broker install --image
 # REGISTRY/corral-vdi-broker@sha256:…` pins. The same inputs give the same digest: files are
-# stored sorted, owned by root, dated at the packages' own time.
+# stored sorted, owned by root, with fixed modes (umask 022), dated at $SOURCE_DATE_EPOCH, else at
+# the last commit's time.
 #
 # What runs in it is what broker/broker.yaml's Deployment asks for: /usr/bin/corral-vdi-broker
 # as user 65532 (no /etc/passwd entry needed), reading the pod's ServiceAccount token and CA at
 # /var/run/secrets/kubernetes.io/serviceaccount (in-cluster configuration).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+umask 022
 
 TARGET="${CARGO_TARGET_DIR:-target}"
 CACHE="${CORRAL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/corral-vdi}"
@@ -40,32 +42,39 @@ done
 [ -x "$binary" ] || { echo "broker-image: $binary is missing: build it (cargo build --release -p corral-vdi-broker)" >&2; exit 1; }
 
 # What the binary links against (ldd: libc, libm, libgcc_s, the loader) comes from these two
-# packages and what they depend on; nothing else is in the image.
-PACKAGES=(libc6 libgcc-s1 gcc-12-base)
+# packages; nothing else is in the image.
+PACKAGES=(libc6 libgcc-s1)
 arch=$(dpkg --print-architecture)
 debs="$CACHE/broker-image/debs-$arch"
 mkdir -p "$debs"
 # As root, apt fetches as root into the cache (its sandbox user `_apt` could not write there).
 sandbox_user=()
 [ "$(id -u)" = 0 ] && sandbox_user=(-o APT::Sandbox::User=root)
-for pkg in "${PACKAGES[@]}"; do
-  version=$(dpkg-query -W -f='${Version}' "$pkg:$arch" 2>/dev/null || apt-cache policy "$pkg" | sed -n 's/^  Candidate: //p')
-  # The version the binary was linked against where installed, else the candidate; once per
-  # version (the cache), apt-get download's file name quoting the epoch's colon as %3a.
-  if ! ls "$debs/${pkg}_${version/:/%3a}_"*.deb >/dev/null 2>&1; then
-    (cd "$debs" && apt-get download -qq ${sandbox_user[@]+"${sandbox_user[@]}"} "$pkg:$arch=$version")
-  fi
-done
-
 rootfs="$out/rootfs"
 rm -rf "$out"
 mkdir -p "$rootfs"
 for pkg in "${PACKAGES[@]}"; do
-  version=$(dpkg-query -W -f='${Version}' "$pkg:$arch" 2>/dev/null || apt-cache policy "$pkg" | sed -n 's/^  Candidate: //p')
-  dpkg-deb -x "$(ls "$debs/${pkg}_${version/:/%3a}_"*.deb | head -n1)" "$rootfs"
+  # The version the binary was linked against where installed and still in the archive, else
+  # the archive's (a newer C library runs what an older one linked); each version fetched once
+  # (the cache; apt-get download's file names quote an epoch's colon as %3a).
+  installed=$(dpkg-query -W -f='${Version}' "$pkg:$arch" 2>/dev/null || true)
+  candidate=$(apt-cache policy "$pkg:$arch" | sed -n 's/^  Candidate: //p')
+  [ -n "$candidate" ] && [ "$candidate" != "(none)" ] \
+    || { echo "broker-image: apt knows no $pkg for $arch: run apt-get update" >&2; exit 1; }
+  deb=""
+  for version in $installed $candidate; do
+    deb=$(ls "$debs/${pkg}_${version/:/%3a}_"*.deb 2>/dev/null | head -n1 || true)
+    if [ -z "$deb" ] && (cd "$debs" && apt-get download -qq ${sandbox_user[@]+"${sandbox_user[@]}"} "$pkg:$arch=$version" 2>/dev/null); then
+      deb=$(ls "$debs/${pkg}_${version/:/%3a}_"*.deb | head -n1)
+    fi
+    [ -z "$deb" ] || break
+  done
+  [ -n "$deb" ] || { echo "broker-image: could not download $pkg ($installed or $candidate) for $arch" >&2; exit 1; }
+  dpkg-deb -x "$deb" "$rootfs"
 done
-# Documentation is not needed to run.
-rm -rf "$rootfs/usr/share/doc" "$rootfs/usr/share/lintian" "$rootfs/usr/share/locale"
+# Documentation is not needed to run; the packages' copyright files stay with what they cover.
+find "$rootfs/usr/share/doc" -type f ! -name copyright -delete 2>/dev/null || true
+rm -rf "$rootfs/usr/share/lintian" "$rootfs/usr/share/locale"
 install -D -m 0755 "$binary" "$rootfs/usr/bin/corral-vdi-broker"
 # The mount points a pod's containers get, and a /tmp; the root file system is read-only at run.
 mkdir -p "$rootfs/var/run/secrets/kubernetes.io/serviceaccount" "$rootfs/tmp" "$rootfs/proc" \
@@ -79,7 +88,7 @@ printf 'root:x:0:\nnonroot:x:65532:\n' >"$rootfs/etc/group"
 oci="$out/oci"
 blobs="$oci/blobs/sha256"
 mkdir -p "$blobs"
-epoch=$(stat -c %Y "$(ls "$debs"/libc6_*.deb | head -n1)")
+epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
 layer_tar="$out/layer.tar"
 tar --sort=name --mtime="@$epoch" --owner=0 --group=0 --numeric-owner -C "$rootfs" -cf "$layer_tar" .
 diff_id=$(sha256sum "$layer_tar" | cut -d' ' -f1)

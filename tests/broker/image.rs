@@ -24,9 +24,9 @@ use crate::{CONVERGE, claim, leader, replicas_mine, wait_granted};
 /// The identity the image's broker runs as (its `POD_NAME`).
 const POD: &str = "corral-vdi-broker-image-test";
 
-/// Runs `program args` (as root: through `sudo -n` for another user); its standard output.
+/// Runs `program args`; its standard output.
 fn run(program: &str, args: &[&str]) -> String {
-    let mut cmd = as_root(program);
+    let mut cmd = Command::new(program);
     cmd.args(args);
     let out = cmd
         .output()
@@ -79,7 +79,8 @@ async fn service_account_files(dir: &Path) {
     let admin = client_as("admin").await;
     let request = TokenRequest {
         spec: TokenRequestSpec {
-            expiration_seconds: Some(3600),
+            // The shortest the API server issues.
+            expiration_seconds: Some(600),
             ..Default::default()
         },
         ..Default::default()
@@ -117,13 +118,17 @@ fn start_in_chroot(root: &Path, config: &Value, server: &str, log: &Path) -> Chi
             .collect()
     };
     let user = config["config"]["User"].as_str().unwrap();
-    let mut cmd = as_root("chroot");
-    // A runtime's default PATH, as in a container without an Env of its own.
-    cmd.env_clear()
-        .env(
-            "PATH",
-            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        )
+    // `env -i` with the pod's environment only (sudo would drop it anyway), then chroot, each
+    // exec'ing the next: as root the child is the broker itself.
+    let mut cmd = as_root("env");
+    cmd.arg("-i")
+        // A runtime's default PATH, as in a container without an Env of its own.
+        .arg("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+        .arg(format!("KUBERNETES_SERVICE_HOST={host}"))
+        .arg(format!("KUBERNETES_SERVICE_PORT={port}"))
+        .arg(format!("POD_NAME={POD}"))
+        .arg("RUST_LOG=info")
+        .arg("chroot")
         .arg(format!("--userspec={user}"))
         .arg(root)
         .args(strings(&config["config"]["Entrypoint"]))
@@ -131,10 +136,6 @@ fn start_in_chroot(root: &Path, config: &Value, server: &str, log: &Path) -> Chi
         // The Deployment's own ports (8080, 8081) may be taken on a workstation.
         .args(["--bind-address", "127.0.0.1", "--metrics-port", "0"])
         .args(["--health-port", "0"])
-        .env("KUBERNETES_SERVICE_HOST", host)
-        .env("KUBERNETES_SERVICE_PORT", port)
-        .env("POD_NAME", POD)
-        .env("RUST_LOG", "info")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log).unwrap());
     cmd.spawn()
@@ -150,6 +151,11 @@ async fn the_image_built_from_debian_packages_runs_in_cluster_leads_and_grants()
         std::process::id(),
         jiff::Timestamp::now().as_nanosecond()
     ));
+    // Only this user reaches the ServiceAccount's token in it (the chrooted broker reads it
+    // from inside its root, whose folders the layer opens to everyone).
+    std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+        .create(&work)
+        .unwrap();
     let out = work.join("image");
     let binary = corral_tests::target_dir().join("corral-vdi-broker");
     let built = Command::new(repo.join("scripts/broker-image.sh"))
@@ -202,6 +208,7 @@ async fn the_image_built_from_debian_packages_runs_in_cluster_leads_and_grants()
     run(
         "tar",
         &[
+            "--no-same-owner",
             "-xzf",
             layer.to_str().unwrap(),
             "-C",
@@ -210,13 +217,14 @@ async fn the_image_built_from_debian_packages_runs_in_cluster_leads_and_grants()
     );
     service_account_files(&root.join("var/run/secrets/kubernetes.io/serviceaccount")).await;
 
-    // The sandbox's replicas go, so that the image's broker leads once their Lease ends.
-    let admin = client_as("admin").await;
-    let brokers = corral_tests::brokers();
-    brokers.signal_all(Signal::Kill).unwrap();
+    // The image's broker starts (a standby while a replica leads), then the sandbox's replicas
+    // go, so that it leads once their Lease ends.
     let server = crate::with_broker().server.trim_start_matches("https://");
     let log_path = work.join("broker.log");
     let mut broker = start_in_chroot(&root, &config, server, &log_path);
+    let admin = client_as("admin").await;
+    let brokers = corral_tests::brokers();
+    brokers.signal_all(Signal::Kill).unwrap();
 
     let checked = tokio::spawn(async move {
         let admin = client_as("admin").await;
@@ -233,12 +241,22 @@ async fn the_image_built_from_debian_packages_runs_in_cluster_leads_and_grants()
     })
     .await;
 
-    // Whatever happened, the image's broker goes and the sandbox's replicas come back.
+    // Whatever happened, the image's broker goes (SIGTERM, which sudo passes on, then SIGKILL)
+    // and the sandbox's replicas come back.
     let exited = broker.try_wait().unwrap();
-    run("kill", &["-KILL", &broker.id().to_string()]);
-    let _ = broker.wait();
+    let pid = broker.id().to_string();
+    let _ = as_root("kill").args(["-TERM", &pid]).status();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while broker.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = as_root("kill").args(["-KILL", &pid]).status();
+            let _ = broker.wait();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-    run("rm", &["-rf", work.to_str().unwrap()]);
+    std::fs::remove_dir_all(&work).unwrap();
     for i in 0..brokers.replicas().len() {
         brokers.start(i).await.unwrap();
     }

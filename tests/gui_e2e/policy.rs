@@ -602,6 +602,13 @@ async fn usage_chart_shows_the_peak_at_its_hour(
         "{label}"
     );
 
+    js(
+        client,
+        "document.querySelector(\"[data-testid='usage-corral-vms-use']\").scrollIntoView()",
+    )
+    .await;
+    gui.screenshot("e2e-usage-head.png");
+
     // The large chart and its table: the CLI's rows, bar for bar (read again until both agree:
     // a new hour may begin between the two reads).
     click(client, "[data-testid='usage-corral-vms-use']").await;

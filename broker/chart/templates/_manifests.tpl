@@ -15,25 +15,26 @@ settings.
 {{- $_ := set $annotations $.key $.digest }}
 {{- if eq $obj.kind "Deployment" }}
 {{- $container := index $obj.spec.template.spec.containers 0 }}
-{{- $image := $root.Values.image | default $container.image }}
-{{- $_ := set $container "image" $image }}
-{{- $_ := set $annotations "corral.dev/broker-image" $image }}
+{{- with $root.Values.image }}
+{{- $_ := set $container "image" . }}
+{{- $_ := set $annotations "corral.dev/broker-image" . }}
+{{- end }}
 {{- if not (kindIs "invalid" $root.Values.replicas) }}
 {{- $_ := set $obj.spec "replicas" $root.Values.replicas }}
 {{- end }}
 {{- if $root.Values.resources }}
 {{- $_ := set $container "resources" $root.Values.resources }}
 {{- end }}
-{{- if not (kindIs "invalid" $root.Values.metricsPort) }}
+{{- if $root.Values.metricsPort }}
 {{- $args := list }}
 {{- $previous := "" }}
 {{- range $container.args }}
-{{- $args = append $args (ternary (toString $root.Values.metricsPort) . (eq $previous "--metrics-port")) }}
+{{- $args = append $args (ternary (toString (int $root.Values.metricsPort)) . (eq $previous "--metrics-port")) }}
 {{- $previous = . }}
 {{- end }}
 {{- $_ := set $container "args" $args }}
 {{- range $container.ports }}
-{{- if eq .name "metrics" }}{{ $_ := set . "containerPort" $root.Values.metricsPort }}{{ end }}
+{{- if eq .name "metrics" }}{{ $_ := set . "containerPort" (int $root.Values.metricsPort) }}{{ end }}
 {{- end }}
 {{- end }}
 {{- end }}

@@ -404,14 +404,20 @@ pub fn compared_part(kind: &str, shipped: &DynamicObject, live: &DynamicObject) 
     match kind {
         "ServiceAccount" => {}
         "Deployment" => {
-            // An image chosen at install (`broker install --image`, the chart's `image`) is
-            // named in an annotation only administrators write: no change on the cluster.
+            // An image chosen at install of this version (`broker install --image`, the
+            // chart's `image`) is named in an annotation only administrators write: no change
+            // on the cluster. Installed from another version (its digest), it is that
+            // version's image: a difference.
             let image = "/spec/template/spec/containers/0/image";
             let chosen = live.annotations().get(BROKER_IMAGE_ANNOTATION);
+            let this_version = shipped
+                .annotations()
+                .iter()
+                .all(|(key, value)| live.annotations().get(key) == Some(value));
             let mut shipped_spec = shipped.data["spec"].clone();
-            if let (Some(chosen), Some(ours)) = (chosen, shipped.data.pointer(image))
+            if let Some(chosen) = chosen
+                && this_version
                 && live.data.pointer(image).and_then(Value::as_str) == Some(chosen)
-                && ours.as_str() != Some(chosen)
             {
                 shipped_spec["template"]["spec"]["containers"][0]["image"] = chosen.clone().into();
             }

@@ -4,7 +4,7 @@ import { actionKeys, assignAvailability, poolKey } from "../lib/claims";
 import { memberOffsets } from "../lib/poolRows";
 import { describePolicy, formatStateCounts } from "../lib/policy";
 import { poolTestId } from "../lib/presentation";
-import { describeUsage, HEAD_HOURS, lastHours, usageRows } from "../lib/usage";
+import { describeUsage, formatHour, HEAD_HOURS, lastHours, usageRows } from "../lib/usage";
 import { MemberRow } from "./MemberRow";
 import { UsageChart } from "./UsageChart";
 import { Working } from "./Working";
@@ -73,10 +73,14 @@ export const PoolSection = memo(function PoolSection({
   const assigning = running.has(actionKeys.assign(pool.namespace, pool.name));
   const deleting = running.has(actionKeys.deletePool(pool.namespace, pool.name));
   const rows = useMemo(() => memberOffsets(pool.members), [pool.members]);
-  const usageSummary = useMemo(
-    () => describeUsage(lastHours(usageRows(pool.usage), HEAD_HOURS)),
-    [pool.usage],
-  );
+  // The day up to the broker's newest hour, named: a broker that stopped recording leaves an
+  // older day, which is not called the last one.
+  const usageSummary = useMemo(() => {
+    const day = lastHours(usageRows(pool.usage), HEAD_HOURS);
+    if (day.length === 0) return "";
+    const upTo = formatHour(day[day.length - 1].end.getTime());
+    return `the ${HEAD_HOURS} hours up to ${upTo}: ${describeUsage(day)}`;
+  }, [pool.usage]);
   return (
     <section
       className={collapsed ? "pool pool-collapsed" : "pool"}
@@ -143,12 +147,12 @@ export const PoolSection = memo(function PoolSection({
             data-testid={`usage-${pool.namespace}-${pool.name}`}
             aria-label={
               pool.usage.length > 0
-                ? `Usage of pool ${pool.name} in the last ${HEAD_HOURS} hours: ${usageSummary}`
+                ? `Usage of pool ${pool.name} in ${usageSummary}`
                 : `Usage of pool ${pool.name}`
             }
             title={
               pool.usage.length > 0
-                ? `Last ${HEAD_HOURS} hours: ${usageSummary}. Click for the last seven days.`
+                ? `In ${usageSummary}. Click for the seven days kept.`
                 : "Members claimed and free hour by hour: nothing recorded yet"
             }
             onClick={() => {

@@ -46,17 +46,17 @@ export function UsageChart({ buckets, size, testId }: UsageChartProps) {
     const container = ref.current;
     if (container === null) return;
     let live = true;
-    import("@observablehq/plot").then(
-      (plot) => {
+    // A library that does not load, or a chart it cannot draw: said, not a blank box.
+    import("@observablehq/plot")
+      .then((plot) => {
         if (live)
           container.replaceChildren(
             withRoles(size === "small" ? small(plot, rows) : large(plot, rows)),
           );
-      },
-      () => {
+      })
+      .catch(() => {
         if (live) setFailed(true);
-      },
-    );
+      });
     return () => {
       live = false;
     };

@@ -104,8 +104,21 @@ pub fn check_image(image: &str) -> Result<()> {
         format!(
             "it has the character {bad:?}; an image reference has lowercase letters, digits and ./:@_- only"
         )
-    } else if !last.contains(':') && !last.contains('@') {
+    } else if let Some((_, digest)) = image.split_once('@') {
+        let hex = digest.strip_prefix("sha256:").unwrap_or_default();
+        if hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Ok(());
+        }
+        "its digest is not sha256: and 64 hex digits".to_owned()
+    } else if !last.contains(':') {
         "it has no tag or digest: pin the version to run".to_owned()
+    } else if !image.contains('/')
+        && last
+            .rsplit(':')
+            .next()
+            .is_some_and(|t| t.chars().all(|c| c.is_ascii_digit()))
+    {
+        "it names a registry (host:port) but no repository".to_owned()
     } else {
         return Ok(());
     };
@@ -118,25 +131,23 @@ pub fn check_image(image: &str) -> Result<()> {
 
 /// Everything [`install`] writes, in order, as `corral-vdi broker install --print` prints it
 /// and broker/chart renders it: the guard's objects ([`crate::guard::objects`]), the broker's
-/// ([`objects`]) with its Deployment running `image` (default [`default_image`]) and naming it
-/// in [`BROKER_IMAGE_ANNOTATION`], and the RoleBinding that lets the broker act in each of
+/// ([`objects`]) with its Deployment running `image` (default [`default_image`]; one chosen is
+/// named in [`BROKER_IMAGE_ANNOTATION`]), and the RoleBinding that lets the broker act in each of
 /// `namespaces` ([`super::namespaces::binding`]).
 ///
 /// Errors: [`Error::Invalid`] for a bad image ([`check_image`]) or namespace.
 pub fn install_objects(image: Option<&str>, namespaces: &[String]) -> Result<Vec<DynamicObject>> {
-    let image = match image {
-        Some(image) => {
-            check_image(image)?;
-            image.to_owned()
-        }
-        None => default_image()?,
-    };
+    if let Some(image) = image {
+        check_image(image)?;
+    }
     let mut all = crate::guard::objects()?;
     for mut obj in objects()? {
-        if obj.types.as_ref().is_some_and(|t| t.kind == "Deployment") {
-            obj.data["spec"]["template"]["spec"]["containers"][0]["image"] = image.clone().into();
+        if let Some(image) = image
+            && obj.types.as_ref().is_some_and(|t| t.kind == "Deployment")
+        {
+            obj.data["spec"]["template"]["spec"]["containers"][0]["image"] = image.into();
             obj.annotations_mut()
-                .insert(BROKER_IMAGE_ANNOTATION.to_owned(), image.clone());
+                .insert(BROKER_IMAGE_ANNOTATION.to_owned(), image.to_owned());
         }
         all.push(obj);
     }
@@ -621,6 +632,9 @@ mod tests {
             ("Registry/broker:1", "character 'R'"),
             ("registry.example.com:5000/broker", "no tag or digest"),
             ("broker:1 --privileged", "character ' '"),
+            ("localhost:5000", "no repository"),
+            ("registry.example.com/broker@foo", "64 hex digits"),
+            ("registry.example.com/broker@sha256:abc", "64 hex digits"),
         ] {
             let refused = check_image(bad).unwrap_err().to_string();
             assert!(refused.contains(why), "{bad}: {refused}");
@@ -652,6 +666,23 @@ mod tests {
         assert_eq!(
             crate::manifests::compared_part("Deployment", &shipped, &edited).len(),
             1
+        );
+        // Installed by another version (its digest): the image named is that version's, a
+        // difference.
+        let mut older = live.clone();
+        older
+            .annotations_mut()
+            .insert(DIGEST_ANNOTATION.to_owned(), "0123456789abcdef".to_owned());
+        assert_eq!(
+            crate::manifests::compared_part("Deployment", &shipped, &older).len(),
+            1
+        );
+        // No image chosen: nothing named.
+        let plain = install_objects(None, &[]).unwrap();
+        assert!(
+            plain
+                .iter()
+                .all(|o| !o.annotations().contains_key(BROKER_IMAGE_ANNOTATION))
         );
         assert!(install_objects(Some("Bad"), &[]).is_err());
         assert!(install_objects(None, &["Not A Namespace".to_owned()]).is_err());
