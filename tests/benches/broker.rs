@@ -184,7 +184,14 @@ async fn timed_claim(
     who: &str,
 ) -> anyhow::Result<Times> {
     let started = Instant::now();
-    let claimed = assign(actor, NAMESPACE, pool, who, &ClaimOptions::default()).await?;
+    // An administrator's assignment to an identity no RBAC entitles: forced (recorded on the
+    // Lease), so that the broker grants it without a SubjectAccessReview, as an administrator
+    // would (`assign --force`).
+    let options = ClaimOptions {
+        force: true,
+        ..ClaimOptions::default()
+    };
+    let claimed = assign(actor, NAMESPACE, pool, who, &options).await?;
     let returned = started.elapsed();
     let (granted, usable) = progress
         .at(&claimed.member, Duration::from_secs(120))
@@ -255,6 +262,10 @@ async fn claim_rounds(shared: &Shared, flow: Flow) -> anyhow::Result<()> {
     Api::<Namespace>::all(admin.clone())
         .create(&PostParams::default(), &ns)
         .await?;
+    // The broker acts only where it is let (`broker install --namespace`).
+    if flow == Flow::Broker {
+        vdi_core::broker::namespaces::serve(&admin, NAMESPACE).await?;
+    }
 
     // One claimant at a time: a pool of SEQUENTIAL members, each claim by a user of its own.
     corral_tests::stopped_pool(&admin, NAMESPACE, "one", SEQUENTIAL).await?;
@@ -361,6 +372,7 @@ async fn memory_at_scale(shared: &Shared) -> anyhow::Result<()> {
     Api::<Namespace>::all(admin.clone())
         .create(&PostParams::default(), &ns)
         .await?;
+    vdi_core::broker::namespaces::serve(&admin, SCALE_NAMESPACE).await?;
     let started = Instant::now();
     let created = corral_tests::many_pools(&admin, SCALE_NAMESPACE, 0..POOLS, PER_POOL).await?;
     println!(
