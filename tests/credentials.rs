@@ -20,15 +20,32 @@ use vdi_core::identity::Actor;
 use vdi_core::scope::Scope;
 use vdi_core::watch::{FeedStatus, PoolFeed};
 
-/// A fresh directory for one test.
-fn scratch(name: &str) -> PathBuf {
+/// A fresh directory for one test, removed with what is in it (a copy of the test plugin, tens
+/// of MiB) when the test ends, passed or failed.
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A fresh [`Scratch`] directory for one test.
+fn scratch(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!(
         "corral-cred-{name}-{}-{}",
         std::process::id(),
         jiff::Timestamp::now().as_nanosecond()
     ));
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
 }
 
 fn pki_dir() -> PathBuf {
@@ -127,7 +144,7 @@ async fn a_plugin_only_the_login_shell_knows_is_found_from_a_desktop_launch() {
     let run = |shell: &str| {
         Command::new(corral_tests::cli_binary())
             .env_clear()
-            .env("HOME", &home)
+            .env("HOME", &*home)
             .env("PATH", "/usr/bin:/bin")
             .env("SHELL", shell)
             .args(["--kubeconfig"])
