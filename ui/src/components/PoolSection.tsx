@@ -160,7 +160,12 @@ export const PoolSection = memo(function PoolSection({
             }}
           >
             {pool.usage.length > 0 ? (
-              <UsageChart buckets={pool.usage} size="small" testId={`usage-chart-${pool.name}`} />
+              <>
+                <span className="pool-usage-caption" aria-hidden="true">
+                  Usage
+                </span>
+                <UsageChart buckets={pool.usage} size="small" testId={`usage-chart-${pool.name}`} />
+              </>
             ) : (
               "Usage"
             )}
