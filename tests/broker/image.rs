@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use corral_tests::{client_as, desktop_member, eventually, namespace};
+use corral_tests::{client_as, desktop_member, eventually, namespace, stdout_of};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, PostParams};
@@ -23,22 +23,6 @@ use crate::{CONVERGE, claim, leader, replicas_mine, wait_granted};
 
 /// The identity the image's broker runs as (its `POD_NAME`).
 const POD: &str = "corral-vdi-broker-image-test";
-
-/// Runs `program args`; its standard output.
-fn run(program: &str, args: &[&str]) -> String {
-    let mut cmd = Command::new(program);
-    cmd.args(args);
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("run {program}: {e}"));
-    assert!(
-        out.status.success(),
-        "{program} {args:?}: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// `program`, run as root: itself when the tests run as root, else through `sudo -n` (chroot
 /// needs root, as the installers' test does).
@@ -158,17 +142,13 @@ async fn the_image_built_from_debian_packages_runs_in_cluster_leads_and_grants()
         .unwrap();
     let out = work.join("image");
     let binary = corral_tests::target_dir().join("corral-vdi-broker");
-    let built = Command::new(repo.join("scripts/broker-image.sh"))
-        .args(["--binary".as_ref(), binary.as_os_str()])
-        .args(["--out".as_ref(), out.as_os_str()])
-        .output()
-        .unwrap();
-    assert!(
-        built.status.success(),
-        "scripts/broker-image.sh: {}",
-        String::from_utf8_lossy(&built.stderr)
-    );
-    let digest = String::from_utf8(built.stdout).unwrap().trim().to_owned();
+    let digest = stdout_of(
+        Command::new(repo.join("scripts/broker-image.sh"))
+            .args(["--binary".as_ref(), binary.as_os_str()])
+            .args(["--out".as_ref(), out.as_os_str()]),
+    )
+    .trim()
+    .to_owned();
 
     // The layout as a registry would take it: index → manifest (the digest printed) → config
     // and one layer, each blob named by its content's digest.
@@ -190,7 +170,7 @@ async fn the_image_built_from_debian_packages_runs_in_cluster_leads_and_grants()
             .strip_prefix("sha256:")
             .unwrap();
         let path = oci.join("blobs/sha256").join(hex);
-        let sum = run("sha256sum", &[path.to_str().unwrap()]);
+        let sum = stdout_of(Command::new("sha256sum").arg(&path));
         assert!(sum.starts_with(hex), "{path:?} does not match its digest");
         assert_eq!(
             std::fs::metadata(&path).unwrap().len(),
@@ -205,15 +185,12 @@ async fn the_image_built_from_debian_packages_runs_in_cluster_leads_and_grants()
     let layer = oci
         .join("blobs/sha256")
         .join(layer.strip_prefix("sha256:").unwrap());
-    run(
-        "tar",
-        &[
-            "--no-same-owner",
-            "-xzf",
-            layer.to_str().unwrap(),
-            "-C",
-            root.to_str().unwrap(),
-        ],
+    stdout_of(
+        Command::new("tar")
+            .args(["--no-same-owner", "-xzf"])
+            .arg(&layer)
+            .arg("-C")
+            .arg(&root),
     );
     service_account_files(&root.join("var/run/secrets/kubernetes.io/serviceaccount")).await;
 

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 
-use corral_tests::{cli_binary, namespace};
+use corral_tests::{cli_binary, namespace, stdout_of};
 use k8s_openapi::serde::Deserialize;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::{Client, ResourceExt};
@@ -51,21 +51,8 @@ fn objects(yaml: &str) -> BTreeMap<(String, String, String), Value> {
     found
 }
 
-/// Runs `program args`; its standard output, or a failure showing its standard error.
-fn output(mut cmd: Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("run {cmd:?}: {e} (scripts/install-deps.sh builds helm)"));
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// `helm template` of the chart with `--set` values.
+/// `helm template` of the chart with `--set` values (scripts/install-deps.sh builds helm into
+/// `$CORRAL_CACHE_DIR/tools/bin`, which `make test` puts on PATH).
 fn helm_template(sets: &[&str]) -> String {
     let mut cmd = Command::new("helm");
     cmd.args(["template", "corral-vdi-broker"])
@@ -73,14 +60,14 @@ fn helm_template(sets: &[&str]) -> String {
     for set in sets {
         cmd.args(["--set", set]);
     }
-    output(cmd)
+    stdout_of(&mut cmd)
 }
 
 /// `corral-vdi broker install --print` with `args`.
 fn cli_print(args: &[&str]) -> String {
     let mut cmd = Command::new(cli_binary());
     cmd.args(["broker", "install", "--print"]).args(args);
-    output(cmd)
+    stdout_of(&mut cmd)
 }
 
 #[test]

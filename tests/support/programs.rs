@@ -123,3 +123,18 @@ pub fn stand_in_usbredirect_dir() -> PathBuf {
 pub fn usb_fixture() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/usb-devices.json")
 }
+
+/// Runs `cmd` to its end; its standard output.
+///
+/// Panics: it does not start, or exits unsuccessfully (the panic shows the command, its status
+/// and its standard error).
+pub fn stdout_of(cmd: &mut std::process::Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
