@@ -137,20 +137,8 @@ pub fn check_image(image: &str) -> Result<()> {
 ///
 /// Errors: [`Error::Invalid`] for a bad image ([`check_image`]) or namespace.
 pub fn install_objects(image: Option<&str>, namespaces: &[String]) -> Result<Vec<DynamicObject>> {
-    if let Some(image) = image {
-        check_image(image)?;
-    }
     let mut all = crate::guard::objects()?;
-    for mut obj in objects()? {
-        if let Some(image) = image
-            && obj.types.as_ref().is_some_and(|t| t.kind == "Deployment")
-        {
-            obj.data["spec"]["template"]["spec"]["containers"][0]["image"] = image.into();
-            obj.annotations_mut()
-                .insert(BROKER_IMAGE_ANNOTATION.to_owned(), image.to_owned());
-        }
-        all.push(obj);
-    }
+    all.extend(with_image(image)?);
     for ns in namespaces {
         crate::validate::namespace(ns)?;
         let binding = serde_json::to_value(super::namespaces::binding(ns))
@@ -161,6 +149,25 @@ pub fn install_objects(image: Option<&str>, namespaces: &[String]) -> Result<Vec
             })
             .map_err(|e| Error::Config(format!("the broker's RoleBinding in {ns}: {e}")))?;
         all.push(binding);
+    }
+    Ok(all)
+}
+
+/// The broker's own objects ([`objects`]), its Deployment running `image` when one is chosen
+/// (and naming it in [`BROKER_IMAGE_ANNOTATION`]).
+///
+/// Errors: [`Error::Invalid`] for a bad image ([`check_image`]).
+fn with_image(image: Option<&str>) -> Result<Vec<DynamicObject>> {
+    let mut all = objects()?;
+    if let Some(image) = image {
+        check_image(image)?;
+        for obj in &mut all {
+            if obj.types.as_ref().is_some_and(|t| t.kind == "Deployment") {
+                obj.data["spec"]["template"]["spec"]["containers"][0]["image"] = image.into();
+                obj.annotations_mut()
+                    .insert(BROKER_IMAGE_ANNOTATION.to_owned(), image.to_owned());
+            }
+        }
     }
     Ok(all)
 }
@@ -178,13 +185,7 @@ pub fn install_objects(image: Option<&str>, namespaces: &[String]) -> Result<Vec
 /// when the first, the Namespace, is refused).
 pub async fn install(client: &Client, image: Option<&str>) -> Result<Vec<String>> {
     // Checked before anything is written.
-    let broker = install_objects(image, &[])?
-        .into_iter()
-        .filter(|o| {
-            !o.annotations()
-                .contains_key(crate::guard::DIGEST_ANNOTATION)
-        })
-        .collect();
+    let broker = with_image(image)?;
     // The guard first: the broker grants only where the claim rules are enforced
     // (broker `enforcement`), and they are the guard's.
     let guard = crate::guard::install(client).await?;
