@@ -385,16 +385,18 @@ pub async fn golden_candidates(
 }
 
 /// Checks a "New pool" request without contacting the cluster (the same rules as the CLI,
-/// [`create::check`]): returns the member names it would create, or why it is refused.
+/// [`create::judge`]): the member names it would create and every problem, each with its field.
+///
+/// Errors: no cluster open.
 #[tauri::command]
 #[specta::specta]
 pub fn validate_new_pool(
     state: State<'_, AppState>,
     request: NewPool,
-) -> Result<Vec<String>, ErrorView> {
+) -> Result<create::NewPoolCheck, ErrorView> {
     let side = claim_side(&state)?;
     let (request, policy) = request.split();
-    create::check(&request, &policy, side).map_err(ErrorView::from)
+    Ok(create::judge(&request, &policy, side))
 }
 
 /// Who does the cluster's half of a claim on the open link's cluster, as its live watch of the

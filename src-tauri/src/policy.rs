@@ -73,7 +73,8 @@ pub struct PolicyProblem {
     /// The field, as the spec names it (`golden`, `size`, `warm`, `disconnectGrace`,
     /// `maxSession`, `idleTimeout`; [`vdi_core::policy::PolicyField::name`]).
     pub field: String,
-    /// The rule's sentence (`spec.warm: 5 is out of range (0 to the size, 4)`).
+    /// The rule's sentence without the spec's field name, which the dialog puts as its label
+    /// (`5 is out of range (0 to the size, 4)`; [`PolicyError::reason`]).
     pub message: String,
 }
 
@@ -81,7 +82,7 @@ impl From<PolicyError> for PolicyProblem {
     fn from(error: PolicyError) -> Self {
         PolicyProblem {
             field: error.field.name().to_owned(),
-            message: error.message,
+            message: error.reason().to_owned(),
         }
     }
 }
@@ -250,7 +251,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_problem_names_the_field_of_the_rule() {
+    fn a_problem_names_the_field_of_the_rule_and_says_it_in_plain_words() {
         let spec = DesktopPoolSpec {
             golden: "g".into(),
             size: 2,
@@ -259,6 +260,6 @@ mod tests {
         };
         let problem = PolicyProblem::from(spec.policy().unwrap_err());
         assert_eq!(problem.field, "warm");
-        assert!(problem.message.starts_with("spec.warm: 3"), "{problem:?}");
+        assert_eq!(problem.message, "3 is out of range (0 to the size, 2)");
     }
 }

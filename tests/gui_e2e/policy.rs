@@ -129,7 +129,12 @@ async fn pool_settings_change_the_desktop_pool_and_the_history_lists_a_claim() {
 
     // More warm members than the size: the rule's sentence, the field marked, and no Save.
     replace_text(client, "[data-testid='settings-warm']", "5").await;
-    let problem = wait_text(client, "[data-testid='settings-problem']", "spec.warm").await;
+    let problem = wait_text(
+        client,
+        "[data-testid='settings-problem']",
+        "Warm: 5 is out of range",
+    )
+    .await;
     eprintln!("warm 5 of 2: {problem}");
     // The dialog keeps its height while a problem comes and goes as values are typed.
     let height =
@@ -149,7 +154,12 @@ async fn pool_settings_change_the_desktop_pool_and_the_history_lists_a_claim() {
         "the settings dialog changed its height when the problem went"
     );
     replace_text(client, "[data-testid='settings-warm']", "5").await;
-    wait_text(client, "[data-testid='settings-problem']", "spec.warm").await;
+    wait_text(
+        client,
+        "[data-testid='settings-problem']",
+        "Warm: 5 is out of range",
+    )
+    .await;
     assert!(is_disabled(client, "[data-testid='settings-save']").await);
     let warm_invalid = js(
         client,
@@ -160,12 +170,7 @@ async fn pool_settings_change_the_desktop_pool_and_the_history_lists_a_claim() {
     // A duration that is none: named too, once warm is right again.
     replace_text(client, "[data-testid='settings-warm']", "1").await;
     replace_text(client, "[data-testid='settings-max-session']", "soon").await;
-    wait_text(
-        client,
-        "[data-testid='settings-problem']",
-        "spec.maxSession",
-    )
-    .await;
+    wait_text(client, "[data-testid='settings-problem']", "Max session: ").await;
     assert!(is_disabled(client, "[data-testid='settings-save']").await);
     // A click on the disabled Save writes nothing.
     click(client, "[data-testid='settings-save']").await;
@@ -390,9 +395,46 @@ async fn pool_settings_change_the_desktop_pool_and_the_history_lists_a_claim() {
     .await;
     replace_text(client, "[data-testid='pool-size']", "1").await;
     replace_text(client, "[data-testid='new-pool-warm']", "2").await;
-    // Warm above the size: the broker's rule, before anything is made.
-    wait_text(client, "[data-testid='new-pool-invalid']", "spec.warm").await;
+    replace_text(client, "[data-testid='new-pool-max-session']", "8x").await;
+    replace_text(client, "[data-testid='pool-timeout']", "0").await;
+    // Warm above the size (the broker's rule), a duration that is none and a timeout out of
+    // range: every problem at once, each in plain words on its own field, before anything is
+    // made.
+    wait_text(
+        client,
+        "[data-testid='new-pool-invalid'][data-field='warm']",
+        "Warm: 2 is out of range (0 to the size, 1)",
+    )
+    .await;
+    wait_text(
+        client,
+        "[data-testid='new-pool-invalid'][data-field='maxSession']",
+        "Max session: ",
+    )
+    .await;
+    wait_text(
+        client,
+        "[data-testid='new-pool-invalid'][data-field='timeout']",
+        "Clone timeout: a clone timeout of 0 s is out of range",
+    )
+    .await;
+    let marked = js(
+        client,
+        r#"return ["pool-name", "pool-size", "pool-timeout", "new-pool-warm", "new-pool-max-session"]
+             .map(id => document.querySelector(`[data-testid='${id}']`)
+               .getAttribute("aria-invalid") === "true");"#,
+    )
+    .await;
+    assert_eq!(
+        marked,
+        serde_json::json!([false, false, true, true, true]),
+        "the fields at fault are marked, and only those"
+    );
+    let problems = text_of(client, "[data-testid='new-pool-problems']").await;
+    assert!(!problems.contains("spec."), "plain words: {problems}");
     assert!(is_disabled(client, "[data-testid='create-submit']").await);
+    gui.screenshot("e2e-policy-new-pool-problems.png");
+    replace_text(client, "[data-testid='pool-timeout']", "120").await;
     replace_text(client, "[data-testid='new-pool-warm']", "1").await;
     replace_text(client, "[data-testid='new-pool-max-session']", "8h").await;
     click(client, "[data-testid='new-pool-on-release-reset']").await;

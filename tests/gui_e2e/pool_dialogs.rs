@@ -88,6 +88,15 @@ async fn a_create_refused_up_front_offers_no_clean_up() {
     assert!(is_disabled(client, "[data-testid='create-submit']").await);
     let preview = text_of(client, "[data-testid='new-pool-preview']").await;
     assert!(preview.starts_with("Would create"), "{preview}");
+    // The refusal is read first, what would have been made after it.
+    let refusal_first = js(
+        client,
+        r#"const exists = document.querySelector("[data-testid='new-pool-exists']");
+           const preview = document.querySelector("[data-testid='new-pool-preview']");
+           return Boolean(exists.compareDocumentPosition(preview) & Node.DOCUMENT_POSITION_FOLLOWING);"#,
+    )
+    .await;
+    assert_eq!(refusal_first, serde_json::json!(true));
 
     // "taken" is no pool's name, but its first member's name is upfront's VM.
     for _ in 0.."legacy".len() {

@@ -28,6 +28,7 @@ import {
   type HistoryOf,
   type MemberPaths,
   type NewPool,
+  type NewPoolCheck,
   type NamespaceEntitlements,
   type Permissions,
   type PoolCreated,
@@ -152,9 +153,9 @@ export function goldenCandidates(namespace: string): Promise<Result<GoldenCandid
 
 /**
  * Checks a "New pool" request locally (the CLI's rules, no cluster call): resolves to the member
- * names it would create, or why it is invalid.
+ * names it would create and every problem, each with its field.
  */
-export function validateNewPool(request: NewPool): Promise<Result<string[]>> {
+export function validateNewPool(request: NewPool): Promise<Result<NewPoolCheck>> {
   return call(() => commands.validateNewPool(request));
 }
 

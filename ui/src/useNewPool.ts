@@ -8,7 +8,14 @@ import {
   validateNewPool,
   type Result,
 } from "./api";
-import type { ErrorView, GoldenCandidate, NewPool, PoolCreated, PoolDeleted } from "./bindings";
+import type {
+  ErrorView,
+  GoldenCandidate,
+  NewPool,
+  NewPoolCheck,
+  PoolCreated,
+  PoolDeleted,
+} from "./bindings";
 import { applyCreateProgress, finishCreateRun, newCreateRun, type CreateRun } from "./lib/pools";
 
 export type CandidatesState =
@@ -48,13 +55,14 @@ export function useGoldenCandidates(namespace: string) {
 const VALIDATE_DEBOUNCE_MS = 150;
 
 export type Validation =
-  /** Nothing to validate yet (no name, no golden VM, or a size or timeout that is no number). */
+  /** Nothing to validate yet (no name or no golden VM). */
   | { kind: "incomplete" }
-  /** The backend's answer for the current input. */
-  | { kind: "valid"; members: string[] }
-  | { kind: "invalid"; error: ErrorView }
+  /** The backend's answer for the current input: the members, and every problem. */
+  | { kind: "judged"; check: NewPoolCheck }
+  /** The backend could not judge it (no cluster open). */
+  | { kind: "failed"; error: ErrorView }
   /** Waiting for the answer; `last` is the answer to an earlier input, shown meanwhile. */
-  | { kind: "checking"; last: Result<string[]> | null };
+  | { kind: "checking"; last: NewPoolCheck | null };
 
 /**
  * Live validation of a New pool request by the backend (validate_new_pool, the CLI's rules),
@@ -63,7 +71,7 @@ export type Validation =
 export function usePoolValidation(request: NewPool | null): Validation {
   // The input as a value, so that an equal request rebuilt on every render is not sent again.
   const key = request === null ? null : JSON.stringify(request);
-  const [answer, setAnswer] = useState<{ key: string; result: Result<string[]> } | null>(null);
+  const [answer, setAnswer] = useState<{ key: string; result: Result<NewPoolCheck> } | null>(null);
 
   useEffect(() => {
     if (key === null) return;
@@ -84,11 +92,12 @@ export function usePoolValidation(request: NewPool | null): Validation {
     return { kind: "incomplete" };
   }
   if (answer === null || answer.key !== key) {
-    return { kind: "checking", last: answer?.result ?? null };
+    const last = answer?.result.ok === true ? answer.result.value : null;
+    return { kind: "checking", last };
   }
   return answer.result.ok
-    ? { kind: "valid", members: answer.result.value }
-    : { kind: "invalid", error: answer.result.error };
+    ? { kind: "judged", check: answer.result.value }
+    : { kind: "failed", error: answer.result.error };
 }
 
 export type CreateState =

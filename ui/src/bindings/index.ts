@@ -90,9 +90,11 @@ export const commands = {
 	goldenCandidates: (namespace: string) => __TAURI_INVOKE<GoldenCandidate[]>("golden_candidates", { namespace }),
 	/**
 	 *  Checks a "New pool" request without contacting the cluster (the same rules as the CLI,
-	 *  [`create::check`]): returns the member names it would create, or why it is refused.
+	 *  [`create::judge`]): the member names it would create and every problem, each with its field.
+	 * 
+	 *  Errors: no cluster open.
 	 */
-	validateNewPool: (request: NewPool) => __TAURI_INVOKE<string[]>("validate_new_pool", { request }),
+	validateNewPool: (request: NewPool) => __TAURI_INVOKE<NewPoolCheck>("validate_new_pool", { request }),
 	/**
 	 *  Creates a pool as the CLI does ([`create::create`]: managed on a cluster with a broker),
 	 *  sending each step as a `pool-create-progress` event ([`vdi_core::pool::CreateProgress`])
@@ -1205,6 +1207,53 @@ export type NewPool = {
 	policy: PolicyChanges,
 };
 
+/**
+ *  What the New pool dialog shows under its fields: the members the pool would get, and every
+ *  problem of the input at once.
+ */
+export type NewPoolCheck = {
+	/**  `<name>-1` … `<name>-<size>`; empty while the name or size has a problem. */
+	members: string[],
+	/**  Every problem, in the order [`check`] meets them (its first is [`check`]'s error). */
+	problems: NewPoolProblem[],
+};
+
+/**  A field of the New pool dialog (and the `pool create` flag it stands for). */
+export type NewPoolField = 
+/**  The pool name. */
+"name" | 
+/**  The namespace (the dialog's own: a problem here is the view's namespace). */
+"namespace" | 
+/**  The golden VM. */
+"golden" | 
+/**  The number of members. */
+"size" | 
+/**  The per-member clone timeout. */
+"timeout" | 
+/**  The warm members. */
+"warm" | 
+/**  The disconnect grace. */
+"disconnectGrace" | 
+/**  The longest claim. */
+"maxSession" | 
+/**  The idle timeout. */
+"idleTimeout" | 
+/**  What a release does (with the assignment). */
+"onRelease" | 
+/**  A policy on a cluster without a broker. */
+"policy";
+
+/**  One problem of a New pool request, for the field it marks. */
+export type NewPoolProblem = {
+	/**  The field at fault. */
+	field: NewPoolField,
+	/**
+	 *  The rule's sentence, in words for the form beside the field ("5 is out of range (0 to
+	 *  the size, 1)", with no `spec.warm`).
+	 */
+	message: string,
+};
+
 /**  One node's devices. */
 export type NodeCapacity = {
 	/**  Node name. */
@@ -1443,7 +1492,10 @@ export type PolicyProblem = {
 	 *  `maxSession`, `idleTimeout`; [`vdi_core::policy::PolicyField::name`]).
 	 */
 	field: string,
-	/**  The rule's sentence (`spec.warm: 5 is out of range (0 to the size, 4)`). */
+	/**
+	 *  The rule's sentence without the spec's field name, which the dialog puts as its label
+	 *  (`5 is out of range (0 to the size, 4)`; [`PolicyError::reason`]).
+	 */
 	message: string,
 };
 

@@ -1,11 +1,13 @@
 import { useId, useRef, useState, type SubmitEvent } from "react";
 import { validateNewPool } from "../api";
-import type { NewPool, PoolView } from "../bindings";
+import type { NewPool, NewPoolField, NewPoolProblem, PoolView } from "../bindings";
 import {
+  NEW_POOL_FIELD_LABELS,
   chooseGolden,
   createBlocker,
   describeMembersToCreate,
   goldenOptionLabel,
+  newPoolProblems,
   parseWholeNumber,
   poolExists,
 } from "../lib/pools";
@@ -40,6 +42,12 @@ function ignore() {
   // A create cannot be stopped half-way: the dialog stays until it ends.
 }
 
+/** The policy of `form` with warm set to none: judged while warm is no whole number. */
+function policyChangesOrDefaultWarm(form: PolicyForm) {
+  const without = policyChangesOf({ ...form, warm: "0" });
+  return without.ok ? without.changes : NO_POLICY;
+}
+
 /**
  * "New pool": clones a golden VM of the namespace into `<name>-1` … `<name>-<N>`. The backend
  * validates the input as it is typed (the CLI's rules) and judges the request; once sent, the
@@ -72,36 +80,34 @@ export function NewPoolDialog({ namespace, pools, managed, onClose }: NewPoolDia
   const size = parseWholeNumber(sizeText, "size");
   const timeout = parseWholeNumber(timeoutText, "timeout");
   const policy = managed ? policyChangesOf(policyForm) : { ok: true as const, changes: NO_POLICY };
-  const numberProblem = !size.ok
-    ? size.problem
-    : !timeout.ok
-      ? timeout.problem
-      : !policy.ok
-        ? policy.problem
-        : null;
+  // Values that are no whole number, each on its field; the backend judges the rest.
+  const shape: NewPoolProblem[] = [
+    ...(size.ok ? [] : [{ field: "size" as const, message: size.problem }]),
+    ...(timeout.ok ? [] : [{ field: "timeout" as const, message: timeout.problem }]),
+    ...(policy.ok ? [] : [{ field: "warm" as const, message: policy.problem }]),
+  ];
 
   const chosen = golden?.name ?? null;
   const allow = golden !== null && golden.running && allowRunning;
   const sizeValue = size.ok ? size.value : null;
-  const timeoutValue = timeout.ok ? timeout.value : null;
-  const request: NewPool | null =
-    chosen === null ||
-    name.trim() === "" ||
-    sizeValue === null ||
-    timeoutValue === null ||
-    !policy.ok
+  // What the backend judges: the input, with a stand-in for a value that is no number (its
+  // own problem is shown from here), so that every other field is judged at once.
+  const judged: NewPool | null =
+    chosen === null || name.trim() === ""
       ? null
       : {
           namespace,
           name,
           golden: chosen,
-          size: sizeValue,
+          size: sizeValue ?? 1,
           allowRunning: allow,
-          timeoutSeconds: timeoutValue,
-          policy: policy.changes,
+          timeoutSeconds: timeout.ok ? timeout.value : Number(DEFAULT_TIMEOUT_SECONDS),
+          policy: policy.ok ? policy.changes : policyChangesOrDefaultWarm(policyForm),
         };
+  // What Create sends: the input itself, once every value is a number.
+  const request = shape.length === 0 ? judged : null;
   // Once sent, the input is the backend's to judge: no more live checks.
-  const validation = usePoolValidation(create.kind === "idle" ? request : null);
+  const validation = usePoolValidation(create.kind === "idle" ? judged : null);
   // The capacity preview follows the golden VM and size, and every pools snapshot (members
   // that start or stop take or free devices).
   const capacity = usePoolCapacity(
@@ -131,6 +137,16 @@ export function NewPoolDialog({ namespace, pools, managed, onClose }: NewPoolDia
     );
   }
 
+  // The backend's verdict on the current input (or, while it is being checked, on the
+  // previous one), and every problem with its field.
+  const check =
+    validation.kind === "judged"
+      ? validation.check
+      : validation.kind === "checking"
+        ? validation.last
+        : null;
+  const problems = newPoolProblems(shape, check?.problems ?? null);
+  const invalid = (field: NewPoolField) => problems.some((p) => p.field === field);
   // A name the list shows taken is refused here rather than by the server (which refuses it
   // too, and also what this list has not seen yet).
   const nameTaken = name !== "" && poolExists(pools, namespace, name);
@@ -146,9 +162,11 @@ export function NewPoolDialog({ namespace, pools, managed, onClose }: NewPoolDia
       golden,
       allowRunning: allow,
       name,
-      numberProblem,
-      invalid: validation.kind === "invalid",
+      problems: problems.length,
     });
+    if (blocker === null && validation.kind === "failed") {
+      blocker = validation.error.message;
+    }
     if (blocker === null && nameTaken) {
       blocker = `Choose a name no pool in namespace ${namespace} has.`;
     }
@@ -156,38 +174,23 @@ export function NewPoolDialog({ namespace, pools, managed, onClose }: NewPoolDia
       blocker = capacity.plan.words.fix;
     }
   }
-
-  // What to say under the fields: a number that is no number, else the backend's verdict on the
-  // current input (or, while it is being checked, on the previous one).
-  let verdict: { ok: true; members: string[] } | { ok: false; message: string } | null = null;
-  if (name.trim() !== "" && numberProblem !== null) {
-    verdict = { ok: false, message: numberProblem };
-  } else if (validation.kind === "valid") {
-    verdict = { ok: true, members: validation.members };
-  } else if (validation.kind === "invalid") {
-    verdict = { ok: false, message: validation.error.message };
-  } else if (validation.kind === "checking" && validation.last !== null) {
-    verdict = validation.last.ok
-      ? { ok: true, members: validation.last.value }
-      : { ok: false, message: validation.last.error.message };
-  }
+  const members = problems.length === 0 ? (check?.members ?? []) : [];
 
   const submit = async (event: SubmitEvent<HTMLFormElement>) => {
     event.preventDefault();
     if (blocker !== null || request === null) return;
-    let members: string[];
-    if (validation.kind === "valid") {
-      members = validation.members;
-    } else {
+    let sent = members;
+    if (validation.kind !== "judged") {
       // Typed faster than the debounce: check this very input before sending it.
       const checked = await validateNewPool(request);
-      if (!checked.ok) return; // The live validation shows why in a moment.
-      members = checked.value;
+      // The live validation shows why in a moment.
+      if (!checked.ok || checked.value.problems.length > 0) return;
+      sent = checked.value.members;
     }
-    void start(request, members);
+    void start(request, sent);
   };
 
-  const describedBy = verdict !== null ? checkId : undefined;
+  const describedBy = (field: NewPoolField) => (invalid(field) ? checkId : undefined);
 
   return (
     <Modal
@@ -310,8 +313,8 @@ export function NewPoolDialog({ namespace, pools, managed, onClose }: NewPoolDia
             className="user-input"
             data-testid="pool-name"
             value={name}
-            aria-invalid={verdict?.ok === false || undefined}
-            aria-describedby={describedBy}
+            aria-invalid={invalid("name") || nameTaken || undefined}
+            aria-describedby={describedBy("name")}
             spellCheck={false}
             autoCapitalize="off"
             autoCorrect="off"
@@ -334,7 +337,8 @@ export function NewPoolDialog({ namespace, pools, managed, onClose }: NewPoolDia
               min={1}
               max={500}
               step={1}
-              aria-describedby={describedBy}
+              aria-invalid={invalid("size") || undefined}
+              aria-describedby={describedBy("size")}
               onChange={(e) => {
                 setSizeText(e.target.value);
               }}
@@ -350,7 +354,8 @@ export function NewPoolDialog({ namespace, pools, managed, onClose }: NewPoolDia
               value={timeoutText}
               min={1}
               step={1}
-              aria-describedby={describedBy}
+              aria-invalid={invalid("timeout") || undefined}
+              aria-describedby={describedBy("timeout")}
               onChange={(e) => {
                 setTimeoutText(e.target.value);
               }}
@@ -366,8 +371,8 @@ export function NewPoolDialog({ namespace, pools, managed, onClose }: NewPoolDia
                 testId="new-pool-warm"
                 value={policyForm.warm}
                 readOnly={false}
-                invalid={false}
-                describedBy={describedBy}
+                invalid={invalid("warm")}
+                describedBy={describedBy("warm")}
                 onChange={(warm) => {
                   setPolicyForm((f) => ({ ...f, warm }));
                 }}
@@ -377,8 +382,8 @@ export function NewPoolDialog({ namespace, pools, managed, onClose }: NewPoolDia
               testIdPrefix="new-pool"
               values={policyForm}
               readOnly={false}
-              invalid={() => false}
-              describedBy={() => describedBy}
+              invalid={invalid}
+              describedBy={describedBy}
               onChange={(field, value) => {
                 setPolicyForm((f) => ({ ...f, [field]: value }));
               }}
@@ -402,22 +407,31 @@ export function NewPoolDialog({ namespace, pools, managed, onClose }: NewPoolDia
           </>
         ) : null}
         <div id={checkId} className="form-check" aria-live="polite">
-          {verdict === null ? null : verdict.ok ? (
-            <p
-              className={blocker === null ? "form-preview" : "form-hint"}
-              data-testid="new-pool-preview"
-            >
-              {describeMembersToCreate(verdict.members, blocker === null)}
-            </p>
-          ) : (
-            <p className="form-invalid" data-testid="new-pool-invalid">
-              {verdict.message}
-            </p>
-          )}
           {nameTaken ? (
             <p className="form-warning" data-testid="new-pool-exists">
               A pool named {name} already exists in namespace {namespace}: a create would be
               refused.
+            </p>
+          ) : null}
+          {problems.length > 0 ? (
+            <ul className="form-problems" data-testid="new-pool-problems">
+              {problems.map((p) => (
+                <li
+                  key={`${p.field}:${p.message}`}
+                  className="form-invalid"
+                  data-testid="new-pool-invalid"
+                  data-field={p.field}
+                >
+                  {NEW_POOL_FIELD_LABELS[p.field]}: {p.message}
+                </li>
+              ))}
+            </ul>
+          ) : members.length > 0 ? (
+            <p
+              className={blocker === null ? "form-preview" : "form-hint"}
+              data-testid="new-pool-preview"
+            >
+              {describeMembersToCreate(members, blocker === null)}
             </p>
           ) : null}
         </div>

@@ -16,6 +16,7 @@ import {
   settingsOf,
   type SettingsForm,
 } from "../lib/policy";
+import { NEW_POOL_FIELD_LABELS } from "../lib/pools";
 import { usePolicyCheck, usePoolPolicy } from "../usePoolSettings";
 import { ActionError } from "./ActionNotice";
 import { Modal } from "./Modal";
@@ -239,7 +240,10 @@ function SettingsForm({
   const problem: { field: Field | null; message: string } | null = !shaped.ok
     ? shaped.problem
     : check?.problem
-      ? { field: fieldOf(check.problem.field), message: check.problem.message }
+      ? {
+          field: fieldOf(check.problem.field),
+          message: `${fieldLabel(check.problem.field)}: ${check.problem.message}`,
+        }
       : null;
   const unchanged = wanted !== null && sameSettings(wanted, settings);
   const blocker = readOnly
@@ -405,6 +409,11 @@ function SettingsForm({
 }
 
 /** A field name from the backend, if it is one of the dialog's. */
+/** A spec field's name as the form's labels say it ("maxSession": "Max session"). */
+function fieldLabel(name: string): string {
+  return Object.entries(NEW_POOL_FIELD_LABELS).find(([field]) => field === name)?.[1] ?? name;
+}
+
 function fieldOf(name: string): Field | null {
   const fields: readonly Field[] = ["size", "warm", "disconnectGrace", "maxSession", "idleTimeout"];
   return fields.find((f) => f === name) ?? null;

@@ -5,6 +5,8 @@ import type {
   GoldenCandidate,
   MemberProgress,
   MemberView,
+  NewPoolField,
+  NewPoolProblem,
   PoolCreated,
   PoolDeleted,
   PoolView,
@@ -28,6 +30,7 @@ import {
   isAssigned,
   memberElapsedMs,
   newCreateRun,
+  newPoolProblems,
   parseWholeNumber,
   parsePoolOrder,
   poolExists,
@@ -121,8 +124,7 @@ describe("createBlocker", () => {
     golden: candidate("golden"),
     allowRunning: false,
     name: "devpool",
-    numberProblem: null,
-    invalid: false,
+    problems: 0,
   };
 
   it("is null when the form can be sent", () => {
@@ -151,10 +153,36 @@ describe("createBlocker", () => {
     expect(createBlocker({ ...ready, golden, allowRunning: true })).toBeNull();
   });
 
-  it("needs a name, numbers and a valid request", () => {
+  it("needs a name and no value marked", () => {
     expect(createBlocker({ ...ready, name: "  " })).toBe("Enter a name for the pool.");
-    expect(createBlocker({ ...ready, numberProblem: "Enter the size." })).toBe("Enter the size.");
-    expect(createBlocker({ ...ready, invalid: true })).toBe("Correct the problem shown above.");
+    expect(createBlocker({ ...ready, problems: 1 })).toBe("Correct the value marked above.");
+    expect(createBlocker({ ...ready, problems: 3 })).toBe("Correct the 3 values marked above.");
+  });
+});
+
+describe("newPoolProblems", () => {
+  const problem = (field: NewPoolField, message: string): NewPoolProblem => ({ field, message });
+
+  it("lists every problem in the order of the fields", () => {
+    const shape = [problem("size", "The size must be a whole number.")];
+    const judged = [
+      problem("warm", "5 is out of range (0 to the size, 1)"),
+      problem("name", 'pool name "Dev" is not a valid name'),
+      problem("maxSession", '"8x" is not a duration'),
+    ];
+    expect(newPoolProblems(shape, judged).map((p) => p.field)).toEqual([
+      "name",
+      "size",
+      "warm",
+      "maxSession",
+    ]);
+  });
+
+  it("keeps its own word on a field over the backend's, which judged a stand-in", () => {
+    const shape = [problem("size", "Enter the size.")];
+    const judged = [problem("size", "pool size 1 is fine"), problem("timeout", "out of range")];
+    expect(newPoolProblems(shape, judged)).toEqual([shape[0], judged[1]]);
+    expect(newPoolProblems([], null)).toEqual([]);
   });
 });
 

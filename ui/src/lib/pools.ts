@@ -9,6 +9,8 @@ import type {
   CreateStep,
   GoldenCandidate,
   MemberView,
+  NewPoolField,
+  NewPoolProblem,
   PoolCreated,
   PoolDeleted,
   PoolView,
@@ -81,11 +83,43 @@ export type CreateReadiness = {
   /** "Clone it anyway" is ticked. */
   allowRunning: boolean;
   name: string;
-  /** Why the size or timeout typed is not a number, if it is not. */
-  numberProblem: string | null;
-  /** The backend's validation of the current input refused it. */
-  invalid: boolean;
+  /** How many fields are marked with a problem ({@link newPoolProblems}). */
+  problems: number;
 };
+
+/** Each New pool field's name, as its label says it. */
+export const NEW_POOL_FIELD_LABELS: Record<NewPoolField, string> = {
+  name: "Pool name",
+  namespace: "Namespace",
+  golden: "Golden VM",
+  size: "Size",
+  timeout: "Clone timeout",
+  warm: "Warm",
+  disconnectGrace: "Disconnect grace",
+  maxSession: "Max session",
+  idleTimeout: "Idle timeout",
+  onRelease: "On release",
+  policy: "Policy",
+};
+
+/**
+ * Every problem of the New pool form, in the order of its fields: the values that are no whole
+ * number (`shape`, found here), then the backend's verdict on the rest (`judged`, null while
+ * there is none), leaving out its word on a field already marked here (it was judged on a
+ * stand-in value).
+ */
+export function newPoolProblems(
+  shape: readonly NewPoolProblem[],
+  judged: readonly NewPoolProblem[] | null,
+): NewPoolProblem[] {
+  const marked = new Set(shape.map((p) => p.field));
+  const all = [...shape, ...(judged ?? []).filter((p) => !marked.has(p.field))];
+  const order = Object.keys(NEW_POOL_FIELD_LABELS);
+  return all
+    .map((p, i) => ({ p, i }))
+    .sort((a, b) => order.indexOf(a.p.field) - order.indexOf(b.p.field) || a.i - b.i)
+    .map(({ p }) => p);
+}
 
 /** Why the New pool form cannot be submitted as it stands, or null when it can. */
 export function createBlocker(form: CreateReadiness): string | null {
@@ -103,11 +137,10 @@ export function createBlocker(form: CreateReadiness): string | null {
   if (form.name.trim() === "") {
     return "Enter a name for the pool.";
   }
-  if (form.numberProblem !== null) {
-    return form.numberProblem;
-  }
-  if (form.invalid) {
-    return "Correct the problem shown above.";
+  if (form.problems > 0) {
+    return form.problems === 1
+      ? "Correct the value marked above."
+      : `Correct the ${form.problems} values marked above.`;
   }
   return null;
 }

@@ -12,9 +12,11 @@ use super::change::{PolicyChanges, spec_for};
 use super::ops;
 use crate::entitlement::Who;
 use crate::error::{Error, ErrorKind, Result};
+use crate::policy::PolicyField;
 use crate::policy::{DesktopPool, DesktopPoolSpec};
 use crate::pool::{
-    CreateOptions, CreatePool, CreateProgress, PoolCreated, create_pool, validate_create,
+    CreateInput, CreateOptions, CreatePool, CreateProgress, PoolCreated, create_pool,
+    create_problems, validate_create,
 };
 use crate::state::ClaimSide;
 
@@ -59,10 +61,8 @@ impl NewPool {
     }
 }
 
-/// Checks a create without a request, as [`create`] does first: the pool's input
-/// ([`validate_create`]; with a broker, a name short enough for a DesktopPool:
-/// [`crate::pool::check_managed_name`]), the policy's bounds ([`spec_for`]) and that a policy
-/// has a broker to run it; returns the member names the pool would get.
+/// Checks a create without a request, as [`create`] does first: the first of [`judge`]'s
+/// problems; returns the member names the pool would get.
 ///
 /// Errors: those of [`validate_create`], [`crate::pool::check_managed_name`] and [`spec_for`];
 /// [`Error::Rejected`] `Invalid` for a policy where `side` is [`ClaimSide::Client`].
@@ -76,21 +76,175 @@ fn checked(
     policy: &PolicyChanges,
     side: ClaimSide,
 ) -> Result<(Vec<String>, DesktopPoolSpec)> {
-    let members = validate_create(request)?;
-    if side == ClaimSide::Broker {
-        crate::pool::check_managed_name(&request.name)?;
+    if let Some(first) = problems(request, policy, side).into_iter().next() {
+        return Err(first.error);
     }
+    let members = validate_create(request)?;
     let spec = spec_for(&request.golden, request.size, policy)?;
+    Ok((members, spec))
+}
+
+/// A field of the New pool dialog (and the `pool create` flag it stands for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
+#[serde(rename_all = "camelCase")]
+pub enum NewPoolField {
+    /// The pool name.
+    Name,
+    /// The namespace (the dialog's own: a problem here is the view's namespace).
+    Namespace,
+    /// The golden VM.
+    Golden,
+    /// The number of members.
+    Size,
+    /// The per-member clone timeout.
+    Timeout,
+    /// The warm members.
+    Warm,
+    /// The disconnect grace.
+    DisconnectGrace,
+    /// The longest claim.
+    MaxSession,
+    /// The idle timeout.
+    IdleTimeout,
+    /// What a release does (with the assignment).
+    OnRelease,
+    /// A policy on a cluster without a broker.
+    Policy,
+}
+
+impl From<CreateInput> for NewPoolField {
+    fn from(input: CreateInput) -> Self {
+        match input {
+            CreateInput::Name => NewPoolField::Name,
+            CreateInput::Namespace => NewPoolField::Namespace,
+            CreateInput::Golden => NewPoolField::Golden,
+            CreateInput::Size => NewPoolField::Size,
+            CreateInput::Timeout => NewPoolField::Timeout,
+        }
+    }
+}
+
+impl From<PolicyField> for NewPoolField {
+    fn from(field: PolicyField) -> Self {
+        match field {
+            PolicyField::Golden => NewPoolField::Golden,
+            PolicyField::Size => NewPoolField::Size,
+            PolicyField::Warm => NewPoolField::Warm,
+            PolicyField::DisconnectGrace => NewPoolField::DisconnectGrace,
+            PolicyField::MaxSession => NewPoolField::MaxSession,
+            PolicyField::IdleTimeout => NewPoolField::IdleTimeout,
+            PolicyField::OnRelease => NewPoolField::OnRelease,
+        }
+    }
+}
+
+/// One problem of a New pool request, for the field it marks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
+#[serde(rename_all = "camelCase")]
+pub struct NewPoolProblem {
+    /// The field at fault.
+    pub field: NewPoolField,
+    /// The rule's sentence, in words for the form beside the field ("5 is out of range (0 to
+    /// the size, 1)", with no `spec.warm`).
+    pub message: String,
+}
+
+/// What the New pool dialog shows under its fields: the members the pool would get, and every
+/// problem of the input at once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "bindings", derive(specta::Type))]
+#[serde(rename_all = "camelCase")]
+pub struct NewPoolCheck {
+    /// `<name>-1` … `<name>-<size>`; empty while the name or size has a problem.
+    pub members: Vec<String>,
+    /// Every problem, in the order [`check`] meets them (its first is [`check`]'s error).
+    pub problems: Vec<NewPoolProblem>,
+}
+
+/// [`check`] for a form: every problem with its field, not only the first, and the members
+/// when name and size allow them. No request.
+pub fn judge(request: &CreatePool, policy: &PolicyChanges, side: ClaimSide) -> NewPoolCheck {
+    let problems: Vec<NewPoolProblem> = problems(request, policy, side)
+        .into_iter()
+        .map(|p| NewPoolProblem {
+            field: p.field,
+            message: p.words,
+        })
+        .collect();
+    let members = if problems
+        .iter()
+        .any(|p| matches!(p.field, NewPoolField::Name | NewPoolField::Size))
+    {
+        Vec::new()
+    } else {
+        crate::pool::member_names(&request.name, request.size)
+    };
+    NewPoolCheck { members, problems }
+}
+
+/// One problem: its field, its words for a form, and the error a command refuses with.
+struct Problem {
+    field: NewPoolField,
+    words: String,
+    error: Error,
+}
+
+/// Every problem of a create, in [`check`]'s order: the input ([`create_problems`]); with a
+/// broker, a name too long for a DesktopPool; the policy's fields
+/// ([`DesktopPoolSpec::problems`]); a policy where no broker runs one.
+fn problems(request: &CreatePool, policy: &PolicyChanges, side: ClaimSide) -> Vec<Problem> {
+    let mut found: Vec<Problem> = create_problems(request)
+        .into_iter()
+        .map(|(input, error)| Problem {
+            field: input.into(),
+            words: error.to_string(),
+            error,
+        })
+        .collect();
+    if side == ClaimSide::Broker
+        && let Err(error) = crate::pool::check_managed_name(&request.name)
+    {
+        found.push(Problem {
+            field: NewPoolField::Name,
+            words: error.to_string(),
+            error,
+        });
+    }
+    let base = DesktopPoolSpec {
+        golden: request.golden.clone(),
+        size: i32::try_from(request.size).unwrap_or(i32::MAX),
+        ..Default::default()
+    };
+    found.extend(
+        policy
+            .apply(&base)
+            .problems()
+            .into_iter()
+            // Golden and size are the create's own, judged above in the create's words.
+            .filter(|e| !matches!(e.field, PolicyField::Golden | PolicyField::Size))
+            .map(|e| Problem {
+                field: e.field.into(),
+                words: e.reason().to_owned(),
+                error: Error::invalid(format!("pool policy: {e}"), policy.fix_for(&e)),
+            }),
+    );
     if side == ClaimSide::Client && !policy.is_empty() {
-        return Err(Error::rejected(
+        let error = Error::rejected(
             ErrorKind::Invalid,
             "warm members, disconnect grace, max session, idle timeout and on release are the \
              pool's policy, which the broker runs, and this cluster has no broker; nothing was \
              created",
             "install the broker (corral-vdi broker install), or create the pool without them",
-        ));
+        );
+        found.push(Problem {
+            field: NewPoolField::Policy,
+            words: error.to_string(),
+            error,
+        });
     }
-    Ok((members, spec))
+    found
 }
 
 /// A pool made by [`create`]: its members, and its DesktopPool when the cluster has a broker.
@@ -171,5 +325,92 @@ async fn entitle(client: &Client, pool: &mut PoolCreated, who: &[Who]) {
             "nobody may claim from pool \"{name}\" yet: its entitlement was not written ({e}); \
              corral-vdi pool entitle {name} --everyone -n {ns} (or --user, --group) writes it"
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(name: &str, size: u32, timeout_seconds: u64) -> CreatePool {
+        CreatePool {
+            namespace: "corral-vms".into(),
+            name: name.into(),
+            golden: "golden-desktop".into(),
+            size,
+            options: CreateOptions {
+                timeout: std::time::Duration::from_secs(timeout_seconds),
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn a_form_gets_every_problem_on_its_field_and_a_command_the_first() {
+        let policy = PolicyChanges {
+            warm: Some(5),
+            max_session: Some("8x".into()),
+            ..Default::default()
+        };
+        let bad = request("Dev_Pool", 2, 0);
+        let judged = judge(&bad, &policy, ClaimSide::Broker);
+        let fields: Vec<NewPoolField> = judged.problems.iter().map(|p| p.field).collect();
+        assert_eq!(
+            fields,
+            [
+                NewPoolField::Name,
+                NewPoolField::Timeout,
+                NewPoolField::Warm,
+                NewPoolField::MaxSession
+            ]
+        );
+        assert!(judged.members.is_empty(), "no members for a bad name");
+        assert_eq!(
+            judged.problems[2].message,
+            "5 is out of range (0 to the size, 2)"
+        );
+        let first = check(&bad, &policy, ClaimSide::Broker)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            first, judged.problems[0].message,
+            "the command's refusal is the first"
+        );
+
+        let good = request("dev", 2, 120);
+        let fine = judge(&good, &PolicyChanges::default(), ClaimSide::Broker);
+        assert!(fine.problems.is_empty(), "{:?}", fine.problems);
+        assert_eq!(fine.members, ["dev-1", "dev-2"]);
+        assert_eq!(
+            check(&good, &PolicyChanges::default(), ClaimSide::Broker).unwrap(),
+            fine.members
+        );
+    }
+
+    #[test]
+    fn a_policy_without_a_broker_and_a_name_too_long_for_a_desktoppool_are_named() {
+        let warm = PolicyChanges {
+            warm: Some(1),
+            ..Default::default()
+        };
+        let judged = judge(&request("dev", 2, 120), &warm, ClaimSide::Client);
+        assert_eq!(judged.problems.len(), 1);
+        assert_eq!(judged.problems[0].field, NewPoolField::Policy);
+        let long = "p".repeat(crate::pool::MAX_MANAGED_NAME + 1);
+        let managed = judge(
+            &request(&long, 2, 120),
+            &PolicyChanges::default(),
+            ClaimSide::Broker,
+        );
+        assert_eq!(
+            managed.problems.iter().map(|p| p.field).collect::<Vec<_>>(),
+            [NewPoolField::Name]
+        );
+        let plain = judge(
+            &request(&long, 2, 120),
+            &PolicyChanges::default(),
+            ClaimSide::Client,
+        );
+        assert!(plain.problems.is_empty(), "{:?}", plain.problems);
     }
 }

@@ -266,6 +266,14 @@ impl PolicyError {
             message: format!("spec.{}{what}", field.name()),
         }
     }
+
+    /// The sentence without the `spec.<field>` it starts with, for a form that marks the field
+    /// itself ("5 is out of range (0 to the size, 4)").
+    pub fn reason(&self) -> &str {
+        let prefix = format!("spec.{}", self.field.name());
+        let rest = self.message.strip_prefix(&prefix).unwrap_or(&self.message);
+        rest.strip_prefix(": ").unwrap_or(rest).trim_start()
+    }
 }
 
 /// `text` parsed and within `min ..= max`, or why not.
@@ -290,6 +298,31 @@ fn bounded(
 }
 
 impl DesktopPoolSpec {
+    /// Every field [`DesktopPoolSpec::policy`] refuses, in its order, not only the first: each
+    /// refused field is set back to its default (a refused size to the largest, so that warm is
+    /// judged on its own bound) and the spec judged again. Empty when the spec is a policy.
+    pub fn problems(&self) -> Vec<PolicyError> {
+        let mut spec = self.clone();
+        let mut found: Vec<PolicyError> = Vec::new();
+        while let Err(e) = spec.policy() {
+            // Each field is reset once at most, to a value its rule takes: this ends.
+            if found.iter().any(|f| f.field == e.field) {
+                break;
+            }
+            match e.field {
+                PolicyField::Golden => spec.golden = "golden".into(),
+                PolicyField::Size => spec.size = MAX_SIZE,
+                PolicyField::Warm => spec.warm = None,
+                PolicyField::DisconnectGrace => spec.disconnect_grace = None,
+                PolicyField::MaxSession => spec.max_session = None,
+                PolicyField::IdleTimeout => spec.idle_timeout = None,
+                PolicyField::OnRelease => spec.on_release = None,
+            }
+            found.push(e);
+        }
+        found
+    }
+
     /// The spec checked against the CRD's bounds and parsed.
     ///
     /// Errors: the first field out of range or unreadable, with its sentence
@@ -377,6 +410,46 @@ mod tests {
             size: 4,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn every_refused_field_is_named_with_its_reason() {
+        let bad = DesktopPoolSpec {
+            size: 0,
+            warm: Some(600),
+            disconnect_grace: Some("5".into()),
+            idle_timeout: Some("1h1h".into()),
+            on_release: Some(OnRelease::Reset),
+            assignment: Some(Assignment::Dedicated),
+            ..spec()
+        };
+        let problems = bad.problems();
+        let fields: Vec<PolicyField> = problems.iter().map(|p| p.field).collect();
+        assert_eq!(
+            fields,
+            [
+                PolicyField::Size,
+                PolicyField::Warm,
+                PolicyField::DisconnectGrace,
+                PolicyField::IdleTimeout,
+                PolicyField::OnRelease
+            ]
+        );
+        assert_eq!(
+            problems[0],
+            bad.policy().unwrap_err(),
+            "the first is policy()'s"
+        );
+        assert_eq!(problems[0].reason(), "0 is out of range (1 to 500)");
+        assert_eq!(
+            problems[1].reason(),
+            "600 is out of range (0 to the size, 500)"
+        );
+        assert!(
+            problems.iter().all(|p| !p.reason().contains("spec.")),
+            "{problems:?}"
+        );
+        assert!(spec().problems().is_empty());
     }
 
     #[test]

@@ -14,7 +14,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions};
 use kube::{Client, ResourceExt};
 
 use super::clone_object::{discover_clone_api, target_of};
-use super::create_input::{check_namespace, pool_size};
+use super::create_input::{GOLDEN_NAMESPACE_FIX, check_namespace, pool_size};
 use super::{CLONE_KIND, CreatePool, CreateProgress, MAX_MEMBER_NAME, PoolCreated};
 use super::{capacity, clone, delete, free, golden_vm};
 use crate::error::{Error, Result, is_status};
@@ -65,7 +65,7 @@ where
         ));
     }
     let started = tokio::time::Instant::now();
-    check_namespace(client, ns).await?;
+    check_namespace(client, ns, GOLDEN_NAMESPACE_FIX).await?;
     let clone_api = discover_clone_api(client).await?;
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), ns);
     let request = CreatePool {

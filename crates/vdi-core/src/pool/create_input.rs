@@ -26,32 +26,75 @@ pub(super) fn pool_size(size: u32) -> Result<()> {
 
 /// Checks a create request without contacting the cluster and returns the member names.
 ///
-/// Errors ([`Error::Invalid`], each naming the value and the fix): the pool name is not a
-/// DNS-1123 label; the size is 0 or above [`MAX_POOL_SIZE`]; `<name>-<size>` is longer than
-/// 63 characters; the namespace or golden VM name is not a valid name; the timeout is outside
-/// 1 s ..= 24 h ([`validate::clone_timeout`]).
+/// Errors ([`Error::Invalid`], each naming the value and the fix): the first of
+/// [`create_problems`].
 pub fn validate_create(request: &CreatePool) -> Result<Vec<String>> {
+    match create_problems(request).into_iter().next() {
+        Some((_, e)) => Err(e),
+        None => Ok(member_names(&request.name, request.size)),
+    }
+}
+
+/// The part of a create request a problem is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreateInput {
+    /// The pool name (and the member names made of it).
+    Name,
+    /// The namespace.
+    Namespace,
+    /// The golden VM's name.
+    Golden,
+    /// The number of members.
+    Size,
+    /// The per-member clone timeout.
+    Timeout,
+}
+
+/// Every problem of a create request, in this order, each judged on its own (a form marks
+/// them all at once): the pool name is not a DNS-1123 label; the size is 0 or above
+/// [`MAX_POOL_SIZE`]; `<name>-<size>` is longer than 63 characters (judged only when name and
+/// size are good); the namespace or golden VM name is not a valid name; the timeout is outside
+/// 1 s ..= 24 h ([`validate::clone_timeout`]). Each is an [`Error::Invalid`] naming the value
+/// and the fix.
+pub fn create_problems(request: &CreatePool) -> Vec<(CreateInput, Error)> {
     let name = &request.name;
-    validate::pool_name(name)?;
-    pool_size(request.size)?;
+    let mut found = Vec::new();
+    let named = validate::pool_name(name).map_err(|e| found.push((CreateInput::Name, e)));
+    let sized = pool_size(request.size).map_err(|e| found.push((CreateInput::Size, e)));
     let last = member_name(name, request.size);
-    if last.len() > MAX_MEMBER_NAME {
-        return Err(Error::invalid(
-            format!(
-                "member name \"{last}\" would be {} characters long; VM names may have at most \
-                 {MAX_MEMBER_NAME}",
-                last.len()
-            ),
-            format!(
-                "shorten the pool name to at most {} characters",
-                MAX_MEMBER_NAME - (last.len() - name.len())
+    if named.is_ok() && sized.is_ok() && last.len() > MAX_MEMBER_NAME {
+        found.push((
+            CreateInput::Name,
+            Error::invalid(
+                format!(
+                    "member name \"{last}\" would be {} characters long; VM names may have at \
+                     most {MAX_MEMBER_NAME}",
+                    last.len()
+                ),
+                format!(
+                    "shorten the pool name to at most {} characters",
+                    MAX_MEMBER_NAME - (last.len() - name.len())
+                ),
             ),
         ));
     }
-    validate::namespace(&request.namespace)?;
-    validate::vm_name(&request.golden)?;
-    validate::clone_timeout(request.options.timeout)?;
-    Ok(member_names(name, request.size))
+    let checks = [
+        (
+            CreateInput::Namespace,
+            validate::namespace(&request.namespace),
+        ),
+        (CreateInput::Golden, validate::vm_name(&request.golden)),
+        (
+            CreateInput::Timeout,
+            validate::clone_timeout(request.options.timeout),
+        ),
+    ];
+    found.extend(
+        checks
+            .into_iter()
+            .filter_map(|(input, checked)| checked.err().map(|e| (input, e))),
+    );
+    found
 }
 
 /// The longest name a managed pool (a DesktopPool) may have, in bytes: its members are
@@ -78,21 +121,29 @@ pub fn check_managed_name(pool: &str) -> Result<()> {
     ))
 }
 
-/// Refuses a namespace that does not exist. A user who may not read namespaces (403) gets no
-/// verdict here; the golden VM lookup then speaks for the namespace.
-pub(super) async fn check_namespace(client: &Client, namespace: &str) -> Result<()> {
+/// Refuses a namespace that does not exist (one GET of the Namespace), with `fix` as the
+/// hint. A user who may not read namespaces (403) gets no verdict here: the caller's next
+/// request then speaks for the namespace (pool create: the golden VM lookup).
+///
+/// Errors: [`Error::Rejected`] `NotFound` naming the namespace; [`Error::Kube`] for another
+/// failed read.
+pub async fn check_namespace(client: &Client, namespace: &str, fix: &str) -> Result<()> {
     let api: Api<Namespace> = Api::all(client.clone());
     match api.get_opt(namespace).await {
         Ok(Some(_)) => Ok(()),
         Ok(None) => Err(Error::rejected(
             ErrorKind::NotFound,
             format!("namespace \"{namespace}\" does not exist"),
-            "pass -n with the namespace where the golden VM lives (kubectl get vm -A lists them)",
+            fix,
         )),
         Err(e) if is_status(&e, 403) => Ok(()),
         Err(e) => Err(Error::kube(format!("read namespace \"{namespace}\""), e)),
     }
 }
+
+/// [`check_namespace`]'s hint where a pool is made from a golden VM.
+pub(super) const GOLDEN_NAMESPACE_FIX: &str =
+    "pass -n with the namespace where the golden VM lives (kubectl get vm -A lists them)";
 
 #[cfg(test)]
 mod tests {

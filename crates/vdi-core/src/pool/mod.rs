@@ -94,7 +94,10 @@ pub use candidates::{GoldenCandidate, golden_candidates};
 pub use capacity::capacity_preview;
 pub use clone::format_duration;
 pub use clone_object::{CloneApi, choose_clone_version, clone_name, discover_clone_api};
-pub use create_input::{MAX_MANAGED_NAME, check_managed_name, validate_create};
+pub use create_input::{
+    CreateInput, MAX_MANAGED_NAME, check_managed_name, check_namespace, create_problems,
+    validate_create,
+};
 pub use delete::{DeletePool, PoolDeleted, delete_pool};
 pub use golden_vm::{GoldenProblem, golden_problems, mark_golden_image};
 pub(crate) use golden_vm::{adopted_golden, golden_vm_in};
@@ -311,7 +314,7 @@ where
     let ns = &request.namespace;
 
     // 2. The namespace, the clone API, the golden VM.
-    create_input::check_namespace(client, ns).await?;
+    create_input::check_namespace(client, ns, create_input::GOLDEN_NAMESPACE_FIX).await?;
     crate::identity::require(
         client,
         ns,
