@@ -375,7 +375,8 @@ async fn the_cli_shows_the_wait_for_the_grant_and_leaves_the_release_to_the_brok
     let held = "Only alice, who holds cc-1, can connect to it";
     let fix = format!("claim a desktop of your own: corral-vdi assign cc bob -n {ns}");
     for args in [
-        &["port-forward", "cc-1", "22"][..],
+        &["connect", "cc-1"][..],
+        &["port-forward", "cc-1", "22"],
         &["vnc", "cc-1", "--proxy-only"],
         &["rdp", "cc-1", "--rdp-file", "/dev/null"],
         &["ssh", "cc-1", "--", "true"],
@@ -414,6 +415,19 @@ async fn the_cli_shows_the_wait_for_the_grant_and_leaves_the_release_to_the_brok
         "{stdout}"
     );
     wait_power(&ns, "cc-1", "Stopped").await;
+
+    // A desktop nobody holds: `connect` says once that it is not alice's and fails, where it
+    // listed a permission refusal per path and succeeded.
+    let (ok, stdout, stderr) = cli_as("alice", &["connect", "cc-1", "-n", &ns]);
+    assert!(!ok, "{stdout}");
+    assert!(
+        stderr.contains("cc-1 is not yours") && stderr.contains("corral-vdi assign cc alice"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.is_empty() && !stderr.contains("forbidden"),
+        "{stdout}{stderr}"
+    );
 }
 
 /// Thaws the broker's replicas it froze, even when the test fails half-way.

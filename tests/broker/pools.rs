@@ -146,6 +146,17 @@ async fn a_resize_clones_and_removes_free_members_and_never_touches_claimed_ones
         "{bob} waits for its release: {resizing:?}"
     );
     assert!(resizing.message.contains(bob), "{}", resizing.message);
+    // `pool list` says the pending resize under the pool's head, as the app's head does.
+    let (ok, stdout, stderr) = crate::cli_as("admin", &["pool", "list", "-n", &ns]);
+    assert!(ok, "{stderr}");
+    let note = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("resizing to 2: "))
+        .unwrap_or_else(|| panic!("no pending resize in pool list: {stdout}"));
+    assert!(
+        note.contains(bob) && note.contains("when released"),
+        "{note}"
+    );
 
     // bob's claim ends: his member goes; alice's stays even if it is above the size.
     Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client_as("admin").await, &ns)

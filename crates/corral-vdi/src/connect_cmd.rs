@@ -111,8 +111,14 @@ impl Reach {
                 vdi_core::claim::check_connect(&actor, &self.ns, member).await?;
                 Ok(renew.then(|| self.connector.supervisor.renew_claims(actor)))
             }
-            Err(e) => {
+            Err(e) if renew => {
                 err!("warning: your claim is not renewed while connected: {e}");
+                Ok(None)
+            }
+            Err(e) => {
+                err!(
+                    "warning: the cluster did not say who you are, so access is not checked first: {e}"
+                );
                 Ok(None)
             }
         }
@@ -144,13 +150,18 @@ pub struct Relaunch {
     pub global: Vec<String>,
 }
 
-/// `connect <member>`: every path with its state and the command that opens it.
+/// `connect <member>`: every path with its state and the command that opens it; first, as
+/// the connect commands do ([`Reach::admit`]), one refusal with its fix when the caller may not
+/// connect at all (with a broker: a desktop someone else or nobody holds), instead of a
+/// permission line per path and success.
 pub async fn connect(
     source: &KubeconfigSource,
     context: Option<&str>,
     args: MemberArgs,
 ) -> vdi_core::Result<()> {
-    let Reach { connector, ns, .. } = open(source, context, &args).await?;
+    let reach = open(source, context, &args).await?;
+    reach.admit(&args.member, false).await?;
+    let Reach { connector, ns, .. } = reach;
     crate::claim_side(&connector.client).await;
     let paths = connect::paths(&connector.client, &ns, &args.member).await?;
     let member = &args.member;

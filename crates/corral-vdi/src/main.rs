@@ -266,7 +266,12 @@ fn or_dash(value: Option<&str>) -> &str {
 /// time): "2026-12-03 00:47:52 UTC (5m ago)". A claimed-at annotation that is not a valid time
 /// is printed as written.
 fn member_row(m: &MemberView, now: jiff::Timestamp) -> [String; 6] {
-    let expires = m.lease.as_ref().and_then(|l| {
+    // A member being removed: its Lease, if any, is the broker's hold, not a claim's end.
+    let claim_lease = m
+        .lease
+        .as_ref()
+        .filter(|_| m.state != MemberState::Removing);
+    let expires = claim_lease.and_then(|l| {
         let at = describe_instant(l.expires_at?, now);
         // SPEC: a renewTime ahead of the API server's clock is flagged, never trusted quietly.
         let at = if l.renew_time_in_future {
@@ -367,6 +372,9 @@ fn print_pools(
             );
         }
         policy_cmd::print_policy_of(pool, policies);
+        if let Some(note) = &pool.resize_note {
+            out!("  {note}");
+        }
         let rows: Vec<[String; 6]> = std::iter::once(header.clone())
             .chain(pool.members.iter().map(|m| member_row(m, now)))
             .collect();
@@ -495,6 +503,15 @@ async fn run(cli: Cli) -> vdi_core::Result<ExitCode> {
                 watch_pools(conn.client.clone(), scope, clock, side).await;
             } else {
                 let pools = list_pools_on(&conn.client, &scope, &clock, side).await?;
+                // No pools may mean no such namespace: say that, rather than "no pools".
+                if let (true, Scope::Namespace(ns)) = (pools.is_empty(), &scope) {
+                    vdi_core::pool::check_namespace(
+                        &conn.client,
+                        ns,
+                        "kubectl get namespaces lists them; pick one with -n, or -A for all",
+                    )
+                    .await?;
+                }
                 let policies = vdi_core::watch::list_policies(&conn.client, &scope).await;
                 print_pools(&pools, &policies, &scope, clock.now());
             }

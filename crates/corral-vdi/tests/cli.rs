@@ -86,8 +86,8 @@ fn context_and_kubeconfig_flags_are_honoured() {
     );
 }
 
-#[test]
-fn forbidden_listing_fails_with_a_hint() {
+#[tokio::test]
+async fn forbidden_listing_fails_with_a_hint() {
     let out = corral(&["--context", "bob", "pool", "list", "-A"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty(), "nothing printed on stdout");
@@ -101,11 +101,23 @@ fn forbidden_listing_fails_with_a_hint() {
         "{stderr}"
     );
 
-    let out = corral(&["pool", "list", "-n", "empty-namespace"]);
+    let empty = corral_tests::namespace("cli-empty").await;
+    let out = corral(&["pool", "list", "-n", &empty]);
     assert!(out.status.success());
     assert_eq!(
         text(&out.stdout).trim(),
-        "no pools in namespace empty-namespace"
+        format!("no pools in namespace {empty}")
+    );
+
+    // No pools because there is no such namespace: said, with where to look, and a failure.
+    let out = corral(&["pool", "list", "-n", "nosuchns"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("error: namespace \"nosuchns\" does not exist")
+            && stderr.contains("hint: kubectl get namespaces lists them"),
+        "{stderr}"
     );
 }
 

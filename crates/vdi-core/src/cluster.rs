@@ -139,8 +139,14 @@ impl KubeconfigSource {
     pub fn read(&self) -> Result<Kubeconfig> {
         let read = |path: &std::path::Path| {
             Kubeconfig::read_from(path).map_err(|e| {
+                // kube's read error names the path again (quoted, in Debug form): keep the
+                // cause alone, this message names the file.
+                let cause = match &e {
+                    kube::config::KubeconfigError::ReadConfig(io, _) => io.to_string(),
+                    other => other.to_string(),
+                };
                 Error::Config(format!(
-                    "cannot read the kubeconfig {}: {e}",
+                    "cannot read the kubeconfig {}: {cause}",
                     path.display()
                 ))
             })
@@ -531,6 +537,25 @@ contexts:
             let refused = source.start_scope(None).unwrap_err().to_string();
             assert!(refused.contains("no current context"), "{refused}");
         });
+    }
+
+    #[test]
+    fn a_missing_kubeconfig_is_named_once_without_quotes() {
+        let source = KubeconfigSource {
+            path: Some(PathBuf::from("/nonexistent/corral-kubeconfig")),
+            impersonate: None,
+        };
+        let text = source.read().unwrap_err().to_string();
+        assert!(
+            text.contains("cannot read the kubeconfig /nonexistent/corral-kubeconfig: "),
+            "{text}"
+        );
+        assert_eq!(
+            text.matches("/nonexistent/corral-kubeconfig").count(),
+            1,
+            "{text}"
+        );
+        assert!(!text.contains('"'), "{text}");
     }
 
     #[test]

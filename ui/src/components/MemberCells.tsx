@@ -44,13 +44,20 @@ function leaseDetails(lease: LeaseView): string {
   return lines.join("\n");
 }
 
+/** The LEASE ENDS cell. A member being removed shows no end: its Lease, if any, is the
+ * broker's hold while it removes it, not anyone's claim. */
 export function LeaseCell({
   lease,
+  removing,
   clockOffsetMs,
 }: {
   lease: LeaseView | null;
+  removing: boolean;
   clockOffsetMs: number;
 }) {
+  if (removing) {
+    return <Missing title="Nobody's claim: the broker holds this member while it removes it" />;
+  }
   if (lease === null) {
     return <Missing title="No ownership Lease" />;
   }

@@ -62,7 +62,11 @@ export const MemberRow = memo(function MemberRow({
         <ClaimedAtCell claimedAt={member.claimedAt} clockOffsetMs={clockOffsetMs} />
       </div>
       <div role="cell">
-        <LeaseCell lease={member.lease} clockOffsetMs={clockOffsetMs} />
+        <LeaseCell
+          lease={member.lease}
+          removing={member.state === "removing"}
+          clockOffsetMs={clockOffsetMs}
+        />
       </div>
       <div role="cell">
         <PowerBadge power={member.power} />

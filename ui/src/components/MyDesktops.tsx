@@ -332,7 +332,11 @@ export function MyDesktops({
                       {member.reclaimAt !== null ? (
                         <ReclaimCountdown member={member} clockOffsetMs={clockOffsetMs} />
                       ) : (
-                        <LeaseCell lease={member.lease} clockOffsetMs={clockOffsetMs} />
+                        <LeaseCell
+                          lease={member.lease}
+                          removing={member.state === "removing"}
+                          clockOffsetMs={clockOffsetMs}
+                        />
                       )}
                     </td>
                     <td className="cell-actions">
