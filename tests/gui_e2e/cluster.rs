@@ -228,3 +228,56 @@ async fn without_a_current_context_the_app_asks_for_one_and_shows_no_error() {
     gui.close().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Stepping through the context picker with the arrow keys does not switch at every step
+/// (WebKitGTK fires `change` at each one): the choice is taken on Enter. Picked from the list
+/// (or by script, as other tests do), it is taken at once.
+#[tokio::test]
+async fn arrow_keys_step_through_contexts_and_enter_switches_once() {
+    use fantoccini::actions::{InputSource, KeyAction, KeyActions};
+    let gui = Gui::launch().await;
+    let client = &gui.client;
+    // The sandbox's kubeconfig starts in admin's context.
+    wait_text(client, "[data-testid='identity-badge']", "admin").await;
+    // Every identity the badge shows from now on.
+    js(
+        client,
+        "window.__identities = [];
+         const badge = () => document.querySelector('[data-testid=identity-badge]');
+         new MutationObserver(() => window.__identities.push(badge()?.textContent ?? ''))
+           .observe(document.querySelector('.app-header'),
+                    { subtree: true, childList: true, characterData: true });
+         document.querySelector('[data-testid=context-select]').focus();
+         return null",
+    )
+    .await;
+    let key = |k: char| {
+        KeyActions::new("keyboard".into())
+            .then(KeyAction::Down { value: k })
+            .then(KeyAction::Up { value: k })
+    };
+    const ARROW_DOWN: char = '\u{e015}';
+    const ENTER: char = '\u{e007}';
+    for _ in 0..2 {
+        client.perform_actions(key(ARROW_DOWN)).await.unwrap();
+    }
+    // Two steps down from admin: bob is shown, not yet taken.
+    wait_until_async("the picker to show bob", || async {
+        js(
+            client,
+            "return document.querySelector('[data-testid=context-select]').value",
+        )
+        .await
+            == serde_json::json!("bob")
+    })
+    .await;
+    client.perform_actions(key(ENTER)).await.unwrap();
+    wait_text(client, "[data-testid='identity-badge']", "bob").await;
+    let seen = js(client, "return window.__identities").await;
+    let seen: Vec<String> = serde_json::from_value(seen).unwrap();
+    assert!(
+        seen.iter().all(|who| !who.contains("alice")),
+        "the step over alice switched to it: {seen:?}"
+    );
+    gui.close().await;
+}

@@ -1,4 +1,4 @@
-import { useId, useState, type KeyboardEvent } from "react";
+import { useId, useRef, useState, type KeyboardEvent } from "react";
 import type {
   BrokerBadge as BrokerBadgeView,
   ContextInfo,
@@ -52,6 +52,52 @@ type HeaderProps = {
 
 const CURRENT_CONTEXT_VALUE = "";
 
+/** Keys that move a closed `<select>`'s choice without opening it. */
+const STEP_KEYS = new Set(["ArrowUp", "ArrowDown", "ArrowLeft", "ArrowRight", "Home", "End"]);
+
+/**
+ * A `<select>` whose choice is taken at once when picked from its list, but only on Enter (or
+ * when the focus leaves it) when stepped through with the keys: WebKitGTK fires `change` at every
+ * arrow on a closed `<select>`, and each would switch the context. Escape goes back.
+ */
+function useChoiceCommittedOnEnter(current: string, commit: (value: string) => void) {
+  const [pending, setPending] = useState<string | null>(null);
+  // A key is down that steps the closed list: the `change` it makes is a step, not a pick.
+  const stepping = useRef(false);
+  const take = (value: string) => {
+    setPending(null);
+    if (value !== current) commit(value);
+  };
+  return {
+    value: pending ?? current,
+    onKeyDown: (event: KeyboardEvent<HTMLSelectElement>) => {
+      const printable = event.key.length === 1 && event.key !== " ";
+      if (!event.altKey && (STEP_KEYS.has(event.key) || printable)) {
+        stepping.current = true;
+      } else if (event.key === "Enter" && pending !== null) {
+        event.preventDefault();
+        take(pending);
+      } else if (event.key === "Escape" && pending !== null) {
+        event.preventDefault();
+        setPending(null);
+      }
+    },
+    onKeyUp: () => {
+      stepping.current = false;
+    },
+    onBlur: () => {
+      if (pending !== null) take(pending);
+    },
+    onChange: (value: string) => {
+      if (stepping.current) {
+        setPending(value);
+      } else {
+        take(value);
+      }
+    },
+  };
+}
+
 export function Header(props: HeaderProps) {
   const {
     contexts,
@@ -81,6 +127,12 @@ export function Header(props: HeaderProps) {
 
   const selected = contexts.find((c) => c.name === selectedContext);
   const hasSelection = selected !== undefined;
+  const contextChoice = useChoiceCommittedOnEnter(
+    selected ? selected.name : CURRENT_CONTEXT_VALUE,
+    (value) => {
+      if (value !== CURRENT_CONTEXT_VALUE) onContextChange(value);
+    },
+  );
 
   const onNamespaceKeyDown = (event: KeyboardEvent<HTMLInputElement>) => {
     if (event.key === "Enter") {
@@ -113,12 +165,13 @@ export function Header(props: HeaderProps) {
           <select
             id={contextId}
             data-testid="context-select"
-            value={selected ? selected.name : CURRENT_CONTEXT_VALUE}
+            value={contextChoice.value}
             disabled={contextsLoading || contexts.length === 0}
+            onKeyDown={contextChoice.onKeyDown}
+            onKeyUp={contextChoice.onKeyUp}
+            onBlur={contextChoice.onBlur}
             onChange={(e) => {
-              if (e.target.value !== CURRENT_CONTEXT_VALUE) {
-                onContextChange(e.target.value);
-              }
+              contextChoice.onChange(e.target.value);
             }}
             title={selected ? `Cluster: ${selected.cluster}` : undefined}
           >
