@@ -269,3 +269,59 @@ async fn screens_at_900_and_1280_light_and_dark_pass_the_accessibility_check() {
             .unwrap();
     }
 }
+
+/// Tooltips are the page's own: while the pointer rests on a button its title shows in the
+/// page's tooltip (the platform has none to show: the title is held aside), and the click that
+/// opens a dialog takes the tooltip away, where WebKitGTK's native one stayed over the dialog
+/// until the pointer moved. The title is back once the pointer leaves.
+#[tokio::test]
+async fn a_tooltip_shows_on_rest_and_goes_with_the_click_that_opens_a_dialog() {
+    use fantoccini::actions::{InputSource, MOUSE_BUTTON_LEFT, MouseActions, PointerAction};
+    let gui = Gui::launch().await;
+    let client = &gui.client;
+    text_of(client, "[data-testid='pool-corral-vms-legacy']").await;
+    let title = "Consoles, viewers and forwards the app started";
+    let button = element(client, "[data-testid='sessions-button']").await;
+    let point_at = |element: fantoccini::elements::Element| {
+        MouseActions::new("mouse".into()).then(PointerAction::MoveToElement {
+            element,
+            duration: None,
+            x: 0.0,
+            y: 0.0,
+        })
+    };
+    client.perform_actions(point_at(button)).await.unwrap();
+    wait_text(client, "[data-testid='app-tooltip']:not([hidden])", title).await;
+    assert_eq!(
+        js(
+            client,
+            "return document.querySelector('[data-testid=sessions-button]').getAttribute('title')"
+        )
+        .await,
+        serde_json::Value::Null,
+        "while the pointer rests on it, the platform has no title to show"
+    );
+    client
+        .perform_actions(
+            MouseActions::new("mouse".into())
+                .then(PointerAction::Down {
+                    button: MOUSE_BUTTON_LEFT,
+                })
+                .then(PointerAction::Up {
+                    button: MOUSE_BUTTON_LEFT,
+                }),
+        )
+        .await
+        .unwrap();
+    text_of(client, "[data-testid='sessions-view']").await;
+    assert!(
+        !exists(client, "[data-testid='app-tooltip']:not([hidden])").await,
+        "the tooltip stayed over the dialog its click opened"
+    );
+    gui.screenshot("e2e-tooltip-gone.png");
+    click(client, "[data-testid='sessions-close']").await;
+    let brand = element(client, ".brand-name").await;
+    client.perform_actions(point_at(brand)).await.unwrap();
+    wait_attr(client, "[data-testid='sessions-button']", "title", title).await;
+    gui.close().await;
+}
