@@ -42,7 +42,7 @@ function ignore() {
   // A create cannot be stopped half-way: the dialog stays until it ends.
 }
 
-/** The policy of `form` with warm set to none: judged while warm is no whole number. */
+/** The policy of `form` with warm set to 0: judged while warm is no whole number. */
 function policyChangesOrDefaultWarm(form: PolicyForm) {
   const without = policyChangesOf({ ...form, warm: "0" });
   return without.ok ? without.changes : NO_POLICY;
@@ -190,7 +190,8 @@ export function NewPoolDialog({ namespace, pools, managed, onClose }: NewPoolDia
     void start(request, sent);
   };
 
-  const describedBy = (field: NewPoolField) => (invalid(field) ? checkId : undefined);
+  const describedBy = (field: NewPoolField) =>
+    invalid(field) || (field === "name" && nameTaken) ? checkId : undefined;
 
   return (
     <Modal

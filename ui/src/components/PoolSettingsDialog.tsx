@@ -408,12 +408,12 @@ function SettingsForm({
   );
 }
 
-/** A field name from the backend, if it is one of the dialog's. */
 /** A spec field's name as the form's labels say it ("maxSession": "Max session"). */
 function fieldLabel(name: string): string {
   return Object.entries(NEW_POOL_FIELD_LABELS).find(([field]) => field === name)?.[1] ?? name;
 }
 
+/** A field name from the backend, if it is one of the dialog's. */
 function fieldOf(name: string): Field | null {
   const fields: readonly Field[] = ["size", "warm", "disconnectGrace", "maxSession", "idleTimeout"];
   return fields.find((f) => f === name) ?? null;

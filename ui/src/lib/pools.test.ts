@@ -155,8 +155,8 @@ describe("createBlocker", () => {
 
   it("needs a name and no value marked", () => {
     expect(createBlocker({ ...ready, name: "  " })).toBe("Enter a name for the pool.");
-    expect(createBlocker({ ...ready, problems: 1 })).toBe("Correct the value marked above.");
-    expect(createBlocker({ ...ready, problems: 3 })).toBe("Correct the 3 values marked above.");
+    expect(createBlocker({ ...ready, problems: 1 })).toBe("Correct the problem listed above.");
+    expect(createBlocker({ ...ready, problems: 3 })).toBe("Correct the 3 problems listed above.");
   });
 });
 
@@ -164,7 +164,7 @@ describe("newPoolProblems", () => {
   const problem = (field: NewPoolField, message: string): NewPoolProblem => ({ field, message });
 
   it("lists every problem in the order of the fields", () => {
-    const shape = [problem("size", "The size must be a whole number.")];
+    const shape = [problem("timeout", "The timeout must be a whole number.")];
     const judged = [
       problem("warm", "5 is out of range (0 to the size, 1)"),
       problem("name", 'pool name "Dev" is not a valid name'),
@@ -172,7 +172,7 @@ describe("newPoolProblems", () => {
     ];
     expect(newPoolProblems(shape, judged).map((p) => p.field)).toEqual([
       "name",
-      "size",
+      "timeout",
       "warm",
       "maxSession",
     ]);
@@ -183,6 +183,13 @@ describe("newPoolProblems", () => {
     const judged = [problem("size", "pool size 1 is fine"), problem("timeout", "out of range")];
     expect(newPoolProblems(shape, judged)).toEqual([shape[0], judged[1]]);
     expect(newPoolProblems([], null)).toEqual([]);
+  });
+
+  it("drops the word on warm while the size it is judged against is a stand-in", () => {
+    const shape = [problem("size", "Enter the size.")];
+    const judged = [problem("warm", "2 is out of range (0 to the size, 1)")];
+    expect(newPoolProblems(shape, judged)).toEqual(shape);
+    expect(newPoolProblems([], judged)).toEqual(judged);
   });
 });
 

@@ -102,17 +102,20 @@ export const NEW_POOL_FIELD_LABELS: Record<NewPoolField, string> = {
   policy: "Policy",
 };
 
+/** The fields whose rule reads another field's value: warm is judged against the size. */
+const JUDGED_WITH: Partial<Record<NewPoolField, readonly NewPoolField[]>> = { size: ["warm"] };
+
 /**
  * Every problem of the New pool form, in the order of its fields: the values that are no whole
  * number (`shape`, found here), then the backend's verdict on the rest (`judged`, null while
- * there is none), leaving out its word on a field already marked here (it was judged on a
- * stand-in value).
+ * there is none), leaving out its word on a field already marked here and on a field judged
+ * against it (both were judged on a stand-in value).
  */
 export function newPoolProblems(
   shape: readonly NewPoolProblem[],
   judged: readonly NewPoolProblem[] | null,
 ): NewPoolProblem[] {
-  const marked = new Set(shape.map((p) => p.field));
+  const marked = new Set(shape.flatMap((p) => [p.field, ...(JUDGED_WITH[p.field] ?? [])]));
   const all = [...shape, ...(judged ?? []).filter((p) => !marked.has(p.field))];
   const order = Object.keys(NEW_POOL_FIELD_LABELS);
   return all
@@ -139,8 +142,8 @@ export function createBlocker(form: CreateReadiness): string | null {
   }
   if (form.problems > 0) {
     return form.problems === 1
-      ? "Correct the value marked above."
-      : `Correct the ${form.problems} values marked above.`;
+      ? "Correct the problem listed above."
+      : `Correct the ${form.problems} problems listed above.`;
   }
   return null;
 }

@@ -79,6 +79,12 @@ impl PolicyChanges {
         }
     }
 
+    /// A command's refusal of these changes for the spec error `error`: the rule's sentence and
+    /// the flag that fixes it ([`PolicyChanges::fix_for`]).
+    pub(crate) fn refusal(&self, error: &PolicyError) -> Error {
+        Error::invalid(format!("pool policy: {error}"), self.fix_for(error))
+    }
+
     /// The fix for a spec error `error` ([`DesktopPoolSpec::policy`]'s): the flag that sets its
     /// field.
     pub(crate) fn fix_for(&self, error: &PolicyError) -> String {
@@ -101,15 +107,19 @@ impl PolicyChanges {
 ///
 /// Errors: [`Error::Invalid`] naming the field and the flag.
 pub fn spec_for(golden: &str, size: u32, changes: &PolicyChanges) -> Result<DesktopPoolSpec> {
-    let base = DesktopPoolSpec {
+    let spec = changes.apply(&base_spec(golden, size));
+    spec.policy().map_err(|e| changes.refusal(&e))?;
+    Ok(spec)
+}
+
+/// A new pool's spec before its policy: `golden` and `size` (beyond `i32`: the largest, which
+/// the size's rule refuses).
+pub(crate) fn base_spec(golden: &str, size: u32) -> DesktopPoolSpec {
+    DesktopPoolSpec {
         golden: golden.to_owned(),
         size: i32::try_from(size).unwrap_or(i32::MAX),
         ..Default::default()
-    };
-    let spec = changes.apply(&base);
-    spec.policy()
-        .map_err(|e| Error::invalid(format!("pool policy: {e}"), changes.fix_for(&e)))?;
-    Ok(spec)
+    }
 }
 
 /// What only administrators do here, as a 403's refusal says it ([`Error::for_admins`]).

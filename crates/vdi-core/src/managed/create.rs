@@ -8,7 +8,7 @@
 use kube::Client;
 use serde::{Deserialize, Serialize};
 
-use super::change::{PolicyChanges, spec_for};
+use super::change::{PolicyChanges, base_spec};
 use super::ops;
 use crate::entitlement::Who;
 use crate::error::{Error, ErrorKind, Result};
@@ -16,7 +16,7 @@ use crate::policy::PolicyField;
 use crate::policy::{DesktopPool, DesktopPoolSpec};
 use crate::pool::{
     CreateInput, CreateOptions, CreatePool, CreateProgress, PoolCreated, create_pool,
-    create_problems, validate_create,
+    create_problems,
 };
 use crate::state::ClaimSide;
 
@@ -64,7 +64,8 @@ impl NewPool {
 /// Checks a create without a request, as [`create`] does first: the first of [`judge`]'s
 /// problems; returns the member names the pool would get.
 ///
-/// Errors: those of [`validate_create`], [`crate::pool::check_managed_name`] and [`spec_for`];
+/// Errors: those of [`crate::pool::validate_create`], [`crate::pool::check_managed_name`] and
+/// [`super::change::spec_for`];
 /// [`Error::Rejected`] `Invalid` for a policy where `side` is [`ClaimSide::Client`].
 pub fn check(request: &CreatePool, policy: &PolicyChanges, side: ClaimSide) -> Result<Vec<String>> {
     checked(request, policy, side).map(|(members, _)| members)
@@ -79,9 +80,11 @@ fn checked(
     if let Some(first) = problems(request, policy, side).into_iter().next() {
         return Err(first.error);
     }
-    let members = validate_create(request)?;
-    let spec = spec_for(&request.golden, request.size, policy)?;
-    Ok((members, spec))
+    let members = crate::pool::member_names(&request.name, request.size);
+    Ok((
+        members,
+        policy.apply(&base_spec(&request.golden, request.size)),
+    ))
 }
 
 /// A field of the New pool dialog (and the `pool create` flag it stands for).
@@ -212,14 +215,9 @@ fn problems(request: &CreatePool, policy: &PolicyChanges, side: ClaimSide) -> Ve
             error,
         });
     }
-    let base = DesktopPoolSpec {
-        golden: request.golden.clone(),
-        size: i32::try_from(request.size).unwrap_or(i32::MAX),
-        ..Default::default()
-    };
     found.extend(
         policy
-            .apply(&base)
+            .apply(&base_spec(&request.golden, request.size))
             .problems()
             .into_iter()
             // Golden and size are the create's own, judged above in the create's words.
@@ -227,7 +225,7 @@ fn problems(request: &CreatePool, policy: &PolicyChanges, side: ClaimSide) -> Ve
             .map(|e| Problem {
                 field: e.field.into(),
                 words: e.reason().to_owned(),
-                error: Error::invalid(format!("pool policy: {e}"), policy.fix_for(&e)),
+                error: policy.refusal(&e),
             }),
     );
     if side == ClaimSide::Client && !policy.is_empty() {
