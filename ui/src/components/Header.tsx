@@ -53,31 +53,50 @@ type HeaderProps = {
 const CURRENT_CONTEXT_VALUE = "";
 
 /** Keys that move a closed `<select>`'s choice without opening it. */
-const STEP_KEYS = new Set(["ArrowUp", "ArrowDown", "ArrowLeft", "ArrowRight", "Home", "End"]);
+const STEP_KEYS = new Set([
+  "ArrowUp",
+  "ArrowDown",
+  "ArrowLeft",
+  "ArrowRight",
+  "Home",
+  "End",
+  "PageUp",
+  "PageDown",
+]);
 
 /**
  * A `<select>` whose choice is taken at once when picked from its list, but only on Enter (or
  * when the focus leaves it) when stepped through with the keys: WebKitGTK fires `change` at every
- * arrow on a closed `<select>`, and each would switch the context. Escape goes back.
+ * arrow on a closed `<select>`, and each would switch the context. Escape goes back. A held
+ * step lapses when the choice shown changes meanwhile or `choices` no longer offers it.
  */
-function useChoiceCommittedOnEnter(current: string, commit: (value: string) => void) {
-  const [pending, setPending] = useState<string | null>(null);
+function useChoiceCommittedOnEnter(
+  current: string,
+  choices: readonly string[],
+  commit: (value: string) => void,
+) {
+  const [pending, setPending] = useState<{ from: string; value: string } | null>(null);
   // A key is down that steps the closed list: the `change` it makes is a step, not a pick.
   const stepping = useRef(false);
+  const held =
+    pending !== null && pending.from === current && choices.includes(pending.value)
+      ? pending.value
+      : null;
   const take = (value: string) => {
     setPending(null);
     if (value !== current) commit(value);
   };
   return {
-    value: pending ?? current,
+    value: held ?? current,
     onKeyDown: (event: KeyboardEvent<HTMLSelectElement>) => {
       const printable = event.key.length === 1 && event.key !== " ";
-      if (!event.altKey && (STEP_KEYS.has(event.key) || printable)) {
+      const modified = event.altKey || event.ctrlKey || event.metaKey;
+      if (!modified && (STEP_KEYS.has(event.key) || printable)) {
         stepping.current = true;
-      } else if (event.key === "Enter" && pending !== null) {
+      } else if (event.key === "Enter" && held !== null) {
         event.preventDefault();
-        take(pending);
-      } else if (event.key === "Escape" && pending !== null) {
+        take(held);
+      } else if (event.key === "Escape" && held !== null) {
         event.preventDefault();
         setPending(null);
       }
@@ -86,11 +105,14 @@ function useChoiceCommittedOnEnter(current: string, commit: (value: string) => v
       stepping.current = false;
     },
     onBlur: () => {
-      if (pending !== null) take(pending);
+      stepping.current = false;
+      if (held !== null) take(held);
     },
     onChange: (value: string) => {
-      if (stepping.current) {
-        setPending(value);
+      const step = stepping.current;
+      stepping.current = false;
+      if (step) {
+        setPending({ from: current, value });
       } else {
         take(value);
       }
@@ -129,6 +151,7 @@ export function Header(props: HeaderProps) {
   const hasSelection = selected !== undefined;
   const contextChoice = useChoiceCommittedOnEnter(
     selected ? selected.name : CURRENT_CONTEXT_VALUE,
+    contexts.map((c) => c.name),
     (value) => {
       if (value !== CURRENT_CONTEXT_VALUE) onContextChange(value);
     },
