@@ -292,6 +292,7 @@ async fn a_tooltip_shows_on_rest_and_goes_with_the_click_that_opens_a_dialog() {
     };
     client.perform_actions(point_at(button)).await.unwrap();
     wait_text(client, "[data-testid='app-tooltip']:not([hidden])", title).await;
+    gui.screenshot("e2e-tooltip-shown.png");
     assert_eq!(
         js(
             client,

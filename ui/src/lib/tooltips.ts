@@ -2,15 +2,13 @@
  * The page's own tooltips in place of the platform's. WebKitGTK shows an element's `title` in a
  * native tooltip that stays where it is until the pointer moves again: over the dialog a click
  * just opened, for one. Here, while the pointer is over an element with a `title`, the title is
- * held aside (so the platform has none to show) and shown in a tooltip of the page's, which goes
- * at the first click, key or scroll; the title is put back when the pointer leaves.
+ * held aside (so the platform has none to show; see HeldTitle) and shown in a tooltip of the
+ * page's, which goes at the first click, key or scroll; the title is put back when the pointer
+ * leaves.
  */
 
 /** How long the pointer rests on an element before its tooltip shows, in milliseconds. */
 export const TOOLTIP_DELAY_MS = 600;
-
-/** The attribute a hovered element's title is held in. */
-const HELD = "data-held-title";
 
 /** Gap between the element and its tooltip, in pixels. */
 const GAP = 6;
@@ -32,6 +30,42 @@ export function tooltipPlace(
   return { left, top };
 }
 
+/**
+ * An element's title held aside while the pointer rests on it. The page (React) may set or
+ * remove the title meanwhile: those writes land here instead of on the element (through the
+ * element's own `setAttribute` and `removeAttribute`, which the page calls), so the title put
+ * back is the page's latest, or none.
+ */
+class HeldTitle {
+  readonly element: Element;
+  text: string | null;
+
+  constructor(element: Element) {
+    this.element = element;
+    this.text = element.getAttribute("title");
+    element.removeAttribute("title");
+    const proto = Element.prototype;
+    Object.assign(element, {
+      setAttribute: (name: string, value: string) => {
+        if (name === "title") this.text = value;
+        else proto.setAttribute.call(element, name, value);
+      },
+      removeAttribute: (name: string) => {
+        if (name === "title") this.text = null;
+        else proto.removeAttribute.call(element, name);
+      },
+    });
+  }
+
+  /** Gives the element its own methods and the page's latest title back. */
+  release() {
+    const element = this.element as Partial<Pick<Element, "setAttribute" | "removeAttribute">>;
+    delete element.setAttribute;
+    delete element.removeAttribute;
+    if (this.text !== null) this.element.setAttribute("title", this.text);
+  }
+}
+
 /** Starts the page's tooltips in `doc`; returns what stops them. */
 export function installTooltips(doc: Document): () => void {
   const tip = doc.createElement("div");
@@ -41,7 +75,7 @@ export function installTooltips(doc: Document): () => void {
   tip.hidden = true;
   doc.body.appendChild(tip);
 
-  let hovered: Element | null = null;
+  let held: HeldTitle | null = null;
   let timer: ReturnType<typeof setTimeout> | null = null;
 
   const hide = () => {
@@ -51,19 +85,15 @@ export function installTooltips(doc: Document): () => void {
   };
   const release = () => {
     hide();
-    if (hovered === null) return;
-    const held = hovered.getAttribute(HELD);
-    hovered.removeAttribute(HELD);
-    // A title the page set meanwhile is newer than the one held.
-    if (held !== null && !hovered.hasAttribute("title")) hovered.setAttribute("title", held);
-    hovered = null;
+    held?.release();
+    held = null;
   };
-  const show = (element: Element) => {
-    const text = element.getAttribute(HELD) ?? "";
-    if (text.trim() === "" || !element.isConnected) return;
+  const show = (title: HeldTitle) => {
+    const text = title.text ?? "";
+    if (text.trim() === "" || !title.element.isConnected) return;
     tip.textContent = text;
     tip.hidden = false;
-    const rect = element.getBoundingClientRect();
+    const rect = title.element.getBoundingClientRect();
     const place = tooltipPlace(
       rect,
       { width: tip.offsetWidth, height: tip.offsetHeight },
@@ -74,23 +104,23 @@ export function installTooltips(doc: Document): () => void {
   };
 
   const onOver = (event: Event) => {
-    const target =
-      event.target instanceof Element ? event.target.closest(`[title],[${HELD}]`) : null;
-    if (target === hovered || target === null) return;
+    const over = event.target instanceof Element ? event.target : null;
+    // Still within the element held: nothing changes.
+    if (held !== null && over !== null && held.element.contains(over)) return;
+    // Anywhere else (a mouseout missed over a disabled control included): give it back.
     release();
-    const title = target.getAttribute("title") ?? "";
-    if (title === "") return;
-    hovered = target;
-    target.setAttribute(HELD, title);
-    target.removeAttribute("title");
+    const target = over?.closest("[title]") ?? null;
+    if (target === null || (target.getAttribute("title") ?? "") === "") return;
+    const title = new HeldTitle(target);
+    held = title;
     timer = setTimeout(() => {
-      show(target);
+      show(title);
     }, TOOLTIP_DELAY_MS);
   };
   const onOut = (event: Event) => {
-    if (hovered === null) return;
+    if (held === null) return;
     const to = (event as MouseEvent).relatedTarget;
-    if (to instanceof Node && hovered.contains(to)) return;
+    if (to instanceof Node && held.element.contains(to)) return;
     release();
   };
 
