@@ -7,6 +7,7 @@ import type {
 } from "../bindings";
 import type { FeedIndicator } from "../lib/feed";
 import { brokerTone } from "../lib/presentation";
+import { heldChoice, stepsClosedSelect, type HeldStep } from "../lib/selectSteps";
 import { sessionsButtonLabel, sessionsButtonText, type SessionCounts } from "../lib/sessions";
 import {
   applyTheme,
@@ -52,18 +53,6 @@ type HeaderProps = {
 
 const CURRENT_CONTEXT_VALUE = "";
 
-/** Keys that move a closed `<select>`'s choice without opening it. */
-const STEP_KEYS = new Set([
-  "ArrowUp",
-  "ArrowDown",
-  "ArrowLeft",
-  "ArrowRight",
-  "Home",
-  "End",
-  "PageUp",
-  "PageDown",
-]);
-
 /**
  * A `<select>` whose choice is taken at once when picked from its list, but only on Enter (or
  * when the focus leaves it) when stepped through with the keys: WebKitGTK fires `change` at every
@@ -75,13 +64,10 @@ function useChoiceCommittedOnEnter(
   choices: readonly string[],
   commit: (value: string) => void,
 ) {
-  const [pending, setPending] = useState<{ from: string; value: string } | null>(null);
+  const [pending, setPending] = useState<HeldStep | null>(null);
   // A key is down that steps the closed list: the `change` it makes is a step, not a pick.
   const stepping = useRef(false);
-  const held =
-    pending !== null && pending.from === current && choices.includes(pending.value)
-      ? pending.value
-      : null;
+  const held = heldChoice(pending, current, choices);
   const take = (value: string) => {
     setPending(null);
     if (value !== current) commit(value);
@@ -89,9 +75,7 @@ function useChoiceCommittedOnEnter(
   return {
     value: held ?? current,
     onKeyDown: (event: KeyboardEvent<HTMLSelectElement>) => {
-      const printable = event.key.length === 1 && event.key !== " ";
-      const modified = event.altKey || event.ctrlKey || event.metaKey;
-      if (!modified && (STEP_KEYS.has(event.key) || printable)) {
+      if (stepsClosedSelect(event)) {
         stepping.current = true;
       } else if (event.key === "Enter" && held !== null) {
         event.preventDefault();
