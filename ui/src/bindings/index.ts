@@ -1214,7 +1214,7 @@ export type NewPool = {
 export type NewPoolCheck = {
 	/**  `<name>-1` … `<name>-<size>`; empty while the name or size has a problem. */
 	members: string[],
-	/**  Every problem, in the order [`check`] meets them (its first is [`check`]'s error). */
+	/**  Every problem, in the order [`create`] meets them (its first is [`create`]'s refusal). */
 	problems: NewPoolProblem[],
 };
 

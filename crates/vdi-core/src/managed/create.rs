@@ -62,16 +62,11 @@ impl NewPool {
 }
 
 /// Checks a create without a request, as [`create`] does first: the first of [`judge`]'s
-/// problems; returns the member names the pool would get.
+/// problems is the refusal; else the member names the pool would get and its DesktopPool's spec.
 ///
 /// Errors: those of [`crate::pool::validate_create`], [`crate::pool::check_managed_name`] and
 /// [`super::change::spec_for`];
 /// [`Error::Rejected`] `Invalid` for a policy where `side` is [`ClaimSide::Client`].
-pub fn check(request: &CreatePool, policy: &PolicyChanges, side: ClaimSide) -> Result<Vec<String>> {
-    checked(request, policy, side).map(|(members, _)| members)
-}
-
-/// [`check`], returning the member names and the DesktopPool's spec.
 fn checked(
     request: &CreatePool,
     policy: &PolicyChanges,
@@ -162,12 +157,12 @@ pub struct NewPoolProblem {
 pub struct NewPoolCheck {
     /// `<name>-1` … `<name>-<size>`; empty while the name or size has a problem.
     pub members: Vec<String>,
-    /// Every problem, in the order [`check`] meets them (its first is [`check`]'s error).
+    /// Every problem, in the order [`create`] meets them (its first is [`create`]'s refusal).
     pub problems: Vec<NewPoolProblem>,
 }
 
-/// [`check`] for a form: every problem with its field, not only the first, and the members
-/// when name and size allow them. No request.
+/// [`create`]'s first check for a form: every problem with its field, not only the first, and
+/// the members when name and size allow them. No request.
 pub fn judge(request: &CreatePool, policy: &PolicyChanges, side: ClaimSide) -> NewPoolCheck {
     let problems: Vec<NewPoolProblem> = problems(request, policy, side)
         .into_iter()
@@ -194,7 +189,7 @@ struct Problem {
     error: Error,
 }
 
-/// Every problem of a create, in [`check`]'s order: the input ([`create_problems`]); with a
+/// Every problem of a create, in the order [`create`] refuses them: the input ([`create_problems`]); with a
 /// broker, a name too long for a DesktopPool; the policy's fields
 /// ([`DesktopPoolSpec::problems`]); a policy where no broker runs one.
 fn problems(request: &CreatePool, policy: &PolicyChanges, side: ClaimSide) -> Vec<Problem> {
@@ -262,7 +257,7 @@ pub struct Created {
 /// namespace ([`crate::broker::namespaces::serve`]; a warning naming the command when it
 /// cannot).
 ///
-/// Errors, before anything is created: those of [`check`]. Then those of [`create_pool`]; and
+/// Errors, before anything is created: [`judge`]'s first problem. Then those of [`create_pool`]; and
 /// [`Error::Partial`] when the members exist but the DesktopPool could not be written (the fix
 /// names `pool adopt`).
 pub async fn create<P>(
@@ -367,7 +362,7 @@ mod tests {
             judged.problems[2].message,
             "5 is out of range (0 to the size, 2)"
         );
-        let first = check(&bad, &policy, ClaimSide::Broker)
+        let first = checked(&bad, &policy, ClaimSide::Broker)
             .unwrap_err()
             .to_string();
         assert_eq!(
@@ -380,7 +375,9 @@ mod tests {
         assert!(fine.problems.is_empty(), "{:?}", fine.problems);
         assert_eq!(fine.members, ["dev-1", "dev-2"]);
         assert_eq!(
-            check(&good, &PolicyChanges::default(), ClaimSide::Broker).unwrap(),
+            checked(&good, &PolicyChanges::default(), ClaimSide::Broker)
+                .unwrap()
+                .0,
             fine.members
         );
     }
