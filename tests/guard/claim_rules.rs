@@ -14,7 +14,7 @@ use vdi_core::identity::Actor;
 use vdi_core::names::{POOL_LABEL, lease_name};
 use vdi_core::resources::VirtualMachine;
 
-use crate::{client, denied, label_patch, lease_for, serial};
+use crate::{client, denied, label_patch, lease_for, serial, wait_guard_enforced};
 
 #[tokio::test]
 async fn the_guard_is_absent_until_installed_then_the_api_server_enforces_the_claim_rules() {
@@ -67,6 +67,9 @@ async fn the_guard_is_absent_until_installed_then_the_api_server_enforces_the_cl
         .map(|i| format!("g-{i}"))
         .filter(|m| *m != hers)
         .collect();
+
+    // The API server compiles the policies a moment after they are written.
+    wait_guard_enforced(&ns, &free[0]).await;
 
     let vms_as = |c: &Client| Api::<VirtualMachine>::namespaced(c.clone(), &ns);
     let leases_as = |c: &Client| Api::<Lease>::namespaced(c.clone(), &ns);

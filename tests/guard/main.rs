@@ -41,12 +41,19 @@ async fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().await
 }
 
-/// Installs the guard as `admin` and waits until the API server enforces both policies (its
-/// policy cache follows the objects within a moment): until a dry run of bob's that each policy
-/// refuses is refused.
+/// Installs the guard as `admin` and waits until the API server enforces it
+/// ([`wait_guard_enforced`]).
 async fn install_and_wait(admin: &Client, ns: &str, member: &str) {
     let status = guard::install(admin).await.unwrap();
     assert_eq!(status.state, GuardState::Installed, "{status:?}");
+    wait_guard_enforced(ns, member).await;
+}
+
+/// Waits (10 s at most) until the API server enforces both claim policies of the guard just
+/// installed (its policy cache follows the objects within a moment): until a dry run of bob's
+/// that each policy refuses (a Lease naming alice for `member`, and its label for alice) is
+/// refused.
+async fn wait_guard_enforced(ns: &str, member: &str) {
     let bob = client("bob").await;
     let dry = PostParams {
         dry_run: true,

@@ -26,11 +26,14 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use data_encoding::BASE64;
-use k8s_openapi::api::core::v1::{Namespace, Node, Service};
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Service};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
@@ -593,6 +596,77 @@ pub async fn seed(admin: &Client) -> Result<()> {
                 "spec": golden_spec(strategy, &name) }),
         )
         .await?;
+    }
+    Ok(())
+}
+
+/// The name of the sandbox's probe policy, of its binding, and of the ConfigMap it refuses
+/// ([`wait_policies_enforced`]).
+const ENFORCEMENT_PROBE: &str = "sandbox-enforcement-probe";
+
+/// Returns (within 30 s) once the API server enforces every admission policy and binding
+/// written before the call, and removes what it wrote to see that.
+///
+/// The API server loads admission policies from its informers and compiles them at a refresh
+/// every second (k8s.io/apiserver `pkg/admission/plugin/policy/generic/policy_source.go`,
+/// `policyRefreshIntervalDefault`): a policy is enforced a moment after it is written, and no
+/// status says when. So a probe policy and its binding are written after all others, refusing
+/// the creation of a ConfigMap named [`ENFORCEMENT_PROBE`], and a dry run of that creation is
+/// tried until it is refused. An informer delivers one resource's events in order: a refresh
+/// that has the probe's policy and binding has every policy and binding written before them.
+///
+/// Errors: the probe's objects cannot be written or removed; an error other than the probe's
+/// refusal; no refusal within 30 s.
+pub async fn wait_policies_enforced(admin: &Client) -> Result<()> {
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(admin.clone());
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(admin.clone());
+    let message = "the sandbox's enforcement probe";
+    let policy: ValidatingAdmissionPolicy = serde_json::from_value(json!({
+        "metadata": { "name": ENFORCEMENT_PROBE },
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": { "resourceRules": [{
+                "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                "resources": ["configmaps"],
+            }]},
+            "validations": [{
+                "expression": format!("object.metadata.name != '{ENFORCEMENT_PROBE}'"),
+                "message": message,
+            }],
+        },
+    }))?;
+    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
+        "metadata": { "name": ENFORCEMENT_PROBE },
+        "spec": { "policyName": ENFORCEMENT_PROBE, "validationActions": ["Deny"] },
+    }))?;
+    let create = PostParams::default();
+    policies.create(&create, &policy).await?;
+    bindings.create(&create, &binding).await?;
+
+    let config_maps: Api<ConfigMap> = Api::namespaced(admin.clone(), DEMO_NAMESPACE);
+    let probe: ConfigMap = serde_json::from_value(json!({
+        "metadata": { "name": ENFORCEMENT_PROBE },
+    }))?;
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let mut enforced = false;
+    for _ in 0..300 {
+        match config_maps.create(&dry_run, &probe).await {
+            Err(kube::Error::Api(status)) if status.message.contains(message) => {
+                enforced = true;
+                break;
+            }
+            Err(e) => return Err(e).context("the dry run of the enforcement probe"),
+            Ok(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    let delete = DeleteParams::default();
+    bindings.delete(ENFORCEMENT_PROBE, &delete).await?;
+    policies.delete(ENFORCEMENT_PROBE, &delete).await?;
+    if !enforced {
+        bail!("the API server did not enforce a new admission policy within 30 s");
     }
     Ok(())
 }

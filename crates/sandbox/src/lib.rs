@@ -27,6 +27,7 @@ pub mod devices;
 pub mod emulator;
 pub mod kubeconfig;
 pub mod pki;
+pub mod policy_status;
 mod process;
 pub mod prometheus;
 pub mod ssh;
@@ -191,6 +192,8 @@ pub struct Sandbox {
     apiserver: Child,
     sshd: ssh::SshServer,
     emulator: JoinHandle<()>,
+    /// kube-controller-manager's part: [`policy_status`].
+    policy_status: JoinHandle<()>,
     guests: Option<Arc<emulator::guests::Guests>>,
     brokers: Option<Arc<broker::Brokers>>,
     prometheus: Option<prometheus::Prometheus>,
@@ -346,6 +349,8 @@ impl Sandbox {
             }
         };
 
+        // Before anything installs an admission policy: installs wait for its status.
+        let policy_status = tokio::spawn(policy_status::run(admin.clone()));
         let roles = if options.broker {
             bootstrap::UserRoles::Broker
         } else {
@@ -415,6 +420,9 @@ impl Sandbox {
         if let Some(brokers) = &brokers {
             brokers.wait_ready(&admin).await?;
         }
+        if options.guard || options.broker {
+            bootstrap::wait_policies_enforced(&admin).await?;
+        }
         fs::rename(&starting, &kubeconfig)
             .with_context(|| format!("publish {}", kubeconfig.display()))?;
         Ok(Sandbox {
@@ -429,6 +437,7 @@ impl Sandbox {
             apiserver,
             sshd,
             emulator,
+            policy_status,
             guests,
             brokers,
             prometheus,
@@ -496,6 +505,7 @@ impl Sandbox {
             brokers.kill_all();
         }
         self.emulator.abort();
+        self.policy_status.abort();
         if let Some(guests) = self.guests.take() {
             guests.shutdown().await;
         }
@@ -512,6 +522,7 @@ impl Drop for Sandbox {
             brokers.kill_all();
         }
         self.emulator.abort();
+        self.policy_status.abort();
         if let Some(guests) = &self.guests {
             guests.kill_now();
         }

@@ -244,8 +244,8 @@ fn objects_to_check() -> Result<Vec<DynamicObject>> {
 /// Installs (or updates) the guard: every object of [`MANIFEST`] is created, or replaced whole
 /// (with the resourceVersion read, retried on a conflict), so that what was edited on the
 /// cluster goes, fields added by hand included (a server-side apply would keep those). Labels
-/// and annotations others put on the objects stay. Returns once the API server has compiled the
-/// policies ([`Manifest::install`]).
+/// and annotations others put on the objects stay. Returns once the policies are type-checked
+/// ([`Manifest::install`]); the API server enforces them a moment later.
 ///
 /// Errors: [`Error::Rejected`] `Forbidden` when RBAC does not let the caller create
 /// cluster-scoped admission policies and RBAC objects (a cluster administrator's job); the API

@@ -154,9 +154,13 @@ impl Manifest {
     /// the resourceVersion read, retried on a conflict), so that what was edited on the cluster
     /// goes, fields added by hand included (a server-side apply would keep those). Labels and
     /// annotations others put on the objects stay. Returns what was done, one phrase per
-    /// object ("created ClusterRole corral-vdi:broker", "replaced …"), once the API server has
-    /// compiled the admission policies among them (their status's `observedGeneration`, waited
-    /// for up to 5 s each).
+    /// object ("created ClusterRole corral-vdi:broker", "replaced …"), once the admission
+    /// policies among them are type-checked: their status's `observedGeneration`, which
+    /// kube-controller-manager's ValidatingAdmissionPolicy status controller sets (Kubernetes
+    /// `pkg/controller/validatingadmissionpolicystatus`), waited for up to 5 s each since a
+    /// cluster may run without that controller. The API server enforces a policy a moment after
+    /// it is written: it compiles them at a refresh every second (k8s.io/apiserver
+    /// `pkg/admission/plugin/policy/generic/policy_source.go`), and no status says when.
     ///
     /// Errors: 403 when the caller may not write an object (an administrator's job:
     /// [`Manifest::needs`]), naming it; the API server's refusal of an object names it.
@@ -212,8 +216,8 @@ impl Manifest {
                 }
             }
         }
-        // Wait (briefly) until the API server has compiled the admission policies written, so
-        // that they are enforced when this returns: a policy's status says so.
+        // Wait (briefly) until the admission policies written are type-checked, so that a
+        // policy the API server cannot compile is not left unnoticed for long.
         let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
         for obj in &objects {
             if resource_of(obj)?.kind != "ValidatingAdmissionPolicy" {

@@ -177,8 +177,9 @@ fn with_image(image: Option<&str>) -> Result<Vec<DynamicObject>> {
 /// [`MANIFEST`] and [`MEMBERS_POLICY`] ([`install_objects`], the Deployment running `image`) is
 /// created, or replaced whole so that edits made on the cluster go (labels and annotations
 /// others added stay). Returns what was done, one phrase per object ("created Deployment
-/// corral-vdi-broker in namespace "corral-vdi-system""), once the API server enforces the
-/// admission policy. The Deployment's replicas then elect a leader ([`super::status`]).
+/// corral-vdi-broker in namespace "corral-vdi-system""), once the admission policies are
+/// type-checked ([`crate::manifests::Manifest::install`]); the API server enforces them a moment
+/// later. The Deployment's replicas then elect a leader ([`super::status`]).
 ///
 /// Errors: [`Error::Rejected`] `Forbidden` for a caller who is not a cluster administrator,
 /// naming the first object refused (nothing after it is written; nothing is written at all
