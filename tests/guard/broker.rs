@@ -22,10 +22,11 @@ use vdi_core::resources::VirtualMachine;
 
 use crate::{
     client, denied, install_and_wait, label_patch, lease_for, serial, uninstall, vm_version,
+    wait_enforced,
 };
 
 /// Start of the members policy's refusal.
-const BROKER_DENIAL: &str = "corral-vdi guard: this cluster has a broker: a claim is the Lease \
+pub(crate) const BROKER_DENIAL: &str = "corral-vdi guard: this cluster has a broker: a claim is the Lease \
                              alone; the broker labels the member (";
 
 /// A client acting as the broker's ServiceAccount, with RBAC everywhere (`system:masters`, as
@@ -441,32 +442,6 @@ async fn with_the_guard_the_broker_reclaims_and_labels_and_its_annotations_are_i
         corral_tests::wait_power(&ns, "b-1", power).await;
     }
     uninstall(&admin).await;
-}
-
-/// Waits (10 s at most) until alice's dry-run label of `member` for herself is `refused` by the
-/// broker's members policy, or (`refused` false) passes: the API server's policy cache follows
-/// the objects within a moment.
-async fn wait_enforced(alice: &Client, ns: &str, member: &str, refused: bool) {
-    let dry = PatchParams {
-        dry_run: true,
-        ..Default::default()
-    };
-    let what = if refused {
-        "the broker's members policy enforced"
-    } else {
-        "the broker's members policy gone"
-    };
-    eventually(what, Duration::from_secs(10), || async {
-        let labelled = Api::<VirtualMachine>::namespaced(alice.clone(), ns)
-            .patch(member, &dry, &label_patch(Some("alice")))
-            .await;
-        let settled = match &labelled {
-            Err(kube::Error::Api(s)) => refused && s.message.contains(BROKER_DENIAL),
-            other => !refused && other.is_ok(),
-        };
-        settled.then_some(())
-    })
-    .await;
 }
 
 #[tokio::test]

@@ -287,4 +287,5 @@ async fn broker_install_status_and_uninstall_as_an_administrator_and_as_a_user()
     // The guard stays with the broker gone (its own uninstall removes it): this binary's other
     // tests start without it.
     crate::uninstall(&admin).await;
+    crate::wait_none_enforced().await;
 }

@@ -235,6 +235,7 @@ async fn the_chart_applied_is_what_broker_status_calls_installed() {
     let checked = tokio::spawn(chart_applied(admin.clone())).await;
     broker::uninstall(&admin).await.unwrap();
     guard::uninstall(&admin).await.unwrap();
+    crate::wait_none_enforced().await;
     if let Err(e) = checked {
         std::panic::resume_unwind(e.into_panic());
     }

@@ -19,7 +19,7 @@ mod status;
 
 use std::time::Duration;
 
-use corral_tests::{client_as, sandbox_with};
+use corral_tests::{client_as, eventually, sandbox_with};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
@@ -85,6 +85,43 @@ async fn wait_guard_enforced(ns: &str, member: &str) {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Waits (10 s at most) until alice's dry-run label of `member` for herself is `refused` by the
+/// broker's members policy, or (`refused` false) passes: the API server's policy cache follows
+/// the objects within a moment.
+async fn wait_enforced(alice: &Client, ns: &str, member: &str, refused: bool) {
+    let dry = PatchParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let what = if refused {
+        "the broker's members policy enforced"
+    } else {
+        "the broker's members policy gone"
+    };
+    eventually(what, Duration::from_secs(10), || async {
+        let labelled = Api::<VirtualMachine>::namespaced(alice.clone(), ns)
+            .patch(member, &dry, &label_patch(Some("alice")))
+            .await;
+        let settled = match &labelled {
+            Err(kube::Error::Api(s)) => refused && s.message.contains(broker::BROKER_DENIAL),
+            other => !refused && other.is_ok(),
+        };
+        settled.then_some(())
+    })
+    .await;
+}
+
+/// Waits until the API server no longer enforces the guard's or the broker's policies on a
+/// pool member's claim label, once both are uninstalled: it drops a deleted policy a moment
+/// later, and the tests after this one in the series make client-side claims.
+async fn wait_none_enforced() {
+    let ns = corral_tests::namespace("unenforced").await;
+    corral_tests::pool_vms(&client("admin").await, &ns, "u", 1)
+        .await
+        .unwrap();
+    wait_enforced(&client("alice").await, &ns, "u-1", false).await;
 }
 
 /// The resourceVersion of VM `name` in `ns`, read as admin.
