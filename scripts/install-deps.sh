@@ -6,7 +6,7 @@
 #   - the UI's npm packages (npm ci, skipped when package-lock.json has not changed);
 #   - tauri-driver (cargo install, into the cache);
 #   - Helm, for the broker's chart test (go build from the Go module proxy, cached by pin);
-#   - the sandbox's kube-apiserver and etcd (go build from the Go module proxy, cached by pin;
+#   - the sandbox's kube-apiserver, kube-controller-manager and etcd (go build from the Go module proxy, cached by pin;
 #     Go's build cache is filled first, in the background).
 # Needs Rust (cargo), Go and Node.js/npm already installed. Uses sudo for apt when not root.
 #
@@ -28,13 +28,14 @@ done
 # First, in the background and not waited for here: compile the Go packages of the pinned
 # kube-apiserver and etcd into Go's build cache, holding the lock that the sandbox's build
 # (crates/sandbox/src/binaries.rs, GO_BUILD_LOCK) waits on. Once per pin (a stamp).
-go_pin=$(cat crates/sandbox/go/go.mod crates/sandbox/go/go.sum crates/sandbox/go/cmd/etcd/main.go | sha256sum | cut -c1-16)
+go_packages="./cmd/etcd k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager"
+go_pin=$( (cat crates/sandbox/go/go.mod crates/sandbox/go/go.sum crates/sandbox/go/cmd/etcd/main.go; echo "$go_packages") | sha256sum | cut -c1-16)
 go_stamp="$CACHE/sandbox-bin/.go-warm-$go_pin"
 if [ ! -f "$go_stamp" ]; then
   mkdir -p "$CACHE/sandbox-bin"
-  echo "install-deps: compiling kube-apiserver's and etcd's Go packages in the background (log: $LOGS/go-build.log)"
+  echo "install-deps: compiling kube-apiserver's, kube-controller-manager's and etcd's Go packages in the background (log: $LOGS/go-build.log)"
   nohup flock "$CACHE/sandbox-bin/.go-build.lock" bash -c \
-    "cd crates/sandbox/go && GOFLAGS=-mod=mod go build ./cmd/etcd k8s.io/kubernetes/cmd/kube-apiserver && touch '$go_stamp'" \
+    "cd crates/sandbox/go && GOFLAGS=-mod=mod go build $go_packages && touch '$go_stamp'" \
     >"$LOGS/go-build.log" 2>&1 </dev/null &
 fi
 
@@ -130,10 +131,10 @@ cached=0
 case "$cached" in
   0) ;;
   3)
-    echo "install-deps: building kube-apiserver and etcd in the background (log: $LOGS/sandbox-prepare.log)"
+    echo "install-deps: building kube-apiserver, kube-controller-manager and etcd in the background (log: $LOGS/sandbox-prepare.log)"
     nohup "$sandbox" prepare >"$LOGS/sandbox-prepare.log" 2>&1 </dev/null &
     ;;
-  4) echo "install-deps: kube-apiserver and etcd are being built in the background (log: $LOGS/sandbox-prepare.log)" ;;
+  4) echo "install-deps: kube-apiserver, kube-controller-manager and etcd are being built in the background (log: $LOGS/sandbox-prepare.log)" ;;
   *) exit "$cached" ;;
 esac
 echo "install-deps: done"

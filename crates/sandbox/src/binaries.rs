@@ -1,4 +1,4 @@
-//! The real `kube-apiserver` and `etcd`, built with `go build` from the Go module proxy at the
+//! The real `kube-apiserver`, `kube-controller-manager` and `etcd`, built with `go build` from the Go module proxy at the
 //! versions pinned in `crates/sandbox/go/go.mod`, and cached outside the repository keyed by a
 //! hash of the pin. A changed pin builds new binaries; an unchanged one reuses the cache.
 //!
@@ -29,11 +29,14 @@ pub const KUBERNETES_VERSION: &str = "v1.35.4";
 /// at once on a two-core machine.
 pub const GO_BUILD_LOCK: &str = ".go-build.lock";
 
-/// Paths of the two server binaries.
+/// Paths of the server binaries.
 #[derive(Clone, Debug)]
 pub struct Binaries {
     /// The `kube-apiserver` binary.
     pub kube_apiserver: PathBuf,
+    /// The `kube-controller-manager` binary (the sandbox runs only its ValidatingAdmissionPolicy
+    /// status controller).
+    pub kube_controller_manager: PathBuf,
     /// The `etcd` binary.
     pub etcd: PathBuf,
 }
@@ -64,10 +67,13 @@ pub fn pin_key() -> String {
         .collect()
 }
 
-/// The binaries for the current pin if the cache has both, without building anything.
+/// The binaries for the current pin if the cache has all of them, without building anything.
 pub fn cached() -> Option<Binaries> {
     let binaries = pinned();
-    (binaries.kube_apiserver.exists() && binaries.etcd.exists()).then_some(binaries)
+    (binaries.kube_apiserver.exists()
+        && binaries.kube_controller_manager.exists()
+        && binaries.etcd.exists())
+    .then_some(binaries)
 }
 
 /// Whether another process is building the current pin's binaries now (holds the cache lock).
@@ -86,6 +92,7 @@ fn pinned() -> Binaries {
     let dir = cache_root().join("sandbox-bin").join(pin_key());
     Binaries {
         kube_apiserver: dir.join("kube-apiserver"),
+        kube_controller_manager: dir.join("kube-controller-manager"),
         etcd: dir.join("etcd"),
     }
 }
@@ -123,13 +130,18 @@ pub fn ensure() -> Result<Binaries> {
     fs::write(src.join("go.sum"), GO_SUM)?;
     fs::write(src.join("cmd/etcd/main.go"), ETCD_MAIN)?;
     eprintln!(
-        "sandbox: building kube-apiserver {KUBERNETES_VERSION} and etcd with go build (once per pin; several minutes)…"
+        "sandbox: building kube-apiserver and kube-controller-manager {KUBERNETES_VERSION} and etcd with go build (once per pin; several minutes)…"
     );
     go_build(&src, "./cmd/etcd", &binaries.etcd)?;
     go_build(
         &src,
         "k8s.io/kubernetes/cmd/kube-apiserver",
         &binaries.kube_apiserver,
+    )?;
+    go_build(
+        &src,
+        "k8s.io/kubernetes/cmd/kube-controller-manager",
+        &binaries.kube_controller_manager,
     )?;
     Ok(binaries)
 }

@@ -27,7 +27,6 @@ pub mod devices;
 pub mod emulator;
 pub mod kubeconfig;
 pub mod pki;
-pub mod policy_status;
 mod process;
 pub mod prometheus;
 pub mod ssh;
@@ -190,10 +189,10 @@ pub struct Sandbox {
     pub ssh_host_public_key: PathBuf,
     etcd: Child,
     apiserver: Child,
+    /// Only its ValidatingAdmissionPolicy status controller; killed on drop.
+    controller_manager: Child,
     sshd: ssh::SshServer,
     emulator: JoinHandle<()>,
-    /// kube-controller-manager's part: [`policy_status`].
-    policy_status: JoinHandle<()>,
     guests: Option<Arc<emulator::guests::Guests>>,
     brokers: Option<Arc<broker::Brokers>>,
     prometheus: Option<prometheus::Prometheus>,
@@ -217,7 +216,8 @@ fn spawn(program: &Path, args: &[String], log: &Path) -> Result<Child> {
 use process::log_tail;
 
 impl Sandbox {
-    /// Starts etcd, kube-apiserver and the emulator, installs the CRDs, RBAC and (if asked) the
+    /// Starts etcd, kube-apiserver, kube-controller-manager (its ValidatingAdmissionPolicy status
+    /// controller only) and the emulator, installs the CRDs, RBAC and (if asked) the
     /// demo data, and returns once the API server serves and the emulated virt-api is
     /// reachable through it. Builds the server binaries first if the cache lacks them.
     ///
@@ -349,8 +349,20 @@ impl Sandbox {
             }
         };
 
-        // Before anything installs an admission policy: installs wait for its status.
-        let policy_status = tokio::spawn(policy_status::run(admin.clone()));
+        // Before anything installs an admission policy: installs wait for its status
+        // (`observedGeneration`), which this controller of kube-controller-manager's writes. The
+        // sandbox runs no other controller of it.
+        let controller_manager = spawn(
+            &binaries.kube_controller_manager,
+            &[
+                format!("--kubeconfig={}", starting.display()),
+                "--controllers=validatingadmissionpolicy-status-controller".into(),
+                "--leader-elect=false".into(),
+                "--secure-port=0".into(),
+                "--v=1".into(),
+            ],
+            &logs.join("kube-controller-manager.log"),
+        )?;
         let roles = if options.broker {
             bootstrap::UserRoles::Broker
         } else {
@@ -437,7 +449,7 @@ impl Sandbox {
             apiserver,
             sshd,
             emulator,
-            policy_status,
+            controller_manager,
             guests,
             brokers,
             prometheus,
@@ -505,11 +517,11 @@ impl Sandbox {
             brokers.kill_all();
         }
         self.emulator.abort();
-        self.policy_status.abort();
         if let Some(guests) = self.guests.take() {
             guests.shutdown().await;
         }
         self.sshd.stop().await;
+        let _ = self.controller_manager.kill().await;
         let _ = self.apiserver.kill().await;
         let _ = self.etcd.kill().await;
         fs::remove_dir_all(&self.dir).with_context(|| format!("remove {}", self.dir.display()))
@@ -522,7 +534,6 @@ impl Drop for Sandbox {
             brokers.kill_all();
         }
         self.emulator.abort();
-        self.policy_status.abort();
         if let Some(guests) = &self.guests {
             guests.kill_now();
         }
